@@ -1,0 +1,213 @@
+//! The one record every finished request leaves behind.
+//!
+//! Load tasks fill these in where the bytes arrive; everything downstream
+//! (stats, reports, the live view) reads them and never measures on its own.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Where a request's output token count came from (DESIGN.md section 2), most
+/// trusted first. Saved with every level so a reader knows how far to trust it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TokenSource {
+    /// `usage.completion_tokens` sent by the server.
+    Usage,
+    /// Ollama's `eval_count`.
+    OllamaEvalCount,
+    /// llama.cpp's `timings.predicted_n`.
+    LlamacppTimings,
+    /// No count from the server: one token per output-carrying chunk.
+    ChunkCount,
+}
+
+impl TokenSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::OllamaEvalCount => "ollama_eval_count",
+            TokenSource::LlamacppTimings => "llamacpp_timings",
+            TokenSource::ChunkCount => "chunk_count",
+        }
+    }
+}
+
+/// Why a request did not count as a success. The `key()` is what result files
+/// use in their `errors` object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    /// Any HTTP status other than 2xx; 503 (queue full) and 429 (overloaded)
+    /// are kept as their own keys by `key()`.
+    Http(u16),
+    /// No TCP connection: nothing listens there.
+    ConnectRefused,
+    /// Could not connect for another reason (DNS, unreachable, TLS).
+    Connect,
+    /// The connection closed or was reset before the stream ended.
+    ConnectionClosed,
+    /// The whole request took longer than `--request-timeout`.
+    Timeout,
+    /// No bytes for longer than `--stall-timeout` in the middle of a stream.
+    Stalled,
+    /// Bytes that are not the protocol: bad JSON, bad UTF-8, oversized event.
+    MalformedStream,
+    /// The server sent an error object inside a 200 stream.
+    StreamError,
+    /// The stream ended with no finish reason, short of the requested length.
+    Truncated,
+}
+
+impl ErrorClass {
+    pub fn key(self) -> String {
+        match self {
+            ErrorClass::Http(code) => format!("http_{code}"),
+            ErrorClass::ConnectRefused => "connect_refused".into(),
+            ErrorClass::Connect => "connect_error".into(),
+            ErrorClass::ConnectionClosed => "connection_closed".into(),
+            ErrorClass::Timeout => "timeout".into(),
+            ErrorClass::Stalled => "stalled".into(),
+            ErrorClass::MalformedStream => "malformed_stream".into(),
+            ErrorClass::StreamError => "stream_error".into(),
+            ErrorClass::Truncated => "truncated".into(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed(ErrorClass),
+    /// Cut off by the user (quit, stop). Neither a success nor a failure: it
+    /// is left out of every statistic and only counted.
+    Cancelled,
+}
+
+/// Why the server said the answer ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// Hit `max_tokens`.
+    Length,
+    /// End of sequence or a stop string.
+    Stop,
+    /// Anything else the server said (`tool_calls`, `abort`, ...).
+    Other,
+}
+
+impl FinishReason {
+    pub fn parse(s: &str) -> FinishReason {
+        match s {
+            "length" => FinishReason::Length,
+            "stop" | "eos" | "eos_token" => FinishReason::Stop,
+            _ => FinishReason::Other,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Length => "length",
+            FinishReason::Stop => "stop",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
+/// One output-carrying chunk as it arrived: its time since the request's t0 and,
+/// when the server reported cumulative usage on every chunk, how many tokens it
+/// carried.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChunkArrival {
+    pub at: Duration,
+    pub tokens: Option<u32>,
+}
+
+/// Server-side timings of one request, when the server reports them
+/// (llama.cpp `timings`, later Ollama's durations). Milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServerTimings {
+    pub prompt_n: Option<u32>,
+    pub prompt_ms: Option<f64>,
+    pub predicted_n: Option<u32>,
+    pub predicted_ms: Option<f64>,
+}
+
+/// Everything one finished request left behind. Times are from one monotonic
+/// clock: `start` and `end` are offsets from the run's start, the others are
+/// relative to the request's own `t0` (`start`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestRecord {
+    /// Unique within the run, in dispatch order.
+    pub id: u64,
+    /// Index of the level the request was dispatched in.
+    pub level: usize,
+    /// t0: just before the request was written.
+    pub start: Duration,
+    /// When the request was over (last byte, error or cancel).
+    pub end: Duration,
+    /// First response byte (headers), relative to t0.
+    pub ttfb: Option<Duration>,
+    /// First output-carrying chunk, relative to t0.
+    pub ttft: Option<Duration>,
+    /// Last output-carrying chunk, relative to t0.
+    pub e2el: Option<Duration>,
+    /// Time per output token after the first, when output_tokens > 1.
+    pub tpot: Option<Duration>,
+    /// Inter-token gaps in milliseconds (see `stats::metrics::request_timing`).
+    pub itl_ms: Vec<f64>,
+    /// Prompt length the workload aimed for, in server tokens.
+    pub input_tokens_target: u32,
+    /// Prompt length the server reported (`usage.prompt_tokens`), if any.
+    pub input_tokens_reported: Option<u32>,
+    /// Output length asked for (`max_tokens`).
+    pub output_tokens_requested: u32,
+    pub output_tokens: u32,
+    pub token_source: TokenSource,
+    /// Output-carrying chunks received.
+    pub chunks: u32,
+    pub finish_reason: Option<FinishReason>,
+    pub outcome: Outcome,
+    /// One line from the server or the transport, for the failed ones.
+    pub error_message: Option<String>,
+    pub server_timings: Option<ServerTimings>,
+}
+
+impl RequestRecord {
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+    pub fn is_failed(&self) -> bool {
+        matches!(self.outcome, Outcome::Failed(_))
+    }
+    /// Input tokens to count: what the server said, else what we aimed for.
+    pub fn input_tokens(&self) -> u32 {
+        self.input_tokens_reported.unwrap_or(self.input_tokens_target)
+    }
+    /// A record with every field empty, for tests and builders.
+    pub fn empty(id: u64, level: usize) -> RequestRecord {
+        RequestRecord {
+            id,
+            level,
+            start: Duration::ZERO,
+            end: Duration::ZERO,
+            ttfb: None,
+            ttft: None,
+            e2el: None,
+            tpot: None,
+            itl_ms: Vec::new(),
+            input_tokens_target: 0,
+            input_tokens_reported: None,
+            output_tokens_requested: 0,
+            output_tokens: 0,
+            token_source: TokenSource::ChunkCount,
+            chunks: 0,
+            finish_reason: None,
+            outcome: Outcome::Ok,
+            error_message: None,
+            server_timings: None,
+        }
+    }
+}
