@@ -1,1 +1,20 @@
-//! (being written)
+//! Statistics: per-request timing from chunk arrivals, per-level summaries
+//! with vLLM-compatible result keys, and a bounded live window for the TUI.
+//!
+//! Everything here is pure (no I/O, no clock): callers measure and pass
+//! times in; these functions only compute (DESIGN.md section 2).
+//!
+//! - [`percentile`]: numpy-compatible percentiles on raw samples (result files);
+//! - [`metrics`]: TTFT, E2EL, TPOT and ITL of one request from its arrivals;
+//! - [`summary`]: one level's [`LevelStats`] and its result-file keys;
+//! - [`live`]: hdrhistogram one-second buckets over the last minute (live view).
+
+pub mod live;
+pub mod metrics;
+pub mod percentile;
+pub mod summary;
+
+pub use live::{LiveWindow, Quantiles, SecondStats};
+pub use metrics::{request_timing, RequestTiming};
+pub use percentile::{median_sorted, percentile_label, percentile_sorted};
+pub use summary::{level_stats, Distribution, LevelStats, MinMeanMax};
