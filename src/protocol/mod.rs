@@ -1,1 +1,55 @@
-//! (being written)
+//! Wire formats: bytes off the socket in, `StreamEvent`s out.
+//!
+//! One file per format (DESIGN.md section 4): `sse` is the event-stream
+//! framing, `openai` the OpenAI-compatible chunk JSON (chat and completions,
+//! plus llama.cpp's native `/completion` stream, which shares the framing).
+//! Decoders never look at the clock: the load task timestamps the bytes
+//! before it feeds them here, so parsing cost never enters a measurement.
+
+pub mod openai;
+pub mod sse;
+
+pub use openai::{error_message_from_body, request_body, Api, MalformedStream, OpenAiDecoder};
+pub use sse::{SseError, SseEvent, SseParser};
+
+use crate::record::{FinishReason, ServerTimings};
+
+/// What one response chunk told us. A chunk may yield several events, always
+/// in this order: `Error`, then `Output` or `NoOutput`, `Finish`, `Usage`,
+/// `Timings`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// A chunk that carries generated output: non-empty `delta.content`,
+    /// `delta.reasoning_content` / `delta.reasoning`, `delta.tool_calls`, or
+    /// (completions API) non-empty `choices[i].text`. One per chunk, however
+    /// many choices carried output.
+    ///
+    /// `tokens`: how many tokens it carried, known only when the server sends
+    /// cumulative `usage.completion_tokens` on every chunk (vLLM
+    /// `continuous_usage_stats`): the difference to the previous cumulative
+    /// value. `None` otherwise. It can be `Some(0)` when a server emits text
+    /// without advancing its count; spread nothing over such a chunk.
+    Output { tokens: Option<u32> },
+    /// A chunk with choices but no output: the role-only first delta
+    /// (`{"role":"assistant","content":""}` or `"content":null`), an empty
+    /// delta, a finish-only chunk. Also any JSON object that is neither a chunk
+    /// nor an error.
+    NoOutput,
+    /// The server's `finish_reason`.
+    Finish(FinishReason),
+    /// A `usage` object (on any chunk, including the usage-only `choices: []`
+    /// one). The last one seen is the final count.
+    Usage {
+        prompt_tokens: Option<u32>,
+        completion_tokens: Option<u32>,
+    },
+    /// llama.cpp's `timings` (`prompt_n`, `prompt_ms`, `predicted_n`,
+    /// `predicted_ms`).
+    Timings(ServerTimings),
+    /// An error object inside a 200 stream: `{"error":{"message":..}}`,
+    /// `{"error":"..."}` (TGI), `{"object":"error","message":..}` (older
+    /// vLLM). One line, trimmed, at most ~200 characters.
+    Error(String),
+    /// `data: [DONE]`.
+    Done,
+}

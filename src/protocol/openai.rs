@@ -1,0 +1,938 @@
+//! OpenAI-compatible streaming: the request body we send and the chunks that
+//! come back (`/v1/chat/completions` and `/v1/completions`), plus the one-line
+//! message of an HTTP error body.
+//!
+//! The decoder also reads llama.cpp's native `/completion` stream, which uses
+//! the same SSE framing but puts `content`, `stop`, `stop_type`,
+//! `tokens_predicted` and `timings` at the top level and sends no `[DONE]`.
+//!
+//! Decoding rules (DESIGN.md sections 2 and 3):
+//! - `choices` is iterated, never indexed: the usage-only chunk has `choices: []`.
+//! - Output = non-empty `delta.content`, `delta.reasoning_content`,
+//!   `delta.reasoning`, `delta.tool_calls` (or `function_call`), or non-empty
+//!   completions `text`. A role-only delta (`"content":""` or `null`) is not.
+//! - Payloads are parsed straight into small structs whose leaves never fail
+//!   on valid JSON of an unexpected type (a string where a number was
+//!   expected reads as "absent"): only bytes that are not JSON make a
+//!   `MalformedStream`. Strings we only test for emptiness are never copied.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::sse::{SseError, SseEvent, SseParser};
+use super::StreamEvent;
+use crate::record::{FinishReason, ServerTimings};
+
+/// Longest message kept from a server error, in characters.
+const MAX_MESSAGE_CHARS: usize = 200;
+/// How much of an undecodable chunk goes into the error message.
+const SNIPPET_CHARS: usize = 60;
+
+/// Which OpenAI-compatible endpoint a request goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// `/v1/chat/completions`: `messages`, output in `choices[].delta`.
+    Chat,
+    /// `/v1/completions`: `prompt`, output in `choices[].text`.
+    Completions,
+}
+
+/// The body is not an OpenAI-compatible event stream.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MalformedStream {
+    /// The SSE framing failed: bad UTF-8 or an oversized event.
+    #[error(transparent)]
+    Sse(#[from] SseError),
+    /// A `data:` payload that is not JSON. `chunk` counts data events from 1.
+    #[error("chunk {chunk} is not valid JSON ({detail}): {snippet}")]
+    Json {
+        chunk: u64,
+        detail: String,
+        snippet: String,
+    },
+}
+
+/// Turns the raw bytes of one streamed response into `StreamEvent`s.
+///
+/// Create one per request, or call `reset` (or `finish`, which resets) and
+/// reuse it: its buffers are kept.
+#[derive(Debug, Default)]
+pub struct OpenAiDecoder {
+    sse: SseParser,
+    state: ChunkState,
+}
+
+/// Per-request decoding state, apart from the SSE framing so that the SSE
+/// callback can borrow it while the parser is borrowed too.
+#[derive(Debug)]
+struct ChunkState {
+    /// Data events seen so far (for error messages).
+    chunks: u64,
+    /// Last cumulative completion-token count seen (`usage.completion_tokens`
+    /// or native `tokens_predicted`); the next chunk's count is the
+    /// difference to it.
+    last_cumulative: Option<u32>,
+    /// Every output chunk so far carried a cumulative count. Once one did
+    /// not, counts on later chunks (say, usage on a final chunk that also
+    /// carries text) are totals, not per-chunk steps: `tokens` stays `None`.
+    every_output_counted: bool,
+}
+
+impl Default for ChunkState {
+    fn default() -> Self {
+        ChunkState {
+            chunks: 0,
+            last_cumulative: None,
+            every_output_counted: true,
+        }
+    }
+}
+
+impl OpenAiDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forget the current stream; keep the buffers.
+    pub fn reset(&mut self) {
+        self.sse.reset();
+        self.state = ChunkState::default();
+    }
+
+    /// Feed raw body bytes as they arrive; decoded events are pushed onto
+    /// `out` (which the caller clears and reuses). On error, events decoded
+    /// before the bad chunk are already in `out`; the stream is then broken.
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), MalformedStream> {
+        let state = &mut self.state;
+        self.sse.feed(bytes, |ev| state.on_event(ev, out))
+    }
+
+    /// End of the body: decodes a last event the server did not terminate
+    /// with a blank line, then resets the decoder for the next request.
+    pub fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), MalformedStream> {
+        let state = &mut self.state;
+        let r = self.sse.finish(|ev| state.on_event(ev, out));
+        self.state = ChunkState::default();
+        r
+    }
+}
+
+impl ChunkState {
+    fn on_event(
+        &mut self,
+        ev: SseEvent<'_>,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), MalformedStream> {
+        match ev {
+            SseEvent::Data(payload) => self.on_data(payload, out),
+            SseEvent::Done => {
+                out.push(StreamEvent::Done);
+                Ok(())
+            }
+            SseEvent::Comment => Ok(()),
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        payload: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), MalformedStream> {
+        self.chunks += 1;
+        if payload.trim().is_empty() {
+            // A bare `data:` carries nothing; not worth failing a request over.
+            return Ok(());
+        }
+        let chunk = match serde_json::from_str::<Lenient<Chunk<'_>>>(payload) {
+            Ok(Lenient(Some(chunk))) => chunk,
+            // JSON, but not an object: not a chunk.
+            Ok(Lenient(None)) => {
+                out.push(StreamEvent::NoOutput);
+                return Ok(());
+            }
+            Err(e) => {
+                // Valid JSON the structs cannot hold (duplicate keys, say) is
+                // not a chunk either; only non-JSON is malformed.
+                if serde_json::from_str::<IgnoredAny>(payload).is_ok() {
+                    out.push(StreamEvent::NoOutput);
+                    return Ok(());
+                }
+                return Err(MalformedStream::Json {
+                    chunk: self.chunks,
+                    detail: e.to_string(),
+                    snippet: snippet(payload),
+                });
+            }
+        };
+        self.on_chunk(chunk, out);
+        Ok(())
+    }
+
+    fn on_chunk(&mut self, c: Chunk<'_>, out: &mut Vec<StreamEvent>) {
+        let mut recognized = false;
+
+        if let Some(message) = c.error.0.as_deref() {
+            out.push(StreamEvent::Error(one_line(message)));
+            recognized = true;
+        } else if c.object.0.as_deref() == Some("error") {
+            let message = c.message.0.as_deref().unwrap_or("error");
+            out.push(StreamEvent::Error(one_line(message)));
+            recognized = true;
+        }
+
+        let native = c.choices.0.is_none() && (c.content.0.is_some() || c.stop.0.is_some());
+        let cumulative = if native {
+            c.tokens_predicted.as_u32()
+        } else {
+            c.usage.0.and_then(|u| u.completion_tokens.as_u32())
+        };
+        let step = cumulative.map(|n| n.saturating_sub(self.last_cumulative.unwrap_or(0)));
+        if cumulative.is_some() {
+            self.last_cumulative = cumulative;
+        }
+
+        if let Some(choices) = c.choices.0.filter(|ch| ch.count > 0) {
+            recognized = true;
+            self.output_or_not(choices.output, step, out);
+            if let Some(reason) = choices.finish {
+                out.push(StreamEvent::Finish(reason));
+            }
+        } else if native {
+            recognized = true;
+            self.output_or_not(c.content.yes(), step, out);
+            if c.stop.0 == Some(true) {
+                out.push(StreamEvent::Finish(native_finish(&c)));
+                out.push(StreamEvent::Usage {
+                    prompt_tokens: c.tokens_evaluated.as_u32(),
+                    completion_tokens: c.tokens_predicted.as_u32(),
+                });
+            }
+        }
+
+        if let Some(u) = c.usage.0 {
+            recognized = true;
+            out.push(StreamEvent::Usage {
+                prompt_tokens: u.prompt_tokens.as_u32(),
+                completion_tokens: u.completion_tokens.as_u32(),
+            });
+        }
+        if let Some(t) = c.timings.0 {
+            recognized = true;
+            out.push(StreamEvent::Timings(ServerTimings {
+                prompt_n: t.prompt_n.as_u32(),
+                prompt_ms: t.prompt_ms.0,
+                predicted_n: t.predicted_n.as_u32(),
+                predicted_ms: t.predicted_ms.0,
+            }));
+        }
+        if !recognized {
+            out.push(StreamEvent::NoOutput);
+        }
+    }
+
+    fn output_or_not(&mut self, output: bool, step: Option<u32>, out: &mut Vec<StreamEvent>) {
+        if !output {
+            out.push(StreamEvent::NoOutput);
+            return;
+        }
+        let tokens = match step {
+            Some(k) if self.every_output_counted => Some(k),
+            _ => {
+                self.every_output_counted = false;
+                None
+            }
+        };
+        out.push(StreamEvent::Output { tokens });
+    }
+}
+
+/// llama.cpp native `/completion`: `stop_type` is `limit`, `eos`, `word` or
+/// `none`; older builds said `stopped_limit` / `stopped_eos` / `stopped_word`.
+fn native_finish(c: &Chunk<'_>) -> FinishReason {
+    match c.stop_type.0.as_deref() {
+        Some("limit") => FinishReason::Length,
+        Some("eos") | Some("word") => FinishReason::Stop,
+        _ if c.stopped_limit.0 == Some(true) => FinishReason::Length,
+        _ if c.stopped_eos.0 == Some(true) || c.stopped_word.0 == Some(true) => FinishReason::Stop,
+        _ => FinishReason::Other,
+    }
+}
+
+/// For the leaf visitors: every scalar JSON type (and null) yields `$none`.
+macro_rules! scalars_as {
+    ($none:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($none)
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// Chunk shape. Every field is optional and every leaf reads wrong-typed JSON
+// as absent, so valid JSON never fails to decode on a type mismatch.
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Chunk<'a> {
+    choices: Choices,
+    usage: Lenient<Usage>,
+    timings: Lenient<Timings>,
+    error: ErrorField,
+    #[serde(borrow)]
+    object: Text<'a>,
+    #[serde(borrow)]
+    message: Text<'a>,
+    // llama.cpp native `/completion`.
+    content: Carries,
+    stop: Flag,
+    #[serde(borrow)]
+    stop_type: Text<'a>,
+    stopped_eos: Flag,
+    stopped_limit: Flag,
+    stopped_word: Flag,
+    tokens_predicted: Num,
+    tokens_evaluated: Num,
+}
+
+#[derive(serde::Deserialize, Clone, Copy, Default)]
+#[serde(default)]
+struct Usage {
+    prompt_tokens: Num,
+    completion_tokens: Num,
+}
+
+#[derive(serde::Deserialize, Clone, Copy, Default)]
+#[serde(default)]
+struct Timings {
+    prompt_n: Num,
+    prompt_ms: Num,
+    predicted_n: Num,
+    predicted_ms: Num,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Choice {
+    delta: Lenient<Delta>,
+    /// Completions API.
+    text: Carries,
+    finish_reason: Finish,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Delta {
+    content: Carries,
+    reasoning_content: Carries,
+    reasoning: Carries,
+    tool_calls: Carries,
+    function_call: Carries,
+}
+
+impl Choice {
+    fn output(&self) -> bool {
+        let delta = self.delta.0.as_ref().is_some_and(|d| {
+            d.content.yes()
+                || d.reasoning_content.yes()
+                || d.reasoning.yes()
+                || d.tool_calls.yes()
+                || d.function_call.yes()
+        });
+        delta || self.text.yes()
+    }
+}
+
+/// `choices` folded as it is read, with no Vec: how many, whether any carried
+/// output, the first finish reason. `None`: absent or not an array.
+#[derive(Default)]
+struct Choices(Option<ChoicesSummary>);
+
+#[derive(Clone, Copy, Default)]
+struct ChoicesSummary {
+    count: usize,
+    output: bool,
+    finish: Option<FinishReason>,
+}
+
+impl<'de> Deserialize<'de> for Choices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Choices;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
+                let mut s = ChoicesSummary::default();
+                while let Some(Lenient(choice)) = seq.next_element::<Lenient<Choice>>()? {
+                    s.count += 1;
+                    if let Some(choice) = choice {
+                        s.output |= choice.output();
+                        s.finish = s.finish.or(choice.finish_reason.0);
+                    }
+                }
+                Ok(Choices(Some(s)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Choices, A::Error> {
+                drain_map(map).map(|_| Choices(None))
+            }
+            scalars_as!(Choices(None));
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<usize, A::Error> {
+    let mut n = 0;
+    while seq.next_element::<IgnoredAny>()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<usize, A::Error> {
+    let mut n = 0;
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// An object decoded as `T`; anything else (null, a string, an array) reads as
+/// `None` instead of failing.
+#[derive(Clone, Copy)]
+struct Lenient<T>(Option<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Lenient<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Lenient<T>, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(|t| Lenient(Some(t)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Lenient<T>, A::Error> {
+                drain_seq(seq).map(|_| Lenient(None))
+            }
+            scalars_as!(Lenient(None));
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// Whether a field carries anything: `None` absent; `Some(false)` null, `""`,
+/// `[]`, `{}` or a number/bool; `Some(true)` a non-empty string, array or
+/// object. Reads strings without copying them.
+#[derive(Default)]
+struct Carries(Option<bool>);
+
+impl Carries {
+    fn yes(&self) -> bool {
+        self.0 == Some(true)
+    }
+}
+
+impl<'de> Deserialize<'de> for Carries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Carries;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Carries, E> {
+                Ok(Carries(Some(!s.is_empty())))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Carries, A::Error> {
+                drain_seq(seq).map(|n| Carries(Some(n > 0)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Carries, A::Error> {
+                drain_map(map).map(|n| Carries(Some(n > 0)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Carries, E> {
+                Ok(Carries(Some(false)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A number, or `None` for anything else.
+#[derive(Clone, Copy, Default)]
+struct Num(Option<f64>);
+
+impl Num {
+    /// As a count: non-negative, whole part, capped at `u32::MAX`.
+    fn as_u32(self) -> Option<u32> {
+        self.0
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| v.min(u32::MAX as f64) as u32)
+    }
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num(Some(v as f64)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(Num(Some(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+                Ok(Num(Some(v)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Num, E> {
+                Ok(Num(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Num, E> {
+                Ok(Num(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Num, E> {
+                Ok(Num(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Num, E> {
+                Ok(Num(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Num, A::Error> {
+                drain_seq(seq).map(|_| Num(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Num, A::Error> {
+                drain_map(map).map(|_| Num(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A boolean, or `None` for anything else.
+#[derive(Clone, Copy, Default)]
+struct Flag(Option<bool>);
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Flag;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a boolean")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Flag, E> {
+                Ok(Flag(Some(v)))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Flag, E> {
+                Ok(Flag(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Flag, A::Error> {
+                drain_seq(seq).map(|_| Flag(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Flag, A::Error> {
+                drain_map(map).map(|_| Flag(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A string (borrowed when it has no escapes), or `None` for anything else.
+#[derive(Default)]
+struct Text<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Some(Cow::Borrowed(s))))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Some(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Text<'a>, E> {
+                Ok(Text(Some(Cow::Owned(s))))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Text<'a>, E> {
+                Ok(Text(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Text<'a>, A::Error> {
+                drain_seq(seq).map(|_| Text(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Text<'a>, A::Error> {
+                drain_map(map).map(|_| Text(None))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// `finish_reason`, parsed without copying; `None` for null or a non-string.
+#[derive(Clone, Copy, Default)]
+struct Finish(Option<FinishReason>);
+
+impl<'de> Deserialize<'de> for Finish {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Finish;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a finish reason")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Finish, E> {
+                Ok(Finish(Some(FinishReason::parse(s))))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Finish, E> {
+                Ok(Finish(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Finish, A::Error> {
+                drain_seq(seq).map(|_| Finish(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Finish, A::Error> {
+                drain_map(map).map(|_| Finish(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The `error` field of a chunk: `"..."` (TGI) or `{"message": "..."}`
+/// (OpenAI, SGLang, Ollama's `/v1`). `None` when absent, null, `false` or
+/// an empty string. An object without a message falls back to its `type`.
+#[derive(Default)]
+struct ErrorField(Option<String>);
+
+impl<'de> Deserialize<'de> for ErrorField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ErrorField;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an error message or object")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ErrorField, E> {
+                Ok(ErrorField((!s.trim().is_empty()).then(|| s.to_owned())))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorField, A::Error> {
+                let mut message = None;
+                let mut kind = None;
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    let Text(value) = map.next_value::<Text<'de>>()?;
+                    match key.as_deref() {
+                        Some("message") if message.is_none() => message = value,
+                        Some("type") if kind.is_none() => kind = value,
+                        _ => {}
+                    }
+                }
+                let text = message
+                    .filter(|m| !m.trim().is_empty())
+                    .or(kind)
+                    .map(Cow::into_owned)
+                    .unwrap_or_else(|| "error object without a message".to_owned());
+                Ok(ErrorField(Some(text)))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ErrorField, E> {
+                Ok(ErrorField(v.then(|| "error".to_owned())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ErrorField, E> {
+                Ok(ErrorField(Some(format!("error {v}"))))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ErrorField, E> {
+                Ok(ErrorField(Some(format!("error {v}"))))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ErrorField, E> {
+                Ok(ErrorField(Some(format!("error {v}"))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<ErrorField, E> {
+                Ok(ErrorField(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<ErrorField, E> {
+                Ok(ErrorField(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ErrorField, A::Error> {
+                drain_seq(seq).map(|n| ErrorField((n > 0).then(|| "error".to_owned())))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Messages.
+
+/// One line, trimmed, control characters as spaces, at most
+/// `MAX_MESSAGE_CHARS` characters (then `...`).
+fn one_line(s: &str) -> String {
+    cap_chars(s.trim(), MAX_MESSAGE_CHARS)
+}
+
+fn cap_chars(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max + 3));
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.truncate(out.trim_end().len());
+            out.push_str("...");
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+fn snippet(payload: &str) -> String {
+    format!("{:?}", cap_chars(payload.trim(), SNIPPET_CHARS))
+}
+
+/// A one-line message from an HTTP error body: `{"error":{"message":..}}`,
+/// `{"error":".."}`, `{"object":"error","message":..}`, `{"detail":..}`
+/// (FastAPI, including its list of validation errors), an HTML page's
+/// `<title>`, else the body's first non-blank line; `HTTP <status>` for an
+/// empty body. Trimmed, at most ~200 characters; bad UTF-8 is replaced, never
+/// a panic.
+pub fn error_message_from_body(status: u16, body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        if let Some(m) = message_from_json(&v) {
+            let m = one_line(&m);
+            if !m.is_empty() {
+                return m;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    if let Some(title) = html_title(&text) {
+        return one_line(title);
+    }
+    match text.lines().map(str::trim).find(|l| !l.is_empty()) {
+        Some(line) => one_line(line),
+        None => format!("HTTP {status}"),
+    }
+}
+
+fn message_from_json(v: &Value) -> Option<String> {
+    let obj = v.as_object()?;
+    let nonblank = |v: Option<&Value>| -> Option<String> {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_owned)
+    };
+    match obj.get("error") {
+        Some(Value::String(s)) if !s.trim().is_empty() => return Some(s.clone()),
+        Some(Value::Object(e)) => {
+            if let Some(m) = nonblank(e.get("message")).or_else(|| nonblank(e.get("type"))) {
+                return Some(m);
+            }
+        }
+        _ => {}
+    }
+    if let Some(m) = nonblank(obj.get("message")) {
+        return Some(m);
+    }
+    match obj.get("detail") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        Some(Value::Array(items)) => {
+            let parts: Vec<String> = items.iter().filter_map(detail_item).collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }
+        Some(Value::Object(o)) => nonblank(o.get("message")).or_else(|| nonblank(o.get("msg"))),
+        _ => None,
+    }
+}
+
+/// One FastAPI validation error: `{"loc":["body","max_tokens"],"msg":"..."}`
+/// -> `body.max_tokens: ...`.
+fn detail_item(item: &Value) -> Option<String> {
+    if let Some(s) = item.as_str() {
+        return Some(s.to_owned());
+    }
+    let msg = item.get("msg").and_then(Value::as_str)?;
+    let loc: Vec<String> = item
+        .get("loc")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .map(|p| match p {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(if loc.is_empty() {
+        msg.to_owned()
+    } else {
+        format!("{}: {msg}", loc.join("."))
+    })
+}
+
+fn html_title(text: &str) -> Option<&str> {
+    let mut head = text.len().min(4096);
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    // ASCII lowercasing keeps byte offsets, so they index `text` too.
+    let lower = text[..head].to_ascii_lowercase();
+    let start = lower.find("<title>")? + "<title>".len();
+    let end = start + lower[start..].find("</title>")?;
+    let title = text.get(start..end)?.trim();
+    (!title.is_empty()).then_some(title)
+}
+
+// ---------------------------------------------------------------------------
+// Request.
+
+/// The JSON body of one streamed request.
+///
+/// Always: `model`, `stream: true`, `stream_options: {"include_usage": true,
+/// "continuous_usage_stats": true}`, `max_tokens`, `temperature: 0`, and
+/// `ignore_eos: true` unless `ignore_eos` is false (then the key is absent).
+/// Chat sends `messages: [{"role":"user","content":prompt}]`, completions
+/// sends `prompt`. `extra_body`'s keys are merged last, at the top level:
+/// they replace (whole values, no deep merge) or add keys.
+pub fn request_body(
+    api: Api,
+    model: &str,
+    prompt: &str,
+    max_tokens: u32,
+    ignore_eos: bool,
+    extra_body: Option<&Map<String, Value>>,
+) -> Vec<u8> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    match api {
+        Api::Chat => {
+            let mut message = Map::new();
+            message.insert("role".into(), Value::from("user"));
+            message.insert("content".into(), Value::from(prompt));
+            body.insert(
+                "messages".into(),
+                Value::Array(vec![Value::Object(message)]),
+            );
+        }
+        Api::Completions => {
+            body.insert("prompt".into(), Value::from(prompt));
+        }
+    }
+    body.insert("max_tokens".into(), Value::from(max_tokens));
+    body.insert("temperature".into(), Value::from(0.0));
+    body.insert("stream".into(), Value::Bool(true));
+    let mut stream_options = Map::new();
+    stream_options.insert("include_usage".into(), Value::Bool(true));
+    stream_options.insert("continuous_usage_stats".into(), Value::Bool(true));
+    body.insert("stream_options".into(), Value::Object(stream_options));
+    if ignore_eos {
+        body.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    if let Some(extra) = extra_body {
+        for (k, v) in extra {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(body).to_string().into_bytes()
+}
+
+#[cfg(test)]
+#[path = "openai_tests.rs"]
+mod tests;

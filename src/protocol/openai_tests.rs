@@ -1,0 +1,693 @@
+//! Tests of `openai.rs`: the recorded captures, a synthetic vLLM stream, error
+//! shapes, `error_message_from_body` and `request_body`.
+
+use super::*;
+use crate::protocol::StreamEvent as E;
+use serde_json::json;
+
+macro_rules! capture {
+    ($path:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/captures/",
+            $path
+        ))
+        .as_slice()
+    };
+}
+
+/// Decode `bytes` in the given pieces, then `finish`.
+fn decode_pieces(pieces: &[&[u8]]) -> Result<Vec<StreamEvent>, MalformedStream> {
+    let mut d = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    for p in pieces {
+        d.feed(p, &mut out)?;
+    }
+    d.finish(&mut out)?;
+    Ok(out)
+}
+
+fn decode(bytes: &[u8]) -> Result<Vec<StreamEvent>, MalformedStream> {
+    decode_pieces(&[bytes])
+}
+
+/// Decode whole, split in two at every byte boundary, and one byte at a
+/// time: the events must be identical every time. Returns them.
+fn decode_every_split(bytes: &[u8]) -> Vec<StreamEvent> {
+    let whole = decode(bytes).unwrap();
+    for cut in 0..=bytes.len() {
+        let split = decode_pieces(&[&bytes[..cut], &bytes[cut..]]).unwrap();
+        assert_eq!(split, whole, "split at byte {cut}");
+    }
+    let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(decode_pieces(&bytewise).unwrap(), whole, "byte by byte");
+    whole
+}
+
+fn outputs(n: usize) -> Vec<StreamEvent> {
+    vec![E::Output { tokens: None }; n]
+}
+
+fn timings(prompt_n: u32, prompt_ms: f64, predicted_n: u32, predicted_ms: f64) -> StreamEvent {
+    E::Timings(ServerTimings {
+        prompt_n: Some(prompt_n),
+        prompt_ms: Some(prompt_ms),
+        predicted_n: Some(predicted_n),
+        predicted_ms: Some(predicted_ms),
+    })
+}
+
+fn usage(prompt: u32, completion: u32) -> StreamEvent {
+    E::Usage {
+        prompt_tokens: Some(prompt),
+        completion_tokens: Some(completion),
+    }
+}
+
+fn concat(parts: Vec<Vec<StreamEvent>>) -> Vec<StreamEvent> {
+    parts.into_iter().flatten().collect()
+}
+
+// ---------------------------------------------------------------------------
+// Captures (hand-checked against the files: see the comments).
+
+#[test]
+fn capture_llama_server_chat_basic() {
+    // 67 data events: role chunk with "content":null, 64 one-token content
+    // chunks, finish chunk `"delta":{}` + "length" + timings (prompt_n 38,
+    // predicted_n 64), [DONE]. No usage (not asked for).
+    let evs = decode_every_split(capture!("llama-server/stream_basic.txt"));
+    let expected = concat(vec![
+        vec![E::NoOutput],
+        outputs(64),
+        vec![
+            E::NoOutput,
+            E::Finish(FinishReason::Length),
+            timings(38, 134.176, 64, 775.785),
+            E::Done,
+        ],
+    ]);
+    assert_eq!(evs, expected);
+}
+
+#[test]
+fn capture_llama_server_chat_include_usage() {
+    // Role chunk, 16 content chunks, finish chunk (no timings here), a
+    // usage-only `choices: []` chunk with usage 38/16 AND timings (prompt_n
+    // 1: 37 of 38 prompt tokens came from the prompt cache), [DONE].
+    let evs = decode_every_split(capture!("llama-server/stream_include_usage.txt"));
+    let expected = concat(vec![
+        vec![E::NoOutput],
+        outputs(16),
+        vec![
+            E::NoOutput,
+            E::Finish(FinishReason::Length),
+            usage(38, 16),
+            timings(1, 33.986, 16, 184.366),
+            E::Done,
+        ],
+    ]);
+    assert_eq!(evs, expected);
+}
+
+#[test]
+fn capture_llama_server_completions() {
+    // Three `text` chunks, then a chunk with `"text":""`, finish "length",
+    // usage 4/3 and timings on the same chunk, [DONE]. No role chunk.
+    let evs = decode_every_split(capture!("llama-server/completions_stream.txt"));
+    let expected = concat(vec![
+        outputs(3),
+        vec![
+            E::NoOutput,
+            E::Finish(FinishReason::Length),
+            usage(4, 3),
+            timings(4, 58.798, 3, 25.535),
+            E::Done,
+        ],
+    ]);
+    assert_eq!(evs, expected);
+}
+
+#[test]
+fn capture_llama_server_native_completion() {
+    // Native `/completion`: top-level `content`, cumulative
+    // `tokens_predicted` 1, 2, then a `"stop":true` chunk with
+    // `"stop_type":"limit"`, tokens_evaluated 4 and timings. No [DONE].
+    let evs = decode_every_split(capture!("llama-server/native_completion_stream.txt"));
+    let expected = vec![
+        E::Output { tokens: Some(1) },
+        E::Output { tokens: Some(1) },
+        E::NoOutput,
+        E::Finish(FinishReason::Length),
+        usage(4, 2),
+        timings(1, 15.791, 2, 12.387),
+    ];
+    assert_eq!(evs, expected);
+}
+
+#[test]
+fn capture_llama_cpp_python_basic() {
+    // Role chunk `{"role":"assistant"}` (no content key), 64 content chunks,
+    // finish chunk `"delta":{}` "length", [DONE]. No usage, no timings.
+    let evs = decode_every_split(capture!("llama-cpp-python/stream_basic.txt"));
+    let expected = concat(vec![
+        vec![E::NoOutput],
+        outputs(64),
+        vec![E::NoOutput, E::Finish(FinishReason::Length), E::Done],
+    ]);
+    assert_eq!(evs, expected);
+}
+
+#[test]
+fn capture_llama_cpp_python_include_usage_is_ignored_by_server() {
+    // Asked for include_usage; the server sent no usage chunk anyway.
+    let evs = decode_every_split(capture!("llama-cpp-python/stream_include_usage.txt"));
+    let expected = concat(vec![
+        vec![E::NoOutput],
+        outputs(16),
+        vec![E::NoOutput, E::Finish(FinishReason::Length), E::Done],
+    ]);
+    assert_eq!(evs, expected);
+    assert!(!evs.iter().any(|e| matches!(e, E::Usage { .. })));
+}
+
+#[test]
+fn every_stream_capture_is_covered() {
+    // A new capture added to the folder should get its own test above.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/captures");
+    let mut streams = Vec::new();
+    for server in std::fs::read_dir(dir).unwrap() {
+        let server = server.unwrap().path();
+        if !server.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&server).unwrap() {
+            let f = f.unwrap().path();
+            let bytes = std::fs::read(&f).unwrap();
+            if bytes.starts_with(b"data:") {
+                // Every SSE capture decodes cleanly, in one piece.
+                decode(&bytes).unwrap();
+                let name = format!(
+                    "{}/{}",
+                    server.file_name().unwrap().to_string_lossy(),
+                    f.file_name().unwrap().to_string_lossy()
+                );
+                streams.push(name);
+            }
+        }
+    }
+    streams.sort();
+    assert_eq!(
+        streams,
+        [
+            "llama-cpp-python/stream_basic.txt",
+            "llama-cpp-python/stream_include_usage.txt",
+            "llama-server/completions_stream.txt",
+            "llama-server/native_completion_stream.txt",
+            "llama-server/stream_basic.txt",
+            "llama-server/stream_include_usage.txt",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Synthetic vLLM-style stream.
+
+/// vLLM with `continuous_usage_stats`: usage on every chunk, a role-only
+/// first chunk with `"content":""` and usage 0, a chunk carrying 3 tokens, a
+/// reasoning chunk, a chunk whose JSON spans two `data:` lines, the finish
+/// chunk with the last token, the usage-only `choices: []` chunk, pings, CRLF.
+const VLLM: &[u8] = b": ping\r\n\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":12,\"completion_tokens\":0}}\r\n\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":13,\"completion_tokens\":1}}\r\n\r\n\
+: ping\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" w\\u00f6rld, \\\"q\\\"\\n\"},\"finish_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":16,\"completion_tokens\":4}}\r\n\r\n\
+event: message\r\nid: 5\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hm\"},\r\n\
+data: \"finish_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":17,\"completion_tokens\":5}}\r\n\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"},\"finish_reason\":\"length\",\"stop_reason\":null}],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":18,\"completion_tokens\":6}}\r\n\r\n\
+data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"total_tokens\":18,\"completion_tokens\":6}}\r\n\r\n\
+: ping\r\n\r\n\
+data: [DONE]\r\n\r\n";
+
+#[test]
+fn synthetic_vllm_stream() {
+    let evs = decode_every_split(VLLM);
+    let expected = vec![
+        E::NoOutput,
+        usage(12, 0),
+        E::Output { tokens: Some(1) },
+        usage(12, 1),
+        E::Output { tokens: Some(3) },
+        usage(12, 4),
+        E::Output { tokens: Some(1) },
+        usage(12, 5),
+        E::Output { tokens: Some(1) },
+        E::Finish(FinishReason::Length),
+        usage(12, 6),
+        usage(12, 6),
+        E::Done,
+    ];
+    assert_eq!(evs, expected);
+    // The same stream with LF and with CR line endings.
+    let lf = String::from_utf8(VLLM.to_vec())
+        .unwrap()
+        .replace("\r\n", "\n");
+    assert_eq!(decode_every_split(lf.as_bytes()), expected);
+    let cr = String::from_utf8(VLLM.to_vec())
+        .unwrap()
+        .replace("\r\n", "\r");
+    assert_eq!(decode_every_split(cr.as_bytes()), expected);
+}
+
+#[test]
+fn cr_and_lf_split_across_reads() {
+    let a = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r";
+    let b = b"\n";
+    let c = b"\r\ndata: [DONE]\r";
+    let d = b"\n\r\n";
+    let mut dec = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    dec.feed(a, &mut out).unwrap();
+    dec.feed(b, &mut out).unwrap();
+    assert!(out.is_empty(), "CR|LF across reads is one line ending");
+    dec.feed(c, &mut out).unwrap();
+    assert_eq!(out, vec![E::Output { tokens: None }]);
+    dec.feed(d, &mut out).unwrap();
+    assert_eq!(out, vec![E::Output { tokens: None }, E::Done]);
+}
+
+#[test]
+fn unterminated_last_event_is_flushed_by_finish() {
+    let mut dec = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    dec.feed(
+        b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}",
+        &mut out,
+    )
+    .unwrap();
+    assert!(out.is_empty());
+    dec.finish(&mut out).unwrap();
+    assert_eq!(out, vec![E::NoOutput, E::Finish(FinishReason::Stop)]);
+}
+
+// ---------------------------------------------------------------------------
+// Output detection and token counting.
+
+fn one(payload: &str) -> Vec<StreamEvent> {
+    decode(format!("data: {payload}\n\n").as_bytes()).unwrap()
+}
+
+#[test]
+fn what_counts_as_output() {
+    let out = vec![E::Output { tokens: None }];
+    let none = vec![E::NoOutput];
+    assert_eq!(one(r#"{"choices":[{"delta":{"content":"x"}}]}"#), out);
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#),
+        out
+    );
+    assert_eq!(one(r#"{"choices":[{"delta":{"reasoning":"x"}}]}"#), out);
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#),
+        out
+    );
+    assert_eq!(one(r#"{"choices":[{"text":"x","index":0}]}"#), out);
+    assert_eq!(one(r#"{"choices":[{"delta":{"content":"\n"}}]}"#), out);
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#),
+        none
+    );
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"role":"assistant","content":null}}]}"#),
+        none
+    );
+    assert_eq!(one(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#), none);
+    assert_eq!(one(r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#), none);
+    assert_eq!(one(r#"{"choices":[{"delta":null}]}"#), none);
+    assert_eq!(one(r#"{"choices":[{"text":""}]}"#), none);
+    // Two choices with output: still one Output for the chunk.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#),
+        out
+    );
+    // Usage-only chunk: no NoOutput, just the usage.
+    assert_eq!(
+        one(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#),
+        vec![usage(3, 2)]
+    );
+    // OpenAI's `"usage": null` on ordinary chunks is no usage.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"content":"x"}}],"usage":null}"#),
+        out
+    );
+}
+
+#[test]
+fn unknown_and_odd_json_is_ignored_not_fatal() {
+    let none = vec![E::NoOutput];
+    assert_eq!(one(r#"{"hello":"world"}"#), none);
+    assert_eq!(one("42"), none);
+    assert_eq!(one(r#"["a",1]"#), none);
+    assert_eq!(one(r#""text""#), none);
+    assert_eq!(one("null"), none);
+    // Wrong types read as absent.
+    assert_eq!(one(r#"{"choices":"nope","usage":"x","timings":[1]}"#), none);
+    assert_eq!(
+        one(
+            r#"{"choices":[{"delta":{"content":5},"finish_reason":7}],"usage":{"completion_tokens":"7","prompt_tokens":-1}}"#
+        ),
+        vec![
+            E::NoOutput,
+            E::Usage {
+                prompt_tokens: None,
+                completion_tokens: None
+            }
+        ]
+    );
+    assert_eq!(one(r#"{"choices":["x",null]}"#), none);
+    // Duplicate keys: valid JSON, not a chunk we can read.
+    assert_eq!(one(r#"{"choices":[],"choices":[]}"#), none);
+    // A bare `data:` is skipped.
+    assert_eq!(decode(b"data:\n\ndata: \n\n").unwrap(), vec![]);
+    // Unknown finish reasons.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#),
+        vec![E::NoOutput, E::Finish(FinishReason::Other)]
+    );
+}
+
+#[test]
+fn cumulative_tokens_only_when_every_output_chunk_has_usage() {
+    // Usage only at the end, on a chunk that also carries text: that is a
+    // total, not a per-chunk count.
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":3}}\n\n";
+    assert_eq!(
+        decode_every_split(stream),
+        vec![
+            E::Output { tokens: None },
+            E::Output { tokens: None },
+            E::Output { tokens: None },
+            E::Finish(FinishReason::Length),
+            usage(1, 3),
+        ]
+    );
+    // Continuous usage from the first chunk (no role chunk): counted from 0.
+    // A count that goes backwards saturates to 0.
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"ab\"}}],\"usage\":{\"completion_tokens\":2}}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"c\"}}],\"usage\":{\"completion_tokens\":1}}\n\n\
+data: {\"choices\":[{\"delta\":{\"content\":\"d\"}}],\"usage\":{\"completion_tokens\":3}}\n\n";
+    let c = |n| E::Usage {
+        prompt_tokens: None,
+        completion_tokens: Some(n),
+    };
+    assert_eq!(
+        decode_every_split(stream),
+        vec![
+            E::Output { tokens: Some(2) },
+            c(2),
+            E::Output { tokens: Some(0) },
+            c(1),
+            E::Output { tokens: Some(2) },
+            c(3),
+        ]
+    );
+}
+
+#[test]
+fn decoder_state_resets_after_finish() {
+    let mut dec = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    dec.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":5}}\n\n", &mut out)
+        .unwrap();
+    dec.finish(&mut out).unwrap();
+    out.clear();
+    dec.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":2}}\n\n", &mut out)
+        .unwrap();
+    assert_eq!(out[0], E::Output { tokens: Some(2) });
+}
+
+// ---------------------------------------------------------------------------
+// Errors.
+
+#[test]
+fn error_objects_inside_a_200_stream() {
+    assert_eq!(
+        one(
+            r#"{"error":{"message":"  Out of memory\nretry later ","type":"InternalServerError","code":500}}"#
+        ),
+        vec![E::Error("Out of memory retry later".into())]
+    );
+    assert_eq!(
+        one(r#"{"error":"Model is overloaded","error_type":"overloaded"}"#),
+        vec![E::Error("Model is overloaded".into())]
+    );
+    assert_eq!(
+        one(
+            r#"{"object":"error","message":"This model's maximum context length is 2048 tokens.","type":"BadRequestError","param":null,"code":400}"#
+        ),
+        vec![E::Error(
+            "This model's maximum context length is 2048 tokens.".into()
+        )]
+    );
+    assert_eq!(
+        one(r#"{"error":{"type":"server_error","code":null}}"#),
+        vec![E::Error("server_error".into())]
+    );
+    assert_eq!(
+        one(
+            r#"{"error":{"message":"server busy, please try again.  maximum pending requests exceeded","type":"api_error","param":null,"code":null}}"#
+        ),
+        vec![E::Error(
+            "server busy, please try again.  maximum pending requests exceeded".into()
+        )]
+    );
+    // No error: null / empty.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"content":"x"}}],"error":null}"#),
+        vec![E::Output { tokens: None }]
+    );
+    assert_eq!(one(r#"{"error":""}"#), vec![E::NoOutput]);
+    // Capped at 200 characters.
+    let long = format!(r#"{{"error":"{}"}}"#, "é".repeat(500));
+    let E::Error(m) = &one(&long)[0] else {
+        panic!("not an error")
+    };
+    assert_eq!(m.chars().count(), 203);
+    assert!(m.ends_with("..."));
+
+    // An error frame after some output (SGLang sends 200 then this).
+    let stream = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\
+data: {\"error\":{\"message\":\"Aborted\",\"code\":500}}\n\n\
+data: [DONE]\n\n";
+    assert_eq!(
+        decode_every_split(stream),
+        vec![
+            E::Output { tokens: None },
+            E::Error("Aborted".into()),
+            E::Done
+        ]
+    );
+}
+
+#[test]
+fn malformed_json_is_an_error() {
+    let stream =
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[\n\n";
+    let mut dec = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    let err = dec.feed(stream, &mut out).unwrap_err();
+    assert_eq!(
+        out,
+        vec![E::Output { tokens: None }],
+        "events before the bad chunk"
+    );
+    let msg = err.to_string();
+    assert!(msg.starts_with("chunk 2 is not valid JSON ("), "{msg}");
+    assert!(msg.ends_with(r#": "{\"choices\":[""#), "{msg}");
+    assert!(!msg.contains('\n'));
+
+    for bad in ["not json", "{\"a\":1} {\"b\":2}", "{'a':1}", "[DONE"] {
+        let r = decode(format!("data: {bad}\n\n").as_bytes());
+        assert!(
+            matches!(r, Err(MalformedStream::Json { chunk: 1, .. })),
+            "{bad}: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn invalid_utf8_is_an_error() {
+    let r = decode(b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}\n\n");
+    assert!(matches!(
+        r,
+        Err(MalformedStream::Sse(SseError::InvalidUtf8 { .. }))
+    ));
+    assert_eq!(
+        r.unwrap_err().to_string(),
+        "event data is not valid UTF-8 (bad byte at offset 33)"
+    );
+}
+
+#[test]
+fn oversized_event_is_an_error() {
+    let mut dec = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    let block = vec![b'x'; 1 << 20];
+    dec.feed(b"data: ", &mut out).unwrap();
+    let mut r = Ok(());
+    for _ in 0..17 {
+        r = dec.feed(&block, &mut out);
+        if r.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(
+        r,
+        Err(MalformedStream::Sse(SseError::EventTooLarge { .. }))
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// error_message_from_body.
+
+#[test]
+fn error_messages_from_http_bodies() {
+    let m = |status, body: &[u8]| error_message_from_body(status, body);
+    assert_eq!(
+        m(400, br#"{"error":{"message":"max_tokens is too large","type":"invalid_request_error","param":"max_tokens","code":null}}"#),
+        "max_tokens is too large"
+    );
+    // Ollama native and /v1.
+    assert_eq!(
+        m(
+            503,
+            br#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#
+        ),
+        "server busy, please try again.  maximum pending requests exceeded"
+    );
+    assert_eq!(
+        m(503, br#"{"error":{"message":"server busy, please try again.  maximum pending requests exceeded","type":"api_error","param":null,"code":null}}"#),
+        "server busy, please try again.  maximum pending requests exceeded"
+    );
+    // TGI.
+    assert_eq!(
+        m(
+            429,
+            br#"{"error":"Model is overloaded","error_type":"overloaded"}"#
+        ),
+        "Model is overloaded"
+    );
+    // Older vLLM.
+    assert_eq!(
+        m(400, br#"{"object":"error","message":"The model `x` does not exist.","type":"NotFoundError","param":null,"code":404}"#),
+        "The model `x` does not exist."
+    );
+    // FastAPI.
+    assert_eq!(m(404, br#"{"detail":"Not Found"}"#), "Not Found");
+    assert_eq!(
+        m(422, br#"{"detail":[{"loc":["body","max_tokens"],"msg":"value is not a valid integer","type":"type_error.integer"},{"loc":["body",0],"msg":"bad"}]}"#),
+        "body.max_tokens: value is not a valid integer; body.0: bad"
+    );
+    // llama.cpp's 503 while loading.
+    assert_eq!(
+        m(
+            503,
+            br#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#
+        ),
+        "Loading model"
+    );
+    // JSON without a message: its first line.
+    assert_eq!(m(500, b"{\"foo\":1}\n"), "{\"foo\":1}");
+    // Plain text, HTML, empty.
+    assert_eq!(
+        m(502, b"\n  upstream connect error  \r\nmore\n"),
+        "upstream connect error"
+    );
+    assert_eq!(
+        m(
+            502,
+            b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body></body></html>"
+        ),
+        "502 Bad Gateway"
+    );
+    // A long page whose 4096th byte falls inside a character.
+    let page = format!("<title>Busy</title>{}", "é".repeat(3000));
+    assert_eq!(m(503, page.as_bytes()), "Busy");
+    assert_eq!(m(503, b""), "HTTP 503");
+    assert_eq!(m(500, b" \r\n\t\n"), "HTTP 500");
+    // Bad UTF-8 never panics.
+    assert_eq!(m(500, b"\xff\xfe broken"), "\u{fffd}\u{fffd} broken");
+    // Long bodies are capped on a character boundary.
+    let long = "ü".repeat(1000);
+    let msg = m(500, long.as_bytes());
+    assert_eq!(msg.chars().count(), 203);
+    assert!(msg.ends_with("..."));
+}
+
+// ---------------------------------------------------------------------------
+// request_body.
+
+fn body(api: Api, ignore_eos: bool, extra: Option<Value>) -> Value {
+    let extra = extra.map(|v| v.as_object().unwrap().clone());
+    let bytes = request_body(api, "m", "hello \"you\"", 128, ignore_eos, extra.as_ref());
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn request_body_chat() {
+    assert_eq!(
+        body(Api::Chat, true, None),
+        json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": "hello \"you\""}],
+            "max_tokens": 128,
+            "temperature": 0.0,
+            "stream": true,
+            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+            "ignore_eos": true,
+        })
+    );
+}
+
+#[test]
+fn request_body_completions_without_ignore_eos() {
+    let b = body(Api::Completions, false, None);
+    assert_eq!(
+        b,
+        json!({
+            "model": "m",
+            "prompt": "hello \"you\"",
+            "max_tokens": 128,
+            "temperature": 0.0,
+            "stream": true,
+            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+        })
+    );
+    assert!(b.get("ignore_eos").is_none());
+    assert!(b.get("messages").is_none());
+}
+
+#[test]
+fn request_body_extra_body_merges_last() {
+    let b = body(
+        Api::Chat,
+        true,
+        Some(json!({
+            "temperature": 0.7,
+            "ignore_eos": false,
+            "top_k": 1,
+            "stream_options": {"include_usage": true},
+            "chat_template_kwargs": {"enable_thinking": false},
+        })),
+    );
+    assert_eq!(b["temperature"], json!(0.7));
+    assert_eq!(b["ignore_eos"], json!(false));
+    assert_eq!(b["top_k"], json!(1));
+    assert_eq!(b["stream_options"], json!({"include_usage": true}));
+    assert_eq!(b["chat_template_kwargs"], json!({"enable_thinking": false}));
+    assert_eq!(b["model"], json!("m"));
+    assert_eq!(b["stream"], json!(true));
+}
