@@ -1,1 +1,178 @@
-//! (being written)
+//! The built-in simulated inference server (vLLM-like personality).
+//!
+//! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
+//! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
+//! follows DESIGN.md section 7: see [`engine`] for the contract. It serves
+//! `/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/tokenize`, `/version`,
+//! `/health` and `/metrics` (vLLM's Prometheus names).
+//!
+//! ```no_run
+//! # async fn demo() -> color_eyre::Result<()> {
+//! let sim = tokbench::sim::spawn("127.0.0.1:0".parse()?, tokbench::sim::SimConfig::default()).await?;
+//! println!("http://{}", sim.addr);
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub(crate) mod engine;
+mod http;
+pub(crate) mod metrics;
+pub(crate) mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use color_eyre::eyre::{bail, WrapErr};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use self::engine::{Limits, Timing};
+use self::metrics::Metrics;
+
+/// What `GET /version` reports.
+pub const SIM_VERSION: &str = "0.0.0-tokbench-sim";
+
+/// Simulator settings (the `tokbench sim` timing flags).
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Fixed cost of one engine step, ms.
+    pub step_ms: f64,
+    /// Added step cost per running sequence, ms.
+    pub step_ms_per_seq: f64,
+    /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
+    pub prefill_ms_per_1k: f64,
+    /// At most this many sequences run at once; the rest wait (FIFO).
+    pub max_num_seqs: usize,
+    /// KV budget in tokens: a sequence reserves `prompt + max_tokens` while it runs,
+    /// and a request needing more than all of it is refused with a 400.
+    pub kv_tokens: u64,
+    /// The model `/v1/models` lists (any name is accepted in requests).
+    pub model_name: String,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            step_ms: 10.5,
+            step_ms_per_seq: 0.35,
+            prefill_ms_per_1k: 20.0,
+            max_num_seqs: 256,
+            kv_tokens: 200_000,
+            model_name: "sim".to_owned(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Reject settings the engine cannot run with.
+    pub fn validate(&self) -> color_eyre::Result<()> {
+        for (name, v) in [
+            ("step-ms", self.step_ms),
+            ("step-ms-per-seq", self.step_ms_per_seq),
+            ("prefill-ms-per-1k", self.prefill_ms_per_1k),
+        ] {
+            // Also bounds a step at about 11 days, well inside Duration's range.
+            if !v.is_finite() || !(0.0..=1e9).contains(&v) {
+                bail!("--{name} must be a finite number of milliseconds, 0 or more (got {v})");
+            }
+        }
+        if self.max_num_seqs == 0 {
+            bail!("--max-num-seqs must be at least 1");
+        }
+        if self.kv_tokens < 2 {
+            bail!("--kv-tokens must be at least 2 (one prompt and one output token)");
+        }
+        Ok(())
+    }
+
+    fn timing(&self) -> Timing {
+        Timing {
+            step_ms: self.step_ms,
+            step_ms_per_seq: self.step_ms_per_seq,
+            prefill_ms_per_1k: self.prefill_ms_per_1k,
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_num_seqs: self.max_num_seqs,
+            kv_tokens: self.kv_tokens,
+        }
+    }
+}
+
+/// A running simulator. Dropping it (or calling [`SimHandle::shutdown`]) stops serving:
+/// the listener closes and open connections, streams included, are dropped.
+pub struct SimHandle {
+    /// The bound address (the real port when bound to port 0).
+    pub addr: SocketAddr,
+    /// Dropping the sender is the shutdown signal every task watches.
+    shutdown: Option<watch::Sender<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// Stop serving and wait until the listener and the engine have stopped.
+    pub async fn shutdown(mut self) {
+        self.shutdown.take();
+        for task in std::mem::take(&mut self.tasks) {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        // Dropping the sender wakes every `changed()` with an error: all tasks exit.
+        self.shutdown.take();
+    }
+}
+
+/// Bind and serve in background tasks on the current tokio runtime.
+/// `127.0.0.1:0` picks a free port; read it from [`SimHandle::addr`].
+pub async fn spawn(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result<SimHandle> {
+    cfg.validate()?;
+    let listener = TcpListener::bind(bind)
+        .await
+        .wrap_err_with(|| format!("could not listen on {bind}"))?;
+    let addr = listener
+        .local_addr()
+        .wrap_err("could not read the bound address")?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(());
+    let metrics = Arc::new(Metrics::default());
+    let (sub_tx, sub_rx) = mpsc::unbounded_channel();
+    let engine = tokio::spawn(engine::run(
+        cfg.timing(),
+        cfg.limits(),
+        sub_rx,
+        Arc::clone(&metrics),
+        shutdown_rx.clone(),
+    ));
+    let state = Arc::new(http::AppState::new(cfg, sub_tx, metrics));
+    let server = tokio::spawn(http::serve(listener, state, shutdown_rx));
+    Ok(SimHandle {
+        addr,
+        shutdown: Some(shutdown_tx),
+        tasks: vec![server, engine],
+    })
+}
+
+/// Serve until Ctrl-C (for `tokbench sim` in the foreground); prints one line with the URL.
+pub async fn run_forever(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result<()> {
+    let sim = spawn(bind, cfg.clone()).await?;
+    println!(
+        "tokbench sim (vLLM-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
+         max-num-seqs {}, kv {} tokens) listening on http://{}",
+        cfg.model_name,
+        cfg.step_ms,
+        cfg.step_ms_per_seq,
+        cfg.prefill_ms_per_1k,
+        cfg.max_num_seqs,
+        cfg.kv_tokens,
+        sim.addr
+    );
+    let signal = tokio::signal::ctrl_c().await;
+    sim.shutdown().await;
+    signal.wrap_err("could not listen for Ctrl-C")
+}

@@ -1,0 +1,520 @@
+//! The simulated continuous-batching engine (DESIGN.md section 7).
+//!
+//! Two layers:
+//! - [`Scheduler`] is pure: it holds the waiting queue and the running batch, decides
+//!   admission and step times, and advances sequences by one token per step. It knows
+//!   nothing of time or I/O, so the unit tests drive it with a virtual clock.
+//! - [`run`] is the async loop that owns a scheduler, sleeps to each step's absolute
+//!   deadline and hands tokens to the sequences' sinks.
+//!
+//! Timing contract, in short: a step decodes one token for every running sequence, and
+//! the sequences admitted at that step do their prefill in it, so
+//! `step time = step_ms + step_ms_per_seq * running + prefill_ms_per_1k * admitted_prompt / 1000`.
+//! A sequence's first token is emitted at the end of the step that admitted it. A
+//! request arriving while the engine is idle starts a step at once; otherwise it waits
+//! for the next step boundary.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::metrics::Metrics;
+
+/// Step-time parameters, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Timing {
+    pub step_ms: f64,
+    pub step_ms_per_seq: f64,
+    pub prefill_ms_per_1k: f64,
+}
+
+/// Step time in ms for a step that runs `seqs` sequences (the newly admitted included)
+/// and prefills `admitted_prompt_tokens` prompt tokens.
+pub(crate) fn step_time_ms(t: &Timing, seqs: usize, admitted_prompt_tokens: u64) -> f64 {
+    t.step_ms
+        + t.step_ms_per_seq * seqs as f64
+        + t.prefill_ms_per_1k * (admitted_prompt_tokens as f64 / 1000.0)
+}
+
+/// Capacity limits of the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// At most this many sequences run at once.
+    pub max_num_seqs: usize,
+    /// KV budget in tokens; a sequence reserves `prompt + max_tokens` at admission.
+    pub kv_tokens: u64,
+}
+
+/// How many sequences from the head of the waiting queue (given as their KV needs, in
+/// queue order) can be admitted now. Strict FIFO: the first one that does not fit stops
+/// admission, so a large request at the head is never overtaken by smaller ones.
+pub(crate) fn admissible(
+    waiting_kv_needs: impl IntoIterator<Item = u64>,
+    running: usize,
+    kv_used: u64,
+    limits: Limits,
+) -> usize {
+    let mut admitted = 0;
+    let mut kv = kv_used;
+    for need in waiting_kv_needs {
+        if running + admitted >= limits.max_num_seqs {
+            break;
+        }
+        match kv.checked_add(need) {
+            Some(total) if total <= limits.kv_tokens => kv = total,
+            _ => break,
+        }
+        admitted += 1;
+    }
+    admitted
+}
+
+/// One sequence: its sizes, its progress and whatever the caller attached (a sink).
+#[derive(Debug)]
+pub(crate) struct Seq<T> {
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    /// Tokens emitted so far.
+    pub generated: u64,
+    pub payload: T,
+}
+
+impl<T> Seq<T> {
+    pub fn new(prompt_tokens: u64, max_tokens: u64, payload: T) -> Self {
+        Seq {
+            prompt_tokens,
+            max_tokens,
+            generated: 0,
+            payload,
+        }
+    }
+
+    /// KV tokens reserved while the sequence runs.
+    pub fn kv_need(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.max_tokens)
+    }
+}
+
+/// What [`Scheduler::begin_step`] decided.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct StepPlan {
+    /// Sequences moved from the queue into the batch at this step.
+    pub admitted: usize,
+    /// Their prompt tokens (prefilled in this step).
+    pub admitted_prompt_tokens: u64,
+    /// Sequences in the batch for this step, the admitted included.
+    pub running: usize,
+    /// Step duration in ms.
+    pub duration_ms: f64,
+}
+
+/// What [`Scheduler::end_step`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StepOutcome {
+    /// Tokens handed to live sinks.
+    pub tokens: u64,
+    /// Sequences that emitted their last token.
+    pub finished: usize,
+    /// Sequences dropped because their receiver was gone.
+    pub dropped: usize,
+}
+
+/// The pure scheduling state: FIFO waiting queue, running batch and KV accounting.
+#[derive(Debug)]
+pub(crate) struct Scheduler<T> {
+    limits: Limits,
+    waiting: VecDeque<Seq<T>>,
+    running: Vec<Seq<T>>,
+    kv_used: u64,
+}
+
+impl<T> Scheduler<T> {
+    pub fn new(limits: Limits) -> Self {
+        Scheduler {
+            limits,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            kv_used: 0,
+        }
+    }
+
+    /// Queue a sequence. Refused (handed back) when it could never run: no output
+    /// tokens, or a KV need larger than the whole budget (it would block the queue
+    /// head forever).
+    pub fn enqueue(&mut self, seq: Seq<T>) -> Result<(), Seq<T>> {
+        if seq.max_tokens == 0 || seq.kv_need() > self.limits.kv_tokens {
+            return Err(seq);
+        }
+        self.waiting.push_back(seq);
+        Ok(())
+    }
+
+    /// No work at all: the engine loop may go to sleep until a request arrives.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    #[cfg(test)]
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn kv_used(&self) -> u64 {
+        self.kv_used
+    }
+
+    /// Drop waiting sequences for which `keep` is false (e.g. the client went away).
+    /// Returns how many were dropped. They hold no KV yet.
+    pub fn retain_waiting(&mut self, mut keep: impl FnMut(&T) -> bool) -> usize {
+        let before = self.waiting.len();
+        self.waiting.retain(|s| keep(&s.payload));
+        before - self.waiting.len()
+    }
+
+    /// Start a step: admit from the queue head (FIFO, within `max_num_seqs` and the KV
+    /// budget) and compute the step's duration.
+    pub fn begin_step(&mut self, timing: &Timing) -> StepPlan {
+        let n = admissible(
+            self.waiting.iter().map(Seq::kv_need),
+            self.running.len(),
+            self.kv_used,
+            self.limits,
+        );
+        let mut admitted_prompt_tokens = 0u64;
+        for seq in self.waiting.drain(..n) {
+            self.kv_used += seq.kv_need();
+            admitted_prompt_tokens = admitted_prompt_tokens.saturating_add(seq.prompt_tokens);
+            self.running.push(seq);
+        }
+        let running = self.running.len();
+        StepPlan {
+            admitted: n,
+            admitted_prompt_tokens,
+            running,
+            duration_ms: step_time_ms(timing, running, admitted_prompt_tokens),
+        }
+    }
+
+    /// End a step: every running sequence emits one token through
+    /// `emit(payload, index, last)` (index 0 is the first token; `emit` returns false
+    /// when the receiver is gone). Finished and abandoned sequences leave the batch and
+    /// free their KV.
+    pub fn end_step(&mut self, mut emit: impl FnMut(&mut T, u64, bool) -> bool) -> StepOutcome {
+        let mut out = StepOutcome::default();
+        let mut freed = 0u64;
+        self.running.retain_mut(|seq| {
+            let index = seq.generated;
+            let last = index + 1 >= seq.max_tokens;
+            let alive = emit(&mut seq.payload, index, last);
+            seq.generated += 1;
+            if !alive {
+                out.dropped += 1;
+                freed += seq.kv_need();
+                return false;
+            }
+            out.tokens += 1;
+            if last {
+                out.finished += 1;
+                freed += seq.kv_need();
+                return false;
+            }
+            true
+        });
+        self.kv_used -= freed;
+        out
+    }
+}
+
+/// Where a sequence's tokens go.
+pub(crate) trait TokenSink: Send + 'static {
+    /// Deliver token `index` (0-based; `last` on the final one). Returns false when the
+    /// receiver is gone, and the engine then drops the sequence and frees its KV.
+    fn emit(&mut self, index: u64, last: bool) -> bool;
+    /// The receiver is gone (checked for waiting sequences before admission).
+    fn is_closed(&self) -> bool;
+}
+
+/// A request handed to the engine.
+pub(crate) struct Submission<S> {
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    pub sink: S,
+}
+
+/// The engine loop. Runs until `shutdown` changes or its sender is dropped, or until
+/// every submission sender is gone and the engine is idle.
+///
+/// The caller counts a submission into `metrics.waiting` before sending it; this loop
+/// takes it out again at admission or when the request is dropped.
+pub(crate) async fn run<S: TokenSink>(
+    timing: Timing,
+    limits: Limits,
+    mut rx: mpsc::UnboundedReceiver<Submission<S>>,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<()>,
+) {
+    let mut sched: Scheduler<S> = Scheduler::new(limits);
+    // Absolute schedule: `origin` is when the current busy period began and `elapsed_ms`
+    // the summed step times since. Each step sleeps until `origin + elapsed_ms`, so a
+    // late wake-up (tokio's timer has 1 ms resolution) shortens the next sleep instead
+    // of adding up over hundreds of steps.
+    let mut origin = Instant::now();
+    let mut elapsed_ms = 0.0f64;
+
+    loop {
+        if sched.is_idle() {
+            // Idle: block until a request arrives; it starts a step at once.
+            let sub = tokio::select! {
+                sub = rx.recv() => sub,
+                _ = shutdown.changed() => return,
+            };
+            let Some(sub) = sub else { return };
+            accept(&mut sched, sub, &metrics);
+            origin = Instant::now();
+            elapsed_ms = 0.0;
+        }
+        // Requests that arrived during the previous step join at this boundary.
+        while let Ok(sub) = rx.try_recv() {
+            accept(&mut sched, sub, &metrics);
+        }
+        let gone = sched.retain_waiting(|sink| !sink.is_closed());
+        metrics.waiting.fetch_sub(gone as u64, Ordering::Relaxed);
+
+        let plan = sched.begin_step(&timing);
+        metrics
+            .waiting
+            .fetch_sub(plan.admitted as u64, Ordering::Relaxed);
+        metrics
+            .prompt_tokens
+            .fetch_add(plan.admitted_prompt_tokens, Ordering::Relaxed);
+        metrics
+            .running
+            .store(plan.running as u64, Ordering::Relaxed);
+        metrics.kv_used.store(sched.kv_used(), Ordering::Relaxed);
+        if plan.running == 0 {
+            // Only reachable when everything waiting was dropped just now.
+            continue;
+        }
+
+        elapsed_ms += plan.duration_ms.max(0.0);
+        let deadline = origin + Duration::from_secs_f64(elapsed_ms / 1000.0);
+        if deadline > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
+                _ = shutdown.changed() => return,
+            }
+        } else {
+            // Zero step time, or behind schedule: run the step now, but let the other
+            // tasks (the HTTP connections, a client sharing the runtime) run first, or
+            // a zero-time engine would starve them.
+            tokio::task::yield_now().await;
+        }
+
+        let out = sched.end_step(|sink, index, last| sink.emit(index, last));
+        metrics
+            .generation_tokens
+            .fetch_add(out.tokens, Ordering::Relaxed);
+        metrics
+            .running
+            .store(sched.running() as u64, Ordering::Relaxed);
+        metrics.kv_used.store(sched.kv_used(), Ordering::Relaxed);
+    }
+}
+
+/// Queue a submission, or drop it (closing its stream) when it could never run.
+fn accept<S: TokenSink>(sched: &mut Scheduler<S>, sub: Submission<S>, metrics: &Metrics) {
+    let seq = Seq::new(sub.prompt_tokens, sub.max_tokens, sub.sink);
+    if sched.enqueue(seq).is_err() {
+        // The HTTP layer rejects these with a 400 first; this is only a guard against
+        // a request that would block the queue head forever.
+        metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: Timing = Timing {
+        step_ms: 10.5,
+        step_ms_per_seq: 0.35,
+        prefill_ms_per_1k: 20.0,
+    };
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn step_time_formula() {
+        // Decode only, one sequence.
+        assert!(close(step_time_ms(&DEFAULT, 1, 0), 10.85));
+        // Four sequences, one of them admitted with a 500-token prompt.
+        assert!(close(step_time_ms(&DEFAULT, 4, 500), 10.5 + 1.4 + 10.0));
+        // All zero: zero.
+        let zero = Timing {
+            step_ms: 0.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+        };
+        assert_eq!(step_time_ms(&zero, 256, 100_000), 0.0);
+    }
+
+    fn limits(max_num_seqs: usize, kv_tokens: u64) -> Limits {
+        Limits {
+            max_num_seqs,
+            kv_tokens,
+        }
+    }
+
+    #[test]
+    fn admission_respects_max_num_seqs() {
+        assert_eq!(admissible([10, 10, 10, 10], 0, 0, limits(3, 1000)), 3);
+        assert_eq!(admissible([10, 10, 10, 10], 2, 0, limits(3, 1000)), 1);
+        assert_eq!(admissible([10], 3, 0, limits(3, 1000)), 0);
+    }
+
+    #[test]
+    fn admission_respects_kv_budget() {
+        assert_eq!(admissible([40, 40, 40], 0, 0, limits(10, 100)), 2);
+        assert_eq!(admissible([40, 40, 40], 1, 30, limits(10, 100)), 1);
+        // Exactly full is allowed.
+        assert_eq!(admissible([50, 50], 0, 0, limits(10, 100)), 2);
+        assert_eq!(admissible([u64::MAX], 0, 1, limits(10, 100)), 0);
+    }
+
+    #[test]
+    fn admission_is_head_of_line() {
+        // The big head does not fit; the small one behind it must not skip ahead.
+        assert_eq!(admissible([90, 5], 1, 20, limits(10, 100)), 0);
+        assert_eq!(admissible([5, 90, 5], 1, 20, limits(10, 100)), 1);
+    }
+
+    #[test]
+    fn enqueue_refuses_what_can_never_run() {
+        let mut s: Scheduler<u32> = Scheduler::new(limits(4, 100));
+        assert!(s.enqueue(Seq::new(60, 41, 1)).is_err());
+        assert!(s.enqueue(Seq::new(10, 0, 2)).is_err());
+        assert!(s.enqueue(Seq::new(60, 40, 3)).is_ok());
+        assert_eq!(s.waiting(), 1);
+    }
+
+    /// Drive a scheduler with a virtual clock, the way `run` does with a real one, and
+    /// record (id, token index, emission time).
+    fn simulate(
+        timing: Timing,
+        lim: Limits,
+        arrivals: &[(f64, u64, u64)], // (arrival ms, prompt, max_tokens), id = index
+    ) -> Vec<(usize, u64, f64)> {
+        let mut sched: Scheduler<usize> = Scheduler::new(lim);
+        let mut emitted = Vec::new();
+        let mut next = 0;
+        let mut now = 0.0;
+        loop {
+            if sched.is_idle() {
+                if next == arrivals.len() {
+                    return emitted;
+                }
+                now = f64::max(now, arrivals[next].0);
+            }
+            while next < arrivals.len() && arrivals[next].0 <= now {
+                let (_, p, m) = arrivals[next];
+                sched.enqueue(Seq::new(p, m, next)).unwrap();
+                next += 1;
+            }
+            let plan = sched.begin_step(&timing);
+            now += plan.duration_ms;
+            sched.end_step(|id, index, _| {
+                emitted.push((*id, index, now));
+                true
+            });
+        }
+    }
+
+    #[test]
+    fn concurrency_one_ttft_and_tpot() {
+        let t = Timing {
+            step_ms: 5.0,
+            step_ms_per_seq: 0.5,
+            prefill_ms_per_1k: 10.0,
+        };
+        let ev = simulate(t, limits(256, 200_000), &[(0.0, 500, 4)]);
+        let times: Vec<f64> = ev.iter().map(|e| e.2).collect();
+        // TTFT = step + per_seq + prefill(500) = 5 + 0.5 + 5; then TPOT = 5.5.
+        assert!(close(times[0], 10.5));
+        assert!(close(times[1], 16.0));
+        assert!(close(times[3], 27.0));
+        assert_eq!(ev.len(), 4);
+    }
+
+    #[test]
+    fn late_arrival_waits_for_the_step_boundary_and_joins_the_batch() {
+        let t = Timing {
+            step_ms: 10.0,
+            step_ms_per_seq: 1.0,
+            prefill_ms_per_1k: 0.0,
+        };
+        let ev = simulate(t, limits(256, 200_000), &[(0.0, 10, 3), (4.0, 10, 2)]);
+        // Step 1 (A alone): 11 ms. B arrived at 4 and joins at the boundary (11):
+        // step 2 has two sequences, 12 ms -> A's 2nd and B's 1st token at 23.
+        let b_first = ev.iter().find(|e| e.0 == 1 && e.1 == 0).unwrap().2;
+        assert!(close(b_first, 23.0));
+        let a_last = ev.iter().find(|e| e.0 == 0 && e.1 == 2).unwrap().2;
+        assert!(close(a_last, 35.0));
+        // Step 4: B alone, 11 ms.
+        let b_last = ev.iter().find(|e| e.0 == 1 && e.1 == 1).unwrap().2;
+        assert!(close(b_last, 35.0));
+    }
+
+    #[test]
+    fn kv_full_queues_until_a_sequence_finishes() {
+        let t = Timing {
+            step_ms: 1.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+        };
+        // Each needs 10 + 5 = 15 KV; a budget of 30 fits two.
+        let reqs = [(0.0, 10, 5); 4];
+        let ev = simulate(t, limits(256, 30), &reqs);
+        let first = |id: usize| ev.iter().find(|e| e.0 == id && e.1 == 0).unwrap().2;
+        let last = |id: usize| ev.iter().find(|e| e.0 == id && e.1 == 4).unwrap().2;
+        assert!(close(first(0), 1.0) && close(first(1), 1.0));
+        assert!(close(last(0), 5.0));
+        // Admitted at the boundary where the first two freed their KV.
+        assert!(close(first(2), 6.0) && close(first(3), 6.0));
+    }
+
+    #[test]
+    fn dropped_sequence_frees_its_kv() {
+        let mut s: Scheduler<u32> = Scheduler::new(limits(1, 100));
+        s.enqueue(Seq::new(10, 50, 1)).unwrap();
+        s.enqueue(Seq::new(10, 50, 2)).unwrap();
+        let plan = s.begin_step(&DEFAULT);
+        assert_eq!((plan.admitted, plan.running), (1, 1));
+        assert_eq!(s.kv_used(), 60);
+        let out = s.end_step(|_, _, _| false);
+        assert_eq!(out.dropped, 1);
+        assert_eq!(s.kv_used(), 0);
+        let plan = s.begin_step(&DEFAULT);
+        assert_eq!(plan.admitted, 1);
+        assert_eq!(plan.admitted_prompt_tokens, 10);
+    }
+
+    #[test]
+    fn retain_waiting_drops_gone_requests() {
+        let mut s: Scheduler<u32> = Scheduler::new(limits(1, 1000));
+        for id in 0..4 {
+            s.enqueue(Seq::new(1, 1, id)).unwrap();
+        }
+        assert_eq!(s.retain_waiting(|id| id % 2 == 0), 2);
+        assert_eq!(s.waiting(), 2);
+    }
+}

@@ -1,0 +1,368 @@
+//! The HTTP front of the vLLM-like simulator: a hyper 1 HTTP/1.1 server (keep-alive)
+//! with vLLM's OpenAI-compatible routes and its `/tokenize`, `/version`, `/health`,
+//! `/metrics`.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full, Limited};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::engine::Submission;
+use super::metrics::Metrics;
+use super::wire::{self, Api, ChunkFormat, Sink, StreamSink};
+use super::SimConfig;
+
+/// Response body type: a full buffer, or the SSE channel.
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Request bodies larger than this are refused (413).
+const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// What every connection shares.
+pub(crate) struct AppState {
+    pub cfg: SimConfig,
+    pub engine: mpsc::UnboundedSender<Submission<Sink>>,
+    pub metrics: Arc<Metrics>,
+    next_id: AtomicU64,
+    id_nonce: u64,
+}
+
+impl AppState {
+    pub fn new(
+        cfg: SimConfig,
+        engine: mpsc::UnboundedSender<Submission<Sink>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let id_nonce = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        AppState {
+            cfg,
+            engine,
+            metrics,
+            next_id: AtomicU64::new(0),
+            id_nonce,
+        }
+    }
+
+    fn new_id(&self, api: Api) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let prefix = match api {
+            Api::Chat => "chatcmpl",
+            Api::Completions => "cmpl",
+        };
+        format!("{prefix}-{:016x}{n:016x}", self.id_nonce)
+    }
+
+    /// Hand a request to the engine; false when the engine is gone (shutting down).
+    fn submit(&self, prompt_tokens: u64, max_tokens: u64, sink: Sink) -> bool {
+        // Counted before sending, so the engine's decrement never runs first.
+        self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
+        let sub = Submission {
+            prompt_tokens,
+            max_tokens,
+            sink,
+        };
+        if self.engine.send(sub).is_err() {
+            self.metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// Accept connections until `shutdown` fires (or its sender is dropped). Each
+/// connection runs in its own task and is dropped (closed) on shutdown.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    mut shutdown: watch::Receiver<()>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.changed() => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(10)) => continue,
+                    _ = shutdown.changed() => return,
+                }
+            }
+        };
+        // SSE events are small writes; without NODELAY, Nagle plus the client's delayed
+        // ACK can hold a token back for tens of milliseconds.
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handle(Arc::clone(&state), req));
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = shutdown.changed() => {}
+            }
+        });
+    }
+}
+
+async fn handle(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let resp = match (method, path.as_str()) {
+        (Method::POST, "/v1/chat/completions") => generate(&state, Api::Chat, req).await,
+        (Method::POST, "/v1/completions") => generate(&state, Api::Completions, req).await,
+        (Method::GET, "/v1/models") => models(&state),
+        (Method::POST, "/tokenize") => tokenize(&state, req).await,
+        (Method::GET, "/version") => {
+            json_response(StatusCode::OK, &json!({"version": super::SIM_VERSION}))
+        }
+        (Method::GET, "/health") => with_status(StatusCode::OK, Empty::new().boxed_unsync()),
+        (Method::GET, "/metrics") => {
+            let text = state
+                .metrics
+                .render(&state.cfg.model_name, state.cfg.kv_tokens);
+            let mut r = with_status(StatusCode::OK, full(text));
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        (
+            _,
+            "/v1/chat/completions"
+            | "/v1/completions"
+            | "/v1/models"
+            | "/tokenize"
+            | "/version"
+            | "/health"
+            | "/metrics",
+        ) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed",
+            "MethodNotAllowedError",
+        ),
+        (_, other) => error_response(
+            StatusCode::NOT_FOUND,
+            &format!("Not Found: {other}"),
+            "NotFoundError",
+        ),
+    };
+    Ok(resp)
+}
+
+/// `/v1/chat/completions` and `/v1/completions`.
+async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let gen = match wire::parse_gen_request(api, &body) {
+        Ok(g) => g,
+        Err(e) => return bad_request(&e.0),
+    };
+    let requested = gen.prompt_tokens.saturating_add(gen.max_tokens);
+    if requested > state.cfg.kv_tokens {
+        // vLLM's wording for a request longer than the context.
+        return bad_request(&format!(
+            "This model's maximum context length is {} tokens. However, you requested {} tokens \
+             ({} in the messages, {} in the completion). Please reduce the length of the \
+             messages or completion.",
+            state.cfg.kv_tokens, requested, gen.prompt_tokens, gen.max_tokens
+        ));
+    }
+    let model = gen
+        .model
+        .clone()
+        .unwrap_or_else(|| state.cfg.model_name.clone());
+    let id = state.new_id(api);
+    let created = unix_now();
+
+    if gen.stream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let fmt = ChunkFormat::new(api, &id, created, &model, &gen);
+        let sink = Sink::Stream(StreamSink::new(tx, fmt));
+        if !state.submit(gen.prompt_tokens, gen.max_tokens, sink) {
+            return unavailable();
+        }
+        let mut r = with_status(StatusCode::OK, ChannelBody { rx }.boxed_unsync());
+        let h = r.headers_mut();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
+    } else {
+        let (tx, rx) = oneshot::channel();
+        if !state.submit(gen.prompt_tokens, gen.max_tokens, Sink::Whole(Some(tx))) {
+            return unavailable();
+        }
+        match rx.await {
+            Ok(done) => json_response(
+                StatusCode::OK,
+                &wire::completion_body(
+                    api,
+                    &id,
+                    created,
+                    &model,
+                    gen.prompt_tokens,
+                    done.completion_tokens,
+                ),
+            ),
+            Err(_) => unavailable(),
+        }
+    }
+}
+
+fn models(state: &AppState) -> Response<Body> {
+    let name = &state.cfg.model_name;
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "object": "list",
+            "data": [{
+                "id": name,
+                "object": "model",
+                "created": unix_now(),
+                "owned_by": "tokbench-sim",
+                "root": name,
+                "parent": null,
+                "max_model_len": state.cfg.kv_tokens
+            }]
+        }),
+    )
+}
+
+/// `/tokenize`: vLLM's shape (`prompt` or `messages` -> count, max_model_len, tokens) or
+/// llama.cpp's (`content` -> tokens).
+async fn tokenize(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let (text, llama_cpp) = match wire::parse_tokenize(&body) {
+        Ok(t) => t,
+        Err(e) => return bad_request(&e.0),
+    };
+    let tokens = wire::token_ids(&text);
+    let v = if llama_cpp {
+        json!({ "tokens": tokens })
+    } else {
+        json!({
+            "count": tokens.len(),
+            "max_model_len": state.cfg.kv_tokens,
+            "tokens": tokens
+        })
+    };
+    json_response(StatusCode::OK, &v)
+}
+
+/// Collect a request body (at most [`MAX_BODY_BYTES`]).
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+    match Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Request body too large",
+                    "BadRequestError",
+                ))
+            } else {
+                Err(bad_request(&format!(
+                    "Could not read the request body: {e}"
+                )))
+            }
+        }
+    }
+}
+
+/// The SSE response body: whatever the engine sends, until it drops the sender.
+/// When hyper drops this (the client went away), the engine's next send fails and it
+/// drops the sequence.
+struct ChannelBody {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+}
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).boxed_unsync()
+}
+
+fn with_status(status: StatusCode, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    let mut r = with_status(status, full(v.to_string()));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn error_response(status: StatusCode, message: &str, kind: &str) -> Response<Body> {
+    json_response(status, &wire::error_body(message, kind, status.as_u16()))
+}
+
+fn bad_request(message: &str) -> Response<Body> {
+    error_response(StatusCode::BAD_REQUEST, message, "BadRequestError")
+}
+
+fn unavailable() -> Response<Body> {
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The simulator is shutting down",
+        "ServiceUnavailableError",
+    )
+}

@@ -1,0 +1,637 @@
+//! What the simulator reads and writes on the wire, shaped like vLLM's OpenAI server:
+//! request parsing, the word "tokenizer", SSE chunk bytes and the sinks that carry
+//! them from the engine to the HTTP connection.
+//!
+//! The per-token path ([`StreamSink::emit`]) formats into one buffer from a header
+//! prebuilt per request (id, object, created, model): no JSON value is built per token.
+
+use std::fmt::Write as _;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::engine::TokenSink;
+
+/// Default output length when the request sets neither `max_tokens` nor
+/// `max_completion_tokens`.
+pub(crate) const DEFAULT_MAX_TOKENS: u64 = 16;
+
+/// Output "tokens": a cycling word list. Plain ASCII letters, so no JSON escaping.
+const WORDS: [&str; 16] = [
+    " lorem",
+    " ipsum",
+    " dolor",
+    " sit",
+    " amet",
+    " consectetur",
+    " adipiscing",
+    " elit",
+    " sed",
+    " do",
+    " eiusmod",
+    " tempor",
+    " incididunt",
+    " ut",
+    " labore",
+    " et",
+];
+
+/// The word emitted as output token `index`.
+pub(crate) fn output_word(index: u64) -> &'static str {
+    WORDS[(index % WORDS.len() as u64) as usize]
+}
+
+/// The simulator's tokenizer: whitespace-separated words.
+pub(crate) fn count_tokens(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+/// Deterministic token ids for `/tokenize` (FNV-1a of the word, folded into a
+/// 50k vocabulary).
+pub(crate) fn token_ids(text: &str) -> Vec<u32> {
+    text.split_whitespace()
+        .map(|w| {
+            let mut h: u32 = 0x811c_9dc5;
+            for b in w.bytes() {
+                h ^= u32::from(b);
+                h = h.wrapping_mul(0x0100_0193);
+            }
+            h % 50_000
+        })
+        .collect()
+}
+
+/// Which OpenAI endpoint a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    Chat,
+    Completions,
+}
+
+/// A client error, turned into a 400 with an OpenAI error body.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct BadRequest(pub String);
+
+#[derive(Debug, Deserialize)]
+struct RawRequest {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<RawMessage>>,
+    #[serde(default)]
+    prompt: Option<Value>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<RawStreamOptions>,
+    // Accepted; the simulator always generates max_tokens (it has no EOS).
+    #[serde(default)]
+    #[allow(dead_code)]
+    ignore_eos: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawMessage {
+    #[serde(default)]
+    content: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawStreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+    #[serde(default)]
+    continuous_usage_stats: Option<bool>,
+}
+
+/// A parsed generation request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct GenRequest {
+    /// The requested model name (echoed back), or None.
+    pub model: Option<String>,
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// Usage on every chunk. As in vLLM, only together with `include_usage`.
+    pub continuous_usage: bool,
+}
+
+/// Parse a `/v1/chat/completions` or `/v1/completions` body.
+pub(crate) fn parse_gen_request(api: Api, body: &[u8]) -> Result<GenRequest, BadRequest> {
+    let raw: RawRequest = serde_json::from_slice(body)
+        .map_err(|e| BadRequest(format!("Invalid JSON request body: {e}")))?;
+    let prompt_tokens = match api {
+        Api::Chat => {
+            let messages = raw
+                .messages
+                .ok_or_else(|| BadRequest("Field required: messages".into()))?;
+            let mut n = 0u64;
+            for m in &messages {
+                n += content_tokens(m.content.as_ref())?;
+            }
+            n
+        }
+        Api::Completions => {
+            let prompt = raw
+                .prompt
+                .ok_or_else(|| BadRequest("Field required: prompt".into()))?;
+            prompt_value_tokens(&prompt)?
+        }
+    };
+    let max_tokens = raw
+        .max_completion_tokens
+        .or(raw.max_tokens)
+        .unwrap_or(DEFAULT_MAX_TOKENS);
+    if max_tokens == 0 {
+        return Err(BadRequest("max_tokens must be at least 1, got 0.".into()));
+    }
+    let opts = raw.stream_options.unwrap_or_default();
+    let include_usage = opts.include_usage.unwrap_or(false);
+    Ok(GenRequest {
+        model: raw.model,
+        prompt_tokens,
+        max_tokens,
+        stream: raw.stream.unwrap_or(false),
+        include_usage,
+        continuous_usage: include_usage && opts.continuous_usage_stats.unwrap_or(false),
+    })
+}
+
+/// Words in a chat message's `content`: a string, an array of parts (their `text`
+/// fields), or null.
+fn content_tokens(content: Option<&Value>) -> Result<u64, BadRequest> {
+    match content {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::String(s)) => Ok(count_tokens(s)),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .map(count_tokens)
+            .sum()),
+        Some(_) => Err(BadRequest(
+            "message content must be a string or an array of parts".into(),
+        )),
+    }
+}
+
+/// Tokens in a completions `prompt`: a string, a one-element array of strings, or an
+/// array of token ids.
+fn prompt_value_tokens(prompt: &Value) -> Result<u64, BadRequest> {
+    match prompt {
+        Value::String(s) => Ok(count_tokens(s)),
+        Value::Array(items) if items.iter().all(Value::is_u64) => Ok(items.len() as u64),
+        Value::Array(items) if items.len() == 1 => match &items[0] {
+            Value::String(s) => Ok(count_tokens(s)),
+            _ => Err(BadRequest("prompt must be a string".into())),
+        },
+        Value::Array(_) => Err(BadRequest(
+            "batched prompts are not supported by the tokbench simulator".into(),
+        )),
+        _ => Err(BadRequest("prompt must be a string".into())),
+    }
+}
+
+/// Text to tokenize from a `/tokenize` body: vLLM's `prompt` (or `messages`), or
+/// llama.cpp's `content`. The flag says llama.cpp's shape.
+pub(crate) fn parse_tokenize(body: &[u8]) -> Result<(String, bool), BadRequest> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| BadRequest(format!("Invalid JSON request body: {e}")))?;
+    if let Some(s) = v.get("prompt").and_then(Value::as_str) {
+        return Ok((s.to_owned(), false));
+    }
+    if let Some(s) = v.get("content").and_then(Value::as_str) {
+        return Ok((s.to_owned(), true));
+    }
+    if let Some(msgs) = v.get("messages").and_then(Value::as_array) {
+        let mut text = String::new();
+        for m in msgs {
+            match m.get("content") {
+                Some(Value::String(s)) => {
+                    text.push_str(s);
+                    text.push(' ');
+                }
+                Some(Value::Array(parts)) => {
+                    for s in parts.iter().filter_map(|p| p.get("text")?.as_str()) {
+                        text.push_str(s);
+                        text.push(' ');
+                    }
+                }
+                _ => {}
+            }
+        }
+        return Ok((text, false));
+    }
+    Err(BadRequest(
+        "Field required: prompt (or messages, or llama.cpp's content)".into(),
+    ))
+}
+
+/// Everything needed to write one request's SSE chunks.
+#[derive(Clone, Debug)]
+pub(crate) struct ChunkFormat {
+    api: Api,
+    /// `data: {"id":..,"object":..,"created":..,"model":..,"choices":` (no closing).
+    head: String,
+    prompt_tokens: u64,
+    include_usage: bool,
+    continuous_usage: bool,
+}
+
+impl ChunkFormat {
+    pub fn new(api: Api, id: &str, created: u64, model: &str, req: &GenRequest) -> Self {
+        let object = match api {
+            Api::Chat => "chat.completion.chunk",
+            Api::Completions => "text_completion",
+        };
+        // serde_json escapes a model name that holds quotes or control characters.
+        let model = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".into());
+        let head = format!(
+            "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model},\"choices\":"
+        );
+        ChunkFormat {
+            api,
+            head,
+            prompt_tokens: req.prompt_tokens,
+            include_usage: req.include_usage,
+            continuous_usage: req.continuous_usage,
+        }
+    }
+
+    fn usage(&self, buf: &mut BytesMut, completion_tokens: u64) {
+        let p = self.prompt_tokens;
+        let _ = write!(
+            buf,
+            ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{completion_tokens}}}",
+            p + completion_tokens
+        );
+    }
+
+    fn end_event(&self, buf: &mut BytesMut, completion_tokens: u64) {
+        if self.continuous_usage {
+            self.usage(buf, completion_tokens);
+        }
+        buf.put_slice(b"}\n\n");
+    }
+
+    /// The chat API's role-only first chunk.
+    pub fn role_chunk(&self, buf: &mut BytesMut) {
+        buf.put_slice(self.head.as_bytes());
+        buf.put_slice(
+            br#"[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]"#,
+        );
+        self.end_event(buf, 0);
+    }
+
+    /// The chunk carrying output token `index`; `last` sets `finish_reason`.
+    pub fn token_chunk(&self, buf: &mut BytesMut, index: u64, last: bool) {
+        let word = output_word(index);
+        buf.put_slice(self.head.as_bytes());
+        match self.api {
+            Api::Chat => {
+                buf.put_slice(br#"[{"index":0,"delta":{"content":""#);
+                buf.put_slice(word.as_bytes());
+                buf.put_slice(br#""},"logprobs":null,"finish_reason":"#);
+            }
+            Api::Completions => {
+                buf.put_slice(br#"[{"index":0,"text":""#);
+                buf.put_slice(word.as_bytes());
+                buf.put_slice(br#"","logprobs":null,"finish_reason":"#);
+            }
+        }
+        if last {
+            buf.put_slice(br#""length","stop_reason":null}]"#);
+        } else if self.api == Api::Completions {
+            buf.put_slice(br#"null,"stop_reason":null}]"#);
+        } else {
+            buf.put_slice(b"null}]");
+        }
+        self.end_event(buf, index + 1);
+    }
+
+    /// The usage-only chunk (`choices: []`) sent after the last token.
+    pub fn usage_chunk(&self, buf: &mut BytesMut, completion_tokens: u64) {
+        buf.put_slice(self.head.as_bytes());
+        buf.put_slice(b"[]");
+        self.usage(buf, completion_tokens);
+        buf.put_slice(b"}\n\n");
+    }
+
+    /// Bytes for output token `index`: preceded by the role chunk on the chat API's first
+    /// token; followed by the usage chunk (when asked) and `[DONE]` on the last.
+    pub fn emit_into(&self, buf: &mut BytesMut, index: u64, last: bool) {
+        if index == 0 && self.api == Api::Chat {
+            self.role_chunk(buf);
+        }
+        self.token_chunk(buf, index, last);
+        if last {
+            if self.include_usage {
+                self.usage_chunk(buf, index + 1);
+            }
+            buf.put_slice(b"data: [DONE]\n\n");
+        }
+    }
+
+    /// A typical event's size, to size buffers once.
+    fn event_capacity(&self) -> usize {
+        self.head.len() + 200
+    }
+}
+
+/// Streams SSE bytes to the HTTP response body. The channel is unbounded because the
+/// engine must never wait on one slow client (vLLM buffers too); a stream holds at most
+/// `max_tokens` events.
+pub(crate) struct StreamSink {
+    tx: mpsc::UnboundedSender<Bytes>,
+    fmt: ChunkFormat,
+}
+
+impl StreamSink {
+    pub fn new(tx: mpsc::UnboundedSender<Bytes>, fmt: ChunkFormat) -> Self {
+        StreamSink { tx, fmt }
+    }
+}
+
+/// Result of a non-streaming request: how many tokens were generated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub completion_tokens: u64,
+}
+
+/// Either a stream, or a one-shot answer for a non-streaming request.
+pub(crate) enum Sink {
+    Stream(StreamSink),
+    Whole(Option<oneshot::Sender<Finished>>),
+}
+
+impl TokenSink for Sink {
+    fn emit(&mut self, index: u64, last: bool) -> bool {
+        match self {
+            Sink::Stream(s) => {
+                let events = if index == 0 || last { 3 } else { 1 };
+                let mut buf = BytesMut::with_capacity(s.fmt.event_capacity() * events);
+                s.fmt.emit_into(&mut buf, index, last);
+                // Dropping the sender after the last event ends the response body.
+                s.tx.send(buf.freeze()).is_ok()
+            }
+            Sink::Whole(tx) => {
+                if !last {
+                    return tx.as_ref().is_some_and(|t| !t.is_closed());
+                }
+                match tx.take() {
+                    Some(t) => t
+                        .send(Finished {
+                            completion_tokens: index + 1,
+                        })
+                        .is_ok(),
+                    None => false,
+                }
+            }
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Sink::Stream(s) => s.tx.is_closed(),
+            Sink::Whole(tx) => tx.as_ref().map_or(true, |t| t.is_closed()),
+        }
+    }
+}
+
+/// The generated text of a non-streaming answer.
+pub(crate) fn output_text(tokens: u64) -> String {
+    let mut s = String::new();
+    for i in 0..tokens {
+        s.push_str(output_word(i));
+    }
+    s
+}
+
+/// The non-streaming response object.
+pub(crate) fn completion_body(
+    api: Api,
+    id: &str,
+    created: u64,
+    model: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+) -> Value {
+    let text = output_text(completion_tokens);
+    let choice = match api {
+        Api::Chat => json!({
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": null,
+            "finish_reason": "length",
+            "stop_reason": null
+        }),
+        Api::Completions => json!({
+            "index": 0,
+            "text": text,
+            "logprobs": null,
+            "finish_reason": "length",
+            "stop_reason": null
+        }),
+    };
+    let object = match api {
+        Api::Chat => "chat.completion",
+        Api::Completions => "text_completion",
+    };
+    json!({
+        "id": id,
+        "object": object,
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens
+        }
+    })
+}
+
+/// An OpenAI-style error body.
+pub(crate) fn error_body(message: &str, kind: &str, code: u16) -> Value {
+    json!({"error": {"message": message, "type": kind, "code": code}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(include_usage: bool, continuous: bool) -> GenRequest {
+        GenRequest {
+            model: Some("m".into()),
+            prompt_tokens: 7,
+            max_tokens: 2,
+            stream: true,
+            include_usage,
+            continuous_usage: continuous,
+        }
+    }
+
+    fn events(bytes: &[u8]) -> Vec<String> {
+        let s = std::str::from_utf8(bytes).unwrap();
+        assert!(s.ends_with("\n\n"));
+        s.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| e.strip_prefix("data: ").unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn counts_words() {
+        assert_eq!(count_tokens("  hello   world\n\tagain "), 3);
+        assert_eq!(count_tokens(""), 0);
+        assert_eq!(token_ids("a b a").len(), 3);
+        assert_eq!(token_ids("a b a")[0], token_ids("a b a")[2]);
+    }
+
+    #[test]
+    fn parses_chat_request() {
+        let body = br#"{"model":"x","messages":[{"role":"system","content":"be brief"},
+            {"role":"user","content":[{"type":"text","text":"one two three"}]}],
+            "max_completion_tokens":5,"max_tokens":9,"stream":true,
+            "stream_options":{"include_usage":true,"continuous_usage_stats":true},"ignore_eos":true}"#;
+        let r = parse_gen_request(Api::Chat, body).unwrap();
+        assert_eq!(r.prompt_tokens, 5);
+        assert_eq!(r.max_tokens, 5);
+        assert!(r.stream && r.include_usage && r.continuous_usage);
+        assert_eq!(r.model.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn parses_completions_request_and_defaults() {
+        let r = parse_gen_request(Api::Completions, br#"{"prompt":"a b c d"}"#).unwrap();
+        assert_eq!((r.prompt_tokens, r.max_tokens), (4, DEFAULT_MAX_TOKENS));
+        assert!(!r.stream && !r.include_usage && !r.continuous_usage);
+        let r = parse_gen_request(Api::Completions, br#"{"prompt":[1,2,3],"max_tokens":null}"#)
+            .unwrap();
+        assert_eq!(r.prompt_tokens, 3);
+        // continuous usage needs include_usage, as in vLLM.
+        let r = parse_gen_request(
+            Api::Completions,
+            br#"{"prompt":"a","stream_options":{"continuous_usage_stats":true}}"#,
+        )
+        .unwrap();
+        assert!(!r.continuous_usage);
+    }
+
+    #[test]
+    fn rejects_bad_requests() {
+        assert!(parse_gen_request(Api::Chat, b"{not json").is_err());
+        assert!(parse_gen_request(Api::Chat, br#"{"prompt":"a"}"#).is_err());
+        assert!(parse_gen_request(Api::Completions, br#"{"messages":[]}"#).is_err());
+        assert!(parse_gen_request(Api::Completions, br#"{"prompt":"a","max_tokens":0}"#).is_err());
+        assert!(parse_gen_request(Api::Completions, br#"{"prompt":"a","max_tokens":-1}"#).is_err());
+        assert!(parse_gen_request(Api::Completions, br#"{"prompt":["a","b"]}"#).is_err());
+        assert!(parse_gen_request(Api::Chat, br#"{"messages":[{"content":5}]}"#).is_err());
+    }
+
+    #[test]
+    fn parses_tokenize_shapes() {
+        assert_eq!(
+            parse_tokenize(br#"{"model":"m","prompt":"a b"}"#).unwrap(),
+            ("a b".into(), false)
+        );
+        assert_eq!(
+            parse_tokenize(br#"{"content":"a b"}"#).unwrap(),
+            ("a b".into(), true)
+        );
+        let (text, llama) =
+            parse_tokenize(br#"{"messages":[{"content":"a b"},{"content":"c"}]}"#).unwrap();
+        assert_eq!((count_tokens(&text), llama), (3, false));
+        assert!(parse_tokenize(b"{}").is_err());
+    }
+
+    #[test]
+    fn chat_stream_chunks_are_vllm_shaped() {
+        let fmt = ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m\"q", &req(true, false));
+        let mut buf = BytesMut::new();
+        fmt.emit_into(&mut buf, 0, false);
+        fmt.emit_into(&mut buf, 1, true);
+        let ev = events(&buf);
+        assert_eq!(ev.len(), 5);
+        let role: Value = serde_json::from_str(&ev[0]).unwrap();
+        assert_eq!(role["object"], "chat.completion.chunk");
+        assert_eq!(role["model"], "m\"q");
+        assert_eq!(role["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(role["choices"][0]["delta"]["content"], "");
+        assert!(role.get("usage").is_none());
+        let t0: Value = serde_json::from_str(&ev[1]).unwrap();
+        assert_eq!(t0["choices"][0]["delta"]["content"], " lorem");
+        assert_eq!(t0["choices"][0]["finish_reason"], Value::Null);
+        let t1: Value = serde_json::from_str(&ev[2]).unwrap();
+        assert_eq!(t1["choices"][0]["delta"]["content"], " ipsum");
+        assert_eq!(t1["choices"][0]["finish_reason"], "length");
+        let usage: Value = serde_json::from_str(&ev[3]).unwrap();
+        assert_eq!(usage["choices"], json!([]));
+        assert_eq!(
+            usage["usage"],
+            json!({"prompt_tokens":7,"total_tokens":9,"completion_tokens":2})
+        );
+        assert_eq!(ev[4], "[DONE]");
+    }
+
+    #[test]
+    fn continuous_usage_on_every_chunk() {
+        let fmt = ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m", &req(true, true));
+        let mut buf = BytesMut::new();
+        fmt.emit_into(&mut buf, 0, false);
+        fmt.emit_into(&mut buf, 1, true);
+        let ev = events(&buf);
+        let completion: Vec<u64> = ev[..4]
+            .iter()
+            .map(|e| {
+                let v: Value = serde_json::from_str(e).unwrap();
+                v["usage"]["completion_tokens"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(completion, [0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn completions_stream_has_no_role_chunk() {
+        let fmt = ChunkFormat::new(Api::Completions, "cmpl-1", 42, "m", &req(false, false));
+        let mut buf = BytesMut::new();
+        fmt.emit_into(&mut buf, 0, false);
+        fmt.emit_into(&mut buf, 1, true);
+        let ev = events(&buf);
+        assert_eq!(ev.len(), 3);
+        let t0: Value = serde_json::from_str(&ev[0]).unwrap();
+        assert_eq!(t0["object"], "text_completion");
+        assert_eq!(t0["choices"][0]["text"], " lorem");
+        let t1: Value = serde_json::from_str(&ev[1]).unwrap();
+        assert_eq!(t1["choices"][0]["finish_reason"], "length");
+        assert_eq!(ev[2], "[DONE]");
+    }
+
+    #[test]
+    fn whole_sink_reports_on_last_token() {
+        let (tx, mut rx) = oneshot::channel();
+        let mut sink = Sink::Whole(Some(tx));
+        assert!(sink.emit(0, false));
+        assert!(sink.emit(1, true));
+        assert_eq!(rx.try_recv().unwrap().completion_tokens, 2);
+        let (tx, rx) = oneshot::channel::<Finished>();
+        let mut sink = Sink::Whole(Some(tx));
+        drop(rx);
+        assert!(sink.is_closed());
+        assert!(!sink.emit(0, false));
+    }
+
+    #[test]
+    fn completion_body_shape() {
+        let v = completion_body(Api::Chat, "chatcmpl-1", 1, "m", 3, 2);
+        assert_eq!(v["choices"][0]["message"]["content"], " lorem ipsum");
+        assert_eq!(v["usage"]["total_tokens"], 5);
+    }
+}
