@@ -1,1 +1,120 @@
-fn main() {}
+//! Wiring: parse the command line, pick the mode, run it, exit with the
+//! contract's code (DESIGN.md section 5).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use color_eyre::eyre::Result;
+
+use tokbench::cli::{Cli, Command, SimTimingArgs, SweepArgs};
+use tokbench::run::{self, SweepPlan, EXIT_FAILED};
+use tokbench::sim::{self, SimConfig};
+
+fn main() -> ExitCode {
+    // Plain reports: no colours or backtrace sections in one-line errors.
+    let _ = color_eyre::config::HookBuilder::default()
+        .display_env_section(false)
+        .install();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tokbench: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED as u8);
+        }
+    };
+    let sub = matches.subcommand().map(|(_, m)| m);
+    let result = runtime.block_on(dispatch(cli.command, sub));
+    // Load tasks still blocked on a dead socket must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("tokbench: {}", one_line(&e));
+            ExitCode::from(EXIT_FAILED as u8)
+        }
+    }
+}
+
+/// The error and its causes on one line: `cannot write x: permission denied`.
+fn one_line(e: &color_eyre::eyre::Report) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
+    match command {
+        Command::Sweep(args) => {
+            let plan = SweepPlan::from_args(&args)?;
+            let prepared = run::prepare(plan, None).await?;
+            run::run_headless(prepared).await
+        }
+        Command::Sim(args) => {
+            sim::run_forever(
+                SocketAddr::new(args.host, args.port),
+                sim_config(&args.timing),
+            )
+            .await?;
+            Ok(0)
+        }
+        Command::Demo(mut args) => {
+            apply_demo_defaults(&mut args, sub);
+            let mut config = SimConfig::default();
+            // Fewer batch slots than the top level's streams, so the sweep
+            // ends in the knee a real server shows when its KV cache is full.
+            config.max_num_seqs = 64;
+            let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config).await?;
+            args.base_url = Some(format!("http://{}", sim.addr));
+            let plan = SweepPlan::from_args(&args)?;
+            eprintln!(
+                "tokbench demo: SIMULATED SERVER (vLLM-like, 64 batch slots) at http://{}",
+                sim.addr
+            );
+            let prepared = run::prepare(plan, None).await?;
+            let code = run::run_headless(prepared).await;
+            sim.shutdown().await;
+            code
+        }
+    }
+}
+
+fn sim_config(t: &SimTimingArgs) -> SimConfig {
+    SimConfig {
+        step_ms: t.step_ms,
+        step_ms_per_seq: t.step_ms_per_seq,
+        prefill_ms_per_1k: t.prefill_ms_per_1k,
+        max_num_seqs: t.max_num_seqs,
+        kv_tokens: t.kv_tokens,
+        ..SimConfig::default()
+    }
+}
+
+/// The demo is short: smaller lengths and fewer prompts, unless the user
+/// said otherwise on the command line.
+fn apply_demo_defaults(args: &mut SweepArgs, sub: Option<&ArgMatches>) {
+    let defaulted = |id: &str| {
+        sub.and_then(|m| m.value_source(id))
+            .is_none_or(|s| s == ValueSource::DefaultValue)
+    };
+    if defaulted("random_input_len") {
+        args.random_input_len = 128;
+    }
+    if defaulted("random_output_len") {
+        args.random_output_len = 64;
+    }
+    if defaulted("prompts_per_stream") {
+        // 5 requests per stream keeps the whole demo near a minute.
+        args.prompts_per_stream = 5;
+    }
+}

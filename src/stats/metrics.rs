@@ -73,7 +73,7 @@ pub fn request_timing(arrivals: &[ChunkArrival], output_tokens: u32) -> RequestT
             let mut out = Vec::with_capacity(total);
             for (gap, k) in gaps.zip(ks) {
                 let each = gap / f64::from(k);
-                out.extend(std::iter::repeat(each).take(k as usize));
+                out.extend(std::iter::repeat_n(each, k as usize));
             }
             out
         }

@@ -1,0 +1,199 @@
+//! Command-line definitions only (DESIGN.md section 5). No behaviour lives here.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tokbench",
+    version,
+    about = "Load-test an LLM inference server across a concurrency sweep and see what it really serves",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a concurrency sweep against a server.
+    Sweep(Box<SweepArgs>),
+    /// Start the built-in simulated server (vLLM-like) in the foreground.
+    Sim(SimArgs),
+    /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
+    Demo(Box<SweepArgs>),
+}
+
+/// Wire format used to talk to the server.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// OpenAI `/v1/chat/completions` (SSE).
+    OpenaiChat,
+    /// OpenAI `/v1/completions` (SSE).
+    OpenaiCompletions,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::OpenaiChat => "openai-chat",
+            Backend::OpenaiCompletions => "openai-completions",
+        }
+    }
+    pub fn default_path(self) -> &'static str {
+        match self {
+            Backend::OpenaiChat => "/v1/chat/completions",
+            Backend::OpenaiCompletions => "/v1/completions",
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Server root, e.g. http://127.0.0.1:8000 (no /v1: the backend appends its path).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Model name; defaults to the first model the server lists.
+    #[arg(long)]
+    pub model: Option<String>,
+
+    #[arg(long, value_enum, default_value = "openai-chat")]
+    pub backend: Backend,
+
+    /// Request path overriding the backend's default (e.g. /v1/chat/completions).
+    #[arg(long, value_name = "PATH")]
+    pub endpoint: Option<String>,
+
+    /// Prompt length in server tokens (chat template included), calibrated on the server's own count.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub random_input_len: u32,
+
+    /// Output length in tokens (max_tokens; with ignore_eos the server generates exactly this many).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub random_output_len: u32,
+
+    /// Do not send ignore_eos: outputs may end early and then are not comparable.
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+
+    /// Concurrency levels of the sweep, in order.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "1,4,16,32,64,128"
+    )]
+    pub concurrency: Vec<u32>,
+
+    /// At most N requests in flight (vLLM's meaning): one closed-loop level of N, replacing --concurrency.
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<u32>,
+
+    /// Requests per level (default: 10 x the level's concurrency).
+    #[arg(long, value_name = "N")]
+    pub num_prompts: Option<u32>,
+
+    /// Without --num-prompts, each level sends this many requests per stream of its concurrency.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub prompts_per_stream: u32,
+
+    /// Warmup requests sent first and discarded (default: the first level's concurrency).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
+
+    /// Percentiles saved for every latency metric (50 and 99 are always included).
+    #[arg(
+        long,
+        alias = "metric-percentiles",
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "50,90,99"
+    )]
+    pub percentiles: Vec<f64>,
+
+    /// Seed for prompts (random when absent; always recorded).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
+    /// JSON object merged into every request body, e.g. '{"block_size":32,"threshold":0.95}'.
+    #[arg(long, value_name = "JSON")]
+    pub extra_body: Option<String>,
+
+    /// Free-form label saved with the result (repeatable), e.g. --label gpu=h100.
+    #[arg(long = "label", value_name = "K=V")]
+    pub labels: Vec<String>,
+
+    /// API key sent as `Authorization: Bearer` to the target only; never printed or saved.
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+
+    /// Folder for the result files (default: results/<UTC timestamp>/).
+    #[arg(long, value_name = "DIR")]
+    pub result_dir: Option<PathBuf>,
+
+    /// Plain progress and tables instead of the live view (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub no_tui: bool,
+
+    /// Give up on a request after this many seconds in total.
+    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    pub request_timeout: f64,
+
+    /// Give up on a stream that sends nothing for this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub stall_timeout: f64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimEngine {
+    /// Continuous batching like vLLM: /v1/*, /tokenize, /version, /metrics.
+    Vllm,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+
+    #[arg(long, value_enum, default_value = "vllm")]
+    pub engine: SimEngine,
+
+    #[command(flatten)]
+    pub timing: SimTimingArgs,
+}
+
+/// The simulator's timing model (DESIGN.md section 7).
+#[derive(Args, Debug, Clone)]
+pub struct SimTimingArgs {
+    /// Fixed cost of one engine step, ms.
+    #[arg(long, value_name = "MS", default_value_t = 10.5)]
+    pub step_ms: f64,
+
+    /// Added step cost per running sequence, ms.
+    #[arg(long, value_name = "MS", default_value_t = 0.35)]
+    pub step_ms_per_seq: f64,
+
+    /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
+    #[arg(long = "prefill-ms-per-1k", value_name = "MS", default_value_t = 20.0)]
+    pub prefill_ms_per_1k: f64,
+
+    /// Most sequences running at once; the rest wait.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_num_seqs: usize,
+
+    /// KV-cache size in tokens; a sequence reserves prompt + max_tokens when admitted.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub kv_tokens: u64,
+}

@@ -1,0 +1,336 @@
+//! One request, timed where its bytes arrive.
+//!
+//! Every timestamp of a request is taken here, in the load task, from one
+//! monotonic clock, before any JSON is parsed (DESIGN.md section 2). Nothing
+//! downstream measures.
+
+use std::error::Error as StdError;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use tokio::sync::watch;
+
+use crate::protocol::openai::error_message_from_body;
+use crate::protocol::{OpenAiDecoder, StreamEvent};
+use crate::record::{
+    ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, ServerTimings, TokenSource,
+};
+use crate::stats::metrics::request_timing;
+
+/// Most bytes of an HTTP error body we read to find its message.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// Where requests go and how long they may take.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub client: reqwest::Client,
+    /// Full request URL (base + endpoint).
+    pub url: reqwest::Url,
+    /// `Bearer <key>`, marked sensitive so it never shows in Debug output.
+    pub authorization: Option<HeaderValue>,
+    pub request_timeout: Duration,
+    pub stall_timeout: Duration,
+}
+
+impl Target {
+    pub fn authorization_from_key(key: &str) -> Option<HeaderValue> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+}
+
+/// What the driver hands a load task.
+#[derive(Clone, Debug)]
+pub struct PreparedRequest {
+    pub id: u64,
+    pub level: usize,
+    /// Serialized JSON body.
+    pub body: Bytes,
+    pub input_tokens_target: u32,
+    pub max_tokens: u32,
+}
+
+/// The parts of a stream the record is built from.
+#[derive(Default)]
+struct StreamTally {
+    arrivals: Vec<ChunkArrival>,
+    finish: Option<FinishReason>,
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+    timings: Option<ServerTimings>,
+    stream_error: Option<String>,
+}
+
+impl StreamTally {
+    fn apply(&mut self, event: StreamEvent, at: Duration) {
+        match event {
+            StreamEvent::Output { tokens } => self.arrivals.push(ChunkArrival { at, tokens }),
+            StreamEvent::NoOutput | StreamEvent::Done => {}
+            StreamEvent::Finish(reason) => self.finish = Some(reason),
+            StreamEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+            } => {
+                self.prompt_tokens = prompt_tokens.or(self.prompt_tokens);
+                self.completion_tokens = completion_tokens.or(self.completion_tokens);
+            }
+            StreamEvent::Timings(t) => self.timings = Some(t),
+            StreamEvent::Error(message) => {
+                if self.stream_error.is_none() {
+                    self.stream_error = Some(message);
+                }
+            }
+        }
+    }
+
+    /// Output token count and where it came from, most trusted source first.
+    fn output_tokens(&self) -> (u32, TokenSource) {
+        if let Some(n) = self.completion_tokens {
+            (n, TokenSource::Usage)
+        } else if let Some(n) = self.timings.and_then(|t| t.predicted_n) {
+            (n, TokenSource::LlamacppTimings)
+        } else {
+            (self.arrivals.len() as u32, TokenSource::ChunkCount)
+        }
+    }
+}
+
+/// How a stream stopped before its natural end.
+enum Stop {
+    Failed(ErrorClass, String),
+    Cancelled,
+}
+
+/// Send one request and time it. Never fails: every way a request can go
+/// wrong ends in the record's `outcome`.
+pub async fn execute(
+    target: &Target,
+    request: PreparedRequest,
+    run_start: Instant,
+    mut cancel: watch::Receiver<bool>,
+) -> RequestRecord {
+    let mut record = RequestRecord::empty(request.id, request.level);
+    record.input_tokens_target = request.input_tokens_target;
+    record.output_tokens_requested = request.max_tokens;
+
+    let t0 = Instant::now();
+    record.start = t0.saturating_duration_since(run_start);
+    let deadline = tokio::time::Instant::from_std(t0 + target.request_timeout);
+
+    let mut tally = StreamTally {
+        arrivals: Vec::with_capacity(request.max_tokens as usize + 2),
+        ..StreamTally::default()
+    };
+    let stop = tokio::select! {
+        biased;
+        _ = cancelled(&mut cancel) => Some(Stop::Cancelled),
+        _ = tokio::time::sleep_until(deadline) => Some(Stop::Failed(
+            ErrorClass::Timeout,
+            format!("no complete answer within {:.0} s (--request-timeout)", target.request_timeout.as_secs_f64()),
+        )),
+        stop = stream_request(target, request.body, t0, &mut record, &mut tally) => stop,
+    };
+    record.end = run_start.elapsed();
+
+    let (output_tokens, source) = tally.output_tokens();
+    record.output_tokens = output_tokens;
+    record.token_source = source;
+    record.chunks = tally.arrivals.len() as u32;
+    record.finish_reason = tally.finish;
+    record.input_tokens_reported = tally.prompt_tokens;
+    record.server_timings = tally.timings;
+    let timing = request_timing(&tally.arrivals, output_tokens);
+    record.ttft = timing.ttft;
+    record.e2el = timing.e2el;
+    record.tpot = timing.tpot;
+    record.itl_ms = timing.itl_ms;
+
+    record.outcome = match stop {
+        Some(Stop::Cancelled) => Outcome::Cancelled,
+        Some(Stop::Failed(class, message)) => {
+            record.error_message = Some(message);
+            Outcome::Failed(class)
+        }
+        None => judge_complete_stream(&tally, output_tokens, request.max_tokens, &mut record),
+    };
+    record
+}
+
+/// A stream that ended on its own: success, an error frame, or a truncation.
+fn judge_complete_stream(
+    tally: &StreamTally,
+    output_tokens: u32,
+    requested: u32,
+    record: &mut RequestRecord,
+) -> Outcome {
+    if let Some(message) = &tally.stream_error {
+        record.error_message = Some(message.clone());
+        return Outcome::Failed(ErrorClass::StreamError);
+    }
+    if tally.finish.is_none() && output_tokens < requested {
+        record.error_message = Some(format!(
+            "stream ended without a finish reason after {output_tokens} of {requested} tokens"
+        ));
+        return Outcome::Failed(ErrorClass::Truncated);
+    }
+    if output_tokens == 0 {
+        record.error_message = Some("the answer carried no output tokens".into());
+        return Outcome::Failed(ErrorClass::Truncated);
+    }
+    Outcome::Ok
+}
+
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    // A closed channel means the driver is gone: treat it as a cancel too.
+    let _ = cancel.wait_for(|stop| *stop).await;
+}
+
+/// Send the request and read its stream into `tally`. Returns None when the
+/// stream ended by itself (judged by the caller), or how it broke.
+async fn stream_request(
+    target: &Target,
+    body: Bytes,
+    t0: Instant,
+    record: &mut RequestRecord,
+    tally: &mut StreamTally,
+) -> Option<Stop> {
+    let mut builder = target
+        .client
+        .post(target.url.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .body(body);
+    if let Some(auth) = &target.authorization {
+        builder = builder.header(AUTHORIZATION, auth.clone());
+    }
+    let response = match builder.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            let class = classify_transport_error(&e);
+            return Some(Stop::Failed(class, transport_message(&e, class)));
+        }
+    };
+    record.ttfb = Some(t0.elapsed());
+
+    let status = response.status();
+    if !status.is_success() {
+        let body = read_error_body(response, target.stall_timeout).await;
+        return Some(Stop::Failed(
+            ErrorClass::Http(status.as_u16()),
+            error_message_from_body(status.as_u16(), &body),
+        ));
+    }
+
+    let mut decoder = OpenAiDecoder::new();
+    let mut events = Vec::with_capacity(4);
+    let mut stream = response.bytes_stream();
+    loop {
+        let next = match tokio::time::timeout(target.stall_timeout, stream.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                return Some(Stop::Failed(
+                    ErrorClass::Stalled,
+                    format!(
+                        "stream sent nothing for {:.0} s (--stall-timeout)",
+                        target.stall_timeout.as_secs_f64()
+                    ),
+                ))
+            }
+        };
+        match next {
+            Some(Ok(bytes)) => {
+                // The arrival time is taken before the bytes are parsed.
+                let at = t0.elapsed();
+                if let Err(e) = decoder.feed(&bytes, &mut events) {
+                    return Some(Stop::Failed(ErrorClass::MalformedStream, e.to_string()));
+                }
+                for event in events.drain(..) {
+                    tally.apply(event, at);
+                }
+            }
+            Some(Err(e)) => {
+                let class = match classify_transport_error(&e) {
+                    ErrorClass::Connect | ErrorClass::ConnectRefused => {
+                        ErrorClass::ConnectionClosed
+                    }
+                    other => other,
+                };
+                return Some(Stop::Failed(class, transport_message(&e, class)));
+            }
+            None => {
+                let at = t0.elapsed();
+                if let Err(e) = decoder.finish(&mut events) {
+                    return Some(Stop::Failed(ErrorClass::MalformedStream, e.to_string()));
+                }
+                for event in events.drain(..) {
+                    tally.apply(event, at);
+                }
+                return None;
+            }
+        }
+    }
+}
+
+async fn read_error_body(response: reqwest::Response, limit: Duration) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    let read = async {
+        while let Some(Ok(bytes)) = stream.next().await {
+            let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
+            body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            if body.len() >= ERROR_BODY_LIMIT {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limit, read).await;
+    body
+}
+
+/// Name the failure by the innermost error that says what happened.
+pub fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            match io.kind() {
+                ConnectionRefused => return ErrorClass::ConnectRefused,
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
+                    return ErrorClass::ConnectionClosed
+                }
+                TimedOut => return ErrorClass::Timeout,
+                _ => {}
+            }
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_closed() || h.is_canceled() {
+                return ErrorClass::ConnectionClosed;
+            }
+        }
+        source = e.source();
+    }
+    if error.is_timeout() {
+        ErrorClass::Timeout
+    } else if error.is_connect() {
+        ErrorClass::Connect
+    } else {
+        ErrorClass::ConnectionClosed
+    }
+}
+
+/// One line for a transport failure, from the innermost error's words.
+pub fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
+    let mut innermost = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        innermost = e.to_string();
+        source = e.source();
+    }
+    match class {
+        ErrorClass::ConnectRefused => format!("connection refused ({innermost})"),
+        ErrorClass::ConnectionClosed => format!("connection closed mid-request ({innermost})"),
+        _ => innermost,
+    }
+}

@@ -1,0 +1,118 @@
+//! What the target says about itself before and during a run.
+
+pub mod client;
+
+use std::time::Duration;
+
+use color_eyre::eyre::{eyre, Result};
+use serde_json::Value;
+
+/// Pre-run look-ups are short: a server that cannot answer a model list in
+/// this time will not serve a benchmark either.
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// What we learned of the server before the run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerIdentity {
+    pub engine: String,
+    pub engine_version: Option<String>,
+    /// Models listed by `/v1/models`, in the server's order.
+    pub models: Vec<String>,
+}
+
+/// Check that the server answers and learn its models and version.
+///
+/// Connection failures are errors (the run cannot start); a server that lacks
+/// `/v1/models` or `/version` is fine.
+pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<ServerIdentity> {
+    let models_url = format!("{base_url}/v1/models");
+    let models = match get_json(client, &models_url).await {
+        Ok(Some(body)) => model_ids(&body),
+        Ok(None) => Vec::new(),
+        Err(e) => return Err(eyre!("cannot reach {base_url}: {e}")),
+    };
+    let version = get_json(client, &format!("{base_url}/version"))
+        .await
+        .ok()
+        .flatten()
+        .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
+    let engine = match &version {
+        Some(v) if v.contains("tokbench-sim") => "tokbench-sim",
+        // Of the engines we know, a bare `/version` with a `version` field is vLLM's.
+        Some(_) => "vllm",
+        None => "openai-compatible",
+    };
+    Ok(ServerIdentity {
+        engine: engine.into(),
+        engine_version: version,
+        models,
+    })
+}
+
+/// GET a JSON document. Ok(None): the server answered but not with JSON 2xx.
+async fn get_json(
+    client: &reqwest::Client,
+    url: &str,
+) -> std::result::Result<Option<Value>, String> {
+    let response = tokio::time::timeout(PREFLIGHT_TIMEOUT, client.get(url).send())
+        .await
+        .map_err(|_| format!("no answer within {} s", PREFLIGHT_TIMEOUT.as_secs()))?
+        .map_err(|e| describe_connect_error(&e))?;
+    if !response.status().is_success() {
+        return Ok(None);
+    }
+    let body = tokio::time::timeout(PREFLIGHT_TIMEOUT, response.bytes())
+        .await
+        .map_err(|_| format!("no answer within {} s", PREFLIGHT_TIMEOUT.as_secs()))?
+        .map_err(|e| e.to_string())?;
+    Ok(serde_json::from_slice(&body).ok())
+}
+
+fn describe_connect_error(e: &reqwest::Error) -> String {
+    use crate::load::request::{classify_transport_error, transport_message};
+    let class = classify_transport_error(e);
+    let what = transport_message(e, class);
+    format!("{what}; is the server running, and is --base-url its root (no /v1)?")
+}
+
+/// `{"data":[{"id":..}, ..]}` (OpenAI) or `{"models":[{"name":..}]}` (Ollama).
+pub fn model_ids(body: &Value) -> Vec<String> {
+    let from = |list: Option<&Value>, key: &str| -> Vec<String> {
+        list.and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|m| m.get(key).and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let openai = from(body.get("data"), "id");
+    if openai.is_empty() {
+        from(body.get("models"), "name")
+    } else {
+        openai
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_from_both_shapes_and_garbage() {
+        let openai = serde_json::json!({"object":"list","data":[{"id":"a"},{"id":"b"},{"x":1}]});
+        assert_eq!(model_ids(&openai), vec!["a", "b"]);
+        let ollama = serde_json::json!({"models":[{"name":"llama3:8b"}]});
+        assert_eq!(model_ids(&ollama), vec!["llama3:8b"]);
+        assert!(model_ids(&serde_json::json!({"data":"nope"})).is_empty());
+        assert!(model_ids(&serde_json::json!(null)).is_empty());
+    }
+
+    #[test]
+    fn llama_server_capture_lists_its_model() {
+        let raw = include_str!("../../tests/fixtures/captures/llama-server/models.json");
+        let body: Value = serde_json::from_str(raw).expect("capture is JSON");
+        assert_eq!(model_ids(&body).len(), 1);
+    }
+}

@@ -1,0 +1,465 @@
+//! The recorder turns driver events into result files (DESIGN.md section 6):
+//! a level file the moment a level ends, `summary.json` rewritten after every
+//! level, `requests.jsonl` flushed at least once a second. Both the headless
+//! runner and the live view feed it the same events, so results are the same
+//! whichever face the run has.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use color_eyre::eyre::{Result, WrapErr};
+use serde_json::{json, Map, Value};
+
+use super::atomic::write_atomic;
+use crate::analysis::diagnose::{diagnose, Diagnosis, LevelView};
+use crate::load::driver::{DriverEvent, LevelInfo, Mode};
+use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
+use crate::record::{Outcome, RequestRecord};
+use crate::stats::percentile::percentile_sorted;
+use crate::stats::summary::{level_stats, LevelStats};
+use crate::workload::Calibration;
+
+/// How often `requests.jsonl` reaches the disk at the least.
+const JSONL_FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// What identifies a run; saved in `summary.json` and in every level file.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    /// Server root, with any credentials removed.
+    pub target: String,
+    pub engine: String,
+    pub engine_version: Option<String>,
+    pub model: String,
+    pub backend: String,
+    pub profile: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub ignore_eos: bool,
+    pub extra_body: Option<Value>,
+    pub labels: BTreeMap<String, String>,
+    pub seed: u64,
+    /// ISO 8601 UTC.
+    pub started_at: String,
+    /// vLLM's `date` format (`20261129-191400`).
+    pub date: String,
+    pub percentiles: Vec<f64>,
+}
+
+impl RunInfo {
+    fn to_json(&self) -> Value {
+        json!({
+            "target": self.target,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "model": self.model,
+            "backend": self.backend,
+            "profile": self.profile,
+            "input_len": self.input_len,
+            "output_len": self.output_len,
+            "ignore_eos": self.ignore_eos,
+            "extra_body": self.extra_body,
+            "labels": self.labels,
+            "seed": self.seed,
+            "started_at": self.started_at,
+        })
+    }
+}
+
+/// What the client cost while a level ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClientLoad {
+    pub cpu_percent: Option<f64>,
+    pub loop_lag_ms_p99: Option<f64>,
+}
+
+/// A level whose requests are all back.
+#[derive(Clone, Debug)]
+pub struct FinishedLevel {
+    pub info: LevelInfo,
+    pub partial: bool,
+    pub stats: LevelStats,
+    pub client: ClientLoad,
+    /// The level file, when the level had anything to save.
+    pub file: Option<PathBuf>,
+}
+
+struct OpenLevel {
+    info: LevelInfo,
+    records: Vec<RequestRecord>,
+    cpu_at_start: Duration,
+    wall_start: Instant,
+}
+
+pub struct Recorder {
+    dir: PathBuf,
+    run: RunInfo,
+    open: HashMap<usize, OpenLevel>,
+    finished: Vec<FinishedLevel>,
+    jsonl: BufWriter<File>,
+    last_flush: Instant,
+    name_uses: HashMap<String, u32>,
+    target_changes: Vec<(f64, u32)>,
+    warmup: Option<Value>,
+    lag: LagMonitor,
+}
+
+impl Recorder {
+    /// Create the result folder and its files. Fails (before any load is
+    /// sent) when the folder cannot be written.
+    pub fn create(dir: &Path, run: RunInfo, lag: LagMonitor) -> Result<Recorder> {
+        fs::create_dir_all(dir)
+            .wrap_err_with(|| format!("cannot create the result folder {}", dir.display()))?;
+        let jsonl_path = dir.join("requests.jsonl");
+        let file = File::create(&jsonl_path)
+            .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
+        let recorder = Recorder {
+            dir: dir.to_path_buf(),
+            run,
+            open: HashMap::new(),
+            finished: Vec::new(),
+            jsonl: BufWriter::new(file),
+            last_flush: Instant::now(),
+            name_uses: HashMap::new(),
+            target_changes: Vec::new(),
+            warmup: None,
+            lag,
+        };
+        recorder.write_summary()?;
+        Ok(recorder)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// Levels whose requests are all back, in the order they finished.
+    pub fn finished(&self) -> &[FinishedLevel] {
+        &self.finished
+    }
+
+    /// Records gathered so far for a level that is still open.
+    pub fn open_records(&self, index: usize) -> &[RequestRecord] {
+        self.open.get(&index).map_or(&[], |l| &l.records)
+    }
+
+    /// Take one driver event. Returns the level it finished, if it finished one.
+    pub fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
+        match event {
+            DriverEvent::LevelStarted(info) => {
+                let _ = self.lag.take();
+                self.open.insert(
+                    info.index,
+                    OpenLevel {
+                        info: info.clone(),
+                        records: Vec::new(),
+                        cpu_at_start: process_cpu_time(),
+                        wall_start: Instant::now(),
+                    },
+                );
+            }
+            DriverEvent::Record(record) => {
+                self.write_request_line(record)?;
+                if let Some(level) = self.open.get_mut(&record.level) {
+                    level.records.push(record.clone());
+                }
+            }
+            DriverEvent::TargetChanged { at, target } => {
+                self.target_changes.push((at.as_secs_f64(), *target));
+            }
+            DriverEvent::WarmupFinished {
+                ok,
+                failed,
+                calibration,
+                reported_prompt_tokens,
+            } => {
+                self.warmup = Some(warmup_json(
+                    *ok,
+                    *failed,
+                    calibration,
+                    reported_prompt_tokens,
+                ));
+            }
+            DriverEvent::LevelFinished { index, partial } => {
+                return self.finish_level(*index, *partial).map(Some);
+            }
+            DriverEvent::WarmupStarted { .. }
+            | DriverEvent::Paused(_)
+            | DriverEvent::Finished { .. } => {}
+        }
+        if self.last_flush.elapsed() >= JSONL_FLUSH_EVERY {
+            self.flush_requests()?;
+        }
+        Ok(None)
+    }
+
+    /// Close the books: levels still open are saved as partial, every file flushed.
+    pub fn finish(&mut self) -> Result<()> {
+        let mut still_open: Vec<usize> = self.open.keys().copied().collect();
+        still_open.sort_unstable();
+        for index in still_open {
+            self.finish_level(index, true)?;
+        }
+        self.flush_requests()?;
+        self.write_summary()
+    }
+
+    pub fn flush_requests(&mut self) -> Result<()> {
+        self.last_flush = Instant::now();
+        self.jsonl
+            .flush()
+            .wrap_err_with(|| format!("cannot write {}", self.dir.join("requests.jsonl").display()))
+    }
+
+    fn write_request_line(&mut self, r: &RequestRecord) -> Result<()> {
+        let ms = |d: Option<Duration>| d.map(|d| round3(d.as_secs_f64() * 1000.0));
+        let concurrency = self.open.get(&r.level).map(|l| l.info.concurrency);
+        let error = match r.outcome {
+            Outcome::Ok => Value::Null,
+            Outcome::Failed(class) => Value::String(class.key()),
+            Outcome::Cancelled => Value::String("cancelled".into()),
+        };
+        let line = json!({
+            "id": r.id,
+            "level": r.level,
+            "concurrency": concurrency,
+            "start_s": round3(r.start.as_secs_f64()),
+            "end_s": round3(r.end.as_secs_f64()),
+            "ttfb_ms": ms(r.ttfb),
+            "ttft_ms": ms(r.ttft),
+            "e2el_ms": ms(r.e2el),
+            "tpot_ms": ms(r.tpot),
+            "input_tokens": r.input_tokens(),
+            "input_tokens_reported": r.input_tokens_reported,
+            "output_tokens": r.output_tokens,
+            "output_tokens_requested": r.output_tokens_requested,
+            "token_source": r.token_source.as_str(),
+            "chunks": r.chunks,
+            "finish_reason": r.finish_reason.map(|f| f.as_str()),
+            "error": error,
+            "error_message": r.error_message,
+            "server_timings": r.server_timings.map(|t| json!({
+                "prompt_n": t.prompt_n, "prompt_ms": t.prompt_ms,
+                "predicted_n": t.predicted_n, "predicted_ms": t.predicted_ms,
+            })),
+        });
+        serde_json::to_writer(&mut self.jsonl, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.jsonl.write_all(b"\n"))
+            .wrap_err_with(|| format!("cannot write {}", self.dir.join("requests.jsonl").display()))
+    }
+
+    fn finish_level(&mut self, index: usize, partial: bool) -> Result<&FinishedLevel> {
+        let open = match self.open.remove(&index) {
+            Some(open) => open,
+            None => {
+                // Announced twice or never started: nothing new to save.
+                return self
+                    .finished
+                    .iter()
+                    .find(|f| f.info.index == index)
+                    .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was never started"));
+            }
+        };
+        let stats = level_stats(&open.records, open.info.concurrency, &self.run.percentiles);
+        let mut lag = self.lag.take();
+        lag.sort_by(f64::total_cmp);
+        let client = ClientLoad {
+            cpu_percent: cpu_percent(
+                open.cpu_at_start,
+                process_cpu_time(),
+                open.wall_start.elapsed(),
+            ),
+            loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
+        };
+        let mut level = FinishedLevel {
+            info: open.info,
+            partial,
+            stats,
+            client,
+            file: None,
+        };
+        if level.stats.completed + level.stats.failed > 0 {
+            let name = self.next_level_file_name(&level);
+            let path = self.dir.join(&name);
+            let body = self.level_json(&level, open.records.len());
+            write_atomic(&path, &pretty(&body))
+                .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+            level.file = Some(path);
+        }
+        self.finished.push(level);
+        self.flush_requests()?;
+        self.write_summary()?;
+        self.finished
+            .last()
+            .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was not kept"))
+    }
+
+    fn next_level_file_name(&mut self, level: &FinishedLevel) -> String {
+        let base = level_file_base(level.info.concurrency, level.info.mode, level.partial);
+        let uses = self.name_uses.entry(base.clone()).or_insert(0);
+        *uses += 1;
+        level_file_name(&base, *uses)
+    }
+
+    /// A level object: vLLM's keys, tokbench's, and the run's identity.
+    fn level_json(&self, level: &FinishedLevel, num_prompts: usize) -> Value {
+        let mut map = Map::new();
+        map.insert("date".into(), json!(self.run.date));
+        map.insert("backend".into(), json!(self.run.backend));
+        map.insert("model_id".into(), json!(self.run.model));
+        map.insert("num_prompts".into(), json!(num_prompts));
+        map.insert("max_concurrency".into(), json!(level.info.concurrency));
+        map.insert("request_rate".into(), json!("inf"));
+        map.insert("mode".into(), json!(level.info.mode.as_str()));
+        map.insert("partial".into(), json!(level.partial));
+        map.insert("level_index".into(), json!(level.info.index));
+        map.insert(
+            "started_at_s".into(),
+            json!(round3(level.info.started_at.as_secs_f64())),
+        );
+        level.stats.insert_json(&mut map, &self.run.percentiles);
+        map.insert(
+            "client".into(),
+            json!({"cpu_percent": level.client.cpu_percent.map(round3),
+                   "loop_lag_ms_p99": level.client.loop_lag_ms_p99.map(round3)}),
+        );
+        // Server gauges arrive with the probe; an empty object until then.
+        map.insert("server".into(), json!({}));
+        map.insert("engine".into(), json!(self.run.engine));
+        map.insert("engine_version".into(), json!(self.run.engine_version));
+        map.insert("profile".into(), json!(self.run.profile));
+        map.insert("input_len_target".into(), json!(self.run.input_len));
+        map.insert("output_len_target".into(), json!(self.run.output_len));
+        map.insert("ignore_eos".into(), json!(self.run.ignore_eos));
+        map.insert("extra_body".into(), json!(self.run.extra_body));
+        map.insert("labels".into(), json!(self.run.labels));
+        Value::Object(map)
+    }
+
+    /// Diagnoses over the complete (non-partial) levels, or all when none is complete.
+    pub fn diagnoses(&self) -> Vec<Diagnosis> {
+        let saved: Vec<&FinishedLevel> =
+            self.finished.iter().filter(|l| l.file.is_some()).collect();
+        let complete: Vec<&FinishedLevel> = saved.iter().copied().filter(|l| !l.partial).collect();
+        let basis = if complete.is_empty() { saved } else { complete };
+        let views: Vec<LevelView<'_>> = basis
+            .iter()
+            .map(|l| LevelView {
+                concurrency: l.info.concurrency,
+                stats: &l.stats,
+            })
+            .collect();
+        diagnose(&views, self.run.input_len, self.run.output_len)
+    }
+
+    fn write_summary(&self) -> Result<()> {
+        let mut saved: Vec<&FinishedLevel> =
+            self.finished.iter().filter(|l| l.file.is_some()).collect();
+        saved.sort_by_key(|l| l.info.index);
+        let levels: Vec<Value> = saved
+            .iter()
+            .map(|l| {
+                let mut v =
+                    self.level_json(l, l.stats.completed + l.stats.failed + l.stats.cancelled);
+                if let (Value::Object(map), Some(file)) = (&mut v, &l.file) {
+                    let name = file
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or_default();
+                    map.insert("file".into(), json!(name));
+                }
+                v
+            })
+            .collect();
+        let diagnoses: Vec<Value> = self.diagnoses().iter().map(Diagnosis::to_json).collect();
+        let summary = json!({
+            "tokbench_version": env!("CARGO_PKG_VERSION"),
+            "run": self.run.to_json(),
+            "levels": levels,
+            "knee": null,
+            "capacity": null,
+            "cost": null,
+            "diagnoses": diagnoses,
+            "warmup": self.warmup,
+            "target_changes": self.target_changes.iter()
+                .map(|(at, c)| json!({"at_s": round3(*at), "concurrency": c}))
+                .collect::<Vec<_>>(),
+        });
+        let path = self.dir.join("summary.json");
+        write_atomic(&path, &pretty(&summary))
+            .wrap_err_with(|| format!("cannot write {}", path.display()))
+    }
+}
+
+fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> Value {
+    json!({
+        "ok": ok,
+        "failed": failed,
+        "tokens_per_word": round3(c.tokens_per_word),
+        "template_overhead_tokens": round3(c.overhead_tokens),
+        "reported_prompt_tokens": reported,
+    })
+}
+
+/// `sweep-c{C}[-manual][-partial]`: a level file's name before its round suffix.
+pub fn level_file_base(concurrency: u32, mode: Mode, partial: bool) -> String {
+    let mut name = format!("sweep-c{concurrency}");
+    if mode == Mode::Manual {
+        name.push_str("-manual");
+    }
+    if partial {
+        name.push_str("-partial");
+    }
+    name
+}
+
+/// The first level of a kind keeps the base name; the second gets `-r2`, and so on.
+pub fn level_file_name(base: &str, nth: u32) -> String {
+    if nth <= 1 {
+        format!("{base}.json")
+    } else {
+        format!("{base}-r{nth}.json")
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_follow_the_contract() {
+        assert_eq!(
+            level_file_name(&level_file_base(16, Mode::Planned, false), 1),
+            "sweep-c16.json"
+        );
+        assert_eq!(
+            level_file_name(&level_file_base(16, Mode::Manual, true), 1),
+            "sweep-c16-manual-partial.json"
+        );
+        assert_eq!(
+            level_file_name(&level_file_base(4, Mode::Planned, false), 2),
+            "sweep-c4-r2.json"
+        );
+        assert_eq!(
+            level_file_name(&level_file_base(4, Mode::Manual, false), 3),
+            "sweep-c4-manual-r3.json"
+        );
+    }
+}

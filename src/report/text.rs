@@ -1,0 +1,172 @@
+//! Plain-text output of the headless mode: a vLLM-style block per level and
+//! the sweep table at the end. Pure functions returning strings.
+
+use std::fmt::Write;
+
+use super::recorder::{FinishedLevel, RunInfo};
+use crate::stats::percentile::percentile_label;
+use crate::stats::summary::Distribution;
+
+/// `in 1024 / out 1024, ignore_eos`: written next to every table of numbers.
+pub fn shape_line(run: &RunInfo) -> String {
+    format!(
+        "in {} / out {}{}",
+        run.input_len,
+        run.output_len,
+        if run.ignore_eos {
+            ", ignore_eos"
+        } else {
+            ", no ignore_eos"
+        }
+    )
+}
+
+/// The block `vllm bench serve` prints, plus tokbench's own lines.
+pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
+    let s = &level.stats;
+    let mut out = String::new();
+    let title = format!(
+        " concurrency {} ({}{}) ",
+        level.info.concurrency,
+        level.info.mode.as_str(),
+        if level.partial { ", partial" } else { "" }
+    );
+    let _ = writeln!(out, "{:=^50}", title);
+    let line = |out: &mut String, label: &str, value: String| {
+        let _ = writeln!(out, "{label:<40} {value:<10}");
+    };
+    line(&mut out, "Successful requests:", s.completed.to_string());
+    line(&mut out, "Failed requests:", s.failed.to_string());
+    if s.cancelled > 0 {
+        line(&mut out, "Cancelled requests:", s.cancelled.to_string());
+    }
+    line(
+        &mut out,
+        "Maximum request concurrency:",
+        level.info.concurrency.to_string(),
+    );
+    line(
+        &mut out,
+        "Benchmark duration (s):",
+        format!("{:.2}", s.duration_s),
+    );
+    line(
+        &mut out,
+        "Total input tokens:",
+        s.total_input_tokens.to_string(),
+    );
+    line(
+        &mut out,
+        "Total generated tokens:",
+        s.total_output_tokens.to_string(),
+    );
+    line(
+        &mut out,
+        "Request throughput (req/s):",
+        format!("{:.2}", s.request_throughput),
+    );
+    line(
+        &mut out,
+        "Output token throughput (tok/s):",
+        format!("{:.2}", s.output_throughput),
+    );
+    line(
+        &mut out,
+        "Total Token throughput (tok/s):",
+        format!("{:.2}", s.total_token_throughput),
+    );
+    line(
+        &mut out,
+        "Per-stream output (tok/s):",
+        format!("{:.2}", s.per_stream_tok_s),
+    );
+    line(
+        &mut out,
+        "Stream decode speed (tok/s):",
+        opt2(s.stream_decode_tok_s),
+    );
+    let sections: [(&str, &str, &Option<Distribution>); 4] = [
+        ("Time to First Token", "TTFT", &s.ttft),
+        ("Time per Output Token (excl. 1st token)", "TPOT", &s.tpot),
+        ("Inter-token Latency", "ITL", &s.itl),
+        ("End-to-end Latency", "E2EL", &s.e2el),
+    ];
+    for (heading, short, dist) in sections {
+        let _ = writeln!(out, "{:-^50}", heading);
+        match dist {
+            Some(d) => {
+                line(
+                    &mut out,
+                    &format!("Mean {short} (ms):"),
+                    format!("{:.2}", d.mean),
+                );
+                line(
+                    &mut out,
+                    &format!("Median {short} (ms):"),
+                    format!("{:.2}", d.median),
+                );
+                for &(p, v) in &d.percentiles {
+                    line(
+                        &mut out,
+                        &format!("P{} {short} (ms):", percentile_label(p)),
+                        format!("{v:.2}"),
+                    );
+                }
+            }
+            None => line(&mut out, &format!("{short}:"), "no samples".into()),
+        }
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(out, "{:-^50}", "Errors");
+        for (class, n) in &s.errors {
+            line(&mut out, &format!("{class}:"), n.to_string());
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+    let _ = writeln!(out, "{}", shape_line(run));
+    out
+}
+
+/// The sweep table: what the user came for.
+pub fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "tokbench sweep, {}  ({})", shape_line(run), run.model);
+    let _ = writeln!(
+        out,
+        "{:>8} {:>13} {:>12} {:>12} {:>12} {:>7}  note",
+        "streams", "tok/s/stream", "total tok/s", "TTFT p50 ms", "TTFT p99 ms", "failed"
+    );
+    let mut saved: Vec<&FinishedLevel> = levels.iter().filter(|l| l.file.is_some()).collect();
+    saved.sort_by_key(|l| l.info.index);
+    for level in saved {
+        let s = &level.stats;
+        let ttft = |p: f64| s.ttft.as_ref().and_then(|d| d.percentile(p));
+        let mut note = Vec::new();
+        if level.info.mode != crate::load::driver::Mode::Planned {
+            note.push(level.info.mode.as_str());
+        }
+        if level.partial {
+            note.push("partial");
+        }
+        let _ = writeln!(
+            out,
+            "{:>8} {:>13.1} {:>12.1} {:>12} {:>12} {:>7}  {}",
+            level.info.concurrency,
+            s.per_stream_tok_s,
+            s.output_throughput,
+            opt1(ttft(50.0)),
+            opt1(ttft(99.0)),
+            s.failed,
+            note.join(", ")
+        );
+    }
+    out
+}
+
+fn opt1(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
+}
+
+fn opt2(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}

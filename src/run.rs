@@ -1,0 +1,528 @@
+//! A sweep from flags to files: validate, look at the server, start the
+//! driver, feed the recorder, print. The headless face lives here; the live
+//! view plugs into the same pieces.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use serde_json::{Map, Value};
+
+use crate::cli::{Backend, SweepArgs};
+use crate::load::driver::{self, Command, DriverConfig, DriverEvent, LevelPlan};
+use crate::load::request::Target;
+use crate::load::BodySpec;
+use crate::probe::client::LagMonitor;
+use crate::probe::{self, ServerIdentity};
+use crate::protocol::openai::Api;
+use crate::report::recorder::{Recorder, RunInfo};
+use crate::report::{text, time};
+use crate::workload::{rng, Workload};
+
+/// Exit codes of DESIGN.md section 5.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Flags turned into a checked plan. Every user mistake is caught here,
+/// before anything is sent.
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    pub base_url: String,
+    pub display_target: String,
+    pub endpoint_url: reqwest::Url,
+    pub backend: Backend,
+    pub model: Option<String>,
+    pub levels: Vec<LevelPlan>,
+    pub warmup: u32,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub ignore_eos: bool,
+    pub percentiles: Vec<f64>,
+    pub seed: u64,
+    pub extra_body: Option<Map<String, Value>>,
+    pub labels: BTreeMap<String, String>,
+    pub api_key: Option<String>,
+    pub result_dir: Option<PathBuf>,
+    pub request_timeout: Duration,
+    pub stall_timeout: Duration,
+}
+
+impl SweepPlan {
+    pub fn from_args(args: &SweepArgs) -> Result<SweepPlan> {
+        let raw = args.base_url.as_deref().ok_or_else(|| {
+            eyre!("--base-url is required, e.g. --base-url http://127.0.0.1:8000")
+        })?;
+        let base_url = normalize_base_url(raw)?;
+        let path = args
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| args.backend.default_path().to_string());
+        let endpoint_url = reqwest::Url::parse(&format!("{base_url}{}", with_slash(&path)))
+            .wrap_err_with(|| {
+                format!("--endpoint {path} does not make a valid URL with {base_url}")
+            })?;
+
+        let concurrency: Vec<u32> = match args.max_concurrency {
+            Some(n) => vec![n],
+            None => args.concurrency.clone(),
+        };
+        if concurrency.is_empty() {
+            bail!("--concurrency needs at least one level, e.g. --concurrency 1,4,16");
+        }
+        if let Some(bad) = concurrency
+            .iter()
+            .find(|&&c| c == 0 || c > driver::MAX_CONCURRENCY)
+        {
+            bail!(
+                "concurrency {bad} is out of range: use 1 to {}",
+                driver::MAX_CONCURRENCY
+            );
+        }
+        if args.num_prompts == Some(0) {
+            bail!("--num-prompts must be at least 1");
+        }
+        if args.random_output_len == 0 {
+            bail!("--random-output-len must be at least 1");
+        }
+        let levels = concurrency
+            .iter()
+            .map(|&c| LevelPlan {
+                concurrency: c,
+                num_prompts: args
+                    .num_prompts
+                    .unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
+            })
+            .collect();
+
+        let mut percentiles = args.percentiles.clone();
+        if let Some(bad) = percentiles
+            .iter()
+            .find(|p| !(p.is_finite() && **p > 0.0 && **p <= 100.0))
+        {
+            bail!("percentile {bad} is out of range: use numbers in (0, 100], e.g. --percentiles 50,90,99");
+        }
+        // Capacity and the sweep table read p50 and p99: always keep them.
+        percentiles.extend([50.0, 99.0]);
+        percentiles.sort_by(f64::total_cmp);
+        percentiles.dedup();
+
+        let extra_body = match &args.extra_body {
+            None => None,
+            Some(raw) => match serde_json::from_str::<Value>(raw) {
+                Ok(Value::Object(map)) => Some(map),
+                Ok(_) => bail!("--extra-body must be a JSON object, e.g. '{{\"block_size\":32}}'"),
+                Err(e) => bail!("--extra-body is not valid JSON ({e})"),
+            },
+        };
+        let mut labels = BTreeMap::new();
+        for label in &args.labels {
+            let Some((k, v)) = label.split_once('=') else {
+                bail!("--label {label} is not K=V, e.g. --label gpu=h100");
+            };
+            if k.is_empty() {
+                bail!("--label {label} has an empty key");
+            }
+            labels.insert(k.to_string(), v.to_string());
+        }
+        for (name, secs) in [
+            ("--request-timeout", args.request_timeout),
+            ("--stall-timeout", args.stall_timeout),
+        ] {
+            if !(secs.is_finite() && secs > 0.0 && secs < 1e7) {
+                bail!("{name} must be a positive number of seconds");
+            }
+        }
+        let first = concurrency[0];
+        Ok(SweepPlan {
+            display_target: display_url(&base_url),
+            base_url,
+            endpoint_url,
+            backend: args.backend,
+            model: args.model.clone(),
+            levels,
+            warmup: args.warmup.unwrap_or(first),
+            input_len: args.random_input_len,
+            output_len: args.random_output_len,
+            ignore_eos: !args.no_ignore_eos,
+            percentiles,
+            seed: args.seed.unwrap_or_else(rng::random_seed),
+            extra_body,
+            labels,
+            api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+            result_dir: args.result_dir.clone(),
+            request_timeout: Duration::from_secs_f64(args.request_timeout),
+            stall_timeout: Duration::from_secs_f64(args.stall_timeout),
+        })
+    }
+
+    fn max_concurrency(&self) -> u32 {
+        self.levels.iter().map(|l| l.concurrency).max().unwrap_or(1)
+    }
+}
+
+/// `http://host:8000/` and `http://host:8000/v1` both mean the root `http://host:8000`.
+pub fn normalize_base_url(raw: &str) -> Result<String> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
+    let url = reqwest::Url::parse(trimmed).map_err(|e| {
+        eyre!("--base-url {raw} is not a URL ({e}); write it like http://127.0.0.1:8000")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        bail!("--base-url {raw} must start with http:// or https://");
+    }
+    Ok(trimmed.to_string())
+}
+
+/// The URL without credentials, for screens and files.
+pub fn display_url(base_url: &str) -> String {
+    match reqwest::Url::parse(base_url) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => "<invalid url>".into(),
+    }
+}
+
+fn with_slash(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    }
+}
+
+/// `results/20261129-191400`, or with `-2`, `-3`, ... when that exists.
+pub fn default_result_dir(root: &Path, now: SystemTime) -> PathBuf {
+    let stamp = time::compact(now);
+    let mut dir = root.join(&stamp);
+    let mut n = 2;
+    while dir.exists() {
+        dir = root.join(format!("{stamp}-{n}"));
+        n += 1;
+    }
+    dir
+}
+
+/// Facts about the run that are not flags: who answered, and where files go.
+pub struct Prepared {
+    pub plan: SweepPlan,
+    pub client: reqwest::Client,
+    pub identity: ServerIdentity,
+    pub model: String,
+    pub run: RunInfo,
+    pub result_dir: PathBuf,
+}
+
+/// Look at the server and settle model and identity. Errors here mean the
+/// run cannot start (exit 1).
+pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(plan.max_concurrency() as usize)
+        .build()
+        .wrap_err("cannot build the HTTP client")?;
+    let mut identity = probe::preflight(&client, &plan.base_url).await?;
+    if let Some((engine, version)) = engine_override {
+        identity.engine = engine.to_string();
+        identity.engine_version = Some(version.to_string());
+    }
+    let model = match &plan.model {
+        Some(m) => m.clone(),
+        None => identity.models.first().cloned().ok_or_else(|| {
+            eyre!(
+                "{} lists no models at /v1/models: name one with --model",
+                plan.display_target
+            )
+        })?,
+    };
+    let now = SystemTime::now();
+    let result_dir = match &plan.result_dir {
+        Some(dir) => dir.clone(),
+        None => default_result_dir(Path::new("results"), now),
+    };
+    let profile = if plan.input_len == 1024 && plan.output_len == 1024 {
+        "balanced"
+    } else {
+        "custom"
+    };
+    let run = RunInfo {
+        target: plan.display_target.clone(),
+        engine: identity.engine.clone(),
+        engine_version: identity.engine_version.clone(),
+        model: model.clone(),
+        backend: plan.backend.as_str().into(),
+        profile: profile.into(),
+        input_len: plan.input_len,
+        output_len: plan.output_len,
+        ignore_eos: plan.ignore_eos,
+        extra_body: plan.extra_body.clone().map(Value::Object),
+        labels: plan.labels.clone(),
+        seed: plan.seed,
+        started_at: time::iso8601(now),
+        date: time::compact(now),
+        percentiles: plan.percentiles.clone(),
+    };
+    Ok(Prepared {
+        plan,
+        client,
+        identity,
+        model,
+        run,
+        result_dir,
+    })
+}
+
+/// Start the driver for a prepared run.
+pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
+    let plan = &prepared.plan;
+    let target = Target {
+        client: prepared.client.clone(),
+        url: plan.endpoint_url.clone(),
+        authorization: plan
+            .api_key
+            .as_deref()
+            .and_then(Target::authorization_from_key),
+        request_timeout: plan.request_timeout,
+        stall_timeout: plan.stall_timeout,
+    };
+    let api = match plan.backend {
+        Backend::OpenaiChat => Api::Chat,
+        Backend::OpenaiCompletions => Api::Completions,
+    };
+    driver::spawn(
+        DriverConfig {
+            plan: plan.levels.clone(),
+            warmup: plan.warmup,
+            target: Arc::new(target),
+            body: BodySpec {
+                api,
+                model: prepared.model.clone(),
+                ignore_eos: plan.ignore_eos,
+                extra_body: plan.extra_body.clone(),
+            },
+            workload: Workload::new(plan.seed, plan.input_len, plan.output_len),
+        },
+        run_start,
+    )
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The headless face: progress on stderr, a block per level and the final
+/// table on stdout. Returns the exit code.
+pub async fn run_headless(prepared: Prepared) -> Result<i32> {
+    let lag = LagMonitor::start();
+    let mut recorder = Recorder::create(&prepared.result_dir, prepared.run.clone(), lag)?;
+    let run_start = Instant::now();
+    let mut driver = start_driver(&prepared, run_start);
+    let progress = Progress::new(prepared.plan.levels.len());
+    eprintln!(
+        "tokbench: {} ({} {}), model {}, {}; results in {}",
+        prepared.plan.display_target,
+        prepared.identity.engine,
+        prepared.identity.engine_version.as_deref().unwrap_or(""),
+        prepared.model,
+        text::shape_line(&prepared.run),
+        recorder.dir().display()
+    );
+
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut interrupt = std::pin::pin!(interrupted());
+    let mut was_interrupted = false;
+    let mut state = ProgressState::default();
+    let mut run_error = None;
+    loop {
+        tokio::select! {
+            event = driver.events.recv() => {
+                let Some(event) = event else { break };
+                state.observe(&event);
+                if let Some(level) = recorder.on_event(&event)?.filter(|l| l.file.is_some()) {
+                    progress.clear();
+                    print!("{}", text::level_block(level, &prepared.run));
+                    let _ = std::io::stdout().flush();
+                }
+                match event {
+                    DriverEvent::Finished { error, .. } => {
+                        run_error = error;
+                        break;
+                    }
+                    DriverEvent::WarmupFinished { ok, failed, calibration, .. } => {
+                        progress.clear();
+                        eprintln!(
+                            "tokbench: warmup done ({ok} ok, {failed} failed); prompts calibrated at {:.2} tokens/word + {:.0} template tokens",
+                            calibration.tokens_per_word, calibration.overhead_tokens
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            _ = ticker.tick() => {
+                progress.show(&state, driver.in_flight.load(Ordering::Relaxed), run_start.elapsed());
+            }
+            _ = &mut interrupt, if !was_interrupted => {
+                was_interrupted = true;
+                progress.clear();
+                eprintln!("tokbench: interrupted, saving what was measured");
+                let _ = driver.commands.send(Command::Stop);
+            }
+        }
+    }
+    progress.clear();
+    recorder.finish()?;
+    if let Some(error) = run_error {
+        eprintln!("tokbench: {error}");
+        return Ok(EXIT_FAILED);
+    }
+    println!();
+    print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
+    for diagnosis in recorder.diagnoses() {
+        println!("note: {}", diagnosis.message);
+    }
+    println!("results: {}", recorder.dir().display());
+    Ok(if was_interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_OK
+    })
+}
+
+/// What the progress line shows, folded from driver events.
+#[derive(Default)]
+struct ProgressState {
+    level: Option<(usize, u32, Option<u32>)>,
+    plan_position: Option<usize>,
+    done_in_level: u32,
+    failed_total: u64,
+    warmup: bool,
+}
+
+impl ProgressState {
+    fn observe(&mut self, event: &DriverEvent) {
+        match event {
+            DriverEvent::WarmupStarted { .. } => self.warmup = true,
+            DriverEvent::WarmupFinished { .. } => self.warmup = false,
+            DriverEvent::LevelStarted(info) => {
+                self.level = Some((info.index, info.concurrency, info.num_prompts));
+                self.plan_position = info.plan_index;
+                self.done_in_level = 0;
+            }
+            DriverEvent::Record(r) => {
+                if self.level.is_some_and(|(i, _, _)| i == r.level) {
+                    self.done_in_level += 1;
+                }
+                if r.is_failed() {
+                    self.failed_total += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The one-line progress display on stderr: rewritten in place on a
+/// terminal, a line every few seconds otherwise.
+struct Progress {
+    levels: usize,
+    tty: bool,
+    last_plain: std::cell::Cell<Option<Instant>>,
+}
+
+impl Progress {
+    fn new(levels: usize) -> Progress {
+        Progress {
+            levels,
+            tty: std::io::stderr().is_terminal(),
+            last_plain: std::cell::Cell::new(None),
+        }
+    }
+
+    fn show(&self, state: &ProgressState, in_flight: u32, elapsed: Duration) {
+        let line = if state.warmup {
+            format!("warmup: {in_flight} in flight")
+        } else if let Some((_, concurrency, total)) = state.level {
+            let position = state
+                .plan_position
+                .map_or_else(String::new, |p| format!("level {}/{} ", p + 1, self.levels));
+            let total = total.map_or_else(|| "-".into(), |t| t.to_string());
+            format!(
+                "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed",
+                state.done_in_level, state.failed_total
+            )
+        } else {
+            return;
+        };
+        let clock = format!("[{:>4.0}s] ", elapsed.as_secs_f64());
+        if self.tty {
+            eprint!("\r\x1b[2K{clock}{line}");
+        } else if self
+            .last_plain
+            .get()
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(5))
+        {
+            self.last_plain.set(Some(Instant::now()));
+            eprintln!("{clock}{line}");
+        }
+    }
+
+    fn clear(&self) {
+        if self.tty {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_url_forms() {
+        assert_eq!(
+            normalize_base_url("http://h:8000/").ok().as_deref(),
+            Some("http://h:8000")
+        );
+        assert_eq!(
+            normalize_base_url("http://h:8000/v1").ok().as_deref(),
+            Some("http://h:8000")
+        );
+        assert!(normalize_base_url("h:8000").is_err());
+        assert!(normalize_base_url("not a url").is_err());
+        assert_eq!(display_url("http://user:secret@h:8000"), "http://h:8000");
+    }
+
+    #[test]
+    fn result_dirs_never_clash() {
+        let root = std::env::temp_dir().join(format!("tokbench-dirs-{}", std::process::id()));
+        let now = SystemTime::UNIX_EPOCH;
+        let first = default_result_dir(&root, now);
+        assert!(first.ends_with("19700101-000000"));
+        std::fs::create_dir_all(&first).expect("mkdir");
+        let second = default_result_dir(&root, now);
+        assert!(second.ends_with("19700101-000000-2"));
+        std::fs::remove_dir_all(&root).ok();
+    }
+}

@@ -1,0 +1,467 @@
+//! Prompts: unique from their first token, of a calibrated token length.
+//!
+//! Prompt length is counted in words and converted to server tokens by a
+//! linear model `tokens = tokens_per_word * words + overhead`, where the
+//! overhead is what the chat template adds. The model starts from a guess
+//! (one token per word, or the server's `/tokenize`) and is fitted on what the
+//! server reports for the warmup requests (`usage.prompt_tokens`).
+
+pub mod rng;
+
+use rng::Rng;
+
+/// Common English words that most BPE vocabularies hold as one token each
+/// (with their leading space), so the word count maps to tokens steadily.
+const WORDS: &[&str] = &[
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "had",
+    "they",
+    "you",
+    "were",
+    "their",
+    "one",
+    "all",
+    "we",
+    "can",
+    "her",
+    "has",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "she",
+    "other",
+    "its",
+    "may",
+    "these",
+    "what",
+    "them",
+    "than",
+    "some",
+    "him",
+    "time",
+    "into",
+    "only",
+    "do",
+    "our",
+    "could",
+    "new",
+    "about",
+    "two",
+    "then",
+    "first",
+    "also",
+    "any",
+    "like",
+    "my",
+    "made",
+    "over",
+    "such",
+    "did",
+    "many",
+    "after",
+    "most",
+    "where",
+    "those",
+    "me",
+    "through",
+    "well",
+    "should",
+    "good",
+    "each",
+    "years",
+    "work",
+    "way",
+    "because",
+    "long",
+    "very",
+    "day",
+    "used",
+    "just",
+    "how",
+    "much",
+    "before",
+    "own",
+    "great",
+    "same",
+    "under",
+    "life",
+    "world",
+    "while",
+    "last",
+    "might",
+    "never",
+    "back",
+    "people",
+    "three",
+    "state",
+    "see",
+    "old",
+    "year",
+    "little",
+    "between",
+    "place",
+    "must",
+    "being",
+    "both",
+    "part",
+    "still",
+    "down",
+    "water",
+    "house",
+    "light",
+    "river",
+    "stone",
+    "music",
+    "garden",
+    "market",
+    "paper",
+    "window",
+    "table",
+    "school",
+    "city",
+    "night",
+    "morning",
+    "road",
+    "field",
+    "story",
+    "family",
+    "power",
+    "money",
+    "service",
+    "group",
+    "system",
+    "number",
+    "point",
+    "hand",
+    "home",
+    "line",
+    "book",
+    "word",
+    "side",
+    "head",
+    "case",
+    "week",
+    "company",
+    "country",
+    "problem",
+    "question",
+    "area",
+    "job",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "game",
+    "name",
+    "program",
+    "government",
+    "door",
+    "body",
+    "face",
+    "idea",
+    "kind",
+    "war",
+    "law",
+    "car",
+    "child",
+    "mind",
+    "sound",
+    "color",
+    "sea",
+    "tree",
+    "sun",
+    "moon",
+    "wind",
+    "rain",
+    "snow",
+    "fire",
+    "earth",
+    "air",
+    "bird",
+    "dog",
+    "horse",
+    "fish",
+    "ship",
+    "train",
+    "plane",
+    "bridge",
+    "tower",
+    "island",
+    "forest",
+    "valley",
+    "mountain",
+    "lake",
+    "hill",
+    "street",
+    "village",
+    "letter",
+    "picture",
+    "voice",
+    "reason",
+    "answer",
+    "change",
+    "plan",
+    "order",
+    "rest",
+    "note",
+    "step",
+    "turn",
+    "move",
+    "start",
+    "open",
+    "close",
+    "hold",
+    "bring",
+    "write",
+    "read",
+    "speak",
+    "learn",
+    "grow",
+    "build",
+    "carry",
+    "watch",
+    "follow",
+    "stand",
+];
+
+/// Prompt length model: `tokens = tokens_per_word * words + overhead_tokens`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibration {
+    pub tokens_per_word: f64,
+    pub overhead_tokens: f64,
+}
+
+impl Default for Calibration {
+    /// The guess before the server says anything: a word is a token, no template.
+    fn default() -> Self {
+        Calibration {
+            tokens_per_word: 1.0,
+            overhead_tokens: 0.0,
+        }
+    }
+}
+
+impl Calibration {
+    /// Words needed for a prompt of `target_tokens` server tokens (at least 1).
+    pub fn words_for(&self, target_tokens: u32) -> usize {
+        let words = (target_tokens as f64 - self.overhead_tokens) / self.tokens_per_word;
+        if words.is_finite() && words >= 1.0 {
+            words.round() as usize
+        } else {
+            1
+        }
+    }
+
+    /// Fit the model on `(words sent, prompt tokens the server reported)`.
+    ///
+    /// With two or more distinct word counts this is a least-squares line;
+    /// with one, the overhead is kept from `prior` and only the slope is
+    /// fitted. Returns None when the samples cannot give a sane model (no
+    /// samples, a non-positive slope).
+    pub fn fit(samples: &[(usize, u32)], prior: Calibration) -> Option<Calibration> {
+        if samples.is_empty() {
+            return None;
+        }
+        let n = samples.len() as f64;
+        let mean_x = samples.iter().map(|s| s.0 as f64).sum::<f64>() / n;
+        let mean_y = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
+        let sxx: f64 = samples.iter().map(|s| (s.0 as f64 - mean_x).powi(2)).sum();
+        let fitted = if sxx > 0.0 {
+            let sxy: f64 = samples
+                .iter()
+                .map(|s| (s.0 as f64 - mean_x) * (s.1 as f64 - mean_y))
+                .sum();
+            let slope = sxy / sxx;
+            Calibration {
+                tokens_per_word: slope,
+                overhead_tokens: (mean_y - slope * mean_x).max(0.0),
+            }
+        } else {
+            Calibration {
+                tokens_per_word: (mean_y - prior.overhead_tokens) / mean_x,
+                overhead_tokens: prior.overhead_tokens,
+            }
+        };
+        (fitted.tokens_per_word.is_finite() && fitted.tokens_per_word > 0.0).then_some(fitted)
+    }
+}
+
+/// One request's prompt and what it aims for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptSpec {
+    pub text: String,
+    pub words: usize,
+    /// The prompt length aimed for, in server tokens.
+    pub input_tokens_target: u32,
+    pub max_tokens: u32,
+}
+
+/// Makes the prompts of a run.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    rng: Rng,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub calibration: Calibration,
+}
+
+impl Workload {
+    pub fn new(seed: u64, input_len: u32, output_len: u32) -> Workload {
+        Workload {
+            rng: Rng::new(seed),
+            input_len,
+            output_len,
+            calibration: Calibration::default(),
+        }
+    }
+
+    /// The next measured prompt, at the calibrated length.
+    pub fn next_prompt(&mut self) -> PromptSpec {
+        let words = self.calibration.words_for(self.input_len);
+        self.prompt_of_words(words)
+    }
+
+    /// A prompt of exactly `words` words. It opens with a random number, so
+    /// no two prompts share a first token and no prefix cache can answer
+    /// beyond the chat template.
+    pub fn prompt_of_words(&mut self, words: usize) -> PromptSpec {
+        use std::fmt::Write;
+        let words = words.max(1);
+        let mut text = String::with_capacity(words * 7 + 12);
+        // A number nonce is one "word" for the simulator's whitespace tokenizer.
+        let _ = write!(text, "{}", self.rng.next_u64() % 1_000_000_000);
+        for _ in 1..words {
+            text.push(' ');
+            text.push_str(WORDS[self.rng.below(WORDS.len())]);
+        }
+        PromptSpec {
+            text,
+            words,
+            input_tokens_target: self.input_len,
+            max_tokens: self.output_len,
+        }
+    }
+
+    /// Word counts for the warmup requests: alternately the current guess and
+    /// half of it, so the fit can tell the template overhead from the slope.
+    pub fn warmup_words(&self, index: usize) -> usize {
+        let full = self.calibration.words_for(self.input_len);
+        if index % 2 == 0 {
+            full
+        } else {
+            (full / 2).max(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_for_inverts_the_model() {
+        // 1.3 tokens a word and a 26-token template: (1024 - 26) / 1.3 = 767.7 -> 768 words.
+        let c = Calibration {
+            tokens_per_word: 1.3,
+            overhead_tokens: 26.0,
+        };
+        assert_eq!(c.words_for(1024), 768);
+        // Target below the template overhead: one word, never zero or negative.
+        assert_eq!(c.words_for(10), 1);
+        assert_eq!(Calibration::default().words_for(128), 128);
+    }
+
+    #[test]
+    fn fit_separates_slope_and_overhead() {
+        // Server saw 1.25 tokens a word plus 30 of template:
+        // 800 words -> 1030 tokens, 400 words -> 530 tokens.
+        let c = Calibration::fit(
+            &[(800, 1030), (400, 530), (800, 1030)],
+            Calibration::default(),
+        )
+        .expect("fit");
+        assert!((c.tokens_per_word - 1.25).abs() < 1e-9, "{c:?}");
+        assert!((c.overhead_tokens - 30.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.words_for(1024), 795); // (1024 - 30) / 1.25 = 795.2
+    }
+
+    #[test]
+    fn fit_with_one_length_keeps_prior_overhead() {
+        // 100 words -> 150 tokens, prior overhead 10: slope (150 - 10) / 100 = 1.4.
+        let prior = Calibration {
+            tokens_per_word: 1.0,
+            overhead_tokens: 10.0,
+        };
+        let c = Calibration::fit(&[(100, 150)], prior).expect("fit");
+        assert!((c.tokens_per_word - 1.4).abs() < 1e-9);
+        assert_eq!(c.overhead_tokens, 10.0);
+        assert!(Calibration::fit(&[], prior).is_none());
+        // A server that reports 0 tokens gives no usable model.
+        assert!(Calibration::fit(&[(100, 0)], Calibration::default()).is_none());
+    }
+
+    #[test]
+    fn prompts_have_the_asked_word_count_and_unique_openings() {
+        let mut w = Workload::new(1, 64, 16);
+        let mut firsts = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let p = w.next_prompt();
+            assert_eq!(p.text.split_whitespace().count(), 64);
+            assert_eq!(p.words, 64);
+            assert_eq!(p.max_tokens, 16);
+            firsts.insert(p.text.split_whitespace().next().unwrap_or("").to_string());
+        }
+        assert_eq!(firsts.len(), 200, "every prompt opens with its own token");
+    }
+
+    #[test]
+    fn seed_makes_prompts_repeatable() {
+        let a = Workload::new(9, 32, 8).next_prompt();
+        let b = Workload::new(9, 32, 8).next_prompt();
+        let c = Workload::new(10, 32, 8).next_prompt();
+        assert_eq!(a, b);
+        assert_ne!(a.text, c.text);
+    }
+
+    #[test]
+    fn warmup_alternates_full_and_half() {
+        let w = Workload::new(1, 100, 10);
+        assert_eq!(w.warmup_words(0), 100);
+        assert_eq!(w.warmup_words(1), 50);
+        assert_eq!(w.warmup_words(2), 100);
+    }
+}
