@@ -70,10 +70,12 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         }
         Command::Demo(mut args) => {
             apply_demo_defaults(&mut args, sub);
-            let mut config = SimConfig::default();
             // Fewer batch slots than the top level's streams, so the sweep
             // ends in the knee a real server shows when its KV cache is full.
-            config.max_num_seqs = 64;
+            let config = SimConfig {
+                max_num_seqs: 64,
+                ..SimConfig::default()
+            };
             let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config).await?;
             args.base_url = Some(format!("http://{}", sim.addr));
             let plan = SweepPlan::from_args(&args)?;

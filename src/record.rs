@@ -184,7 +184,8 @@ impl RequestRecord {
     }
     /// Input tokens to count: what the server said, else what we aimed for.
     pub fn input_tokens(&self) -> u32 {
-        self.input_tokens_reported.unwrap_or(self.input_tokens_target)
+        self.input_tokens_reported
+            .unwrap_or(self.input_tokens_target)
     }
     /// A record with every field empty, for tests and builders.
     pub fn empty(id: u64, level: usize) -> RequestRecord {

@@ -21,7 +21,7 @@ use crate::probe::{self, ServerIdentity};
 use crate::protocol::openai::Api;
 use crate::report::recorder::{Recorder, RunInfo};
 use crate::report::{text, time};
-use crate::workload::{rng, Workload};
+use crate::workload::{rng, Calibration, Workload};
 
 /// Exit codes of DESIGN.md section 5.
 pub const EXIT_OK: i32 = 0;
@@ -218,6 +218,8 @@ pub struct Prepared {
     pub model: String,
     pub run: RunInfo,
     pub result_dir: PathBuf,
+    /// Prompt-length model before warmup: the server's `/tokenize` when it has one.
+    pub calibration: Calibration,
 }
 
 /// Look at the server and settle model and identity. Errors here mean the
@@ -244,6 +246,7 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
             )
         })?,
     };
+    let calibration = first_guess_calibration(&client, &plan, &model).await;
     let now = SystemTime::now();
     let result_dir = match &plan.result_dir {
         Some(dir) => dir.clone(),
@@ -278,7 +281,23 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         model,
         run,
         result_dir,
+        calibration,
     })
+}
+
+/// Tokens per word of our prompt text by the server's own tokenizer, from a
+/// sample that is not used later. The chat template's share is unknown until
+/// the warmup requests report their real prompt length.
+async fn first_guess_calibration(client: &reqwest::Client, plan: &SweepPlan, model: &str) -> Calibration {
+    let words = (plan.input_len as usize).clamp(32, 512);
+    let sample = Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len).prompt_of_words(words);
+    match probe::tokenize_count(client, &plan.base_url, model, &sample.text).await {
+        Some(tokens) if tokens > 0 => Calibration {
+            tokens_per_word: tokens as f64 / words as f64,
+            overhead_tokens: 0.0,
+        },
+        _ => Calibration::default(),
+    }
 }
 
 /// Start the driver for a prepared run.
@@ -309,7 +328,11 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
                 ignore_eos: plan.ignore_eos,
                 extra_body: plan.extra_body.clone(),
             },
-            workload: Workload::new(plan.seed, plan.input_len, plan.output_len),
+            workload: {
+                let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len);
+                workload.calibration = prepared.calibration;
+                workload
+            },
         },
         run_start,
     )

@@ -49,6 +49,41 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
     })
 }
 
+/// Token count of `text` by the server's own tokenizer, without any chat
+/// template: vLLM's `/tokenize` (`{"model","prompt"}` -> `{"count"}`), else
+/// llama.cpp's (`{"content"}` -> `{"tokens"}`). None when neither answers.
+pub async fn tokenize_count(client: &reqwest::Client, base_url: &str, model: &str, text: &str) -> Option<u32> {
+    let url = format!("{base_url}/tokenize");
+    for body in [
+        serde_json::json!({"model": model, "prompt": text, "add_special_tokens": false}),
+        serde_json::json!({"content": text}),
+    ] {
+        let sent = tokio::time::timeout(PREFLIGHT_TIMEOUT, client.post(&url).json(&body).send()).await;
+        let Ok(Ok(response)) = sent else { return None };
+        if !response.status().is_success() {
+            continue;
+        }
+        let Ok(Ok(bytes)) = tokio::time::timeout(PREFLIGHT_TIMEOUT, response.bytes()).await else {
+            return None;
+        };
+        if let Some(n) = token_count_of(&bytes) {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// `{"count": N}` or `{"tokens": [...]}`.
+pub fn token_count_of(body: &[u8]) -> Option<u32> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    if let Some(n) = v.get("count").and_then(Value::as_u64) {
+        return u32::try_from(n).ok();
+    }
+    v.get("tokens")
+        .and_then(Value::as_array)
+        .and_then(|t| u32::try_from(t.len()).ok())
+}
+
 /// GET a JSON document. Ok(None): the server answered but not with JSON 2xx.
 async fn get_json(
     client: &reqwest::Client,
@@ -107,6 +142,19 @@ mod tests {
         assert_eq!(model_ids(&ollama), vec!["llama3:8b"]);
         assert!(model_ids(&serde_json::json!({"data":"nope"})).is_empty());
         assert!(model_ids(&serde_json::json!(null)).is_empty());
+    }
+
+    #[test]
+    fn token_counts_from_vllm_and_llamacpp_shapes() {
+        assert_eq!(token_count_of(br#"{"count":5,"max_model_len":8192,"tokens":[1,2,3,4,5]}"#), Some(5));
+        let raw = include_bytes!("../../tests/fixtures/captures/llama-server/tokenize.json");
+        let expected = serde_json::from_slice::<Value>(raw)
+            .ok()
+            .and_then(|v| v["tokens"].as_array().map(Vec::len))
+            .expect("capture has tokens");
+        assert_eq!(token_count_of(raw), Some(expected as u32));
+        assert_eq!(token_count_of(b"not json"), None);
+        assert_eq!(token_count_of(br#"{"count":-1}"#), None);
     }
 
     #[test]

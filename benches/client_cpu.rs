@@ -1,0 +1,151 @@
+//! Client overhead: CPU seconds tokbench spends per million streamed tokens,
+//! against the simulator with zero step time (one token per SSE chunk, as
+//! fast as the simulator can write them). The client runs on core 0 and the
+//! simulator on core 1 (`taskset`), so neither steals the other's time.
+//!
+//! Run: `cargo bench --bench client_cpu` (prints a table; asserts nothing).
+//! The figure is the whole `tokbench sweep` process as the kernel accounts
+//! it (getrusage of the waited child): start-up, preflight, warmup, every
+//! statistic and every `requests.jsonl` line included.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tokbench");
+const OUTPUT_LEN: u32 = 1000;
+
+fn main() {
+    let pin = has_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    if !pin {
+        eprintln!("note: taskset or a second core is missing: client and simulator are not pinned");
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut sim = spawn_pinned(
+        pin.then_some("1"),
+        &[
+            "sim",
+            "--port",
+            &port.to_string(),
+            "--step-ms",
+            "0",
+            "--step-ms-per-seq",
+            "0",
+            "--prefill-ms-per-1k",
+            "0",
+            "--max-num-seqs",
+            "4096",
+            "--kv-tokens",
+            "1000000000",
+        ],
+    );
+    wait_for_port(port);
+    let base = format!("http://127.0.0.1:{port}");
+
+    println!("client CPU per million streamed tokens (simulator at zero step time, one token per chunk)");
+    println!(
+        "{:>11} {:>9} {:>10} {:>14} {:>15} {:>14}",
+        "concurrency", "requests", "tokens", "client CPU s", "CPU s/M tokens", "tokens/s/core"
+    );
+    for (concurrency, requests) in [(1u32, 40u32), (256, 1024)] {
+        let dir = std::env::temp_dir().join(format!("tokbench-bench-{}-{concurrency}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let before = children_cpu();
+        let started = Instant::now();
+        let status = spawn_pinned(
+            pin.then_some("0"),
+            &[
+                "sweep",
+                "--base-url",
+                &base,
+                "--no-tui",
+                "--concurrency",
+                &concurrency.to_string(),
+                "--num-prompts",
+                &requests.to_string(),
+                "--warmup",
+                &concurrency.to_string(),
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                &OUTPUT_LEN.to_string(),
+                "--result-dir",
+                &dir.display().to_string(),
+            ],
+        )
+        .wait()
+        .expect("sweep ran");
+        let wall = started.elapsed();
+        let cpu = children_cpu() - before;
+        assert!(status.success(), "sweep failed: {status}");
+        // Warmup requests stream too: count their tokens with the measured ones.
+        let measured = total_output_tokens(&dir.join(format!("sweep-c{concurrency}.json")));
+        let tokens = measured + u64::from(concurrency) * u64::from(OUTPUT_LEN);
+        println!(
+            "{:>11} {:>9} {:>10} {:>14.3} {:>15.3} {:>14.0}",
+            concurrency,
+            requests,
+            tokens,
+            cpu,
+            cpu / tokens as f64 * 1e6,
+            tokens as f64 / cpu
+        );
+        eprintln!("  (wall {:.2} s)", wall.as_secs_f64());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = sim.kill();
+    let _ = sim.wait();
+}
+
+fn has_taskset() -> bool {
+    Command::new("taskset")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn spawn_pinned(core: Option<&str>, args: &[&str]) -> Child {
+    let mut cmd = match core {
+        Some(core) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", core, BIN]);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tokbench")
+}
+
+fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "simulator did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CPU seconds (user + system) of every child waited for so far.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+fn total_output_tokens(level_file: &Path) -> u64 {
+    let text = std::fs::read_to_string(level_file).expect("level file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["total_output_tokens"].as_u64().expect("total_output_tokens")
+}

@@ -1,0 +1,666 @@
+//! End to end: the real binary against the built-in simulator on loopback,
+//! whose timing is known, so the measurement error is itself measured.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokbench::sim::{self, SimConfig, SimHandle};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokbench")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tokbench-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn start_sim(cfg: SimConfig) -> SimHandle {
+    sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
+        .await
+        .expect("simulator starts")
+}
+
+fn fast_sim(step_ms: f64) -> SimConfig {
+    SimConfig {
+        step_ms,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 10.0,
+        ..SimConfig::default()
+    }
+}
+
+/// Run the binary to completion off the async runtime (the simulator lives on it).
+async fn run_tokbench(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        Command::new(bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("tokbench runs")
+    })
+    .await
+    .expect("join")
+}
+
+fn sweep_args(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "sweep".into(),
+        "--base-url".into(),
+        format!("http://{}", sim.addr),
+        "--no-tui".into(),
+        "--result-dir".into(),
+        dir.display().to_string(),
+        "--seed".into(),
+        "7".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Acceptance: step 5 ms, no per-sequence cost, 10 ms per 1k prompt tokens,
+/// in 500 / out 64. At concurrency 1 the contract gives TTFT = 5 + 0 + 500/1000*10
+/// = 10 ms and TPOT = 5 ms; at 4, four sequences share each 5 ms step, so the
+/// output throughput is 4x (3.5x allows for the tail of the level).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measures_the_simulator_timing_it_was_given() {
+    let sim = start_sim(fast_sim(5.0)).await;
+    let dir = scratch("timing");
+    let out = run_tokbench(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "8",
+            "--warmup",
+            "2",
+            "--random-input-len",
+            "500",
+            "--random-output-len",
+            "64",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let c1 = read_json(&dir.join("sweep-c1.json"));
+    let c4 = read_json(&dir.join("sweep-c4.json"));
+    let tpot = num(&c1, "median_tpot_ms");
+    let ttft = num(&c1, "median_ttft_ms");
+    eprintln!("c1: median TPOT {tpot:.3} ms (want 5), median TTFT {ttft:.3} ms (want 10)");
+    assert!(
+        (tpot - 5.0).abs() <= 0.5,
+        "median TPOT {tpot} not within 0.5 ms of 5"
+    );
+    assert!(
+        (ttft - 10.0).abs() <= 3.0,
+        "median TTFT {ttft} not within 3 ms of 10"
+    );
+    assert_eq!(num(&c1, "completed"), 8.0);
+    assert_eq!(num(&c1, "total_output_tokens"), 8.0 * 64.0);
+    // Calibration on the simulator's word tokenizer lands on the target exactly.
+    assert_eq!(num(&c1, "total_input_tokens"), 8.0 * 500.0);
+    assert_eq!(c1["token_count_source"], "usage");
+    let (t1, t4) = (num(&c1, "output_throughput"), num(&c4, "output_throughput"));
+    eprintln!(
+        "output throughput c1 {t1:.1}, c4 {t4:.1} tok/s ({:.2}x)",
+        t4 / t1
+    );
+    assert!(t4 >= 3.5 * t1, "c4 {t4} is not 3.5x c1 {t1}");
+    // Total counts input too: (500 + 64) / 64 = 8.81x the output figure.
+    let ratio = num(&c1, "total_token_throughput") / t1;
+    assert!(
+        (ratio - 564.0 / 64.0).abs() < 1e-6,
+        "total/output = {ratio}"
+    );
+
+    // Both per-stream figures: output/concurrency, and 1000/median TPOT.
+    assert!((num(&c4, "per_stream_tok_s") - t4 / 4.0).abs() < 1e-6);
+    assert!((num(&c1, "stream_decode_tok_s") - 1000.0 / tpot).abs() < 1e-6);
+
+    // summary.json holds both levels, in run order, with the run's identity.
+    let summary = read_json(&dir.join("summary.json"));
+    let levels = summary["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 2);
+    assert_eq!(levels[0]["max_concurrency"], 1);
+    assert_eq!(levels[1]["max_concurrency"], 4);
+    assert_eq!(summary["run"]["seed"], 7);
+    assert_eq!(summary["run"]["engine"], "tokbench-sim");
+    assert_eq!(summary["run"]["input_len"], 500);
+
+    // requests.jsonl: one line per measured request (warmup excluded).
+    let lines = std::fs::read_to_string(dir.join("requests.jsonl")).expect("jsonl");
+    assert_eq!(lines.lines().count(), 16);
+    for line in lines.lines() {
+        let v: Value = serde_json::from_str(line).expect("each line is JSON");
+        assert!(v["ttft_ms"].is_number() && v["error"].is_null(), "{v}");
+    }
+
+    jq_reads_four_numbers(&dir.join("sweep-c1.json"));
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Acceptance: `jq '.output_throughput, .total_token_throughput, .median_ttft_ms, .p99_ttft_ms'`
+/// gives four numbers. Uses the real jq: scripts in the field use it.
+fn jq_reads_four_numbers(file: &Path) {
+    let out = Command::new("jq")
+        .arg(".output_throughput, .total_token_throughput, .median_ttft_ms, .p99_ttft_ms")
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs jq (apt-get install jq): {e}"));
+    assert!(out.status.success(), "jq failed: {}", text(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let numbers: Vec<f64> = printed
+        .lines()
+        .map(|l| {
+            l.trim()
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("jq printed {l:?}, not a number"))
+        })
+        .collect();
+    assert_eq!(numbers.len(), 4, "{printed}");
+}
+
+/// Acceptance: with the default timings the sweep shows the seed article's
+/// shape. Expected from the contract (step = 10.5 + 0.35 x running ms):
+/// per-stream speed 1000/10.85 = 92 at 1 falling to 1000/55.3 = 18 at 128;
+/// total output 92 -> ~2300 tok/s, the last doubling adding far less than
+/// the first ones; p99 TTFT growing with the step time and the prefill of
+/// every sequence admitted together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_timings_show_the_article_shape() {
+    let sim = start_sim(SimConfig::default()).await;
+    let dir = scratch("shape");
+    let out = run_tokbench(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "1,4,16,64,128",
+            "--prompts-per-stream",
+            "1",
+            "--warmup",
+            "1",
+            "--random-input-len",
+            "128",
+            "--random-output-len",
+            "128",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = read_json(&dir.join("summary.json"));
+    let levels = summary["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 5);
+    let per_stream: Vec<f64> = levels.iter().map(|l| num(l, "per_stream_tok_s")).collect();
+    let total: Vec<f64> = levels.iter().map(|l| num(l, "output_throughput")).collect();
+    let p99: Vec<f64> = levels.iter().map(|l| num(l, "p99_ttft_ms")).collect();
+    eprintln!("per-stream {per_stream:.1?}\ntotal {total:.1?}\np99 TTFT {p99:.1?}");
+    for w in per_stream.windows(2) {
+        assert!(w[1] < w[0], "per-stream tok/s must fall: {per_stream:?}");
+    }
+    for w in total.windows(2) {
+        assert!(w[1] > w[0], "total tok/s must rise: {total:?}");
+    }
+    // Flattening: 1 -> 4 more than triples throughput, 64 -> 128 adds under 40%.
+    assert!(total[1] / total[0] > 3.0, "{total:?}");
+    assert!(total[4] / total[3] < 1.4, "{total:?}");
+    assert!(
+        p99[4] > p99[3] && p99[3] > p99[0],
+        "p99 TTFT must climb at the top: {p99:?}"
+    );
+    // Stdout ends with the sweep table titled with the shape.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("in 128 / out 128, ignore_eos"), "{stdout}");
+    assert!(stdout.contains("TTFT p99 ms"), "{stdout}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Acceptance: an unreachable server gives one clear line naming the URL,
+/// exit code 1, within 5 s, and no panic.
+#[test]
+fn unreachable_server_is_one_line_and_exit_1() {
+    // A port that was just free: bind, note it, release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = scratch("unreachable");
+    let started = Instant::now();
+    let out = Command::new(bin())
+        .args(["sweep", "--base-url", &url, "--no-tui", "--result-dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs");
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].contains(&url), "names the URL: {stderr}");
+    assert!(lines[0].contains("connection refused"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Bad flags fail before anything is sent, in one line, exit 1.
+#[test]
+fn bad_flags_are_one_line_errors() {
+    for (args, needle) in [
+        (
+            vec!["--extra-body", "{not json"],
+            "--extra-body is not valid JSON",
+        ),
+        (
+            vec!["--extra-body", "[1]"],
+            "--extra-body must be a JSON object",
+        ),
+        (vec!["--label", "novalue"], "is not K=V"),
+        (vec!["--concurrency", "0"], "out of range"),
+    ] {
+        let out = Command::new(bin())
+            .args(["sweep", "--base-url", "http://127.0.0.1:9", "--no-tui"])
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+/// Ctrl-C mid-level: exit 130 within 2 s of the signal, the cut level saved
+/// as partial, requests.jsonl and summary.json written, the key nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_saves_partial_level_and_exits_130() {
+    // Slow steps: a level of 64 tokens takes ~1.3 s per request.
+    let sim = start_sim(fast_sim(20.0)).await;
+    let dir = scratch("interrupt");
+    let secret = "sk-test-DO-NOT-LEAK-4242";
+    let mut args = sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "2,4",
+            "--num-prompts",
+            "40",
+            "--warmup",
+            "0",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "64",
+            "--extra-body",
+            r#"{"block_size":32,"threshold":0.95}"#,
+        ],
+    );
+    args.extend(["--api-key".to_string(), secret.to_string()]);
+    let child = Command::new(bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Wait until some requests have finished (lines in requests.jsonl).
+    let jsonl = dir.join("requests.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = std::fs::read_to_string(&jsonl)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no requests finished in 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id() as i32;
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let signalled = Instant::now();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join");
+    let took = signalled.elapsed();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(took < Duration::from_secs(2), "exit took {took:?}");
+
+    let partial = read_json(&dir.join("sweep-c2-partial.json"));
+    assert_eq!(partial["partial"], true);
+    assert_eq!(partial["mode"], "planned");
+    assert!(num(&partial, "completed") >= 4.0);
+    assert!(
+        num(&partial, "cancelled") >= 1.0,
+        "in-flight requests were cancelled"
+    );
+    let summary = read_json(&dir.join("summary.json"));
+    assert_eq!(summary["levels"].as_array().map(Vec::len), Some(1));
+    assert_eq!(summary["run"]["extra_body"]["block_size"], 32);
+
+    // The key reached the server (no 401) and nothing of ours repeats it.
+    let mut everything = text(&out);
+    for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
+        everything.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    assert!(!everything.contains(secret), "the API key leaked");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------
+// The driver steered at run time, as the live view will steer it.
+
+mod steering {
+    use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use tokbench::load::driver::{
+        self, Command as Cmd, DriverConfig, DriverEvent, LevelPlan, Mode,
+    };
+    use tokbench::load::request::Target;
+    use tokbench::load::BodySpec;
+    use tokbench::protocol::openai::Api;
+    use tokbench::record::Outcome;
+    use tokbench::workload::Workload;
+
+    fn config(addr: SocketAddr, plan: Vec<LevelPlan>) -> DriverConfig {
+        let url = reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url");
+        DriverConfig {
+            plan,
+            warmup: 0,
+            target: Arc::new(Target {
+                client: reqwest::Client::new(),
+                url,
+                authorization: None,
+                request_timeout: Duration::from_secs(30),
+                stall_timeout: Duration::from_secs(10),
+            }),
+            body: BodySpec {
+                api: Api::Chat,
+                model: "sim".into(),
+                ignore_eos: true,
+                extra_body: None,
+            },
+            workload: Workload::new(1, 16, 20),
+        }
+    }
+
+    async fn next_event(h: &mut driver::DriverHandle) -> DriverEvent {
+        tokio::time::timeout(Duration::from_secs(10), h.events.recv())
+            .await
+            .expect("driver event within 10 s")
+            .expect("driver still running")
+    }
+
+    /// Wait for the first event that matches, keeping everything seen.
+    async fn wait_for(
+        h: &mut driver::DriverHandle,
+        seen: &mut Vec<DriverEvent>,
+        want: impl Fn(&DriverEvent) -> bool,
+    ) -> DriverEvent {
+        loop {
+            let e = next_event(h).await;
+            seen.push(e.clone());
+            if want(&e) {
+                return e;
+            }
+        }
+    }
+
+    async fn in_flight_reaches(h: &driver::DriverHandle, n: u32) -> Duration {
+        let started = Instant::now();
+        while h.in_flight.load(Ordering::Relaxed) != n {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "in flight never reached {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn manual_takeover_then_resume_the_plan() {
+        // 20 tokens at 2 ms a step: a request takes about 40 ms.
+        let sim = start_sim(SimConfig {
+            step_ms: 2.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+            ..SimConfig::default()
+        })
+        .await;
+        let plan = vec![
+            LevelPlan {
+                concurrency: 2,
+                num_prompts: 10_000,
+            },
+            LevelPlan {
+                concurrency: 4,
+                num_prompts: 10_000,
+            },
+            LevelPlan {
+                concurrency: 8,
+                num_prompts: 16,
+            },
+        ];
+        let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
+        let mut seen = Vec::new();
+        wait_for(
+            &mut h,
+            &mut seen,
+            |e| matches!(e, DriverEvent::Record(r) if r.level == 0),
+        )
+        .await;
+        assert!(in_flight_reaches(&h, 2).await < Duration::from_secs(1));
+
+        // Take over at 5: a manual level starts and dispatch follows at once.
+        h.commands.send(Cmd::SetConcurrency(5)).expect("send");
+        let started = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::LevelStarted(_))
+        })
+        .await;
+        let DriverEvent::LevelStarted(manual) = started else {
+            unreachable!()
+        };
+        assert_eq!(
+            (manual.index, manual.concurrency, manual.mode),
+            (1, 5, Mode::Manual)
+        );
+        assert_eq!(manual.num_prompts, None);
+        let took = in_flight_reaches(&h, 5).await;
+        eprintln!("in flight followed the new target in {took:?}");
+        // The planned level was cut short: partial, once its last request is back.
+        let finished = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::LevelFinished { index: 0, .. })
+        })
+        .await;
+        assert_eq!(
+            finished,
+            DriverEvent::LevelFinished {
+                index: 0,
+                partial: true
+            }
+        );
+        assert!(seen
+            .iter()
+            .any(|e| matches!(e, DriverEvent::TargetChanged { target: 5, .. })));
+
+        // `n` ends the manual level complete and resumes the plan above 5: at 8.
+        h.commands.send(Cmd::NextLevel).expect("send");
+        let started = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::LevelStarted(_))
+        })
+        .await;
+        let DriverEvent::LevelStarted(resumed) = started else {
+            unreachable!()
+        };
+        assert_eq!(
+            (resumed.index, resumed.concurrency, resumed.mode),
+            (2, 8, Mode::Planned)
+        );
+        assert_eq!(resumed.plan_index, Some(2));
+        let finished = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::LevelFinished { index: 1, .. })
+        })
+        .await;
+        assert_eq!(
+            finished,
+            DriverEvent::LevelFinished {
+                index: 1,
+                partial: false
+            }
+        );
+
+        // The last planned level runs its 16 prompts and the run ends by itself.
+        let done = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::Finished { .. })
+        })
+        .await;
+        assert_eq!(
+            done,
+            DriverEvent::Finished {
+                stopped_by_user: false,
+                error: None
+            }
+        );
+        assert!(seen.contains(&DriverEvent::LevelFinished {
+            index: 2,
+            partial: false
+        }));
+        let level2 = seen
+            .iter()
+            .filter(
+                |e| matches!(e, DriverEvent::Record(r) if r.level == 2 && r.outcome == Outcome::Ok),
+            )
+            .count();
+        assert_eq!(level2, 16);
+        // Every record of a level came before that level's LevelFinished.
+        for (i, e) in seen.iter().enumerate() {
+            if let DriverEvent::Record(r) = e {
+                let fin = seen.iter().position(|f| {
+                    *f == DriverEvent::LevelFinished {
+                        index: r.level,
+                        partial: r.level == 0,
+                    }
+                });
+                assert!(
+                    fin.is_none_or(|f| f > i),
+                    "record of level {} after its finish",
+                    r.level
+                );
+            }
+        }
+        assert_eq!(h.in_flight.load(Ordering::Relaxed), 0);
+        sim.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pause_holds_dispatch_and_stop_cancels_in_flight() {
+        // 200 tokens at 5 ms: requests last a second, so Stop finds them in flight.
+        let sim = start_sim(SimConfig {
+            step_ms: 5.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+            ..SimConfig::default()
+        })
+        .await;
+        let mut cfg = config(
+            sim.addr,
+            vec![LevelPlan {
+                concurrency: 3,
+                num_prompts: 100,
+            }],
+        );
+        cfg.workload = Workload::new(1, 16, 200);
+        let mut h = driver::spawn(cfg, Instant::now());
+        in_flight_reaches(&h, 3).await;
+        h.commands.send(Cmd::TogglePause).expect("send");
+        let mut seen = Vec::new();
+        wait_for(&mut h, &mut seen, |e| *e == DriverEvent::Paused(true)).await;
+        // Paused: the three in flight finish (about 1 s) and nothing new goes out.
+        let started = Instant::now();
+        while h.in_flight.load(Ordering::Relaxed) > 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "in-flight requests never finished"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            h.in_flight.load(Ordering::Relaxed),
+            0,
+            "paused driver dispatched"
+        );
+        h.commands.send(Cmd::TogglePause).expect("send");
+        wait_for(&mut h, &mut seen, |e| *e == DriverEvent::Paused(false)).await;
+        in_flight_reaches(&h, 3).await;
+
+        let asked = Instant::now();
+        h.commands.send(Cmd::Stop).expect("send");
+        let done = wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::Finished { .. })
+        })
+        .await;
+        assert!(
+            asked.elapsed() < Duration::from_millis(500),
+            "stop took {:?}",
+            asked.elapsed()
+        );
+        assert_eq!(
+            done,
+            DriverEvent::Finished {
+                stopped_by_user: true,
+                error: None
+            }
+        );
+        let cancelled = seen
+            .iter()
+            .filter(|e| matches!(e, DriverEvent::Record(r) if r.outcome == Outcome::Cancelled))
+            .count();
+        assert_eq!(
+            cancelled, 3,
+            "the three in-flight requests came back cancelled"
+        );
+        assert!(seen.contains(&DriverEvent::LevelFinished {
+            index: 0,
+            partial: true
+        }));
+        sim.shutdown().await;
+    }
+}
