@@ -144,6 +144,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub no_tui: bool,
 
+    /// Frames per second of the live view.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub fps: u32,
+
     /// Give up on a request after this many seconds in total.
     #[arg(long, value_name = "S", default_value_t = 600.0)]
     pub request_timeout: f64,

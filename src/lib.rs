@@ -13,4 +13,5 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stats;
+pub mod ui;
 pub mod workload;

@@ -1,6 +1,7 @@
 //! Wiring: parse the command line, pick the mode, run it, exit with the
 //! contract's code (DESIGN.md section 5).
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -58,7 +59,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Sweep(args) => {
             let plan = SweepPlan::from_args(&args)?;
             let prepared = run::prepare(plan, None).await?;
-            run::run_headless(prepared).await
+            run_with_a_face(prepared).await
         }
         Command::Sim(args) => {
             sim::run_forever(
@@ -91,6 +92,15 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
     }
 }
 
+/// The live view on a terminal, plain output otherwise or with --no-tui.
+async fn run_with_a_face(prepared: run::Prepared) -> Result<i32> {
+    if prepared.plan.no_tui || !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        run::run_headless(prepared).await
+    } else {
+        tokbench::ui::run_tui(prepared).await
+    }
+}
+
 fn sim_config(t: &SimTimingArgs) -> SimConfig {
     SimConfig {
         step_ms: t.step_ms,
@@ -113,10 +123,10 @@ fn apply_demo_defaults(args: &mut SweepArgs, sub: Option<&ArgMatches>) {
         args.random_input_len = 128;
     }
     if defaulted("random_output_len") {
-        args.random_output_len = 64;
+        args.random_output_len = 128;
     }
     if defaulted("prompts_per_stream") {
-        // 5 requests per stream keeps the whole demo near a minute.
+        // 5 requests per stream keeps the whole demo near two minutes.
         args.prompts_per_stream = 5;
     }
 }

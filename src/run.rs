@@ -50,6 +50,12 @@ pub struct SweepPlan {
     pub result_dir: Option<PathBuf>,
     pub request_timeout: Duration,
     pub stall_timeout: Duration,
+    /// The live view's frame rate.
+    pub fps: u32,
+    /// Headless output even on a terminal.
+    pub no_tui: bool,
+    /// The target is the built-in simulator (demo): the view says so.
+    pub simulated: bool,
 }
 
 impl SweepPlan {
@@ -157,6 +163,9 @@ impl SweepPlan {
             result_dir: args.result_dir.clone(),
             request_timeout: Duration::from_secs_f64(args.request_timeout),
             stall_timeout: Duration::from_secs_f64(args.stall_timeout),
+            fps: args.fps.clamp(1, 60),
+            no_tui: args.no_tui,
+            simulated: false,
         })
     }
 
