@@ -46,13 +46,18 @@ fn main() {
     wait_for_port(port);
     let base = format!("http://127.0.0.1:{port}");
 
-    println!("client CPU per million streamed tokens (simulator at zero step time, one token per chunk)");
+    println!(
+        "client CPU per million streamed tokens (simulator at zero step time, one token per chunk)"
+    );
     println!(
         "{:>11} {:>9} {:>10} {:>14} {:>15} {:>14}",
         "concurrency", "requests", "tokens", "client CPU s", "CPU s/M tokens", "tokens/s/core"
     );
     for (concurrency, requests) in [(1u32, 40u32), (256, 1024)] {
-        let dir = std::env::temp_dir().join(format!("tokbench-bench-{}-{concurrency}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "tokbench-bench-{}-{concurrency}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         let before = children_cpu();
         let started = Instant::now();
@@ -147,5 +152,7 @@ fn children_cpu() -> f64 {
 fn total_output_tokens(level_file: &Path) -> u64 {
     let text = std::fs::read_to_string(level_file).expect("level file");
     let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    v["total_output_tokens"].as_u64().expect("total_output_tokens")
+    v["total_output_tokens"]
+        .as_u64()
+        .expect("total_output_tokens")
 }

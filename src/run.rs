@@ -297,9 +297,14 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
 /// Tokens per word of our prompt text by the server's own tokenizer, from a
 /// sample that is not used later. The chat template's share is unknown until
 /// the warmup requests report their real prompt length.
-async fn first_guess_calibration(client: &reqwest::Client, plan: &SweepPlan, model: &str) -> Calibration {
+async fn first_guess_calibration(
+    client: &reqwest::Client,
+    plan: &SweepPlan,
+    model: &str,
+) -> Calibration {
     let words = (plan.input_len as usize).clamp(32, 512);
-    let sample = Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len).prompt_of_words(words);
+    let sample =
+        Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len).prompt_of_words(words);
     match probe::tokenize_count(client, &plan.base_url, model, &sample.text).await {
         Some(tokens) if tokens > 0 => Calibration {
             tokens_per_word: tokens as f64 / words as f64,

@@ -664,3 +664,39 @@ mod steering {
         sim.shutdown().await;
     }
 }
+
+/// A server that refuses every request with an HTTP error and a JSON body:
+/// the run cannot measure anything, so it stops after warmup with the
+/// server's own words, exit 1, and no level file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
+    // 100 KV tokens cannot hold a 200-token prompt: the simulator answers 400.
+    let sim = start_sim(SimConfig {
+        kv_tokens: 100,
+        ..fast_sim(1.0)
+    })
+    .await;
+    let dir = scratch("http400");
+    let out = run_tokbench(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "2",
+            "--random-input-len",
+            "200",
+            "--random-output-len",
+            "16",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.contains("all 2 warmup requests failed"), "{stderr}");
+    assert!(last.contains("http_400"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!dir.join("sweep-c2.json").exists());
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

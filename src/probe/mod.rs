@@ -52,13 +52,19 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
 /// Token count of `text` by the server's own tokenizer, without any chat
 /// template: vLLM's `/tokenize` (`{"model","prompt"}` -> `{"count"}`), else
 /// llama.cpp's (`{"content"}` -> `{"tokens"}`). None when neither answers.
-pub async fn tokenize_count(client: &reqwest::Client, base_url: &str, model: &str, text: &str) -> Option<u32> {
+pub async fn tokenize_count(
+    client: &reqwest::Client,
+    base_url: &str,
+    model: &str,
+    text: &str,
+) -> Option<u32> {
     let url = format!("{base_url}/tokenize");
     for body in [
         serde_json::json!({"model": model, "prompt": text, "add_special_tokens": false}),
         serde_json::json!({"content": text}),
     ] {
-        let sent = tokio::time::timeout(PREFLIGHT_TIMEOUT, client.post(&url).json(&body).send()).await;
+        let sent =
+            tokio::time::timeout(PREFLIGHT_TIMEOUT, client.post(&url).json(&body).send()).await;
         let Ok(Ok(response)) = sent else { return None };
         if !response.status().is_success() {
             continue;
@@ -146,7 +152,10 @@ mod tests {
 
     #[test]
     fn token_counts_from_vllm_and_llamacpp_shapes() {
-        assert_eq!(token_count_of(br#"{"count":5,"max_model_len":8192,"tokens":[1,2,3,4,5]}"#), Some(5));
+        assert_eq!(
+            token_count_of(br#"{"count":5,"max_model_len":8192,"tokens":[1,2,3,4,5]}"#),
+            Some(5)
+        );
         let raw = include_bytes!("../../tests/fixtures/captures/llama-server/tokenize.json");
         let expected = serde_json::from_slice::<Value>(raw)
             .ok()
