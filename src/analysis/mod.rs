@@ -1,4 +1,47 @@
-//! Judgements over measured levels: what to warn the user about.
-//! Pure functions of the numbers; nothing here measures or prints.
+//! Judgements over measured levels: knee, capacity, cost, goodput, rounds,
+//! and what to warn the user about. Pure functions of the numbers: nothing
+//! here measures, reads a clock or prints. No output holds NaN or infinity
+//! (a figure that cannot be computed is `None`, and `null` in JSON).
+//!
+//! What the caller passes, and gets:
+//!
+//! - [`decide::decide`]`(&[LevelPoint], &CapacitySlo) -> Decision`: one
+//!   [`decide::LevelPoint`] per finished level of the run, any kind, partial
+//!   or not (build it with `LevelPoint::from_stats(concurrency,
+//!   LevelKind::parse(mode.as_str())?, partial, &stats)`); the SLO from
+//!   `--slo-ttft-p99-ms`, `--slo-min-stream-tok-s` (default 20),
+//!   `--slo-tpot-p99-ms` (`CapacitySlo::default()` is no TTFT/TPOT SLO, 20
+//!   tok/s, errors < 1%). The `Decision` holds the merged sweep points, the
+//!   knee (`Option<Knee>`) and the capacity (`Result<Capacity, NoCapacity>`,
+//!   the error being a one-line reason). summary.json: `knee_json()`,
+//!   `capacity_json()` (null when none); headless: `capacity_line()`.
+//!   Pieces: `sweep_points`, `steps`, `find_knee`, `find_capacity`,
+//!   `is_flat`, `no_rise_message`.
+//! - [`cost::cost`]`(capacity_tok_s, gpu_price_per_hour, api_price_per_m:
+//!   Option<f64>, utilization: Option<f64>) -> Cost`, `Cost::to_json()` is
+//!   summary.json's `cost`; `Cost::verdict` the sentence.
+//! - [`goodput::Slo::parse`]`(args)` for `--goodput ttft:500 tpot:50
+//!   e2el:30000` (one string or clap's values; one-line error), then
+//!   [`goodput::request_goodput`]`(&[RequestRecord], &Slo, duration_s) ->
+//!   Goodput { good, share, rate_per_s }` per level.
+//! - [`rounds::rounds_spread`]`(&[LevelPoint]) -> Vec<RoundsSpread>`: median
+//!   and spread of output throughput and p50 TTFT for each concurrency run
+//!   two or more times; `is_noisy()` above 15%.
+//! - [`diagnose::diagnose_run`]`(&DiagnoseInput) -> Vec<Diagnosis>`: every
+//!   check that fires. `DiagnoseInput` carries the level views, requested
+//!   lengths, warmup request count, the pre-run connect + first-byte probe
+//!   (ms), per-level client load, per-request stream shapes, `--rounds`,
+//!   the spreads and the decision; anything left at its default skips the
+//!   checks that need it. `diagnose(levels, input_target, output_target)`
+//!   is the same with only the first three. Each check is also public on
+//!   its own (`client_far`, `no_warmup`, `client_saturated`,
+//!   `buffered_stream`, `rounds_spread`, `single_round`, `no_rise`,
+//!   `no_capacity`, `short_outputs`, `single_level`, `failures`,
+//!   `input_len_off_target`).
 
+pub mod cost;
+pub mod decide;
 pub mod diagnose;
+pub mod goodput;
+pub mod rounds;
+mod words;

@@ -1,0 +1,880 @@
+//! The knee of the sweep and the capacity under an SLO (DESIGN.md section 1,
+//! issue 5 item 1).
+//!
+//! Rules:
+//! - only finished (not partial) planned and search levels count, ordered by
+//!   concurrency; several levels at one concurrency (rounds) count as their
+//!   median, metric by metric; manual, rate and replay levels are ignored;
+//! - between consecutive levels C1 < C2 the throughput gain per doubling is
+//!   `(T2/T1)^(1/log2(C2/C1)) - 1` and the p99 TTFT growth `p99(C2)/p99(C1)`;
+//!   the knee is the first step with a gain under 10% while p99 TTFT at least
+//!   doubles;
+//! - capacity is the highest level meeting every SLO (p99 TTFT when given,
+//!   decode speed per stream, p99 TPOT when given, error rate under 1%);
+//!   without a TTFT SLO it is also capped at the knee's `from_concurrency`.
+
+use serde_json::{json, Value};
+
+use super::words::{figure, median, num, opt_num, percent0, percent1, round_to, streams};
+use crate::stats::summary::LevelStats;
+
+/// A step whose gain per doubling is below this may be the knee.
+pub const KNEE_MAX_GAIN: f64 = 0.10;
+/// ... when p99 TTFT grows at least this much over the step.
+pub const KNEE_MIN_TTFT_GROWTH: f64 = 2.0;
+/// A sweep whose peak is less than this far above its lowest level does not rise.
+pub const NO_RISE_MAX_GAIN: f64 = 0.10;
+/// Default reading-speed SLO, output tok/s per stream once it streams.
+pub const DEFAULT_MIN_STREAM_TOK_S: f64 = 20.0;
+/// Levels with this error rate or more do not meet the SLO.
+pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;
+
+/// How a level came to be (the `mode` of a level file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LevelKind {
+    Planned,
+    Search,
+    Manual,
+    Rate,
+    Replay,
+}
+
+impl LevelKind {
+    /// From a level file's `mode` (`Mode::as_str()`); `None` for anything else.
+    pub fn parse(mode: &str) -> Option<LevelKind> {
+        match mode {
+            "planned" => Some(LevelKind::Planned),
+            "search" => Some(LevelKind::Search),
+            "manual" => Some(LevelKind::Manual),
+            "rate" => Some(LevelKind::Rate),
+            "replay" => Some(LevelKind::Replay),
+            _ => None,
+        }
+    }
+
+    /// Planned and search levels place the knee and the capacity.
+    pub fn is_sweep(self) -> bool {
+        matches!(self, LevelKind::Planned | LevelKind::Search)
+    }
+}
+
+/// One finished level, as the knee and capacity see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelPoint {
+    pub concurrency: u32,
+    pub kind: LevelKind,
+    pub partial: bool,
+    /// Total output tok/s of the level.
+    pub output_throughput: f64,
+    /// output_throughput / concurrency.
+    pub per_stream_tok_s: f64,
+    /// 1000 / median TPOT.
+    pub stream_decode_tok_s: Option<f64>,
+    pub p50_ttft_ms: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    pub p99_tpot_ms: Option<f64>,
+    /// failed / (completed + failed), 0 with no request.
+    pub error_rate: f64,
+}
+
+impl LevelPoint {
+    /// From a level's statistics. p50 TTFT is the median; p99 TTFT and TPOT
+    /// are `None` unless 99 was among the saved percentiles.
+    pub fn from_stats(
+        concurrency: u32,
+        kind: LevelKind,
+        partial: bool,
+        stats: &LevelStats,
+    ) -> LevelPoint {
+        let total = stats.completed + stats.failed;
+        LevelPoint {
+            concurrency,
+            kind,
+            partial,
+            output_throughput: stats.output_throughput,
+            per_stream_tok_s: stats.per_stream_tok_s,
+            stream_decode_tok_s: stats.stream_decode_tok_s,
+            p50_ttft_ms: stats.ttft.as_ref().map(|d| d.median),
+            p99_ttft_ms: stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
+            p99_tpot_ms: stats.tpot.as_ref().and_then(|d| d.percentile(99.0)),
+            error_rate: if total > 0 {
+                stats.failed as f64 / total as f64
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// One concurrency of the sweep: the median of its rounds, metric by metric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepPoint {
+    pub concurrency: u32,
+    /// How many finished levels were merged.
+    pub rounds: usize,
+    pub output_throughput: f64,
+    pub per_stream_tok_s: f64,
+    pub stream_decode_tok_s: Option<f64>,
+    pub p50_ttft_ms: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    pub p99_tpot_ms: Option<f64>,
+    pub error_rate: f64,
+}
+
+/// The finished planned and search levels, one point per concurrency (the
+/// median of its rounds, per metric), by rising concurrency.
+pub fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
+    let mut counted: Vec<&LevelPoint> = levels
+        .iter()
+        .filter(|l| l.kind.is_sweep() && !l.partial)
+        .collect();
+    counted.sort_by_key(|l| l.concurrency);
+    let mut points = Vec::new();
+    for group in counted.chunk_by(|a, b| a.concurrency == b.concurrency) {
+        let m = |f: fn(&LevelPoint) -> Option<f64>| median(group.iter().filter_map(|l| f(l)));
+        points.push(SweepPoint {
+            concurrency: group[0].concurrency,
+            rounds: group.len(),
+            output_throughput: m(|l| Some(l.output_throughput)).unwrap_or(0.0),
+            per_stream_tok_s: m(|l| Some(l.per_stream_tok_s)).unwrap_or(0.0),
+            stream_decode_tok_s: m(|l| l.stream_decode_tok_s),
+            p50_ttft_ms: m(|l| l.p50_ttft_ms),
+            p99_ttft_ms: m(|l| l.p99_ttft_ms),
+            p99_tpot_ms: m(|l| l.p99_tpot_ms),
+            error_rate: m(|l| Some(l.error_rate)).unwrap_or(0.0),
+        });
+    }
+    points
+}
+
+/// What one step between consecutive sweep points did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub from_concurrency: u32,
+    pub to_concurrency: u32,
+    /// T2/T1 - 1 over the whole step.
+    pub total_gain: Option<f64>,
+    /// (T2/T1)^(1/log2(C2/C1)) - 1.
+    pub gain_per_doubling: Option<f64>,
+    /// p99(C2)/p99(C1).
+    pub p99_ttft_growth: Option<f64>,
+}
+
+/// The steps between consecutive points (as `sweep_points` returns them).
+/// A figure that cannot be computed (zero or missing denominators) is `None`.
+pub fn steps(points: &[SweepPoint]) -> Vec<Step> {
+    points
+        .windows(2)
+        .map(|w| {
+            let (a, b) = (&w[0], &w[1]);
+            let ratio = (a.output_throughput > 0.0 && a.output_throughput.is_finite())
+                .then(|| b.output_throughput / a.output_throughput)
+                .filter(|r| r.is_finite());
+            let doublings = (a.concurrency > 0 && b.concurrency > a.concurrency)
+                .then(|| (f64::from(b.concurrency) / f64::from(a.concurrency)).log2());
+            let gain_per_doubling = match (ratio, doublings) {
+                (Some(r), Some(d)) => Some(r.powf(1.0 / d) - 1.0).filter(|g| g.is_finite()),
+                _ => None,
+            };
+            let p99_ttft_growth = match (a.p99_ttft_ms, b.p99_ttft_ms) {
+                (Some(x), Some(y)) if x > 0.0 => Some(y / x).filter(|g| g.is_finite()),
+                _ => None,
+            };
+            Step {
+                from_concurrency: a.concurrency,
+                to_concurrency: b.concurrency,
+                total_gain: ratio.map(|r| r - 1.0),
+                gain_per_doubling,
+                p99_ttft_growth,
+            }
+        })
+        .collect()
+}
+
+/// Where more streams stop paying: the first step adding under 10%
+/// throughput per doubling while p99 TTFT at least doubles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Knee {
+    pub from_concurrency: u32,
+    pub to_concurrency: u32,
+    /// Gain per doubling, a fraction (0.059 = 5.9%).
+    pub throughput_gain: f64,
+    pub p99_ttft_growth: f64,
+    /// The whole sweep stays flat from its lowest level (the knee is its
+    /// first step): a server that runs one request at a time.
+    pub no_rise: bool,
+    pub reason: String,
+}
+
+impl Knee {
+    /// The `knee` object of summary.json (DESIGN.md section 6).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "from_concurrency": self.from_concurrency,
+            "to_concurrency": self.to_concurrency,
+            "throughput_gain": num(round_to(self.throughput_gain, 4)),
+            "p99_ttft_growth": num(round_to(self.p99_ttft_growth, 4)),
+            "reason": self.reason,
+        })
+    }
+}
+
+/// True when the sweep has two or more points and its peak throughput is
+/// less than 10% above its lowest level's.
+pub fn is_flat(points: &[SweepPoint]) -> bool {
+    let Some(first) = points.first() else {
+        return false;
+    };
+    if points.len() < 2 || first.output_throughput <= 0.0 {
+        return false;
+    }
+    let peak = points
+        .iter()
+        .map(|p| p.output_throughput)
+        .fold(f64::NEG_INFINITY, f64::max);
+    peak < first.output_throughput * (1.0 + NO_RISE_MAX_GAIN)
+}
+
+/// The sentence for a sweep that does not rise, from its lowest concurrency.
+pub fn no_rise_message(lowest_concurrency: u32) -> String {
+    if lowest_concurrency <= 1 {
+        "throughput does not rise with concurrency: the server runs one request at a time \
+         (OLLAMA_NUM_PARALLEL=1?); more streams only queue"
+            .to_string()
+    } else {
+        format!(
+            "throughput does not rise above {}: the server is already saturated at the lowest level \
+             measured; more streams only queue",
+            streams(lowest_concurrency)
+        )
+    }
+}
+
+/// The knee of the sweep, if a step qualifies.
+pub fn find_knee(points: &[SweepPoint]) -> Option<Knee> {
+    let all = steps(points);
+    let (index, step, gain, growth) = all.iter().enumerate().find_map(|(i, s)| {
+        match (s.gain_per_doubling, s.p99_ttft_growth) {
+            (Some(g), Some(t)) if g < KNEE_MAX_GAIN && t >= KNEE_MIN_TTFT_GROWTH => {
+                Some((i, s, g, t))
+            }
+            _ => None,
+        }
+    })?;
+    let no_rise = index == 0 && is_flat(points);
+    let reason = if no_rise {
+        no_rise_message(step.from_concurrency)
+    } else {
+        let total = step.total_gain.unwrap_or(gain);
+        let doubling = step.to_concurrency == step.from_concurrency.saturating_mul(2);
+        let change = if total >= 0.0 {
+            format!("adds {} throughput", percent1(total))
+        } else {
+            format!("loses {} throughput", percent1(-total))
+        };
+        let per_doubling = if doubling {
+            String::new()
+        } else {
+            format!(" ({} per doubling)", percent1(gain))
+        };
+        let cause = if total < -KNEE_MAX_GAIN {
+            "past saturation: too many parallel slots, or part of the model on the CPU?"
+        } else {
+            "KV cache or batch full, requests queue"
+        };
+        format!(
+            "{} -> {} streams {change}{per_doubling} while p99 TTFT grows {growth:.1}x: {cause}",
+            step.from_concurrency, step.to_concurrency
+        )
+    };
+    Some(Knee {
+        from_concurrency: step.from_concurrency,
+        to_concurrency: step.to_concurrency,
+        throughput_gain: gain,
+        p99_ttft_growth: growth,
+        no_rise,
+        reason,
+    })
+}
+
+/// The user's service level, for capacity (`--slo-*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacitySlo {
+    /// `--slo-ttft-p99-ms`.
+    pub ttft_p99_ms: Option<f64>,
+    /// `--slo-min-stream-tok-s` (default 20), against `stream_decode_tok_s`;
+    /// `None` checks nothing.
+    pub min_stream_tok_s: Option<f64>,
+    /// `--slo-tpot-p99-ms`.
+    pub tpot_p99_ms: Option<f64>,
+    /// A level needs an error rate below this (default 1%).
+    pub max_error_rate: f64,
+}
+
+impl Default for CapacitySlo {
+    fn default() -> Self {
+        CapacitySlo {
+            ttft_p99_ms: None,
+            min_stream_tok_s: Some(DEFAULT_MIN_STREAM_TOK_S),
+            tpot_p99_ms: None,
+            max_error_rate: DEFAULT_MAX_ERROR_RATE,
+        }
+    }
+}
+
+/// One SLO term as judged on one point.
+struct Check {
+    /// "p99 TTFT <= 500 ms"
+    term: String,
+    /// "612 ms", or "no TTFT sample"
+    value: String,
+    met: bool,
+}
+
+fn checks(p: &SweepPoint, slo: &CapacitySlo) -> Vec<Check> {
+    let mut out = Vec::new();
+    if let Some(limit) = slo.ttft_p99_ms {
+        out.push(Check {
+            term: format!("p99 TTFT <= {} ms", figure(limit)),
+            value: p
+                .p99_ttft_ms
+                .map_or("no p99 TTFT".into(), |v| format!("{} ms", figure(v))),
+            met: p.p99_ttft_ms.is_some_and(|v| v <= limit),
+        });
+    }
+    if let Some(min) = slo.min_stream_tok_s {
+        out.push(Check {
+            term: format!("decode >= {} tok/s per stream", figure(min)),
+            value: p
+                .stream_decode_tok_s
+                .map_or("no TPOT sample".into(), |v| format!("{} tok/s", figure(v))),
+            met: p.stream_decode_tok_s.is_some_and(|v| v >= min),
+        });
+    }
+    if let Some(limit) = slo.tpot_p99_ms {
+        out.push(Check {
+            term: format!("p99 TPOT <= {} ms", figure(limit)),
+            value: p
+                .p99_tpot_ms
+                .map_or("no p99 TPOT".into(), |v| format!("{} ms", figure(v))),
+            met: p.p99_tpot_ms.is_some_and(|v| v <= limit),
+        });
+    }
+    out.push(Check {
+        term: format!("errors < {}", percent0(slo.max_error_rate)),
+        value: format!("{} errors", percent1(p.error_rate)),
+        met: p.error_rate < slo.max_error_rate,
+    });
+    out
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// The load this server can take within the SLO.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Capacity {
+    pub concurrency: u32,
+    pub output_throughput: f64,
+    pub per_stream_tok_s: f64,
+    pub stream_decode_tok_s: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    /// output_throughput / the sweep's peak output throughput.
+    pub share_of_peak: f64,
+    pub reason: String,
+}
+
+impl Capacity {
+    /// The `capacity` object of summary.json (DESIGN.md section 6).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "concurrency": self.concurrency,
+            "output_throughput": num(round_to(self.output_throughput, 3)),
+            "per_stream_tok_s": num(round_to(self.per_stream_tok_s, 3)),
+            "stream_decode_tok_s": opt_num(self.stream_decode_tok_s.map(|v| round_to(v, 3))),
+            "p99_ttft_ms": opt_num(self.p99_ttft_ms.map(|v| round_to(v, 3))),
+            "share_of_peak": num(round_to(self.share_of_peak, 4)),
+            "reason": self.reason,
+        })
+    }
+}
+
+/// Why there is no capacity to report, in one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoCapacity {
+    pub reason: String,
+    /// True when levels were measured and none met the SLO (a diagnosis);
+    /// false when there was nothing to judge yet.
+    pub slo_not_met: bool,
+}
+
+/// The highest sweep point meeting the SLO (capped at the knee's
+/// `from_concurrency` without a TTFT SLO), or why there is none.
+pub fn find_capacity(
+    points: &[SweepPoint],
+    knee: Option<&Knee>,
+    slo: &CapacitySlo,
+) -> Result<Capacity, NoCapacity> {
+    let Some(lowest) = points.first() else {
+        return Err(NoCapacity {
+            reason: "no finished planned or search level to judge capacity on".into(),
+            slo_not_met: false,
+        });
+    };
+    let cap = if slo.ttft_p99_ms.is_none() {
+        knee.map(|k| k.from_concurrency)
+    } else {
+        None
+    };
+    let chosen = points
+        .iter()
+        .filter(|p| cap.is_none_or(|c| p.concurrency <= c))
+        .filter(|p| checks(p, slo).iter().all(|c| c.met))
+        .max_by_key(|p| p.concurrency);
+    let Some(chosen) = chosen else {
+        // The lowest point is never above the cap, so it failed some term.
+        let failed: Vec<Check> = checks(lowest, slo).into_iter().filter(|c| !c.met).collect();
+        let terms: Vec<String> = failed.iter().map(|c| c.term.clone()).collect();
+        let values: Vec<String> = failed.iter().map(|c| c.value.clone()).collect();
+        return Err(NoCapacity {
+            reason: format!(
+                "no level meets the SLO ({}): the lowest level, {}, has {}",
+                terms.join("; "),
+                streams(lowest.concurrency),
+                and_list(&values)
+            ),
+            slo_not_met: true,
+        });
+    };
+    let peak = points
+        .iter()
+        .max_by(|a, b| a.output_throughput.total_cmp(&b.output_throughput))
+        .unwrap_or(chosen);
+    let share_of_peak = if peak.output_throughput > 0.0 {
+        chosen.output_throughput / peak.output_throughput
+    } else {
+        0.0
+    };
+    let met: Vec<String> = checks(chosen, slo)
+        .into_iter()
+        .filter(|c| !c.term.starts_with("errors") || chosen.error_rate > 0.0)
+        .map(|c| format!("{}: {}", c.term, c.value))
+        .collect();
+    let why = match (cap, knee) {
+        (Some(c), Some(k)) if c == chosen.concurrency => format!(
+            "the level before the knee ({} -> {} streams; no TTFT SLO given), meeting {}",
+            k.from_concurrency,
+            k.to_concurrency,
+            met.join(", ")
+        ),
+        _ => format!("the highest level meeting the SLO ({})", met.join(", ")),
+    };
+    let reason = format!(
+        "{}: {why}; {} of the peak {} tok/s at {}",
+        streams(chosen.concurrency),
+        percent0(share_of_peak),
+        figure(peak.output_throughput),
+        streams(peak.concurrency)
+    );
+    Ok(Capacity {
+        concurrency: chosen.concurrency,
+        output_throughput: chosen.output_throughput,
+        per_stream_tok_s: chosen.per_stream_tok_s,
+        stream_decode_tok_s: chosen.stream_decode_tok_s,
+        p99_ttft_ms: chosen.p99_ttft_ms,
+        share_of_peak,
+        reason,
+    })
+}
+
+/// Knee and capacity of a run, from all its finished levels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// One point per concurrency, by rising concurrency (see `sweep_points`).
+    pub points: Vec<SweepPoint>,
+    pub knee: Option<Knee>,
+    pub capacity: Result<Capacity, NoCapacity>,
+}
+
+impl Decision {
+    /// summary.json's `knee`: the object, or null.
+    pub fn knee_json(&self) -> Value {
+        self.knee.as_ref().map_or(Value::Null, Knee::to_json)
+    }
+    /// summary.json's `capacity`: the object, or null (the reason is in
+    /// `capacity_line` and in the `no_capacity` diagnosis).
+    pub fn capacity_json(&self) -> Value {
+        self.capacity
+            .as_ref()
+            .map_or(Value::Null, Capacity::to_json)
+    }
+    /// One line for the headless output: "capacity: ..." or "no capacity: ...".
+    pub fn capacity_line(&self) -> String {
+        match &self.capacity {
+            Ok(c) => format!("capacity: {}", c.reason),
+            Err(n) => format!("no capacity: {}", n.reason),
+        }
+    }
+}
+
+/// Knee and capacity from every finished level of a run (any kind, partial
+/// or not: the rules above pick what counts).
+pub fn decide(levels: &[LevelPoint], slo: &CapacitySlo) -> Decision {
+    let points = sweep_points(levels);
+    let knee = find_knee(&points);
+    let capacity = find_capacity(&points, knee.as_ref(), slo);
+    Decision {
+        points,
+        knee,
+        capacity,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planned, complete level; decode speed = per-stream speed (the
+    /// article gives no TPOT), p50 TTFT as given.
+    fn level(c: u32, per_stream: f64, total: f64, p50: f64, p99: f64) -> LevelPoint {
+        LevelPoint {
+            concurrency: c,
+            kind: LevelKind::Planned,
+            partial: false,
+            output_throughput: total,
+            per_stream_tok_s: per_stream,
+            stream_decode_tok_s: Some(per_stream),
+            p50_ttft_ms: Some(p50),
+            p99_ttft_ms: Some(p99),
+            p99_tpot_ms: None,
+            error_rate: 0.0,
+        }
+    }
+
+    /// DESIGN.md section 1, the seed article's six levels.
+    fn article() -> Vec<LevelPoint> {
+        vec![
+            level(1, 92.0, 92.0, 48.0, 61.0),
+            level(4, 88.0, 352.0, 71.0, 96.0),
+            level(16, 71.0, 1136.0, 152.0, 244.0),
+            level(32, 54.0, 1728.0, 287.0, 498.0),
+            level(64, 34.0, 2176.0, 611.0, 1240.0),
+            level(128, 18.0, 2304.0, 1490.0, 3820.0),
+        ]
+    }
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn article_steps_by_hand() {
+        // 1 -> 4: 352/92 = 3.826, two doublings: sqrt = 1.956 -> +95.6%; p99 96/61 = 1.57x
+        // 4 -> 16: 1136/352 = 3.227, sqrt = 1.796 -> +79.6%; p99 244/96 = 2.54x
+        // 16 -> 32: 1728/1136 = 1.521 -> +52.1%; p99 498/244 = 2.04x
+        // 32 -> 64: 2176/1728 = 1.259 -> +25.9%; p99 1240/498 = 2.49x
+        // 64 -> 128: 2304/2176 = 1.0588 -> +5.88%; p99 3820/1240 = 3.08x  <- knee
+        let s = steps(&sweep_points(&article()));
+        let gains: Vec<f64> = s.iter().filter_map(|s| s.gain_per_doubling).collect();
+        let want = [0.956, 0.796, 0.521, 0.259, 0.0588];
+        assert_eq!(gains.len(), 5);
+        for (g, w) in gains.iter().zip(want) {
+            assert!(close(*g, w, 0.001), "{g} vs {w}");
+        }
+        assert!(close(s[0].p99_ttft_growth.unwrap_or(0.0), 1.574, 0.001));
+        assert!(close(s[4].p99_ttft_growth.unwrap_or(0.0), 3.081, 0.001));
+    }
+
+    #[test]
+    fn article_knee_is_64_to_128() {
+        let d = decide(&article(), &CapacitySlo::default());
+        let knee = d.knee.clone().expect("a knee");
+        assert_eq!((knee.from_concurrency, knee.to_concurrency), (64, 128));
+        assert!(close(knee.throughput_gain, 0.0588, 0.0001));
+        assert!(close(knee.p99_ttft_growth, 3.0806, 0.0001));
+        assert!(!knee.no_rise);
+        assert_eq!(
+            knee.reason,
+            "64 -> 128 streams adds 5.9% throughput while p99 TTFT grows 3.1x: \
+             KV cache or batch full, requests queue"
+        );
+        let j = knee.to_json();
+        let keys: Vec<&String> = j
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            [
+                "from_concurrency",
+                "p99_ttft_growth",
+                "reason",
+                "throughput_gain",
+                "to_concurrency"
+            ]
+        );
+        assert_eq!(j["throughput_gain"], json!(0.0588));
+        // Without a TTFT SLO capacity stops at the knee's from: 64 (decode
+        // 34 >= 20). Share 2176/2304 = 94.4%.
+        let cap = d.capacity.expect("capacity");
+        assert_eq!(cap.concurrency, 64);
+        assert!(close(cap.share_of_peak, 0.9444, 0.0001));
+        assert!(
+            cap.reason.starts_with(
+                "64 streams: the level before the knee (64 -> 128 streams; no TTFT SLO given)"
+            ),
+            "{}",
+            cap.reason
+        );
+    }
+
+    #[test]
+    fn article_capacity_with_ttft_slo_is_32() {
+        // p99 TTFT <= 500: 1, 4, 16, 32 (498) meet it, 64 (1240) does not.
+        // Decode >= 20: 32 has 54. Share 1728/2304 = 0.75 exactly.
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            ..CapacitySlo::default()
+        };
+        let d = decide(&article(), &slo);
+        let cap = d.capacity.clone().expect("capacity");
+        assert_eq!(cap.concurrency, 32);
+        assert_eq!(cap.output_throughput, 1728.0);
+        assert_eq!(cap.per_stream_tok_s, 54.0);
+        assert_eq!(cap.p99_ttft_ms, Some(498.0));
+        assert_eq!(cap.share_of_peak, 0.75);
+        assert_eq!(
+            cap.reason,
+            "32 streams: the highest level meeting the SLO (p99 TTFT <= 500 ms: 498 ms, \
+             decode >= 20 tok/s per stream: 54 tok/s); 75% of the peak 2,304 tok/s at 128 streams"
+        );
+        let j = d.capacity_json();
+        let keys: Vec<&String> = j
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            [
+                "concurrency",
+                "output_throughput",
+                "p99_ttft_ms",
+                "per_stream_tok_s",
+                "reason",
+                "share_of_peak",
+                "stream_decode_tok_s"
+            ]
+        );
+        assert_eq!(j["share_of_peak"], json!(0.75));
+        assert_eq!(d.knee_json()["from_concurrency"], json!(64));
+    }
+
+    #[test]
+    fn an_slo_nobody_meets_gives_no_capacity() {
+        // The lowest level's p99 TTFT is 61 ms > 50.
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(50.0),
+            ..CapacitySlo::default()
+        };
+        let d = decide(&article(), &slo);
+        let no = d.capacity.clone().expect_err("no capacity");
+        assert!(no.slo_not_met);
+        assert_eq!(
+            no.reason,
+            "no level meets the SLO (p99 TTFT <= 50 ms): the lowest level, 1 stream, has 61 ms"
+        );
+        assert_eq!(d.capacity_json(), Value::Null);
+        assert!(d
+            .capacity_line()
+            .starts_with("no capacity: no level meets the SLO"));
+        // Two terms failing at once are both named, in the same order.
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(50.0),
+            min_stream_tok_s: Some(100.0),
+            ..CapacitySlo::default()
+        };
+        let no = decide(&article(), &slo).capacity.expect_err("no capacity");
+        assert_eq!(
+            no.reason,
+            "no level meets the SLO (p99 TTFT <= 50 ms; decode >= 100 tok/s per stream): \
+             the lowest level, 1 stream, has 61 ms and 92 tok/s"
+        );
+    }
+
+    /// Ollama with OLLAMA_NUM_PARALLEL=1: one answer at a time at 30 tok/s;
+    /// the total stays ~30 and waiting requests pile up in TTFT.
+    fn ollama_flat() -> Vec<LevelPoint> {
+        let mut v = vec![
+            level(1, 30.0, 30.0, 90.0, 100.0),
+            level(2, 15.25, 30.5, 2100.0, 4300.0),
+            level(4, 7.5, 30.0, 6000.0, 12000.0),
+            level(8, 3.725, 29.8, 14000.0, 28000.0),
+        ];
+        // Each answer still streams at 30 tok/s once it runs.
+        for l in &mut v {
+            l.stream_decode_tok_s = Some(30.0);
+        }
+        v
+    }
+
+    #[test]
+    fn flat_ollama_series_does_not_rise_and_has_capacity_1() {
+        // 1 -> 2: 30.5/30 = +1.7% per doubling, p99 4300/100 = 43x -> knee at the
+        // first step; peak 30.5 < 30 * 1.1 = 33 -> flat.
+        let d = decide(&ollama_flat(), &CapacitySlo::default());
+        let knee = d.knee.clone().expect("knee");
+        assert_eq!((knee.from_concurrency, knee.to_concurrency), (1, 2));
+        assert!(knee.no_rise);
+        assert_eq!(
+            knee.reason,
+            "throughput does not rise with concurrency: the server runs one request at a time \
+             (OLLAMA_NUM_PARALLEL=1?); more streams only queue"
+        );
+        assert!(is_flat(&d.points));
+        // No TTFT SLO: capped at 1; decode 30 >= 20 -> capacity 1, 30/30.5 = 98%.
+        let cap = d.capacity.expect("capacity");
+        assert_eq!(cap.concurrency, 1);
+        assert!(close(cap.share_of_peak, 0.9836, 0.0001));
+        // With a 500 ms TTFT SLO: only level 1 (100 ms) meets it.
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            ..CapacitySlo::default()
+        };
+        let cap = decide(&ollama_flat(), &slo).capacity.expect("capacity");
+        assert_eq!(cap.concurrency, 1);
+    }
+
+    #[test]
+    fn rounds_merge_as_medians_and_other_levels_are_ignored() {
+        let mut levels = article();
+        // Two more rounds at 32 (1728 is the median of 1600, 1728, 1800;
+        // p99 TTFT median of 498, 520, 470 = 498).
+        let mut r2 = level(32, 50.0, 1600.0, 290.0, 520.0);
+        r2.error_rate = 0.02;
+        levels.push(r2);
+        levels.push(level(32, 56.25, 1800.0, 280.0, 470.0));
+        // A partial level and a manual level that would move everything.
+        let mut partial = level(256, 1.0, 9000.0, 9000.0, 90000.0);
+        partial.partial = true;
+        levels.push(partial);
+        let mut manual = level(48, 60.0, 2880.0, 300.0, 400.0);
+        manual.kind = LevelKind::Manual;
+        levels.push(manual);
+        let points = sweep_points(&levels);
+        let cs: Vec<u32> = points.iter().map(|p| p.concurrency).collect();
+        assert_eq!(cs, [1, 4, 16, 32, 64, 128]);
+        let p32 = &points[3];
+        assert_eq!(p32.rounds, 3);
+        assert_eq!(p32.output_throughput, 1728.0);
+        assert_eq!(p32.p99_ttft_ms, Some(498.0));
+        assert_eq!(p32.per_stream_tok_s, 54.0);
+        assert_eq!(p32.error_rate, 0.0);
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            ..CapacitySlo::default()
+        };
+        assert_eq!(
+            decide(&levels, &slo).capacity.map(|c| c.concurrency),
+            Ok(32)
+        );
+    }
+
+    #[test]
+    fn errors_decode_and_tpot_slos_exclude_levels() {
+        let mut levels = article();
+        // 32 streams: 1% errors is not below 1% -> falls to 16.
+        levels[3].error_rate = 0.01;
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            ..CapacitySlo::default()
+        };
+        assert_eq!(
+            decide(&levels, &slo).capacity.map(|c| c.concurrency),
+            Ok(16)
+        );
+        // Decode >= 80: only 1 (92) and 4 (88).
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            min_stream_tok_s: Some(80.0),
+            ..CapacitySlo::default()
+        };
+        assert_eq!(
+            decide(&article(), &slo).capacity.map(|c| c.concurrency),
+            Ok(4)
+        );
+        // A TPOT SLO with no TPOT measured is not met anywhere.
+        let slo = CapacitySlo {
+            ttft_p99_ms: Some(500.0),
+            tpot_p99_ms: Some(50.0),
+            ..CapacitySlo::default()
+        };
+        let no = decide(&article(), &slo).capacity.expect_err("none");
+        assert_eq!(
+            no.reason,
+            "no level meets the SLO (p99 TPOT <= 50 ms): the lowest level, 1 stream, has no p99 TPOT"
+        );
+    }
+
+    #[test]
+    fn no_levels_no_knee_no_capacity() {
+        let d = decide(&[], &CapacitySlo::default());
+        assert!(d.knee.is_none());
+        let no = d.capacity.expect_err("none");
+        assert!(!no.slo_not_met);
+        // One level: no step, no knee; capacity is that level.
+        let d = decide(&article()[..1], &CapacitySlo::default());
+        assert!(d.knee.is_none());
+        assert_eq!(d.capacity.map(|c| c.concurrency), Ok(1));
+        // Zero throughput and zero TTFT do not divide into NaN.
+        let mut z = article();
+        z[0].output_throughput = 0.0;
+        z[0].p99_ttft_ms = Some(0.0);
+        let s = steps(&sweep_points(&z));
+        assert_eq!(s[0].gain_per_doubling, None);
+        assert_eq!(s[0].p99_ttft_growth, None);
+    }
+
+    #[test]
+    fn falling_throughput_and_non_doubling_steps_are_worded() {
+        // 8 -> 24 streams: 1000 -> 800 tok/s = -20% (per doubling over
+        // log2(3) = 1.585 doublings: 0.8^(1/1.585) - 1 = -13.1%); p99 100 -> 400 = 4x.
+        let v = vec![
+            level(1, 200.0, 200.0, 50.0, 60.0),
+            level(8, 125.0, 1000.0, 80.0, 100.0),
+            level(24, 33.3, 800.0, 300.0, 400.0),
+        ];
+        let knee = find_knee(&sweep_points(&v)).expect("knee");
+        assert!(
+            close(knee.throughput_gain, -0.1313, 0.0001),
+            "{}",
+            knee.throughput_gain
+        );
+        assert_eq!(
+            knee.reason,
+            "8 -> 24 streams loses 20.0% throughput (-13.1% per doubling) while p99 TTFT grows 4.0x: \
+             past saturation: too many parallel slots, or part of the model on the CPU?"
+        );
+        // A flat start at 16 streams names the level instead of Ollama.
+        assert!(no_rise_message(16).starts_with("throughput does not rise above 16 streams"));
+    }
+
+    #[test]
+    fn level_point_from_stats() {
+        use crate::stats::summary::level_stats;
+        let mut s = level_stats(&[], 8, &[50.0, 99.0]);
+        s.completed = 99;
+        s.failed = 1;
+        let p = LevelPoint::from_stats(8, LevelKind::Search, false, &s);
+        assert_eq!(p.error_rate, 0.01);
+        assert_eq!(p.p99_ttft_ms, None);
+        assert_eq!(LevelKind::parse("search"), Some(LevelKind::Search));
+        assert_eq!(LevelKind::parse("bogus"), None);
+        assert!(!LevelKind::Manual.is_sweep());
+    }
+}

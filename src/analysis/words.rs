@@ -1,0 +1,136 @@
+//! Small helpers shared by the analysis modules: numbers in words, JSON
+//! numbers without NaN, medians. Private to `analysis`.
+
+use serde_json::Value;
+
+/// A JSON number, or null for NaN and infinities (JSON has neither).
+pub(crate) fn num(x: f64) -> Value {
+    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+pub(crate) fn opt_num(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, num)
+}
+
+/// Rounded to `places` decimals (for saved figures: 3 for ms and tok/s,
+/// 4 for ratios and dollars). Non-finite values pass through (and become
+/// null in `num`).
+pub(crate) fn round_to(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    let r = (x * f).round() / f;
+    if r.is_finite() {
+        r
+    } else {
+        x
+    }
+}
+
+/// Median of the finite values (numpy.median); `None` when there is none.
+pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    crate::stats::percentile::median_sorted(&v)
+}
+
+/// "1 stream", "32 streams".
+pub(crate) fn streams(n: u32) -> String {
+    if n == 1 {
+        "1 stream".to_string()
+    } else {
+        format!("{n} streams")
+    }
+}
+
+/// Digits with thousands separators: 1910.26 -> "1,910" (0 decimals).
+pub(crate) fn thousands(x: f64) -> String {
+    let r = x.round();
+    if !r.is_finite() || r.abs() >= 1e15 {
+        return format!("{x}");
+    }
+    let neg = r < 0.0;
+    let digits = format!("{}", r.abs() as u64);
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if neg {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// A measured figure (ms, tok/s) for a sentence: whole numbers from 10 up
+/// (with thousands separators), one decimal below.
+pub(crate) fn figure(x: f64) -> String {
+    if x.abs() >= 10.0 {
+        thousands(x)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// Dollars with three significant digits, trailing zeros dropped:
+/// 0.2778 -> "$0.278", 1.1111 -> "$1.11", 0.34 -> "$0.34", 2.0 -> "$2".
+pub(crate) fn dollars(x: f64) -> String {
+    if !x.is_finite() {
+        return "$?".to_string();
+    }
+    if x == 0.0 {
+        return "$0".to_string();
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let places = (2 - magnitude).clamp(0, 6) as usize;
+    let mut s = format!("{x:.places$}");
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.pop();
+        }
+    }
+    format!("${s}")
+}
+
+/// A fraction as a whole percentage: 0.7513 -> "75%".
+pub(crate) fn percent0(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// A fraction as a percentage with one decimal: 0.0588 -> "5.9%".
+pub(crate) fn percent1(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_for_numbers() {
+        assert_eq!(thousands(1910.26), "1,910");
+        assert_eq!(thousands(2304.0), "2,304");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(figure(612.0), "612");
+        assert_eq!(figure(7.06), "7.1");
+        assert_eq!(dollars(2.0 / 7.2), "$0.278");
+        assert_eq!(dollars(2.0 / 1.8), "$1.11");
+        assert_eq!(dollars(0.34), "$0.34");
+        assert_eq!(dollars(2.0), "$2");
+        assert_eq!(dollars(12.345), "$12.3");
+        assert_eq!(percent0(1728.0 / 2304.0), "75%");
+        assert_eq!(percent1(2304.0 / 2176.0 - 1.0), "5.9%");
+        assert_eq!(streams(1), "1 stream");
+        assert_eq!(streams(32), "32 streams");
+        assert_eq!(median([3.0, f64::NAN, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median([4.0, 1.0]), Some(2.5));
+        assert_eq!(median([f64::INFINITY]), None);
+        assert_eq!(num(f64::NAN), Value::Null);
+        assert_eq!(round_to(0.277_777, 4), 0.2778);
+    }
+}
