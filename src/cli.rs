@@ -144,6 +144,38 @@ pub struct SweepArgs {
     #[arg(long)]
     pub no_tui: bool,
 
+    /// Repeat every level this many times back to back; the spread between rounds is checked.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub rounds: u32,
+
+    /// Capacity SLO: p99 time to first token, ms.
+    #[arg(long, value_name = "MS")]
+    pub slo_ttft_p99_ms: Option<f64>,
+
+    /// Capacity SLO: an answer's decode speed (1000 / median TPOT) at least this (reading speed).
+    #[arg(long, value_name = "TOK_S", default_value_t = 20.0)]
+    pub slo_min_stream_tok_s: f64,
+
+    /// Capacity SLO: p99 time per output token, ms.
+    #[arg(long, value_name = "MS")]
+    pub slo_tpot_p99_ms: Option<f64>,
+
+    /// Goodput SLOs, vLLM's syntax: --goodput ttft:500 tpot:50 e2el:30000 (ms).
+    #[arg(long, value_name = "METRIC:MS", num_args = 1..)]
+    pub goodput: Vec<String>,
+
+    /// GPU price per hour, for the cost of a million output tokens at capacity.
+    #[arg(long, value_name = "USD")]
+    pub gpu_price_per_hour: Option<f64>,
+
+    /// API price per million output tokens to compare against.
+    #[arg(long, value_name = "USD")]
+    pub api_price_per_m: Option<f64>,
+
+    /// Share of hours the GPU is busy (0-1], for the effective cost.
+    #[arg(long, value_name = "SHARE")]
+    pub utilization: Option<f64>,
+
     /// Frames per second of the live view.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fps: u32,

@@ -168,6 +168,9 @@ pub struct RequestRecord {
     pub token_source: TokenSource,
     /// Output-carrying chunks received.
     pub chunks: u32,
+    /// Socket reads that carried output: one or two for a long answer means
+    /// something between server and client buffered the stream.
+    pub output_reads: u32,
     pub finish_reason: Option<FinishReason>,
     pub outcome: Outcome,
     /// One line from the server or the transport, for the failed ones.
@@ -205,6 +208,7 @@ impl RequestRecord {
             output_tokens: 0,
             token_source: TokenSource::ChunkCount,
             chunks: 0,
+            output_reads: 0,
             finish_reason: None,
             outcome: Outcome::Ok,
             error_message: None,

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::{Map, Value};
 
+use crate::analysis::decide::CapacitySlo;
+use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::cli::{Backend, SweepArgs};
 use crate::load::driver::{self, Command, DriverConfig, DriverEvent, LevelPlan};
 use crate::load::request::Target;
@@ -56,6 +58,19 @@ pub struct SweepPlan {
     pub no_tui: bool,
     /// The target is the built-in simulator (demo): the view says so.
     pub simulated: bool,
+    /// SLOs, prices and rounds: what turns levels into a decision.
+    pub decision: DecisionConfig,
+}
+
+/// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.
+#[derive(Clone, Debug, Default)]
+pub struct DecisionConfig {
+    pub slo: CapacitySlo,
+    pub goodput: Option<GoodputSlo>,
+    pub gpu_price_per_hour: Option<f64>,
+    pub api_price_per_m: Option<f64>,
+    pub utilization: Option<f64>,
+    pub rounds: u32,
 }
 
 impl SweepPlan {
@@ -95,15 +110,23 @@ impl SweepPlan {
         if args.random_output_len == 0 {
             bail!("--random-output-len must be at least 1");
         }
+        if args.rounds == 0 || args.rounds > 100 {
+            bail!("--rounds must be between 1 and 100");
+        }
+        // Rounds run back to back: 1,1,1,4,4,4,...
         let levels = concurrency
             .iter()
-            .map(|&c| LevelPlan {
-                concurrency: c,
-                num_prompts: args
-                    .num_prompts
-                    .unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
+            .flat_map(|&c| {
+                let step = LevelPlan {
+                    concurrency: c,
+                    num_prompts: args
+                        .num_prompts
+                        .unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
+                };
+                std::iter::repeat_n(step, args.rounds as usize)
             })
             .collect();
+        let decision = decision_config(args)?;
 
         let mut percentiles = args.percentiles.clone();
         if let Some(bad) = percentiles
@@ -166,12 +189,51 @@ impl SweepPlan {
             fps: args.fps.clamp(1, 60),
             no_tui: args.no_tui,
             simulated: false,
+            decision,
         })
     }
 
     fn max_concurrency(&self) -> u32 {
         self.levels.iter().map(|l| l.concurrency).max().unwrap_or(1)
     }
+}
+
+fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
+    let positive = |name: &str, v: Option<f64>| -> Result<Option<f64>> {
+        match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => bail!("{name} must be a positive number"),
+            other => Ok(other),
+        }
+    };
+    let slo = CapacitySlo {
+        ttft_p99_ms: positive("--slo-ttft-p99-ms", args.slo_ttft_p99_ms)?,
+        min_stream_tok_s: positive(
+            "--slo-min-stream-tok-s",
+            Some(args.slo_min_stream_tok_s).filter(|v| *v != 0.0),
+        )?,
+        tpot_p99_ms: positive("--slo-tpot-p99-ms", args.slo_tpot_p99_ms)?,
+        ..CapacitySlo::default()
+    };
+    let goodput = if args.goodput.is_empty() {
+        None
+    } else {
+        Some(GoodputSlo::parse(&args.goodput).map_err(|e| eyre!("--goodput: {e}"))?)
+    };
+    let utilization = positive("--utilization", args.utilization)?;
+    if utilization.is_some_and(|u| u > 1.0) {
+        bail!("--utilization is a share of hours: use a number in (0, 1], e.g. 0.72");
+    }
+    if args.api_price_per_m.is_some() && args.gpu_price_per_hour.is_none() {
+        bail!("--api-price-per-m needs --gpu-price-per-hour to compare against");
+    }
+    Ok(DecisionConfig {
+        slo,
+        goodput,
+        gpu_price_per_hour: positive("--gpu-price-per-hour", args.gpu_price_per_hour)?,
+        api_price_per_m: positive("--api-price-per-m", args.api_price_per_m)?,
+        utilization,
+        rounds: args.rounds,
+    })
 }
 
 /// `http://host:8000/` and `http://host:8000/v1` both mean the root `http://host:8000`.
@@ -282,6 +344,9 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         started_at: time::iso8601(now),
         date: time::compact(now),
         percentiles: plan.percentiles.clone(),
+        decision: plan.decision.clone(),
+        warmup_requests: plan.warmup,
+        connect_probe_ms: identity.connect_probe_ms,
     };
     Ok(Prepared {
         plan,
@@ -436,7 +501,15 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
     }
     println!();
     print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
-    for diagnosis in recorder.diagnoses() {
+    let decision = recorder.decision();
+    println!("{}", decision.capacity_line());
+    if let Some(knee) = &decision.knee {
+        println!("knee: {}", knee.reason);
+    }
+    if let Some(cost) = recorder.cost(&decision) {
+        println!("cost: {}", cost.verdict);
+    }
+    for diagnosis in recorder.diagnoses_for(&decision) {
         println!("note: {}", diagnosis.message);
     }
     println!("results: {}", recorder.dir().display());

@@ -66,14 +66,14 @@ pub struct StreamShape {
 }
 
 impl StreamShape {
-    /// From a completed record, counting its output chunks as reads; `None`
+    /// From a completed record and its socket reads that carried output; `None`
     /// for a request that failed or lacks TTFT or E2EL.
     pub fn from_record(r: &RequestRecord) -> Option<StreamShape> {
         if !r.is_ok() {
             return None;
         }
         Some(StreamShape {
-            reads: r.chunks,
+            reads: r.output_reads,
             output_tokens: r.output_tokens,
             ttft_ms: r.ttft?.as_secs_f64() * 1000.0,
             e2el_ms: r.e2el?.as_secs_f64() * 1000.0,

@@ -57,6 +57,7 @@ pub struct PreparedRequest {
 #[derive(Default)]
 struct StreamTally {
     arrivals: Vec<ChunkArrival>,
+    output_reads: u32,
     finish: Option<FinishReason>,
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
@@ -139,6 +140,7 @@ pub async fn execute(
     record.output_tokens = output_tokens;
     record.token_source = source;
     record.chunks = tally.arrivals.len() as u32;
+    record.output_reads = tally.output_reads;
     record.finish_reason = tally.finish;
     record.input_tokens_reported = tally.prompt_tokens;
     record.server_timings = tally.timings;
@@ -246,8 +248,12 @@ async fn stream_request(
                 if let Err(e) = decoder.feed(&bytes, &mut events) {
                     return Some(Stop::Failed(ErrorClass::MalformedStream, e.to_string()));
                 }
+                let outputs_before = tally.arrivals.len();
                 for event in events.drain(..) {
                     tally.apply(event, at);
+                }
+                if tally.arrivals.len() > outputs_before {
+                    tally.output_reads += 1;
                 }
             }
             Some(Err(e)) => {

@@ -18,6 +18,8 @@ pub struct ServerIdentity {
     pub engine_version: Option<String>,
     /// Models listed by `/v1/models`, in the server's order.
     pub models: Vec<String>,
+    /// Median connect + first byte of a tiny request on a fresh connection, ms.
+    pub connect_probe_ms: Option<f64>,
 }
 
 /// Check that the server answers and learn its models and version.
@@ -46,7 +48,30 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
         engine: engine.into(),
         engine_version: version,
         models,
+        connect_probe_ms: connect_probe(&format!("{base_url}/v1/models")).await,
     })
+}
+
+/// How far the server is: the median of five tiny requests, each on a new
+/// connection, from connect to the first response byte. A client far from
+/// the server puts this inside every TTFT it measures.
+pub async fn connect_probe(url: &str) -> Option<f64> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(0)
+        .build()
+        .ok()?;
+    let mut samples = Vec::with_capacity(5);
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let sent = tokio::time::timeout(PREFLIGHT_TIMEOUT, client.get(url).send()).await;
+        if let Ok(Ok(_response)) = sent {
+            samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    crate::stats::percentile::median_sorted(&samples)
 }
 
 /// Token count of `text` by the server's own tokenizer, without any chat

@@ -14,10 +14,17 @@ use color_eyre::eyre::{Result, WrapErr};
 use serde_json::{json, Map, Value};
 
 use super::atomic::write_atomic;
-use crate::analysis::diagnose::{diagnose, Diagnosis, LevelView};
+use crate::analysis::cost::{cost, Cost};
+use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
+use crate::analysis::diagnose::{
+    diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
+};
+use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
+use crate::analysis::rounds::rounds_spread;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::record::{Outcome, RequestRecord};
+use crate::run::DecisionConfig;
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::summary::{level_stats, LevelStats};
 use crate::workload::Calibration;
@@ -46,6 +53,12 @@ pub struct RunInfo {
     /// vLLM's `date` format (`20261129-191400`).
     pub date: String,
     pub percentiles: Vec<f64>,
+    /// SLOs, prices and rounds.
+    pub decision: DecisionConfig,
+    /// Warmup requests sent before the first level.
+    pub warmup_requests: u32,
+    /// Median connect + first byte of a tiny request before the run, ms.
+    pub connect_probe_ms: Option<f64>,
 }
 
 impl RunInfo {
@@ -64,6 +77,16 @@ impl RunInfo {
             "labels": self.labels,
             "seed": self.seed,
             "started_at": self.started_at,
+            "warmup_requests": self.warmup_requests,
+            "rounds": self.decision.rounds,
+            "connect_probe_ms": self.connect_probe_ms.map(round3),
+            "slo": {
+                "ttft_p99_ms": self.decision.slo.ttft_p99_ms,
+                "min_stream_tok_s": self.decision.slo.min_stream_tok_s,
+                "tpot_p99_ms": self.decision.slo.tpot_p99_ms,
+                "max_error_rate": self.decision.slo.max_error_rate,
+            },
+            "goodput_slo": self.decision.goodput.as_ref().map(GoodputSlo::to_json),
         })
     }
 }
@@ -82,8 +105,25 @@ pub struct FinishedLevel {
     pub partial: bool,
     pub stats: LevelStats,
     pub client: ClientLoad,
+    /// Requests meeting every `--goodput` SLO, when given.
+    pub goodput: Option<Goodput>,
+    /// How each completed answer arrived, for the buffered-stream check.
+    pub stream_shapes: Vec<StreamShape>,
     /// The level file, when the level had anything to save.
     pub file: Option<PathBuf>,
+}
+
+impl FinishedLevel {
+    /// The level as the decision math sees it.
+    pub fn point(&self) -> Option<LevelPoint> {
+        let kind = LevelKind::parse(self.info.mode.as_str())?;
+        Some(LevelPoint::from_stats(
+            self.info.concurrency,
+            kind,
+            self.partial,
+            &self.stats,
+        ))
+    }
 }
 
 struct OpenLevel {
@@ -278,11 +318,24 @@ impl Recorder {
             ),
             loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
         };
+        let goodput = self
+            .run
+            .decision
+            .goodput
+            .as_ref()
+            .map(|slo| request_goodput(&open.records, slo, stats.duration_s));
+        let stream_shapes = open
+            .records
+            .iter()
+            .filter_map(StreamShape::from_record)
+            .collect();
         let mut level = FinishedLevel {
             info: open.info,
             partial,
             stats,
             client,
+            goodput,
+            stream_shapes,
             file: None,
         };
         if level.stats.completed + level.stats.failed > 0 {
@@ -325,6 +378,11 @@ impl Recorder {
             json!(round3(level.info.started_at.as_secs_f64())),
         );
         level.stats.insert_json(&mut map, &self.run.percentiles);
+        if let Some(goodput) = &level.goodput {
+            // vLLM's `request_goodput` is a rate; the whole count rides beside it.
+            map.insert("request_goodput".into(), json!(round3(goodput.rate_per_s)));
+            map.insert("goodput".into(), goodput.to_json());
+        }
         map.insert(
             "client".into(),
             json!({"cpu_percent": level.client.cpu_percent.map(round3),
@@ -343,12 +401,52 @@ impl Recorder {
         Value::Object(map)
     }
 
-    /// Diagnoses over the complete (non-partial) levels, or all when none is complete.
-    pub fn diagnoses(&self) -> Vec<Diagnosis> {
-        let saved: Vec<&FinishedLevel> =
+    /// Knee and capacity over the levels finished so far (partial and manual
+    /// ones are left out by the decision rules themselves).
+    pub fn decision(&self) -> Decision {
+        let points: Vec<LevelPoint> = self
+            .saved_levels()
+            .iter()
+            .filter_map(|l| l.point())
+            .collect();
+        decide(&points, &self.run.decision.slo)
+    }
+
+    /// Cost at capacity, when a GPU price was given and a capacity is known.
+    pub fn cost(&self, decision: &Decision) -> Option<Cost> {
+        let price = self.run.decision.gpu_price_per_hour?;
+        let capacity = decision.capacity.as_ref().ok()?;
+        Some(cost(
+            capacity.output_throughput,
+            price,
+            self.run.decision.api_price_per_m,
+            self.run.decision.utilization,
+        ))
+    }
+
+    /// Levels with a file, in run order.
+    fn saved_levels(&self) -> Vec<&FinishedLevel> {
+        let mut saved: Vec<&FinishedLevel> =
             self.finished.iter().filter(|l| l.file.is_some()).collect();
+        saved.sort_by_key(|l| l.info.index);
+        saved
+    }
+
+    /// Every check that fires over the run so far. Level checks look at the
+    /// complete levels, or at all saved ones when none is complete.
+    pub fn diagnoses(&self) -> Vec<Diagnosis> {
+        self.diagnoses_for(&self.decision())
+    }
+
+    /// `diagnoses` with a decision already at hand.
+    pub fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
+        let saved = self.saved_levels();
         let complete: Vec<&FinishedLevel> = saved.iter().copied().filter(|l| !l.partial).collect();
-        let basis = if complete.is_empty() { saved } else { complete };
+        let basis = if complete.is_empty() {
+            saved.clone()
+        } else {
+            complete
+        };
         let views: Vec<LevelView<'_>> = basis
             .iter()
             .map(|l| LevelView {
@@ -356,13 +454,38 @@ impl Recorder {
                 stats: &l.stats,
             })
             .collect();
-        diagnose(&views, self.run.input_len, self.run.output_len)
+        let loads: Vec<ClientLevelLoad> = saved
+            .iter()
+            .map(|l| ClientLevelLoad {
+                concurrency: l.info.concurrency,
+                cpu_percent: l.client.cpu_percent,
+                loop_lag_ms_p99: l.client.loop_lag_ms_p99,
+            })
+            .collect();
+        let shapes: Vec<StreamShape> = basis
+            .iter()
+            .flat_map(|l| l.stream_shapes.iter().copied())
+            .collect();
+        let points: Vec<LevelPoint> = saved.iter().filter_map(|l| l.point()).collect();
+        let spreads = rounds_spread(&points);
+        diagnose_run(&DiagnoseInput {
+            levels: &views,
+            input_target: self.run.input_len,
+            output_target: self.run.output_len,
+            warmup_requests: Some(self.run.warmup_requests),
+            connect_probe_ms: self.run.connect_probe_ms,
+            client_loads: &loads,
+            stream_shapes: &shapes,
+            rounds: self.run.decision.rounds,
+            spreads: &spreads,
+            decision: Some(decision),
+        })
     }
 
     fn write_summary(&self) -> Result<()> {
-        let mut saved: Vec<&FinishedLevel> =
-            self.finished.iter().filter(|l| l.file.is_some()).collect();
-        saved.sort_by_key(|l| l.info.index);
+        let saved = self.saved_levels();
+        let decision = self.decision();
+        let cost = self.cost(&decision);
         let levels: Vec<Value> = saved
             .iter()
             .map(|l| {
@@ -378,15 +501,26 @@ impl Recorder {
                 v
             })
             .collect();
-        let diagnoses: Vec<Value> = self.diagnoses().iter().map(Diagnosis::to_json).collect();
+        let diagnoses: Vec<Value> = self
+            .diagnoses_for(&decision)
+            .iter()
+            .map(Diagnosis::to_json)
+            .collect();
+        let spreads: Vec<Value> =
+            rounds_spread(&saved.iter().filter_map(|l| l.point()).collect::<Vec<_>>())
+                .iter()
+                .map(|s| s.to_json())
+                .collect();
         let summary = json!({
             "tokbench_version": env!("CARGO_PKG_VERSION"),
             "run": self.run.to_json(),
             "levels": levels,
-            "knee": null,
-            "capacity": null,
-            "cost": null,
+            "knee": decision.knee_json(),
+            "capacity": decision.capacity_json(),
+            "capacity_reason": decision.capacity_line(),
+            "cost": cost.as_ref().map_or(Value::Null, Cost::to_json),
             "diagnoses": diagnoses,
+            "rounds": spreads,
             "warmup": self.warmup,
             "target_changes": self.target_changes.iter()
                 .map(|(at, c)| json!({"at_s": round3(*at), "concurrency": c}))
