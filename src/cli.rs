@@ -25,6 +25,43 @@ pub enum Command {
     Sim(SimArgs),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
     Demo(Box<SweepArgs>),
+    /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart or one HTML page.
+    Report(ReportArgs),
+    /// Compare result folders (or summary.json files) side by side.
+    Compare(CompareArgs),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Md,
+    Csv,
+    Json,
+    Svg,
+    Html,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A result folder (with summary.json) or a summary.json file.
+    pub dir: std::path::PathBuf,
+
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: ReportFormat,
+
+    /// Write here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Two or more result folders or summary.json files; the first is the baseline.
+    #[arg(required = true, num_args = 2.., value_name = "DIR_OR_SUMMARY")]
+    pub runs: Vec<std::path::PathBuf>,
+
+    /// Compare even when the runs' input/output lengths or profiles differ.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Wire format used to talk to the server.

@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod compare;
 pub mod load;
 pub mod probe;
 pub mod protocol;

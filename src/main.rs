@@ -69,6 +69,8 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             .await?;
             Ok(0)
         }
+        Command::Report(args) => tokbench::report::formats::run_report_command(&args),
+        Command::Compare(args) => tokbench::compare::run_compare_command(&args),
         Command::Demo(mut args) => {
             apply_demo_defaults(&mut args, sub);
             // Fewer batch slots than the top level's streams, so the sweep
