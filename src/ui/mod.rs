@@ -1,10 +1,298 @@
-//! The live terminal view (being written): until it lands, the headless face.
+//! The live terminal view: watch a sweep and steer it by keypress.
+//!
+//! Split the way the data flows (DESIGN.md section 4):
+//! - [`app`]: the state, folded from driver events and key presses; pure;
+//! - [`draw`]: the screen as a function of that state;
+//! - [`widgets`], [`theme`]: the pieces it is drawn with;
+//! - [`terminal`]: raw mode and the alternate screen, always given back;
+//! - this file: the event loop that ties them to the driver and the recorder.
+//!
+//! The loop owns the state alone (no locks). It never measures: the load
+//! tasks took every timestamp before a record reaches it, so a slow terminal
+//! delays the picture, never the figures.
 
-use color_eyre::eyre::Result;
+pub mod app;
+pub mod draw;
+pub mod terminal;
+pub mod theme;
+pub mod widgets;
 
-use crate::run::{self, Prepared};
+/// Synthetic runs for the snapshot tests, the screenshots and the render
+/// benchmark (a bench can only reach the library's public items).
+#[doc(hidden)]
+pub mod scenes;
+
+#[cfg(test)]
+mod snapshot_tests;
+
+use std::pin::pin;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use color_eyre::eyre::{Result, WrapErr};
+use crossterm::event::{Event, EventStream};
+use futures_util::StreamExt;
+use tokio::time::MissedTickBehavior;
+
+use crate::load::driver::{Command, DriverEvent, DriverHandle};
+use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
+use crate::report::recorder::Recorder;
+use crate::report::text;
+use crate::run::{self, Prepared, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+
+use app::{Action, App, Phase, RunView};
+use terminal::{TerminalGuard, Tui};
+use theme::{ColorMode, Palette};
+
+/// Driver events folded per wake-up at most, so a flood of records cannot
+/// hold off keys and frames; the rest wait for the next turn of the loop.
+const MAX_BATCH: usize = 4096;
+/// After `q`, how long to wait for the driver to say it stopped (cancelled
+/// requests return at once; this only guards against a wedged socket).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// How the loop ended.
+enum Ending {
+    /// q, Esc or Ctrl-C: exit 0 with what was saved.
+    Quit,
+    /// SIGINT or SIGTERM from outside: exit 130 after saving.
+    Signal,
+    /// The run could not go on.
+    Failed(String),
+}
 
 /// Run a prepared sweep with the live view. Returns the exit code.
 pub async fn run_tui(prepared: Prepared) -> Result<i32> {
-    run::run_headless(prepared).await
+    let mut guard = match TerminalGuard::enter() {
+        Ok(guard) => guard,
+        Err(e) => {
+            // A terminal that will not take raw mode can still get the run.
+            eprintln!("tokbench: no live view ({e:#}); running headless");
+            return run::run_headless(prepared).await;
+        }
+    };
+    let lag = LagMonitor::start();
+    // Created after the terminal is taken, so that an unwritable folder is
+    // reported (by the guard's restore, then main) before any load is sent.
+    let mut recorder = Recorder::create(&prepared.result_dir, prepared.run.clone(), lag)?;
+    let palette = Palette::new(ColorMode::from_env());
+    let mut app = App::new(RunView::from_prepared(&prepared), palette);
+    let run_start = Instant::now();
+    let mut driver = run::start_driver(&prepared, run_start);
+
+    let ending = event_loop(
+        &mut guard.terminal,
+        &mut app,
+        &mut driver,
+        &mut recorder,
+        prepared.plan.fps,
+        run_start,
+    )
+    .await;
+    if ending.is_err() {
+        // The view failed (terminal gone, disk full): stop the load too.
+        let _ = driver.commands.send(Command::Stop);
+    }
+    // Close the books before the terminal is given back: levels still open
+    // are saved as partial.
+    let finished = recorder.finish();
+    drop(guard);
+    let ending = ending?;
+    finished?;
+
+    if let Ending::Failed(error) = &ending {
+        eprintln!("tokbench: {error}");
+        return Ok(EXIT_FAILED);
+    }
+    // The same closing lines as the headless face.
+    print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
+    let decision = recorder.decision();
+    println!("{}", decision.capacity_line());
+    if let Some(knee) = &decision.knee {
+        println!("knee: {}", knee.reason);
+    }
+    if let Some(cost) = recorder.cost(&decision) {
+        println!("cost: {}", cost.verdict);
+    }
+    for diagnosis in recorder.diagnoses_for(&decision) {
+        println!("note: {}", diagnosis.message);
+    }
+    println!("results: {}", recorder.dir().display());
+    Ok(match ending {
+        Ending::Signal => EXIT_INTERRUPTED,
+        _ => EXIT_OK,
+    })
+}
+
+/// CPU share of this process (load tasks included) over the last second.
+struct CpuMeter {
+    cpu: Duration,
+    wall: Instant,
+}
+
+impl CpuMeter {
+    fn new() -> CpuMeter {
+        CpuMeter {
+            cpu: process_cpu_time(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// A fresh figure once a second, `None` in between.
+    fn sample(&mut self) -> Option<Option<f64>> {
+        let wall = self.wall.elapsed();
+        if wall < Duration::from_secs(1) {
+            return None;
+        }
+        let cpu = process_cpu_time();
+        let percent = cpu_percent(self.cpu, cpu, wall);
+        self.cpu = cpu;
+        self.wall = Instant::now();
+        Some(percent)
+    }
+}
+
+/// One driver event into the state and the recorder, which gets every
+/// event exactly as the headless runner feeds it.
+fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result<()> {
+    app.on_driver_event(event);
+    if let Some(level) = recorder.on_event(event)? {
+        app.on_level_saved(level);
+        // A handful of levels: cheap, and only when one finishes.
+        let decision = recorder.decision();
+        app.set_verdict(
+            decision.capacity.as_ref().ok().map(|c| c.concurrency),
+            decision
+                .knee
+                .as_ref()
+                .map(|k| (k.from_concurrency, k.to_concurrency)),
+        );
+    }
+    Ok(())
+}
+
+async fn event_loop(
+    terminal: &mut Tui,
+    app: &mut App,
+    driver: &mut DriverHandle,
+    recorder: &mut Recorder,
+    fps: u32,
+    run_start: Instant,
+) -> Result<Ending> {
+    let mut input = EventStream::new();
+    let mut frames = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(fps.max(1))));
+    frames.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut interrupt = pin!(run::interrupted());
+    let mut cpu = CpuMeter::new();
+    let mut signalled = false;
+    let mut driver_open = true;
+    let mut input_open = true;
+    let mut stop_sent_at: Option<Instant> = None;
+
+    let mut redraw = |terminal: &mut Tui, app: &mut App, driver: &DriverHandle| -> Result<()> {
+        app.set_in_flight(driver.in_flight.load(Ordering::Relaxed));
+        app.on_tick(run_start.elapsed());
+        if let Some(percent) = cpu.sample() {
+            app.set_client_cpu(percent);
+        }
+        terminal
+            .draw(|frame| draw::draw(frame, app))
+            .wrap_err("cannot draw on the terminal")?;
+        Ok(())
+    };
+    redraw(terminal, app, driver)?;
+
+    loop {
+        tokio::select! {
+            event = driver.events.recv(), if driver_open => match event {
+                Some(event) => {
+                    absorb(app, recorder, &event)?;
+                    // Take everything already queued: at 1000 records a
+                    // second this is one state update per frame, not 1000.
+                    for _ in 0..MAX_BATCH {
+                        match driver.events.try_recv() {
+                            Ok(event) => absorb(app, recorder, &event)?,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                None => {
+                    driver_open = false;
+                    if !app.is_finished() {
+                        // The driver task ended without its last word: a bug.
+                        app.on_driver_event(&DriverEvent::Finished {
+                            stopped_by_user: false,
+                            error: Some("the load driver stopped unexpectedly".into()),
+                        });
+                    }
+                }
+            },
+            key = input.next(), if input_open => match key {
+                Some(Ok(Event::Key(key))) => {
+                    match app.on_key(key) {
+                        Some(Action::Send(command)) => {
+                            if command == Command::Stop {
+                                stop_sent_at = Some(Instant::now());
+                            }
+                            // A driver that already ended has dropped its
+                            // receiver; nothing is left to steer then.
+                            let _ = driver.commands.send(command);
+                        }
+                        Some(Action::Exit) => return Ok(Ending::Quit),
+                        None => {}
+                    }
+                    // Show the key's effect now, not at the next frame.
+                    redraw(terminal, app, driver)?;
+                }
+                Some(Ok(Event::Resize(..))) => redraw(terminal, app, driver)?,
+                Some(Ok(_)) => {}
+                // No more input (stdin closed): nobody can press q, so the
+                // run ends when the driver does.
+                Some(Err(_)) | None => input_open = false,
+            },
+            _ = frames.tick() => {
+                if terminal::panicked() && stop_sent_at.is_none() {
+                    // The hook gave the terminal back; save and leave.
+                    stop_sent_at = Some(Instant::now());
+                    app.quitting = true;
+                    let _ = driver.commands.send(Command::Stop);
+                }
+                if !terminal::panicked() {
+                    redraw(terminal, app, driver)?;
+                }
+            }
+            _ = &mut interrupt, if !signalled => {
+                signalled = true;
+                app.quitting = true;
+                stop_sent_at = Some(Instant::now());
+                let _ = driver.commands.send(Command::Stop);
+            }
+        }
+
+        if let Phase::Finished { error, .. } = &app.phase {
+            if let Some(error) = error {
+                return Ok(Ending::Failed(error.clone()));
+            }
+            if terminal::panicked() {
+                return Ok(Ending::Failed(
+                    "the live view hit a bug (panic above); results so far are saved".into(),
+                ));
+            }
+            if signalled {
+                return Ok(Ending::Signal);
+            }
+            if app.quitting || !input_open {
+                return Ok(Ending::Quit);
+            }
+            // Finished by itself: the final screen stays until q.
+        } else if stop_sent_at.is_some_and(|at| at.elapsed() >= STOP_GRACE) {
+            // The driver did not confirm the stop in time; what is open is
+            // saved as partial by the recorder's finish.
+            return Ok(if signalled {
+                Ending::Signal
+            } else {
+                Ending::Quit
+            });
+        }
+    }
 }

@@ -1,0 +1,885 @@
+//! The screen, drawn from the state alone: `draw(frame, app)` reads `App`
+//! and writes cells, nothing else. ratatui diffs each frame against the last
+//! one, so only changed cells reach the terminal (no flicker, little output
+//! over SSH).
+//!
+//! Layout, top to bottom: header, concurrency line, TTFT | ITL bars, chart |
+//! level table, counters, footer. Below 76 columns the chart goes (or stacks
+//! above the table when there are rows to spare); lines drop their least
+//! useful parts whole, so nothing is ever cut in the middle of a number.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget};
+use ratatui::Frame;
+
+use super::app::{App, LevelRow, LevelState, Phase, SparkPoint, OWN_COLUMN};
+use super::widgets::{
+    clock, compact, ellipsize, figure, fit, grouped, keep_fitting, ChartPoint, Part, PointKind,
+    Spark, ThroughputChart, P99_GLYPH,
+};
+use crate::load::driver::Mode;
+
+/// Below this the screen only says it is too small.
+pub const MIN_WIDTH: u16 = 40;
+pub const MIN_HEIGHT: u16 = 12;
+/// Narrower than this, the chart is left out or stacked.
+const SIDE_BY_SIDE: u16 = 76;
+/// The chart is not worth drawing narrower than this.
+const CHART_MIN_WIDTH: u16 = 30;
+
+pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    render(area, frame.buffer_mut(), app);
+}
+
+/// The whole screen into `buf` (what `draw` does; benches and tests call it
+/// on a bare buffer).
+pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        too_small(area, buf, app);
+        return;
+    }
+    let h = area.height;
+    let counters_h = if h >= 20 { 2 } else { 1 };
+    // Bars grow with the screen, but the chart and the table matter more.
+    let spark_h = match h {
+        0..=29 => 3,
+        30..=39 => 5,
+        _ => 7,
+    };
+    let [header, status, sparks, main, counters, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(spark_h),
+        Constraint::Min(0),
+        Constraint::Length(counters_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    header_line(app, header).render(header, buf);
+    status_line(app, status).render(status, buf);
+    latency_panels(app, sparks, buf);
+    main_panels(app, main, buf);
+    counter_lines(app, counters, buf);
+    footer_line(app, footer).render(footer, buf);
+    if app.show_help {
+        help(app, area, buf);
+    }
+}
+
+fn too_small(area: Rect, buf: &mut Buffer, app: &App) {
+    let text = format!("terminal too small: {MIN_WIDTH}x{MIN_HEIGHT} or more");
+    let lines = vec![
+        Line::styled(text, app.palette.strong),
+        Line::styled("q quits and saves", app.palette.dim),
+    ];
+    let y = area.y + area.height.saturating_sub(2) / 2;
+    let rest = Rect::new(
+        area.x,
+        y,
+        area.width,
+        area.height.saturating_sub(y - area.y),
+    );
+    Paragraph::new(lines)
+        .centered()
+        .wrap(ratatui::widgets::Wrap { trim: true })
+        .render(rest, buf);
+}
+
+// ---------------------------------------------------------------- top lines
+
+fn header_line(app: &App, area: Rect) -> Line<'static> {
+    let p = &app.palette;
+    let run = &app.run;
+    let elapsed = clock(app.elapsed.as_secs());
+    let name_room = usize::from(area.width / 3).max(12);
+    let mut parts = vec![Part::text(0, " tokbench", p.brand)];
+    if run.simulated {
+        parts.push(Part::text(0, " SIMULATED SERVER ", p.badge_sim));
+    }
+    parts.push(Part::text(1, ellipsize(&run.target, name_room), p.text));
+    let engine = match &run.engine_version {
+        Some(v) => format!("{} {v}", run.engine),
+        None => run.engine.clone(),
+    };
+    if !engine.is_empty() {
+        parts.push(Part::text(3, engine, p.dim));
+    }
+    parts.push(Part::text(2, ellipsize(&run.model, name_room), p.strong));
+    parts.push(Part::text(
+        0,
+        format!("in {} / out {}", run.input_len, run.output_len),
+        p.strong,
+    ));
+    parts.push(Part::text(
+        4,
+        if run.ignore_eos {
+            "ignore_eos"
+        } else {
+            "no ignore_eos"
+        },
+        p.dim,
+    ));
+    if let Some(knobs) = &run.knobs {
+        parts.push(Part::text(5, ellipsize(knobs, name_room), p.dim));
+    }
+    with_right(
+        parts,
+        Span::styled(format!("{elapsed} "), p.strong),
+        area.width,
+    )
+}
+
+/// `parts` fitted to the left and `right` at the right edge.
+fn with_right(parts: Vec<Part<'static>>, right: Span<'static>, width: u16) -> Line<'static> {
+    let right_w = right.width() as u16;
+    let mut line = fit(parts, width.saturating_sub(right_w + 2), 2);
+    let pad = usize::from(width).saturating_sub(line.width() + usize::from(right_w));
+    line.spans.push(Span::raw(" ".repeat(pad)));
+    line.spans.push(right);
+    line
+}
+
+fn gauge(done: u32, total: u32, width: usize, style: Style, dim: Style) -> Vec<Span<'static>> {
+    let filled = if total == 0 {
+        0
+    } else {
+        ((u64::from(done.min(total)) * width as u64) / u64::from(total)) as usize
+    };
+    vec![
+        Span::styled("█".repeat(filled), style),
+        Span::styled("░".repeat(width - filled), dim),
+    ]
+}
+
+fn status_line(app: &App, area: Rect) -> Line<'static> {
+    let p = &app.palette;
+    let mut parts = Vec::new();
+    let in_flight = format!("(in flight {})", app.in_flight);
+    match &app.phase {
+        Phase::Starting => {
+            parts.push(Part::text(0, " starting", p.strong));
+        }
+        Phase::Warmup {
+            requests,
+            concurrency,
+        } => {
+            parts.push(Part::text(0, " WARMUP ", p.badge_paused));
+            parts.push(Part::text(
+                1,
+                format!("{requests} requests at concurrency {concurrency}, not counted"),
+                p.text,
+            ));
+            parts.push(Part::text(0, in_flight, p.text));
+        }
+        Phase::Running | Phase::Finished { .. } => {
+            let label = if area.width >= 60 {
+                " Concurrency "
+            } else {
+                " c "
+            };
+            parts.push(Part::new(
+                0,
+                vec![
+                    Span::styled(label, p.text),
+                    Span::styled(app.target.to_string(), p.strong),
+                ],
+            ));
+            parts.push(Part::text(0, in_flight, p.text));
+            if let Some(level) = app.current() {
+                if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
+                    parts.push(Part::text(
+                        1,
+                        format!("level {}/{}", k + 1, app.run.plan.len()),
+                        p.text,
+                    ));
+                    let width = if area.width >= 120 { 20 } else { 8 };
+                    parts.push(Part::new(
+                        3,
+                        gauge(level.done, total, width, p.gauge, p.dim),
+                    ));
+                    parts.push(Part::text(1, format!("{}/{total}", level.done), p.text));
+                } else {
+                    parts.push(Part::text(
+                        1,
+                        format!("{} done", grouped(u64::from(level.done))),
+                        p.text,
+                    ));
+                }
+            }
+            if app.quitting && !app.is_finished() {
+                parts.push(Part::text(0, " STOPPING ", p.badge_paused));
+            } else if app.is_finished() {
+                parts.push(Part::text(0, " FINISHED ", p.badge_plan));
+            } else if app.is_manual() {
+                parts.push(Part::text(0, " MANUAL ", p.badge_manual));
+            } else if app.current().is_some() {
+                parts.push(Part::text(0, " PLANNED ", p.badge_plan));
+            }
+            if app.paused && !app.is_finished() {
+                parts.push(Part::text(0, " PAUSED ", p.badge_paused));
+            }
+            if app.current().is_some() {
+                parts.push(Part::text(
+                    2,
+                    format!("now {} tok/s", compact(app.recent_tok_s)),
+                    p.text,
+                ));
+            }
+        }
+    }
+    with_right(parts, Span::styled("? help ", p.dim), area.width)
+}
+
+// ---------------------------------------------------------------- latency
+
+fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
+    let [left, right] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
+    let l = &app.latency;
+    let p = &app.palette;
+    let ttft: fn(&SparkPoint) -> Option<u64> = |pt| pt.ttft_p99_us;
+    let itl: fn(&SparkPoint) -> Option<u64> = |pt| pt.itl_p99_us;
+    let panels = [
+        (left, "TTFT ms", l.ttft_p50_ms, l.ttft_p99_ms, p.ttft, ttft),
+        (right, "ITL ms", l.itl_p50_ms, l.itl_p99_ms, p.itl, itl),
+    ];
+    for (rect, name, p50, p99, style, value) in panels {
+        let title_room = rect.width.saturating_sub(4);
+        let title = fit(
+            vec![
+                Part::text(0, name.to_string(), p.title),
+                Part::text(1, format!("p50 {}", figure(p50)), p.strong),
+                Part::text(0, format!("p99 {}", figure(p99)), p.strong),
+            ],
+            title_room,
+            2,
+        );
+        let mut block = Block::bordered()
+            .border_type(BorderType::Rounded)
+            .border_style(p.border)
+            .title(Line::from(padded(title)));
+        let caption = "p99 each second, last minute";
+        if usize::from(rect.width) >= caption.len() + 6 && rect.height >= 3 {
+            block = block.title_bottom(Line::styled(format!(" {caption} "), p.dim).right_aligned());
+        }
+        let inner = block.inner(rect);
+        block.render(rect, buf);
+        Spark {
+            points: &l.points,
+            value,
+            style,
+            marker_style: p.marker,
+        }
+        .render(inner, buf);
+    }
+}
+
+/// A title with a space either side, as borders want it.
+fn padded(line: Line<'_>) -> Vec<Span<'_>> {
+    let mut spans = vec![Span::raw(" ")];
+    spans.extend(line.spans);
+    spans.push(Span::raw(" "));
+    spans
+}
+
+// ---------------------------------------------------------------- chart and table
+
+fn main_panels(app: &App, area: Rect, buf: &mut Buffer) {
+    if area.height < 3 {
+        return;
+    }
+    let table = LevelTable::build(app);
+    // Side by side, the table takes its natural width up to a bit over
+    // half: the chart needs columns for its x axis.
+    let wide_room = area
+        .width
+        .saturating_sub(CHART_MIN_WIDTH + 2)
+        .min(area.width * 11 / 20);
+    if area.width >= SIDE_BY_SIDE && area.height >= 6 {
+        let variant = table.variant_for(wide_room);
+        let table_w = (table.width(&variant) + 2).min(wide_room);
+        let [chart_area, table_area] =
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(table_w)]).areas(area);
+        chart_panel(app, chart_area, buf);
+        table.render(app, &variant, table_area, buf);
+    } else if area.height >= 16 {
+        let variant = table.variant_for(area.width.saturating_sub(2));
+        let rows_h = (table.rows.len() as u16 + 3).clamp(5, area.height / 2);
+        let [chart_area, table_area] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(rows_h)]).areas(area);
+        chart_panel(app, chart_area, buf);
+        table.render(app, &variant, table_area, buf);
+    } else {
+        let variant = table.variant_for(area.width.saturating_sub(2));
+        table.render(app, &variant, area, buf);
+    }
+}
+
+fn chart_points(app: &App) -> Vec<ChartPoint> {
+    app.levels
+        .iter()
+        .filter(|l| l.has_results())
+        .map(|l| ChartPoint {
+            concurrency: l.info.concurrency,
+            tok_s: l.figures.output_tok_s,
+            p99_ttft_ms: l.figures.ttft_p99_ms,
+            kind: kind_of(l),
+            partial: l.is_partial(),
+        })
+        .collect()
+}
+
+fn kind_of(l: &LevelRow) -> PointKind {
+    if l.is_running() {
+        PointKind::Running
+    } else if l.info.mode == Mode::Manual {
+        PointKind::Manual
+    } else {
+        PointKind::Planned
+    }
+}
+
+fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let points = chart_points(app);
+    let room = area.width.saturating_sub(4);
+    let title = fit(
+        vec![
+            Part::text(0, "output tok/s", p.title),
+            Part::text(1, "vs streams", p.title),
+        ],
+        room,
+        1,
+    );
+    let legend = chart_legend(app, &points, room);
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(title)))
+        .title_bottom(Line::from(padded(legend)).right_aligned());
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let x_max = app
+        .run
+        .plan
+        .iter()
+        .copied()
+        .chain(app.levels.iter().map(|l| l.info.concurrency))
+        .chain(std::iter::once(app.target))
+        .max()
+        .unwrap_or(1);
+    ThroughputChart {
+        points: &points,
+        x_max,
+        palette: p,
+    }
+    .render(inner, buf);
+}
+
+/// The marks in use, in words when they fit, glyphs alone when not; the
+/// p99 series always says its unit and its axis.
+fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
+    let p = &app.palette;
+    let mut marks: Vec<(char, &str, Style)> =
+        vec![(PointKind::Planned.glyph(false), "level", p.point_planned)];
+    if points.iter().any(|pt| pt.partial) {
+        marks.push((PointKind::Planned.glyph(true), "partial", p.point_planned));
+    }
+    if points.iter().any(|pt| pt.kind == PointKind::Manual) {
+        marks.push((PointKind::Manual.glyph(false), "manual", p.point_manual));
+    }
+    if points.iter().any(|pt| pt.kind == PointKind::Running) {
+        marks.push((PointKind::Running.glyph(false), "now", p.running));
+    }
+    let p99 = Part::text(0, format!("{P99_GLYPH} p99 TTFT ms (right)"), p.p99);
+    let p99_width = p99.spans.iter().map(Span::width).sum::<usize>();
+    let worded: usize = marks.iter().map(|(_, w, _)| w.len() + 4).sum::<usize>() + p99_width;
+    let mut parts = Vec::new();
+    if worded <= usize::from(room) {
+        for (glyph, word, style) in marks {
+            parts.push(Part::text(0, format!("{glyph} {word}"), style));
+        }
+    } else {
+        let glyphs: Vec<Span<'static>> = marks
+            .iter()
+            .map(|(glyph, _, style)| Span::styled(glyph.to_string(), *style))
+            .chain(std::iter::once(Span::styled(" tok/s", p.dim)))
+            .collect();
+        parts.push(Part::new(1, glyphs));
+    }
+    parts.push(p99);
+    fit(parts, room, 2)
+}
+
+/// A column of the level table: its header in three lengths (long, the
+/// sketch's, shortest), how much it matters when space runs out (0 stays
+/// longest).
+struct Column {
+    heads: [&'static str; 3],
+    prio: u8,
+}
+
+const NOTE: usize = 6;
+
+const COLUMNS: [Column; 7] = [
+    Column {
+        heads: ["streams", "streams", "strm"],
+        prio: 0,
+    },
+    Column {
+        heads: ["tok/s/stream", "tok/s/str", "/strm"],
+        prio: 1,
+    },
+    Column {
+        heads: ["total tok/s", "tok/s", "tok/s"],
+        prio: 0,
+    },
+    Column {
+        heads: ["TTFT p50", "p50", "p50"],
+        prio: 3,
+    },
+    Column {
+        heads: ["TTFT p99", "p99", "p99"],
+        prio: 1,
+    },
+    Column {
+        heads: ["errors", "err", "err"],
+        prio: 2,
+    },
+    Column {
+        heads: ["note", "note", "note"],
+        prio: 2,
+    },
+];
+
+struct TableRow {
+    mark: char,
+    cells: [String; 7],
+    style: Style,
+    note_style: Style,
+    failed: bool,
+}
+
+struct LevelTable {
+    rows: Vec<TableRow>,
+}
+
+/// Which headers (0 long, 1 the sketch's, 2 short) and columns a table is
+/// drawn with, and the spaces between columns.
+struct Variant {
+    tier: usize,
+    keep: [bool; 7],
+    gap: u16,
+}
+
+impl LevelTable {
+    fn build(app: &App) -> LevelTable {
+        let rows = app
+            .levels
+            .iter()
+            .filter(|l| l.has_results() || l.is_running())
+            .map(|l| Self::row(app, l))
+            .collect();
+        LevelTable { rows }
+    }
+
+    fn row(app: &App, l: &LevelRow) -> TableRow {
+        let p = &app.palette;
+        let f = &l.figures;
+        let mark = if l.is_running() {
+            '▶'
+        } else {
+            kind_of(l).glyph(l.is_partial())
+        };
+        let complete_plan =
+            l.state == (LevelState::Finished { partial: false }) && l.info.mode != Mode::Manual;
+        let c = l.info.concurrency;
+        let (note, note_style) = match l.state {
+            LevelState::Running => ("", p.text),
+            LevelState::Draining => ("draining", p.dim),
+            LevelState::Finished { partial: true } => ("partial", p.dim),
+            LevelState::Finished { partial: false } => {
+                if complete_plan && app.capacity == Some(c) {
+                    ("capacity", p.capacity)
+                } else if complete_plan && app.knee.is_some_and(|(_, to)| to == c) {
+                    ("knee", p.knee)
+                } else {
+                    ("", p.text)
+                }
+            }
+        };
+        let has = l.has_results();
+        let num = |x: f64| if has { figure(Some(x)) } else { "-".into() };
+        TableRow {
+            mark,
+            cells: [
+                c.to_string(),
+                num(f.per_stream_tok_s),
+                num(f.output_tok_s),
+                figure(f.ttft_p50_ms),
+                figure(f.ttft_p99_ms),
+                grouped(u64::from(l.failed)),
+                note.to_string(),
+            ],
+            style: if l.is_running() {
+                p.running
+            } else if l.is_partial() {
+                p.dim
+            } else {
+                p.text
+            },
+            note_style,
+            failed: l.failed > 0,
+        }
+    }
+
+    fn col_width(&self, i: usize, tier: usize) -> u16 {
+        let head = COLUMNS[i].heads[tier];
+        self.rows
+            .iter()
+            .map(|r| r.cells[i].chars().count())
+            .chain(std::iter::once(head.chars().count()))
+            .max()
+            .unwrap_or(0) as u16
+    }
+
+    /// Mark column, then each kept column with `gap` spaces before it.
+    fn width(&self, v: &Variant) -> u16 {
+        1 + (0..7)
+            .filter(|&i| v.keep[i])
+            .map(|i| self.col_width(i, v.tier) + v.gap)
+            .sum::<u16>()
+    }
+
+    /// Long headers when they fit, then shorter ones and tighter gaps,
+    /// then the least useful columns go, until the table fits `room`
+    /// (border included).
+    fn variant_for(&self, room: u16) -> Variant {
+        // The note column only when some row has a note.
+        let any_note = self.rows.iter().any(|r| !r.cells[NOTE].is_empty());
+        let mut base = [true; 7];
+        base[NOTE] = any_note;
+        for (tier, gap) in [(0, 2), (1, 2), (2, 1)] {
+            let v = Variant {
+                tier,
+                keep: base,
+                gap,
+            };
+            if self.width(&v) + 2 <= room {
+                return v;
+            }
+        }
+        let parts: Vec<Part<'_>> = (0..7)
+            .map(|i| {
+                let w = if base[i] { self.col_width(i, 2) + 1 } else { 0 };
+                Part::text(
+                    COLUMNS[i].prio,
+                    " ".repeat(usize::from(w)),
+                    Style::default(),
+                )
+            })
+            .collect();
+        let fits = keep_fitting(&parts, usize::from(room.saturating_sub(3)), 0);
+        let mut keep = [false; 7];
+        for i in 0..7 {
+            keep[i] = base[i] && fits[i];
+        }
+        Variant {
+            tier: 2,
+            keep,
+            gap: 1,
+        }
+    }
+
+    fn render(&self, app: &App, v: &Variant, area: Rect, buf: &mut Buffer) {
+        let p = &app.palette;
+        let title = fit(
+            vec![
+                Part::text(0, "levels", p.title),
+                Part::text(1, "TTFT in ms", p.dim),
+            ],
+            area.width.saturating_sub(4),
+            2,
+        );
+        let block = Block::new()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Rounded)
+            .border_style(p.border)
+            .title(Line::from(padded(title)));
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height == 0 {
+            return;
+        }
+        let widths: Vec<usize> = (0..7)
+            .map(|i| usize::from(self.col_width(i, v.tier)))
+            .collect();
+        let gap = " ".repeat(usize::from(v.gap));
+        // Numbers right-aligned under right-aligned headers; the note is
+        // text, left-aligned.
+        let cell = |i: usize, text: &str| {
+            if i == NOTE {
+                format!("{text:<w$}", w = widths[i])
+            } else {
+                format!("{text:>w$}", w = widths[i])
+            }
+        };
+        let mut header = vec![Span::raw(" ")];
+        for i in (0..7).filter(|&i| v.keep[i]) {
+            header.push(Span::raw(gap.clone()));
+            header.push(Span::styled(cell(i, COLUMNS[i].heads[v.tier]), p.header));
+        }
+        Line::from(header).render(Rect::new(inner.x, inner.y, inner.width, 1), buf);
+        let body_h = usize::from(inner.height - 1);
+        if self.rows.is_empty() {
+            if body_h > 0 {
+                Line::styled("  no level has results yet", p.dim)
+                    .render(Rect::new(inner.x, inner.y + 1, inner.width, 1), buf);
+            }
+            return;
+        }
+        // The newest rows when they do not all fit: the running level is last.
+        let skip = self.rows.len().saturating_sub(body_h);
+        for (n, row) in self.rows.iter().skip(skip).enumerate() {
+            let mut spans = vec![Span::styled(row.mark.to_string(), row.style)];
+            for i in (0..7).filter(|&i| v.keep[i]) {
+                spans.push(Span::raw(gap.clone()));
+                let style = match i {
+                    5 if row.failed => p.bad,
+                    NOTE => row.note_style,
+                    _ => row.style,
+                };
+                spans.push(Span::styled(cell(i, &row.cells[i]), style));
+            }
+            let y = inner.y + 1 + n as u16;
+            Line::from(spans).render(Rect::new(inner.x, y, inner.width, 1), buf);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- bottom lines
+
+fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let c = &app.counters;
+    let count_style = |n: u64| if n > 0 { p.bad } else { p.dim };
+    let mut parts = vec![
+        Part::new(
+            0,
+            vec![
+                Span::styled(" ok ", p.text),
+                Span::styled(grouped(c.ok), p.good),
+            ],
+        ),
+        Part::new(
+            0,
+            vec![
+                Span::styled("failed ", p.text),
+                Span::styled(grouped(c.failed), count_style(c.failed)),
+            ],
+        ),
+    ];
+    let names = ["503", "429", "timeout", "stalled", "closed"];
+    for (key, name) in OWN_COLUMN.iter().zip(names) {
+        let n = c.class(key);
+        let text = if name.starts_with(|ch: char| ch.is_ascii_digit()) {
+            format!("{name} ×{}", grouped(n))
+        } else {
+            format!("{name} {}", grouped(n))
+        };
+        // 503 and 429 stay longest: they say the server's queue is full.
+        let prio = if name.len() == 3 { 1 } else { 2 };
+        parts.push(Part::text(prio, text, count_style(n)));
+    }
+    let other = c.other();
+    if other > 0 {
+        parts.push(Part::text(2, format!("other {}", grouped(other)), p.bad));
+    }
+    if c.cancelled > 0 {
+        parts.push(Part::text(
+            3,
+            format!("cancelled {}", grouped(c.cancelled)),
+            p.dim,
+        ));
+    }
+    let cpu = app
+        .client_cpu
+        .map_or_else(|| "-".to_string(), |v| format!("{v:.0}%"));
+    parts.push(Part::text(3, format!("client cpu {cpu}"), p.dim));
+    fit(parts, area.width, 2).render(Rect::new(area.x, area.y, area.width, 1), buf);
+    if area.height >= 2 {
+        let line = match &c.last_error {
+            Some(e) => {
+                let label = " last error: ";
+                let room = usize::from(area.width).saturating_sub(label.len() + 1);
+                Line::from(vec![
+                    Span::styled(label, p.text),
+                    Span::styled(ellipsize(e, room), p.bad),
+                ])
+            }
+            None => Line::styled(" no errors", p.dim),
+        };
+        line.render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    }
+}
+
+fn footer_line(app: &App, area: Rect) -> Line<'static> {
+    let p = &app.palette;
+    let key = |k: &str, what: &str, prio: u8| {
+        Part::new(
+            prio,
+            vec![
+                Span::styled(k.to_string(), p.key),
+                Span::styled(format!(" {what}"), p.dim),
+            ],
+        )
+    };
+    let mut parts = Vec::new();
+    if let Some(note) = app.status() {
+        parts.push(Part::text(0, note.to_string(), p.strong));
+    }
+    match &app.phase {
+        Phase::Finished { error: Some(e), .. } => {
+            parts.push(Part::text(0, format!("run failed: {e}"), p.bad));
+            parts.push(key("q", "quit", 0));
+        }
+        Phase::Finished { .. } => {
+            parts.push(Part::text(0, "sweep finished — q to quit", p.strong));
+            parts.push(Part::text(
+                1,
+                format!("results: {}", app.run.result_dir),
+                p.dim,
+            ));
+            parts.push(key("?", "help", 2));
+        }
+        _ if app.quitting => {
+            parts.push(Part::text(
+                0,
+                "stopping: cancelling requests in flight, saving results…",
+                p.strong,
+            ));
+        }
+        _ => {
+            parts.push(key("+ - ] [", "concurrency", 0));
+            parts.push(key("n", "next level", 1));
+            parts.push(key("p", if app.paused { "resume" } else { "pause" }, 1));
+            parts.push(key("q", "quit & save", 0));
+            parts.push(key("?", "help", 2));
+        }
+    }
+    let mut line = fit(parts, area.width.saturating_sub(1), 2);
+    line.spans.insert(0, Span::raw(" "));
+    line
+}
+
+// ---------------------------------------------------------------- help
+
+const HELP: [(&str, &str); 11] = [
+    (
+        "TTFT",
+        "request sent -> first generated token: prefill + queueing",
+    ),
+    (
+        "ITL",
+        "gap between output chunks of a stream, pooled over streams",
+    ),
+    (
+        "bars",
+        "one column a second: its p99; │ marks a concurrency change",
+    ),
+    (
+        "p50 p99",
+        "median, 99th percentile; queueing shows in p99 first",
+    ),
+    (
+        "tok/s/stream",
+        "total output tok/s / streams: what each user gets",
+    ),
+    (
+        "total tok/s",
+        "output tokens of all streams per second: capacity",
+    ),
+    (
+        "in flight",
+        "requests sent and not yet answered, all levels",
+    ),
+    (
+        "errors",
+        "503 queue full, 429 overloaded, timeout, stalled, closed",
+    ),
+    ("client cpu", "this tokbench process, % of one core"),
+    (
+        "chart",
+        "● level  ◆ manual  ◉ running  × p99 TTFT (right axis)",
+    ),
+    (
+        "capacity",
+        "highest level within the SLO (p99 TTFT, stream speed)",
+    ),
+];
+
+const KEYS: [(&str, &str); 6] = [
+    ("+ =  -", "one stream more / fewer (switches to MANUAL)"),
+    ("]  [", "double / halve the streams (MANUAL)"),
+    ("n", "next planned level (a planned one ends as partial)"),
+    ("p", "pause / resume sending; requests in flight finish"),
+    (
+        "q Esc",
+        "stop, save all (current level partial), print table",
+    ),
+    ("?", "this help; Esc closes it"),
+];
+
+fn help(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let label_w = HELP
+        .iter()
+        .chain(KEYS.iter())
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let shape = format!(
+        "figures at in {} / out {} tokens",
+        app.run.input_len, app.run.output_len
+    );
+    lines.push(Line::styled(format!(" {shape}"), p.dim));
+    for (k, what) in HELP {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {k:<label_w$}  "), p.strong),
+            Span::styled(what, p.text),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    for (k, what) in KEYS {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {k:<label_w$}  "), p.key),
+            Span::styled(what, p.text),
+        ]));
+    }
+    let content_w = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 1;
+    let w = (content_w + 2).min(area.width.saturating_sub(2));
+    let h = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let rect = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    Clear.render(rect, buf);
+    // Lines wider than a small screen are cut at the border: this is prose,
+    // not figures.
+    Paragraph::new(lines)
+        .block(
+            Block::bordered()
+                .border_type(BorderType::Double)
+                .border_style(p.title)
+                .title(Line::styled(" what the figures mean ", p.title)),
+        )
+        .render(rect, buf);
+}

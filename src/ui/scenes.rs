@@ -1,0 +1,390 @@
+//! Synthetic runs for snapshot tests, screenshots and the render benchmark:
+//! an `App` fed the driver events a real sweep would produce, with fixed
+//! times and deterministic jitter, so every screen is reproducible.
+//!
+//! The shape is the seed article's illustrative sweep (DESIGN.md section 1):
+//! per-stream speed falling, total throughput rising, p99 TTFT climbing.
+
+use std::time::Duration;
+
+use crate::load::driver::{DriverEvent, LevelInfo, Mode};
+use crate::record::{ErrorClass, FinishReason, Outcome, RequestRecord, TokenSource};
+
+use super::app::{App, RunView};
+use super::theme::{ColorMode, Palette};
+
+/// One level of the illustrative sweep.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub concurrency: u32,
+    /// Decode speed of one stream, tok/s.
+    pub stream_tok_s: f64,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+}
+
+/// The article's table.
+pub const ARTICLE: [Shape; 6] = [
+    Shape {
+        concurrency: 1,
+        stream_tok_s: 92.0,
+        ttft_p50_ms: 48.0,
+        ttft_p99_ms: 61.0,
+    },
+    Shape {
+        concurrency: 4,
+        stream_tok_s: 88.0,
+        ttft_p50_ms: 71.0,
+        ttft_p99_ms: 96.0,
+    },
+    Shape {
+        concurrency: 16,
+        stream_tok_s: 71.0,
+        ttft_p50_ms: 152.0,
+        ttft_p99_ms: 244.0,
+    },
+    Shape {
+        concurrency: 32,
+        stream_tok_s: 54.0,
+        ttft_p50_ms: 287.0,
+        ttft_p99_ms: 498.0,
+    },
+    Shape {
+        concurrency: 64,
+        stream_tok_s: 34.0,
+        ttft_p50_ms: 611.0,
+        ttft_p99_ms: 1240.0,
+    },
+    Shape {
+        concurrency: 128,
+        stream_tok_s: 18.0,
+        ttft_p50_ms: 1490.0,
+        ttft_p99_ms: 3820.0,
+    },
+];
+
+/// Deterministic jitter (a 64-bit LCG): the same scene every time.
+pub struct Jitter(u64);
+
+impl Jitter {
+    pub fn new(seed: u64) -> Jitter {
+        Jitter(seed.wrapping_mul(6364136223846793005).wrapping_add(1))
+    }
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Builds a run event by event, keeping the clock and the ids.
+pub struct Scene {
+    pub app: App,
+    /// Seconds since the run started.
+    pub now: f64,
+    next_id: u64,
+    next_level: usize,
+    jitter: Jitter,
+    pub output_len: u32,
+}
+
+/// How a level's failures look.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// One request in `every` fails, cycling through 503, 429, timeout, closed.
+    pub every: Option<u32>,
+}
+
+fn d(secs: f64) -> Duration {
+    Duration::from_secs_f64(secs.max(0.0))
+}
+
+impl Scene {
+    pub fn new(run: RunView, mode: ColorMode) -> Scene {
+        let output_len = run.output_len;
+        Scene {
+            app: App::new(run, Palette::new(mode)),
+            now: 0.0,
+            next_id: 0,
+            next_level: 0,
+            jitter: Jitter::new(7),
+            output_len,
+        }
+    }
+
+    pub fn feed(&mut self, event: DriverEvent) {
+        self.app.on_driver_event(&event);
+    }
+
+    /// Warmup at the first level's concurrency, taking `secs`.
+    pub fn warmup(&mut self, requests: u32, concurrency: u32, secs: f64) {
+        self.feed(DriverEvent::WarmupStarted {
+            requests,
+            concurrency,
+        });
+        self.now += secs;
+        self.feed(DriverEvent::WarmupFinished {
+            ok: requests as usize,
+            failed: 0,
+            calibration: crate::workload::Calibration::default(),
+            reported_prompt_tokens: Vec::new(),
+        });
+    }
+
+    /// Start a level now; returns its index.
+    pub fn start(&mut self, concurrency: u32, mode: Mode, plan_index: Option<usize>) -> usize {
+        let index = self.next_level;
+        self.next_level += 1;
+        let num_prompts = plan_index.map(|_| concurrency * 10);
+        self.feed(DriverEvent::LevelStarted(LevelInfo {
+            index,
+            concurrency,
+            mode,
+            num_prompts,
+            plan_index,
+            started_at: d(self.now),
+        }));
+        self.feed(DriverEvent::TargetChanged {
+            at: d(self.now),
+            target: concurrency,
+        });
+        index
+    }
+
+    /// `done` requests of a level shaped like `shape`, every stream sending
+    /// back to back from now; the clock ends at the last of them.
+    pub fn play(&mut self, level: usize, shape: Shape, done: u32, faults: Faults) {
+        let c = shape.concurrency.max(1);
+        let out = self.output_len.max(2);
+        let mut records = Vec::with_capacity(done as usize);
+        // Streams start spread over one request's time: a closed loop soon
+        // loses its lockstep on a real server, and the bars then look it.
+        let request_s =
+            (shape.ttft_p50_ms + 1000.0 / shape.stream_tok_s * f64::from(out - 1)) / 1000.0;
+        let mut stream_clock: Vec<f64> = (0..c)
+            .map(|j| self.now + request_s * f64::from(j) / f64::from(c))
+            .collect();
+        for n in 0..done {
+            let stream = (n % c) as usize;
+            let u = self.jitter.uniform();
+            // Mostly near p50, the top percent near p99.
+            let ttft_ms = if u > 0.985 {
+                shape.ttft_p99_ms * (0.95 + 0.1 * self.jitter.uniform())
+            } else {
+                shape.ttft_p50_ms * (0.8 + 0.4 * self.jitter.uniform())
+            };
+            let tpot_ms = 1000.0 / shape.stream_tok_s * (0.97 + 0.06 * self.jitter.uniform());
+            let decode_ms = tpot_ms * f64::from(out - 1);
+            let start = stream_clock[stream] + 0.002 * self.jitter.uniform();
+            let mut r = RequestRecord::empty(self.next_id, level);
+            self.next_id += 1;
+            r.start = d(start);
+            r.input_tokens_target = 1024;
+            r.input_tokens_reported = Some(1024);
+            r.output_tokens_requested = out;
+            r.token_source = TokenSource::Usage;
+            let failure = faults.every.filter(|e| *e > 0 && n % e == e - 1).map(|_| {
+                match (n / faults.every.unwrap_or(1)) % 4 {
+                    0 => (
+                        ErrorClass::Http(503),
+                        "server busy, please try again.  maximum pending requests exceeded",
+                    ),
+                    1 => (ErrorClass::Http(429), "Model is overloaded"),
+                    2 => (
+                        ErrorClass::Timeout,
+                        "no answer within the request timeout (600 s)",
+                    ),
+                    _ => (
+                        ErrorClass::ConnectionClosed,
+                        "connection closed before the stream ended",
+                    ),
+                }
+            });
+            match failure {
+                Some((class, message)) => {
+                    r.outcome = Outcome::Failed(class);
+                    r.error_message = Some(message.into());
+                    r.end = d(start + 0.005 + ttft_ms / 4000.0);
+                }
+                None => {
+                    r.ttfb = Some(d(ttft_ms / 2000.0));
+                    r.ttft = Some(d(ttft_ms / 1000.0));
+                    r.e2el = Some(d((ttft_ms + decode_ms) / 1000.0));
+                    r.tpot = Some(d(tpot_ms / 1000.0));
+                    // A sample of the gaps is enough for the live window.
+                    r.itl_ms = (0..16)
+                        .map(|_| tpot_ms * (0.9 + 0.2 * self.jitter.uniform()))
+                        .collect();
+                    r.output_tokens = out;
+                    r.chunks = out;
+                    r.finish_reason = Some(FinishReason::Length);
+                    r.end = r.start + d((ttft_ms + decode_ms) / 1000.0);
+                }
+            }
+            stream_clock[stream] = r.end.as_secs_f64();
+            records.push(r);
+        }
+        records.sort_by_key(|r| r.end);
+        for r in records {
+            self.now = self.now.max(r.end.as_secs_f64());
+            self.feed(DriverEvent::Record(r));
+        }
+    }
+
+    pub fn finish_level(&mut self, level: usize, partial: bool) {
+        self.feed(DriverEvent::LevelFinished {
+            index: level,
+            partial,
+        });
+    }
+
+    /// Set the clock, the gauge and the client figure, and bring the
+    /// derived figures up to date, as the loop does before a frame.
+    pub fn settle(&mut self, at: f64, in_flight: u32) -> &App {
+        self.now = self.now.max(at);
+        self.app.set_in_flight(in_flight);
+        self.app.set_client_cpu(Some(4.0));
+        self.app.on_tick(d(self.now));
+        self.app.recompute(d(self.now));
+        &self.app
+    }
+}
+
+/// The header of the article's setup.
+pub fn article_run(simulated: bool) -> RunView {
+    RunView {
+        target: "http://gpu-box:8000".into(),
+        engine: "vLLM".into(),
+        engine_version: Some("0.11.2".into()),
+        model: "Qwen/Qwen3-8B".into(),
+        input_len: 1024,
+        output_len: 1024,
+        ignore_eos: true,
+        knobs: None,
+        simulated,
+        plan: ARTICLE.iter().map(|s| s.concurrency).collect(),
+        result_dir: "results/20261129-191400".into(),
+    }
+}
+
+/// The screens the snapshot tests and the screenshots show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Screen {
+    FirstLevel,
+    MidSweep,
+    Manual,
+    Paused,
+    Errors,
+    Help,
+    Finished,
+}
+
+impl Screen {
+    pub const ALL: [Screen; 7] = [
+        Screen::FirstLevel,
+        Screen::MidSweep,
+        Screen::Manual,
+        Screen::Paused,
+        Screen::Errors,
+        Screen::Help,
+        Screen::Finished,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Screen::FirstLevel => "first-level",
+            Screen::MidSweep => "mid-sweep",
+            Screen::Manual => "manual",
+            Screen::Paused => "paused",
+            Screen::Errors => "errors",
+            Screen::Help => "help",
+            Screen::Finished => "finished",
+        }
+    }
+
+    pub fn build(self, mode: ColorMode) -> App {
+        let mut s = Scene::new(article_run(self == Screen::Finished), mode);
+        s.warmup(4, 1, 3.0);
+        match self {
+            Screen::FirstLevel => {
+                let l = s.start(1, Mode::Planned, Some(0));
+                s.play(l, ARTICLE[0], 5, Faults::default());
+                s.settle(s.now + 0.4, 1);
+            }
+            Screen::MidSweep | Screen::Paused | Screen::Help => {
+                mid_sweep(&mut s, Faults::default());
+                if self == Screen::Paused {
+                    s.feed(DriverEvent::Paused(true));
+                }
+                if self == Screen::Help {
+                    s.app.show_help = true;
+                }
+                let in_flight = if self == Screen::Paused { 7 } else { 32 };
+                s.settle(s.now + 0.6, in_flight);
+            }
+            Screen::Errors => {
+                mid_sweep(&mut s, Faults { every: Some(9) });
+                s.settle(s.now + 0.6, 32);
+            }
+            Screen::Manual => {
+                for (k, shape) in ARTICLE[..2].iter().enumerate() {
+                    let l = s.start(shape.concurrency, Mode::Planned, Some(k));
+                    s.play(l, *shape, shape.concurrency * 10, Faults::default());
+                    s.finish_level(l, false);
+                }
+                // At 16 the user pressed `+`: the planned level is cut short.
+                let l = s.start(16, Mode::Planned, Some(2));
+                s.play(l, ARTICLE[2], 70, Faults::default());
+                let m = s.start(17, Mode::Manual, None);
+                s.finish_level(l, true);
+                let shape17 = Shape {
+                    concurrency: 17,
+                    stream_tok_s: 69.0,
+                    ttft_p50_ms: 160.0,
+                    ttft_p99_ms: 262.0,
+                };
+                s.play(m, shape17, 85, Faults::default());
+                // Then `]`: a second manual level at 34, running.
+                let m2 = s.start(34, Mode::Manual, None);
+                s.finish_level(m, false);
+                let shape34 = Shape {
+                    concurrency: 34,
+                    stream_tok_s: 52.0,
+                    ttft_p50_ms: 301.0,
+                    ttft_p99_ms: 540.0,
+                };
+                s.play(m2, shape34, 60, Faults::default());
+                s.settle(s.now + 0.3, 34);
+            }
+            Screen::Finished => {
+                for (k, shape) in ARTICLE.iter().enumerate() {
+                    let l = s.start(shape.concurrency, Mode::Planned, Some(k));
+                    s.play(l, *shape, shape.concurrency * 10, Faults::default());
+                    s.finish_level(l, false);
+                }
+                // What the analysis says of this shape (see analysis::decide).
+                s.app.set_verdict(Some(32), Some((64, 128)));
+                s.feed(DriverEvent::Finished {
+                    stopped_by_user: false,
+                    error: None,
+                });
+                s.settle(s.now + 0.2, 0);
+            }
+        }
+        s.app
+    }
+}
+
+/// Levels 1, 4 and 16 done; 32 running at 214 of 320.
+fn mid_sweep(s: &mut Scene, faults: Faults) {
+    for (k, shape) in ARTICLE[..3].iter().enumerate() {
+        let l = s.start(shape.concurrency, Mode::Planned, Some(k));
+        s.play(l, *shape, shape.concurrency * 10, faults);
+        s.finish_level(l, false);
+    }
+    let l = s.start(32, Mode::Planned, Some(3));
+    s.play(l, ARTICLE[3], 214, faults);
+}

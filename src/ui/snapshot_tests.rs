@@ -1,0 +1,296 @@
+//! Full-screen snapshots through ratatui's `TestBackend`: every screen of
+//! `scenes::Screen` at 80x24 and 160x48, compared with the text files under
+//! `src/ui/snapshots/` (review them like code: they are the screen).
+//!
+//! After an intended change to the screen, regenerate with
+//! `UPDATE_SNAPSHOTS=1 cargo test --lib ui::snapshot_tests` and read the diff.
+
+use std::path::PathBuf;
+
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::Terminal;
+
+use super::app::App;
+use super::draw;
+use super::scenes::Screen;
+use super::theme::ColorMode;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+fn render(app: &App, w: u16, h: u16) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|frame| draw::draw(frame, app))
+        .expect("draw on a test backend");
+    terminal.backend().buffer().clone()
+}
+
+/// The buffer as text, one line a row, trailing blanks cut.
+pub(crate) fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in area.top()..area.bottom() {
+        let mut line = String::new();
+        let mut skip = 0;
+        for x in area.left()..area.right() {
+            // A wide glyph covers the next cell(s); their content is not drawn.
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let sym = buf[(x, y)].symbol();
+            skip = ratatui::text::Span::raw(sym).width().saturating_sub(1);
+            line.push_str(sym);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn snapshot_path(name: &str, w: u16, h: u16) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/ui/snapshots")
+        .join(format!("{name}-{w}x{h}.txt"))
+}
+
+fn check_snapshot(name: &str, w: u16, h: u16, got: &str) {
+    let path = snapshot_path(name, w, h);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir snapshots");
+        std::fs::write(&path, got).expect("write snapshot");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; create it with UPDATE_SNAPSHOTS=1 cargo test --lib ui::snapshot_tests",
+            path.display()
+        )
+    });
+    if want != got {
+        let diff: Vec<String> = want
+            .lines()
+            .zip(got.lines())
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, (a, b))| format!("line {}:\n  want |{a}|\n  got  |{b}|", i + 1))
+            .collect();
+        panic!(
+            "{name} at {w}x{h} differs from {}:\n{}\n\nthe whole screen:\n{got}",
+            path.display(),
+            diff.join("\n")
+        );
+    }
+}
+
+/// What every screen must show, whatever the size.
+fn common_checks(screen: Screen, w: u16, h: u16, t: &str) {
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines.len(), usize::from(h));
+    for line in &lines {
+        assert!(
+            line.chars().count() <= usize::from(w),
+            "{screen:?} {w}x{h}: a line is wider than the screen: {line}"
+        );
+    }
+    let header = lines[0];
+    assert!(header.contains("tokbench"), "{header}");
+    assert!(header.contains("in 1024 / out 1024"), "{header}");
+    if screen != Screen::Help {
+        // The header's clock is at the right edge.
+        assert!(
+            header.trim_end().len() >= 8
+                && header.trim_end().ends_with(|c: char| c.is_ascii_digit()),
+            "{header}"
+        );
+        assert!(t.contains("TTFT ms") && t.contains("ITL ms"), "{t}");
+        assert!(t.contains("levels"), "{t}");
+        assert!(t.contains("ok "), "{t}");
+    }
+    if w >= 76 {
+        assert!(
+            t.contains("output tok/s"),
+            "{screen:?} {w}x{h}: no chart\n{t}"
+        );
+    }
+}
+
+#[test]
+fn screens_match_their_snapshots() {
+    for screen in Screen::ALL {
+        let app = screen.build(ColorMode::None);
+        for (w, h) in SIZES {
+            let got = text(&render(&app, w, h));
+            common_checks(screen, w, h, &got);
+            check_snapshot(screen.name(), w, h, &got);
+        }
+    }
+}
+
+fn screen_text(screen: Screen, w: u16, h: u16) -> String {
+    text(&render(&screen.build(ColorMode::None), w, h))
+}
+
+#[test]
+fn first_level_running() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::FirstLevel, w, h);
+        assert!(t.contains("Concurrency 1"), "{t}");
+        assert!(t.contains("(in flight 1)"), "{t}");
+        assert!(t.contains("level 1/6"), "{t}");
+        assert!(t.contains("5/10"), "{t}");
+        assert!(t.contains("PLANNED"), "{t}");
+        assert!(t.contains('▶'), "the running row is marked\n{t}");
+    }
+}
+
+#[test]
+fn mid_sweep_shows_the_article_table() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::MidSweep, w, h);
+        assert!(t.contains("Concurrency 32"), "{t}");
+        assert!(t.contains("level 4/6"), "{t}");
+        assert!(t.contains("214/320"), "{t}");
+        // Three finished planned levels on the chart and in the table.
+        assert_eq!(
+            t.matches('●').count(),
+            3 + 3 + 1,
+            "3 points, 3 rows, 1 legend\n{t}"
+        );
+        assert!(t.contains('◉'), "the running level's point\n{t}");
+        // The ticks of the log2 axis carry real concurrency values.
+        assert!(t.contains(" 16 ") && t.contains(" 64 "), "{t}");
+    }
+}
+
+#[test]
+fn manual_mode_is_visible() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Manual, w, h);
+        assert!(t.contains("MANUAL"), "{t}");
+        assert!(t.contains("Concurrency 34"), "{t}");
+        // The planned level cut short is hollow on the chart and in the table.
+        assert!(t.contains('○'), "the cut planned level\n{t}");
+        if w >= 160 {
+            assert!(t.contains("partial"), "{t}");
+        }
+        assert!(t.contains('◆'), "manual levels have their own mark\n{t}");
+        assert!(t.contains('│'), "{t}");
+    }
+}
+
+#[test]
+fn paused_is_visible() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Paused, w, h);
+        assert!(t.contains("PAUSED"), "{t}");
+        assert!(t.contains("resume"), "the footer offers to resume\n{t}");
+    }
+}
+
+#[test]
+fn errors_are_counted_by_class() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Errors, w, h);
+        assert!(t.contains("503 ×") && t.contains("429 ×"), "{t}");
+        assert!(t.contains("last error:"), "{t}");
+        let failed_line = t.lines().find(|l| l.contains("failed ")).expect("counters");
+        assert!(!failed_line.contains("failed 0"), "{failed_line}");
+    }
+}
+
+#[test]
+fn help_explains_every_metric() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Help, w, h);
+        for word in [
+            "TTFT",
+            "ITL",
+            "p50 p99",
+            "tok/s/stream",
+            "in flight",
+            "errors",
+        ] {
+            assert!(t.contains(word), "{word} missing\n{t}");
+        }
+    }
+}
+
+#[test]
+fn finished_waits_for_q_and_says_simulated() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Finished, w, h);
+        assert!(t.contains("SIMULATED SERVER"), "{t}");
+        assert!(t.contains("sweep finished — q to quit"), "{t}");
+        assert!(t.contains("FINISHED"), "{t}");
+    }
+}
+
+/// No size panics and nothing overlaps: every screen at every size from
+/// 1x1 up, and below 40x12 the note says so.
+#[test]
+fn any_size_renders() {
+    let apps: Vec<(Screen, App)> = Screen::ALL
+        .iter()
+        .map(|s| (*s, s.build(ColorMode::Ansi16)))
+        .collect();
+    let mut sizes: Vec<(u16, u16)> = Vec::new();
+    for w in (1..=200).step_by(7) {
+        for h in (1..=60).step_by(5) {
+            sizes.push((w, h));
+        }
+    }
+    for w in 38..=42 {
+        for h in 10..=14 {
+            sizes.push((w, h));
+        }
+    }
+    for (screen, app) in &apps {
+        for &(w, h) in &sizes {
+            let t = text(&render(app, w, h));
+            if w < draw::MIN_WIDTH || h < draw::MIN_HEIGHT {
+                if w >= 30 && h >= 3 {
+                    assert!(t.contains("too small"), "{screen:?} {w}x{h}\n{t}");
+                }
+            } else if *screen != Screen::Help {
+                assert!(t.contains("tokbench"), "{screen:?} {w}x{h}\n{t}");
+            }
+        }
+    }
+}
+
+/// Each row of the level table that is shown holds its figures whole, and
+/// the running level is always shown.
+#[test]
+fn numbers_are_never_cut() {
+    let app = Screen::MidSweep.build(ColorMode::None);
+    for (w, h) in [(80, 24), (60, 20), (40, 12), (160, 48)] {
+        let t = text(&render(&app, w, h));
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains(['●', '▶', '○', '◆', '◇']) && !l.contains("level"))
+            .collect();
+        assert!(rows.iter().any(|r| r.contains('▶')), "{w}x{h}\n{t}");
+        for level in app.levels.iter().filter(|l| l.has_results()) {
+            let c = level.info.concurrency.to_string();
+            let Some(row) = rows
+                .iter()
+                .find(|r| r.split([' ', '│']).filter(|x| !x.is_empty()).nth(1) == Some(c.as_str()))
+            else {
+                continue;
+            };
+            let cells: Vec<&str> = row.split([' ', '│']).filter(|x| !x.is_empty()).collect();
+            let total = super::widgets::figure(Some(level.figures.output_tok_s));
+            assert!(
+                cells.contains(&total.as_str()),
+                "{total} cut or missing in {row} at {w}x{h}"
+            );
+            let p99 = super::widgets::figure(level.figures.ttft_p99_ms);
+            assert!(
+                cells.contains(&p99.as_str()),
+                "{p99} cut or missing in {row} at {w}x{h}"
+            );
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Taking the terminal and always giving it back: raw mode off, alternate
+//! screen left, cursor shown, on quit, on error and on panic. A user whose
+//! shell is left in raw mode after a crash over SSH has to know `reset`;
+//! they should never need to.
+
+use std::io::{self, Stdout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use color_eyre::eyre::{Result, WrapErr};
+use crossterm::cursor::{Hide, Show};
+use crossterm::execute;
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+
+/// The terminal is in raw mode on the alternate screen right now.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// A panic happened while the view was up (on any thread).
+static PANICKED: AtomicBool = AtomicBool::new(false);
+static HOOK: Once = Once::new();
+
+pub type Tui = Terminal<CrosstermBackend<Stdout>>;
+
+/// Owns the terminal while the view is up; restores it when dropped.
+pub struct TerminalGuard {
+    pub terminal: Tui,
+}
+
+impl TerminalGuard {
+    pub fn enter() -> Result<TerminalGuard> {
+        install_panic_hook();
+        enable_raw_mode().wrap_err("cannot put the terminal in raw mode")?;
+        ACTIVE.store(true, Ordering::SeqCst);
+        // From here on every error path restores, through `restore` or Drop.
+        let mut stdout = io::stdout();
+        if let Err(e) = execute!(stdout, EnterAlternateScreen, Hide) {
+            restore();
+            return Err(e).wrap_err("cannot switch to the alternate screen");
+        }
+        let terminal = match Terminal::new(CrosstermBackend::new(stdout)) {
+            Ok(t) => t,
+            Err(e) => {
+                restore();
+                return Err(e).wrap_err("cannot size the terminal");
+            }
+        };
+        Ok(TerminalGuard { terminal })
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Give the terminal back. Idempotent: the panic hook and the guard may
+/// both call it, and only the first does anything, so no stray escape
+/// sequences reach a terminal that was already restored.
+pub fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = disable_raw_mode();
+        let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
+    }
+}
+
+/// Whether a panic hit while the view was up; the loop then stops the run
+/// and saves rather than drawing on a terminal the hook already gave back.
+pub fn panicked() -> bool {
+    PANICKED.load(Ordering::SeqCst)
+}
+
+/// Restore before the panic message is printed, or it lands garbled on the
+/// alternate screen and vanishes with it. Chains to the hook already
+/// installed (color-eyre's), which prints the report.
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if ACTIVE.load(Ordering::SeqCst) {
+                PANICKED.store(true, Ordering::SeqCst);
+                restore();
+            }
+            previous(info);
+        }));
+    });
+}

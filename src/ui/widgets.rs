@@ -1,0 +1,661 @@
+//! The view's own pieces: number formats that never need cutting, a line
+//! that drops its least useful parts to fit, latency bars with
+//! concurrency-change markers, and the throughput chart on a log2 axis.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::canvas::{Canvas, Line as CanvasLine};
+use ratatui::widgets::Widget;
+
+use super::app::SparkPoint;
+use super::theme::Palette;
+
+// ---------------------------------------------------------------- numbers
+
+/// `1914` -> `1,914`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A rate or a latency for a table cell: one decimal below 100, whole and
+/// grouped above (`9.8`, `92.4`, `352`, `1,728`). `-` when unknown.
+pub fn figure(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() && v >= 0.0 => {
+            if v < 100.0 {
+                format!("{v:.1}")
+            } else {
+                grouped(v.round() as u64)
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// Short axis label: `0`, `950`, `2.3k`, `23k`, `1.2M`.
+pub fn compact(v: f64) -> String {
+    if !v.is_finite() || v <= 0.0 {
+        return "0".into();
+    }
+    let scaled = |x: f64, unit: &str| {
+        if x < 10.0 {
+            let s = format!("{x:.1}");
+            format!("{}{unit}", s.trim_end_matches(".0"))
+        } else {
+            format!("{:.0}{unit}", x)
+        }
+    };
+    if v < 1000.0 {
+        if v < 10.0 && v.fract() != 0.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.0}")
+        }
+    } else if v < 1e6 {
+        scaled(v / 1e3, "k")
+    } else {
+        scaled(v / 1e6, "M")
+    }
+}
+
+/// `hh:mm:ss`.
+pub fn clock(secs: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// The smallest 1, 2, 2.5 or 5 times a power of ten at or above `x`
+/// (at least 1): axis tops that read well.
+pub fn nice_ceil(x: f64) -> f64 {
+    if !x.is_finite() || x <= 1.0 {
+        return 1.0;
+    }
+    let base = 10f64.powf(x.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * base >= x * (1.0 - 1e-12) {
+            return m * base;
+        }
+    }
+    10.0 * base
+}
+
+// ---------------------------------------------------------------- fitting
+
+/// A part of a line and how much it matters: 0 is kept longest.
+pub struct Part<'a> {
+    pub prio: u8,
+    pub spans: Vec<Span<'a>>,
+}
+
+impl<'a> Part<'a> {
+    pub fn new(prio: u8, spans: Vec<Span<'a>>) -> Part<'a> {
+        Part { prio, spans }
+    }
+    pub fn text(prio: u8, text: impl Into<String>, style: Style) -> Part<'a> {
+        Part {
+            prio,
+            spans: vec![Span::styled(text.into(), style)],
+        }
+    }
+    fn width(&self) -> usize {
+        self.spans.iter().map(Span::width).sum()
+    }
+}
+
+/// Which parts fit in `width` with `gap` columns between them: the least
+/// important parts (highest `prio`, the rightmost first on a tie) go first.
+/// Whole parts are dropped, never cut, so no number is ever cut in half.
+pub fn keep_fitting(parts: &[Part<'_>], width: usize, gap: usize) -> Vec<bool> {
+    let mut keep = vec![true; parts.len()];
+    let total = |keep: &[bool]| -> usize {
+        let kept: Vec<usize> = parts
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(p, _)| p.width())
+            .collect();
+        kept.iter().sum::<usize>() + gap * kept.len().saturating_sub(1)
+    };
+    while total(&keep) > width {
+        let drop = parts
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep[*i])
+            .max_by_key(|(i, p)| (p.prio, *i))
+            .map(|(i, _)| i);
+        match drop {
+            Some(i) => keep[i] = false,
+            None => break,
+        }
+    }
+    keep
+}
+
+/// The parts that fit, joined by `gap` spaces.
+pub fn fit<'a>(parts: Vec<Part<'a>>, width: u16, gap: usize) -> Line<'a> {
+    let keep = keep_fitting(&parts, usize::from(width), gap);
+    let mut spans = Vec::new();
+    for (part, _) in parts.into_iter().zip(&keep).filter(|(_, k)| **k) {
+        if !spans.is_empty() {
+            spans.push(Span::raw(" ".repeat(gap)));
+        }
+        spans.extend(part.spans);
+    }
+    Line::from(spans)
+}
+
+/// `text` cut to `width` columns with an ellipsis. For names only (URLs,
+/// models), never for numbers.
+pub fn ellipsize(text: &str, width: usize) -> String {
+    let char_width = |c: char| {
+        let mut bytes = [0u8; 4];
+        Span::raw(&*c.encode_utf8(&mut bytes)).width()
+    };
+    let total = Span::raw(text).width();
+    if total <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = char_width(c);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    out
+}
+
+// ---------------------------------------------------------------- sparkline
+
+const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// Per-second latency bars, newest at the right edge, one column a second,
+/// scaled to the largest value shown. A second in which the concurrency
+/// target changed gets a `│` marker in its column, so a latency step can be
+/// matched to the keypress that caused it.
+pub struct Spark<'a> {
+    pub points: &'a [SparkPoint],
+    pub value: fn(&SparkPoint) -> Option<u64>,
+    pub style: Style,
+    pub marker_style: Style,
+}
+
+impl Widget for Spark<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.is_empty() {
+            return;
+        }
+        let n = self.points.len().min(usize::from(area.width));
+        let shown = &self.points[self.points.len() - n..];
+        let max = shown
+            .iter()
+            .filter_map(self.value)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let rows = u64::from(area.height);
+        let left = area.right() - n as u16;
+        for (i, p) in shown.iter().enumerate() {
+            let x = left + i as u16;
+            let eighths = (self.value)(p).map_or(0, |v| {
+                // Any sample shows at least a sliver: "no data" stays blank.
+                ((v as f64 / max as f64 * (rows * 8) as f64).round() as u64).max(1)
+            });
+            for r in 0..rows {
+                let y = area.bottom() - 1 - r as u16;
+                let fill = eighths.saturating_sub(r * 8).min(8) as usize;
+                if fill > 0 {
+                    buf[(x, y)].set_char(BARS[fill]).set_style(self.style);
+                }
+            }
+            if p.marker {
+                // Mark the empty cells above the bar; a full column (or a
+                // one-row panel) gives up its top cell to the marker.
+                let full_rows = eighths / 8;
+                let top_filled = full_rows + u64::from(eighths % 8 > 0);
+                let mut marked = false;
+                for r in top_filled..rows {
+                    let y = area.bottom() - 1 - r as u16;
+                    buf[(x, y)].set_char('│').set_style(self.marker_style);
+                    marked = true;
+                }
+                if !marked {
+                    buf[(x, area.top())]
+                        .set_char('│')
+                        .set_style(self.marker_style);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- chart
+
+/// How a point on the chart came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKind {
+    /// A finished level of the plan.
+    Planned,
+    /// A finished level set by hand.
+    Manual,
+    /// The level running now, its value so far.
+    Running,
+}
+
+impl PointKind {
+    /// Filled for a complete level, hollow for a partial one (cut short by
+    /// `n` or a concurrency key), so the eye discounts it.
+    pub fn glyph(self, partial: bool) -> char {
+        match (self, partial) {
+            (PointKind::Planned, false) => '●',
+            (PointKind::Planned, true) => '○',
+            (PointKind::Manual, false) => '◆',
+            (PointKind::Manual, true) => '◇',
+            (PointKind::Running, _) => '◉',
+        }
+    }
+}
+
+/// The glyph of the p99 TTFT series.
+pub const P99_GLYPH: char = '×';
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChartPoint {
+    pub concurrency: u32,
+    pub tok_s: f64,
+    pub p99_ttft_ms: Option<f64>,
+    pub kind: PointKind,
+    pub partial: bool,
+}
+
+/// Output tok/s against streams on a log2 axis (ticks labelled with the real
+/// concurrency: 1, 4, 16, ...), with p99 TTFT on its own scale at the right.
+///
+/// Not ratatui's `Chart`: it spreads intermediate axis labels over
+/// `width / labels` columns instead of placing them at their values, which on
+/// a log axis would put "16" visibly off its points.
+pub struct ThroughputChart<'a> {
+    pub points: &'a [ChartPoint],
+    /// The largest concurrency the axis must hold (the plan's top, or higher).
+    pub x_max: u32,
+    pub palette: &'a Palette,
+}
+
+/// Where a fraction of an axis lands, counted in cells from the left (x)
+/// or from the top (y, given 1 - fraction): the arithmetic ratatui's canvas
+/// uses for its braille dots (`sub` dots a cell), so a glyph sits on its
+/// line's end.
+fn cell(frac: f64, cells: u16, sub: u16) -> u16 {
+    if cells == 0 {
+        return 0;
+    }
+    let res = f64::from(cells * sub - 1);
+    let dot = (frac.clamp(0.0, 1.0) * res) as u16;
+    (dot / sub).min(cells - 1)
+}
+
+impl ThroughputChart<'_> {
+    fn x_frac(c: u32, kmax: f64) -> f64 {
+        f64::from(c.max(1)).log2() / kmax
+    }
+}
+
+impl Widget for ThroughputChart<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.width < 16 || area.height < 4 {
+            return;
+        }
+        let p = self.palette;
+        let y_top = nice_ceil(self.points.iter().map(|p| p.tok_s).fold(0.0, f64::max) * 1.05);
+        let p99_max = self
+            .points
+            .iter()
+            .filter_map(|p| p.p99_ttft_ms)
+            .fold(0.0, f64::max);
+        let p99_top = (p99_max > 0.0).then(|| nice_ceil(p99_max * 1.05));
+
+        // Rows: graph, then the axis line, then tick labels.
+        let gh = area.height - 2;
+        // Label rows: bottom, top, and the middle when there is room, each
+        // on the row its value maps to (as the points do).
+        let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
+        let mut label_rows: Vec<(u16, f64)> = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
+        if gh >= 5 {
+            label_rows.push((row_of(0.5), 0.5));
+        }
+        let left_labels: Vec<(u16, String)> = label_rows
+            .iter()
+            .map(|&(r, f)| (r, compact(f * y_top)))
+            .collect();
+        let right_labels: Vec<(u16, String)> = match p99_top {
+            Some(top) => label_rows
+                .iter()
+                .filter(|(_, f)| *f > 0.0)
+                .map(|&(r, f)| (r, compact(f * top)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let lw = left_labels.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u16;
+        let rw = right_labels
+            .iter()
+            .map(|(_, s)| s.len() as u16 + 1)
+            .max()
+            .unwrap_or(0);
+        let gx = area.x + lw + 1;
+        let Some(gw) = area.width.checked_sub(lw + 1 + rw).filter(|w| *w >= 8) else {
+            return;
+        };
+        let gy = area.y;
+        let axis_y = gy + gh;
+        let graph = Rect::new(gx, gy, gw, gh);
+
+        // Axes.
+        for r in 0..gh {
+            buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
+        }
+        buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
+        for c in 0..gw {
+            buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
+        }
+        for (r, text) in &left_labels {
+            buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
+            let x = gx - 1 - text.len() as u16;
+            buf.set_string(x, gy + r, text, p.dim);
+        }
+        if !right_labels.is_empty() {
+            let rx = gx + gw;
+            for r in 0..gh {
+                buf[(rx, gy + r)].set_char('│').set_style(p.border);
+            }
+            buf[(rx, axis_y)].set_char('┘').set_style(p.border);
+            for (r, text) in &right_labels {
+                buf[(rx, gy + r)].set_char('├').set_style(p.border);
+                buf.set_string(rx + 1, gy + r, text, p.p99);
+            }
+        }
+
+        // The x axis: powers of two, every `step`-th labelled so that
+        // labels keep a space between them.
+        let kmax = f64::from(self.x_max.max(2)).log2().ceil();
+        let powers = kmax as u32;
+        let widest = format!("{}", 1u64 << powers).len() as u16;
+        let per_power = f64::from(gw) / kmax;
+        let step = (1..=powers)
+            .find(|s| f64::from(*s) * per_power >= f64::from(widest + 1))
+            .unwrap_or(powers.max(1));
+        let label_y = axis_y + 1;
+        let mut next_free = area.x;
+        for k in (0..=powers).step_by(step as usize) {
+            let col = gx + cell(f64::from(k) / kmax, gw, 2);
+            buf[(col, axis_y)].set_char('┴').set_style(p.border);
+            let text = format!("{}", 1u64 << k);
+            let w = text.len() as u16;
+            let start = col
+                .saturating_sub(w / 2)
+                .max(next_free)
+                .min(area.right() - w);
+            if start >= next_free {
+                buf.set_string(start, label_y, &text, p.dim);
+                next_free = start + w + 1;
+            }
+        }
+        let title = "streams";
+        let title_x = area.right().saturating_sub(title.len() as u16);
+        if title_x > next_free {
+            buf.set_string(title_x, label_y, title, p.dim);
+        }
+
+        if self.points.is_empty() {
+            let note = "waiting for the first level";
+            if usize::from(gw) > note.len() {
+                let x = gx + (gw - note.len() as u16) / 2;
+                buf.set_string(x, gy + gh / 2, note, p.dim);
+            }
+            return;
+        }
+
+        // p99 TTFT: a line through the levels in concurrency order, scaled
+        // to the right axis (drawn into the left axis's units).
+        let mut p99: Vec<(f64, f64)> = Vec::new();
+        if let Some(top) = p99_top {
+            let mut by_c: Vec<&ChartPoint> = self
+                .points
+                .iter()
+                .filter(|p| p.p99_ttft_ms.is_some())
+                .collect();
+            by_c.sort_by_key(|p| p.concurrency);
+            p99 = by_c
+                .iter()
+                .filter_map(|pt| Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top)))
+                .collect();
+            let segments: Vec<(f64, f64, f64, f64)> = p99
+                .windows(2)
+                .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
+                .collect();
+            let color = p.p99.fg.unwrap_or(ratatui::style::Color::Reset);
+            Canvas::default()
+                .marker(Marker::Braille)
+                .x_bounds([0.0, 1.0])
+                .y_bounds([0.0, 1.0])
+                .paint(|ctx| {
+                    for &(x1, y1, x2, y2) in &segments {
+                        ctx.draw(&CanvasLine {
+                            x1,
+                            y1,
+                            x2,
+                            y2,
+                            color,
+                        });
+                    }
+                })
+                .render(graph, buf);
+        }
+        let put = |buf: &mut Buffer, xf: f64, yf: f64, glyph: char, style: Style| {
+            let x = gx + cell(xf, gw, 2);
+            let y = gy + cell(1.0 - yf, gh, 4);
+            buf[(x, y)].set_char(glyph).set_style(style);
+        };
+        for &(xf, yf) in &p99 {
+            put(buf, xf, yf, P99_GLYPH, p.p99);
+        }
+        // Throughput on top: it is what the chart is about. The running
+        // level last, so it is never hidden.
+        let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
+        ordered.sort_by_key(|pt| (pt.kind == PointKind::Running, !pt.partial));
+        for pt in ordered {
+            let style = match pt.kind {
+                PointKind::Planned => p.point_planned,
+                PointKind::Manual => p.point_manual,
+                PointKind::Running => p.running,
+            };
+            put(
+                buf,
+                Self::x_frac(pt.concurrency, kmax),
+                pt.tok_s / y_top,
+                pt.kind.glyph(pt.partial),
+                style,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(1914), "1,914");
+        assert_eq!(grouped(1234567), "1,234,567");
+        assert_eq!(figure(Some(9.84)), "9.8");
+        assert_eq!(figure(Some(92.4)), "92.4");
+        assert_eq!(figure(Some(352.4)), "352");
+        assert_eq!(figure(Some(1728.0)), "1,728");
+        assert_eq!(figure(None), "-");
+        assert_eq!(figure(Some(f64::NAN)), "-");
+        assert_eq!(compact(0.0), "0");
+        assert_eq!(compact(950.0), "950");
+        assert_eq!(compact(2300.0), "2.3k");
+        assert_eq!(compact(2000.0), "2k");
+        assert_eq!(compact(23000.0), "23k");
+        assert_eq!(compact(1.25e6), "1.2M");
+        assert_eq!(compact(2.5), "2.5");
+        assert_eq!(clock(3 * 3600 + 7 * 60 + 41), "03:07:41");
+        assert_eq!(nice_ceil(0.3), 1.0);
+        assert_eq!(nice_ceil(2176.0), 2500.0);
+        assert_eq!(nice_ceil(2500.0), 2500.0);
+        assert_eq!(nice_ceil(51.0), 100.0);
+    }
+
+    #[test]
+    fn least_important_parts_go_first() {
+        let parts = vec![
+            Part::text(0, "aaaa", Style::default()),
+            Part::text(2, "bbbb", Style::default()),
+            Part::text(1, "cccc", Style::default()),
+            Part::text(2, "dddd", Style::default()),
+        ];
+        assert_eq!(keep_fitting(&parts, 19, 1), [true, true, true, true]);
+        // Two prio-2 parts: the rightmost goes first.
+        assert_eq!(keep_fitting(&parts, 18, 1), [true, true, true, false]);
+        assert_eq!(keep_fitting(&parts, 9, 1), [true, false, true, false]);
+        assert_eq!(keep_fitting(&parts, 3, 1), [false, false, false, false]);
+    }
+
+    #[test]
+    fn ellipsis_only_when_needed() {
+        assert_eq!(ellipsize("Qwen/Qwen3-8B", 20), "Qwen/Qwen3-8B");
+        assert_eq!(ellipsize("Qwen/Qwen3-8B", 6), "Qwen/…");
+    }
+
+    fn render_spark(points: &[SparkPoint], w: u16, h: u16) -> Vec<String> {
+        let area = Rect::new(0, 0, w, h);
+        let mut buf = Buffer::empty(area);
+        Spark {
+            points,
+            value: |p| p.ttft_p99_us,
+            style: Style::default(),
+            marker_style: Style::default(),
+        }
+        .render(area, &mut buf);
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn spark_bars_markers_and_gaps() {
+        let pt = |second, v: Option<u64>, marker| SparkPoint {
+            second,
+            ttft_p99_us: v,
+            itl_p99_us: None,
+            marker,
+        };
+        let points = [
+            pt(0, Some(100), false),
+            pt(1, None, false),
+            pt(2, Some(50), true),
+            pt(3, Some(200), false),
+            pt(4, Some(200), true),
+        ];
+        // Two rows, 16 eighths for the max (200): 100 -> 8, 50 -> 4.
+        assert_eq!(render_spark(&points, 6, 2), ["   │█│", " █ ▄██"]);
+        // One row: a marker takes the column.
+        assert_eq!(render_spark(&points, 5, 1), ["▄ │█│"]);
+        // Narrower than the window: the newest seconds are kept.
+        assert_eq!(render_spark(&points, 2, 1), ["█│"]);
+    }
+
+    #[test]
+    fn chart_ticks_sit_on_their_values() {
+        let palette = Palette::new(super::super::theme::ColorMode::None);
+        let points = [
+            ChartPoint {
+                concurrency: 1,
+                tok_s: 100.0,
+                p99_ttft_ms: Some(50.0),
+                kind: PointKind::Planned,
+                partial: false,
+            },
+            ChartPoint {
+                concurrency: 16,
+                tok_s: 1000.0,
+                p99_ttft_ms: Some(500.0),
+                kind: PointKind::Planned,
+                partial: false,
+            },
+            ChartPoint {
+                concurrency: 64,
+                tok_s: 1200.0,
+                p99_ttft_ms: Some(900.0),
+                kind: PointKind::Running,
+                partial: false,
+            },
+        ];
+        let area = Rect::new(0, 0, 60, 12);
+        let mut buf = Buffer::empty(area);
+        ThroughputChart {
+            points: &points,
+            x_max: 128,
+            palette: &palette,
+        }
+        .render(area, &mut buf);
+        let rows: Vec<String> = (0..12)
+            .map(|y| (0..60).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect();
+        let text = rows.join("\n");
+        // The column of each glyph is the column of its tick label.
+        let col_of = |row: &str, pat: &str| {
+            row.find(pat)
+                .map(|b| row[..b].chars().count())
+                .unwrap_or_else(|| panic!("{pat} not in {row}\n{text}"))
+        };
+        let labels = &rows[11];
+        let axis = &rows[10];
+        let ticks: Vec<usize> = axis
+            .chars()
+            .enumerate()
+            .filter(|(_, c)| *c == '┴')
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(ticks.len(), 8, "one tick per power of two: {axis}\n{text}");
+        // "16" is centred on its tick, and the 16-stream point is in that column.
+        let c16 = col_of(labels, "16");
+        assert!(ticks.contains(&(c16 + 1)) || ticks.contains(&c16), "{text}");
+        let glyph_cols: Vec<usize> = rows[..10]
+            .iter()
+            .filter_map(|r| r.chars().position(|c| c == '●'))
+            .collect();
+        assert!(
+            glyph_cols.contains(&ticks[4]),
+            "{glyph_cols:?} vs {ticks:?}\n{text}"
+        );
+        assert!(text.contains('◉') && text.contains('×'), "{text}");
+        // Right axis: p99 top is nice_ceil(945) = 1000.
+        assert!(rows[0].trim_end().ends_with("├1k"), "{text}");
+        assert!(rows[0].starts_with("2k┤"), "{text}");
+    }
+}
