@@ -1,0 +1,336 @@
+//! The live view end to end: the real binary in a real terminal (tmux),
+//! against the simulator on loopback, driven by keypresses the way a person
+//! would drive it over SSH.
+//!
+//! Needs tmux (`.ci/run` installs it). Each test has its own tmux server
+//! (`-L` socket), killed on the way out even when the test fails.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokbench::sim::{self, SimConfig, SimHandle};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokbench")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tokbench-tui-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A tmux server of our own; killed on drop, whatever happened.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(name: &str, width: u16, height: u16, command: &str) -> Tmux {
+        match Command::new("tmux").arg("-V").output() {
+            Ok(out) if out.status.success() => {}
+            _ => panic!(
+                "tmux is not installed: this test runs the live view inside tmux \
+                 (apt-get install tmux, or run .ci/run which installs it)"
+            ),
+        }
+        let tmux = Tmux {
+            socket: format!("tokbench-test-{}-{name}", std::process::id()),
+        };
+        let out = tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            command,
+        ]);
+        assert!(out.status.success(), "tmux new-session: {}", text(&out));
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// What the pane shows now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    /// Whether the pane is on the alternate screen (the live view is up).
+    fn alternate_on(&self) -> bool {
+        let out = self.run(&["display-message", "-p", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
+    /// Type `keys` literally.
+    fn keys(&self, keys: &str) {
+        let out = self.run(&["send-keys", "-l", keys]);
+        assert!(out.status.success(), "send-keys: {}", text(&out));
+    }
+
+    /// Poll until `want` holds for the screen; the time it took.
+    fn wait_for(&self, what: &str, limit: Duration, want: impl Fn(&str) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            let screen = self.screen();
+            if want(&screen) {
+                return started.elapsed();
+            }
+            if started.elapsed() > limit {
+                panic!("{what}: not seen within {limit:?}; the screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The `ok N` counter on the screen.
+fn ok_count(screen: &str) -> Option<u64> {
+    let at = screen.find(" ok ")?;
+    let digits: String = screen[at + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    digits.parse().ok()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step),
+/// on a runtime of its own: the test's body blocks on tmux.
+struct Sim {
+    runtime: tokio::runtime::Runtime,
+    handle: Option<SimHandle>,
+}
+
+impl Sim {
+    fn start() -> Sim {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let handle = runtime
+            .block_on(sim::spawn(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                SimConfig {
+                    step_ms: 3.0,
+                    step_ms_per_seq: 0.0,
+                    prefill_ms_per_1k: 1.0,
+                    ..SimConfig::default()
+                },
+            ))
+            .expect("simulator starts");
+        Sim {
+            runtime,
+            handle: Some(handle),
+        }
+    }
+
+    fn url(&self) -> String {
+        let addr = self.handle.as_ref().map(|h| h.addr).expect("running");
+        format!("http://{addr}")
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.runtime.block_on(handle.shutdown());
+        }
+    }
+}
+
+/// The shell command for the pane: tokbench with `term`, its pid in
+/// `pidfile` (the inner shell execs it), then its exit code on the screen,
+/// and the pane kept open to be read.
+fn pane_command(term: &str, sim: &Sim, dir: &Path, pidfile: &Path) -> String {
+    format!(
+        "sh -c 'echo $$ > {pid}; exec env TERM={term} {bin} sweep --base-url {url} \
+         --concurrency 2,4 --num-prompts 100000 --warmup 1 --random-input-len 16 \
+         --random-output-len 64 --seed 3 --result-dir {dir}'; \
+         echo TOKBENCH_EXIT=$?; sleep 60",
+        pid = pidfile.display(),
+        bin = bin(),
+        url = sim.url(),
+        dir = dir.display(),
+    )
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The live view comes up, follows `+`, and `q` leaves a restored terminal,
+/// the final table and every file, the level cut short saved as partial.
+fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
+    let sim = Sim::start();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let tmux = Tmux::start(
+        name,
+        width,
+        height,
+        &pane_command(term, &sim, &results, &dir.join("pid")),
+    );
+
+    // The header, the chart and the first planned level, its streams busy.
+    tmux.wait_for("the live view", Duration::from_secs(10), |s| {
+        s.contains("tokbench")
+            && s.contains("in 16 / out 64")
+            && s.contains("output tok/s")
+            && s.contains("Concurrency 2")
+            && s.contains("(in flight 2)")
+    });
+    assert!(tmux.alternate_on(), "the view is on the alternate screen");
+    // Some answers in, so that the level has figures to save.
+    tmux.wait_for("answers at 2", Duration::from_secs(5), |s| {
+        ok_count(s).is_some_and(|n| n >= 2)
+    });
+    let ok_before = ok_count(&tmux.screen()).unwrap_or(0);
+
+    // `+`: a manual level at 3; the target and the driver's gauge follow.
+    tmux.keys("+");
+    let took = tmux.wait_for("concurrency 3 in flight", Duration::from_secs(2), |s| {
+        s.contains("Concurrency 3") && s.contains("(in flight 3)") && s.contains("MANUAL")
+    });
+    eprintln!("{name}: `+` -> target 3 and 3 in flight on screen in {took:?}");
+    tmux.wait_for("answers at 3", Duration::from_secs(5), |s| {
+        ok_count(s).is_some_and(|n| n >= ok_before + 4)
+    });
+
+    // `q`: stop, save, restore, print.
+    tmux.keys("q");
+    let screen_after = {
+        tmux.wait_for("exit", Duration::from_secs(5), |s| s.contains("TOKBENCH_EXIT="));
+        tmux.screen()
+    };
+    assert!(
+        screen_after.contains("TOKBENCH_EXIT=0"),
+        "q exits 0:\n{screen_after}"
+    );
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    // The final table and the folder, printed on the normal screen.
+    assert!(screen_after.contains("tok/s/stream"), "{screen_after}");
+    assert!(screen_after.contains("results: "), "{screen_after}");
+
+    let names = files(&results);
+    for want in [
+        "summary.json",
+        "requests.jsonl",
+        "sweep-c2-partial.json",
+        "sweep-c3-manual-partial.json",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
+    }
+    let manual = read_json(&results.join("sweep-c3-manual-partial.json"));
+    assert_eq!(manual["mode"], "manual");
+    assert_eq!(manual["partial"], true);
+    assert_eq!(manual["max_concurrency"], 3);
+    let planned = read_json(&results.join("sweep-c2-partial.json"));
+    assert_eq!(planned["mode"], "planned");
+    assert_eq!(planned["partial"], true);
+    let summary = read_json(&results.join("summary.json"));
+    assert_eq!(summary["levels"].as_array().map(Vec::len), Some(2), "{summary}");
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn steer_and_quit_80x24_xterm() {
+    steer_and_quit("80x24-xterm", 80, 24, "xterm");
+}
+
+#[test]
+fn steer_and_quit_80x24_xterm_256color() {
+    steer_and_quit("80x24-256", 80, 24, "xterm-256color");
+}
+
+#[test]
+fn steer_and_quit_160x48_xterm() {
+    steer_and_quit("160x48-xterm", 160, 48, "xterm");
+}
+
+#[test]
+fn steer_and_quit_160x48_xterm_256color() {
+    steer_and_quit("160x48-256", 160, 48, "xterm-256color");
+}
+
+/// SIGTERM from outside: saved, restored, exit 130 within 2 seconds.
+#[test]
+fn sigterm_saves_and_exits_130() {
+    let name = "sigterm";
+    let sim = Sim::start();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let pidfile = dir.join("pid");
+    let tmux = Tmux::start(
+        name,
+        100,
+        30,
+        &pane_command("xterm-256color", &sim, &results, &pidfile),
+    );
+    tmux.wait_for("answers", Duration::from_secs(10), |s| {
+        s.contains("(in flight 2)") && ok_count(s).is_some_and(|n| n >= 2)
+    });
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file");
+    let status = Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let took = tmux.wait_for("exit", Duration::from_secs(2), |s| s.contains("TOKBENCH_EXIT="));
+    eprintln!("SIGTERM -> exit in {took:?}");
+    let screen = tmux.screen();
+    assert!(screen.contains("TOKBENCH_EXIT=130"), "{screen}");
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    let names = files(&results);
+    assert!(
+        names.iter().any(|n| n == "sweep-c2-partial.json"),
+        "{names:?}"
+    );
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
