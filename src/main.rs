@@ -81,13 +81,15 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             };
             let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config).await?;
             args.base_url = Some(format!("http://{}", sim.addr));
-            let plan = SweepPlan::from_args(&args)?;
+            let mut plan = SweepPlan::from_args(&args)?;
+            // The live view shows a SIMULATED SERVER badge.
+            plan.simulated = true;
             eprintln!(
                 "tokbench demo: SIMULATED SERVER (vLLM-like, 64 batch slots) at http://{}",
                 sim.addr
             );
             let prepared = run::prepare(plan, None).await?;
-            let code = run::run_headless(prepared).await;
+            let code = run_with_a_face(prepared).await;
             sim.shutdown().await;
             code
         }
