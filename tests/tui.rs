@@ -244,7 +244,9 @@ fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
     // `q`: stop, save, restore, print.
     tmux.keys("q");
     let screen_after = {
-        tmux.wait_for("exit", Duration::from_secs(5), |s| s.contains("TOKBENCH_EXIT="));
+        tmux.wait_for("exit", Duration::from_secs(5), |s| {
+            s.contains("TOKBENCH_EXIT=")
+        });
         tmux.screen()
     };
     assert!(
@@ -273,7 +275,11 @@ fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
     assert_eq!(planned["mode"], "planned");
     assert_eq!(planned["partial"], true);
     let summary = read_json(&results.join("summary.json"));
-    assert_eq!(summary["levels"].as_array().map(Vec::len), Some(2), "{summary}");
+    assert_eq!(
+        summary["levels"].as_array().map(Vec::len),
+        Some(2),
+        "{summary}"
+    );
     drop(tmux);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -321,7 +327,9 @@ fn sigterm_saves_and_exits_130() {
         .status()
         .expect("kill runs");
     assert!(status.success());
-    let took = tmux.wait_for("exit", Duration::from_secs(2), |s| s.contains("TOKBENCH_EXIT="));
+    let took = tmux.wait_for("exit", Duration::from_secs(2), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
     eprintln!("SIGTERM -> exit in {took:?}");
     let screen = tmux.screen();
     assert!(screen.contains("TOKBENCH_EXIT=130"), "{screen}");
