@@ -1,9 +1,114 @@
-//! `tokbench report` (being written).
+//! `tokbench report DIR [--format md|csv|json|svg|html] [-o FILE]`
+//! (DESIGN.md section 5), and the reports a run leaves in its folder.
+//!
+//! Every format is a pure function of the run's `summary.json`
+//! ([`SavedRun`]), so a report made today from last month's folder is the
+//! same as the one the run wrote itself.
 
-use color_eyre::eyre::{bail, Result};
+use std::io::{self, Write};
+use std::path::Path;
 
-use crate::cli::ReportArgs;
+use color_eyre::eyre::{Result, WrapErr};
+use serde_json::Value;
 
-pub fn run_report_command(_args: &ReportArgs) -> Result<i32> {
-    bail!("report is not implemented yet")
+use super::atomic::write_atomic;
+use super::saved::{SavedLevel, SavedRun};
+use crate::cli::{ReportArgs, ReportFormat};
+
+/// The report a run folder gets beside its `summary.json`.
+pub const REPORT_MD: &str = "report.md";
+/// The chart a run folder gets beside its `summary.json`.
+pub const CHART_SVG: &str = "chart.svg";
+
+pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
+    let run = SavedRun::load(&args.dir)?;
+    let text = render(&run, args.format);
+    match &args.output {
+        Some(path) => write_atomic(path, text.as_bytes())
+            .wrap_err_with(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // `tokbench report DIR | head`: the reader left; not an error.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+                Err(e) => return Err(e).wrap_err("cannot write the report to stdout"),
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// One run in one format.
+pub fn render(run: &SavedRun, format: ReportFormat) -> String {
+    match format {
+        ReportFormat::Md => super::markdown::render_markdown(run),
+        ReportFormat::Csv => super::csv::render_csv(run),
+        ReportFormat::Json => {
+            let mut text = serde_json::to_string_pretty(&run.raw).unwrap_or_else(|_| "{}".into());
+            text.push('\n');
+            text
+        }
+        ReportFormat::Svg => super::svg::render_svg(run),
+        ReportFormat::Html => super::html::render_html(run),
+    }
+}
+
+/// Write `report.md` and `chart.svg` into a result folder from its
+/// `summary.json`, each atomically. Call after every `summary.json` rewrite
+/// so the folder's reports are as current as its summary.
+pub fn write_run_reports(dir: &Path) -> Result<()> {
+    let run = SavedRun::load(dir)?;
+    write_reports_of(dir, &run)
+}
+
+/// [`write_run_reports`] for a summary already in memory (no re-read).
+pub fn write_run_reports_from(dir: &Path, summary: &Value) -> Result<()> {
+    let run = SavedRun::from_value(summary.clone(), &dir.join("summary.json"))?;
+    write_reports_of(dir, &run)
+}
+
+fn write_reports_of(dir: &Path, run: &SavedRun) -> Result<()> {
+    for (name, format) in [
+        (REPORT_MD, ReportFormat::Md),
+        (CHART_SVG, ReportFormat::Svg),
+    ] {
+        let path = dir.join(name);
+        write_atomic(&path, render(run, format).as_bytes())
+            .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// How a table row is marked.
+pub struct Marks {
+    /// The capacity row (a complete planned/search level at the capacity's concurrency).
+    pub capacity: bool,
+    /// `manual`, `partial`, `round 2`, `capacity`, `knee 64->128`.
+    pub notes: Vec<String>,
+}
+
+/// The notes of a level's row: its kind, and whether it is the capacity
+/// point or the far side of the knee.
+pub fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
+    let mut notes = level.notes();
+    let at = |c: Option<u32>| c.is_some() && c == level.concurrency && level.is_sweep_point();
+    let capacity = at(run.capacity.as_ref().and_then(|c| c.concurrency));
+    if capacity {
+        notes.push("capacity".into());
+    }
+    if let Some(knee) = &run.knee {
+        if at(knee.to_concurrency) {
+            let from = knee
+                .from_concurrency
+                .map_or_else(|| "?".into(), |c| c.to_string());
+            notes.push(format!("knee {from}->{}", knee.to_concurrency.unwrap_or(0)));
+        }
+    }
+    Marks { capacity, notes }
+}
+
+/// One decimal, or `-` for a missing figure.
+pub fn fixed1(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }

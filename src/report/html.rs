@@ -1,0 +1,157 @@
+//! `tokbench report --format html`: one self-contained page (inline CSS, the
+//! chart inline as SVG, no external assets) with the title, the chart, the
+//! sweep table and the verdicts.
+
+use std::fmt::Write;
+
+use super::formats::{fixed1, level_marks};
+use super::saved::SavedRun;
+use super::svg::{esc, render_svg};
+
+const STYLE: &str = "\
+body{margin:0;background:#f9fafb;color:#1f2937;font:15px/1.5 system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif}
+main{max-width:860px;margin:0 auto;padding:24px 16px 48px}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:16px;margin:28px 0 8px}
+.meta{color:#6b7280;font-size:13px;margin:0 0 16px}
+.meta code,td code{font-size:12px}
+figure{margin:0;background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:8px}
+figure svg{display:block;max-width:100%;height:auto}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:14px;font-variant-numeric:tabular-nums}
+th,td{padding:6px 10px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}
+th{background:#f3f4f6;font-weight:600}
+td.note,th.note{text-align:left;white-space:normal;color:#6b7280}
+tr.capacity td{background:#ecfdf5;font-weight:600}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:6px 16px;margin:0}
+dt{font-weight:600}
+dd{margin:0}
+ul{margin:0;padding-left:20px}
+footer{margin-top:32px;color:#9ca3af;font-size:12px}
+";
+
+pub fn render_html(run: &SavedRun) -> String {
+    let title = format!(
+        "tokbench: {} on {}, {}, profile {}",
+        run.model_name(),
+        run.engine_name(),
+        run.shape(),
+        run.profile.as_deref().unwrap_or("?")
+    );
+    let mut h = String::new();
+    let _ = writeln!(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>");
+    let _ = writeln!(h, "<meta charset=\"utf-8\">");
+    let _ = writeln!(
+        h,
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+    );
+    let _ = writeln!(h, "<title>{}</title>", esc(&title));
+    let _ = writeln!(h, "<style>\n{STYLE}</style>\n</head>\n<body>\n<main>");
+    let _ = writeln!(h, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(h, "<p class=\"meta\">{}</p>", meta(run));
+    let _ = writeln!(h, "<figure>\n{}</figure>", render_svg(run));
+
+    let _ = writeln!(h, "<h2>Sweep</h2>\n<table>\n<thead><tr>");
+    for head in [
+        "streams",
+        "per-stream tok/s",
+        "stream decode tok/s",
+        "total output tok/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "TPOT p50 ms",
+        "failed",
+    ] {
+        let _ = write!(h, "<th>{head}</th>");
+    }
+    let _ = writeln!(h, "<th class=\"note\">note</th></tr></thead>\n<tbody>");
+    if run.levels.is_empty() {
+        let _ = writeln!(
+            h,
+            "<tr><td colspan=\"9\" class=\"note\">no finished level</td></tr>"
+        );
+    }
+    for level in &run.levels {
+        let marks = level_marks(run, level);
+        let class = if marks.capacity {
+            " class=\"capacity\""
+        } else {
+            ""
+        };
+        let cells = [
+            level
+                .concurrency
+                .map_or_else(|| "-".into(), |c| c.to_string()),
+            fixed1(level.per_stream_tok_s),
+            fixed1(level.stream_decode_tok_s),
+            fixed1(level.output_throughput),
+            fixed1(level.ttft_p50_ms),
+            fixed1(level.ttft_p99_ms),
+            fixed1(level.tpot_p50_ms),
+            level.failed.map_or_else(|| "-".into(), |f| f.to_string()),
+        ];
+        let _ = write!(h, "<tr{class}>");
+        for c in cells {
+            let _ = write!(h, "<td>{}</td>", esc(&c));
+        }
+        let _ = writeln!(
+            h,
+            "<td class=\"note\">{}</td></tr>",
+            esc(&marks.notes.join(", "))
+        );
+    }
+    let _ = writeln!(h, "</tbody>\n</table>");
+
+    let _ = writeln!(h, "<h2>Verdict</h2>\n<dl>");
+    let _ = writeln!(h, "<dt>Capacity</dt><dd>{}</dd>", esc(&run.capacity_text()));
+    let _ = writeln!(h, "<dt>Knee</dt><dd>{}</dd>", esc(&run.knee_text()));
+    let cost = match &run.cost {
+        Some(c) => c
+            .verdict
+            .clone()
+            .unwrap_or_else(|| match c.cost_per_m_output {
+                Some(m) => format!("${m:.3} per million output tokens"),
+                None => "no cost figure recorded".into(),
+            }),
+        None => "no GPU price given (--gpu-price-per-hour)".into(),
+    };
+    let _ = writeln!(h, "<dt>Cost</dt><dd>{}</dd>", esc(&cost));
+    if let Some(slo) = run.slo_text() {
+        let _ = writeln!(h, "<dt>SLO</dt><dd>{}</dd>", esc(&slo));
+    }
+    let _ = writeln!(h, "</dl>\n<h2>Diagnoses</h2>\n<ul>");
+    if run.diagnoses.is_empty() {
+        let _ = writeln!(h, "<li>none fired</li>");
+    }
+    for d in &run.diagnoses {
+        let _ = writeln!(h, "<li title=\"{}\">{}</li>", esc(&d.id), esc(&d.message));
+    }
+    let _ = writeln!(
+        h,
+        "</ul>\n<footer>tokbench {} · from {}</footer>\n</main>\n</body>\n</html>",
+        esc(run.tokbench_version.as_deref().unwrap_or("?")),
+        esc(&run.source.display().to_string())
+    );
+    h
+}
+
+fn meta(run: &SavedRun) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = &run.target {
+        parts.push(format!("target <code>{}</code>", esc(t)));
+    }
+    if let Some(b) = &run.backend {
+        parts.push(format!("backend {}", esc(b)));
+    }
+    match run.ignore_eos {
+        Some(true) => parts.push("ignore_eos".into()),
+        Some(false) => parts.push("no ignore_eos".into()),
+        None => {}
+    }
+    if let Some(s) = &run.started_at {
+        parts.push(format!("started {}", esc(s)));
+    }
+    for (k, v) in &run.labels {
+        parts.push(format!("<code>{}={}</code>", esc(k), esc(v)));
+    }
+    parts.join(" · ")
+}

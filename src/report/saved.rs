@@ -1,0 +1,483 @@
+//! A finished run read back from its `summary.json` (DESIGN.md section 6),
+//! for `report` and `compare`.
+//!
+//! Reading is tolerant: a summary written by an older or newer tokbench may
+//! lack keys, and every field here is then `None` (or a neutral default) so the
+//! reports degrade to a `-` instead of failing. Only a file that is not a JSON
+//! object with a `levels` list is refused, with one line saying so.
+
+use std::path::{Path, PathBuf};
+
+use color_eyre::eyre::{bail, Result, WrapErr};
+use serde_json::{Map, Value};
+
+/// The SLOs the run was judged against (`run.slo`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SavedSlo {
+    pub ttft_p99_ms: Option<f64>,
+    pub min_stream_tok_s: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub max_error_rate: Option<f64>,
+}
+
+/// One level object of `levels`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedLevel {
+    /// The whole object, for the CSV's every-key columns.
+    pub raw: Map<String, Value>,
+    /// `max_concurrency`.
+    pub concurrency: Option<u32>,
+    /// `planned`, `manual`, `search`, `rate`, `replay` (`planned` when absent).
+    pub mode: String,
+    pub partial: bool,
+    pub completed: Option<u64>,
+    pub failed: Option<u64>,
+    pub output_throughput: Option<f64>,
+    pub per_stream_tok_s: Option<f64>,
+    pub stream_decode_tok_s: Option<f64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: Option<f64>,
+    /// The level file's name (`sweep-c64-r2.json`), when recorded.
+    pub file: Option<String>,
+}
+
+impl SavedLevel {
+    fn from_value(v: &Value) -> Option<SavedLevel> {
+        let raw = v.as_object()?.clone();
+        let concurrency = uint(v, "max_concurrency").and_then(|c| u32::try_from(c).ok());
+        let output_throughput = float(v, "output_throughput");
+        let per_stream_tok_s = float(v, "per_stream_tok_s").or_else(|| {
+            // Older summaries: the column's definition, output throughput / streams.
+            match (output_throughput, concurrency) {
+                (Some(t), Some(c)) if c > 0 => Some(t / f64::from(c)),
+                _ => None,
+            }
+        });
+        let tpot_p50_ms = float(v, "p50_tpot_ms").or_else(|| float(v, "median_tpot_ms"));
+        let stream_decode_tok_s = float(v, "stream_decode_tok_s")
+            .or_else(|| tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t));
+        Some(SavedLevel {
+            concurrency,
+            mode: string(v, "mode").unwrap_or_else(|| "planned".into()),
+            partial: v.get("partial").and_then(Value::as_bool).unwrap_or(false),
+            completed: uint(v, "completed"),
+            failed: uint(v, "failed"),
+            output_throughput,
+            per_stream_tok_s,
+            stream_decode_tok_s,
+            ttft_p50_ms: float(v, "p50_ttft_ms").or_else(|| float(v, "median_ttft_ms")),
+            ttft_p99_ms: float(v, "p99_ttft_ms"),
+            tpot_p50_ms,
+            file: string(v, "file"),
+            raw,
+        })
+    }
+
+    /// Planned and search levels that ran to the end: the ones the knee and
+    /// the sweep line are drawn through. Manual and partial levels stand alone.
+    pub fn is_sweep_point(&self) -> bool {
+        !self.partial && matches!(self.mode.as_str(), "planned" | "search")
+    }
+
+    pub fn is_manual(&self) -> bool {
+        self.mode == "manual"
+    }
+
+    /// `-r2` -> 2 from the file name; 1 for a first (or unnamed) level.
+    pub fn round(&self) -> u32 {
+        self.file
+            .as_deref()
+            .and_then(|f| f.strip_suffix(".json"))
+            .and_then(|f| f.rsplit_once("-r"))
+            .and_then(|(_, n)| n.parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// What sets the level apart in a table: `manual`, `partial`, `round 2`.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.mode != "planned" {
+            notes.push(self.mode.clone());
+        }
+        if self.partial {
+            notes.push("partial".into());
+        }
+        let round = self.round();
+        if round > 1 {
+            notes.push(format!("round {round}"));
+        }
+        notes
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedKnee {
+    pub from_concurrency: Option<u32>,
+    pub to_concurrency: Option<u32>,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedCapacity {
+    pub concurrency: Option<u32>,
+    pub output_throughput: Option<f64>,
+    pub per_stream_tok_s: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    pub share_of_peak: Option<f64>,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedCost {
+    pub gpu_price_per_hour: Option<f64>,
+    pub api_price_per_m: Option<f64>,
+    pub cost_per_m_output: Option<f64>,
+    pub effective_cost_per_m: Option<f64>,
+    pub verdict: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedDiagnosis {
+    pub id: String,
+    pub message: String,
+}
+
+/// A run as its `summary.json` tells it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedRun {
+    /// The summary file it was read from (or `-` when built from a value).
+    pub source: PathBuf,
+    /// The file as read, for `--format json`.
+    pub raw: Value,
+    pub tokbench_version: Option<String>,
+    pub model: Option<String>,
+    pub engine: Option<String>,
+    pub engine_version: Option<String>,
+    pub target: Option<String>,
+    pub backend: Option<String>,
+    pub profile: Option<String>,
+    pub input_len: Option<u64>,
+    pub output_len: Option<u64>,
+    pub ignore_eos: Option<bool>,
+    pub started_at: Option<String>,
+    pub labels: Vec<(String, String)>,
+    pub slo: SavedSlo,
+    /// In run order.
+    pub levels: Vec<SavedLevel>,
+    pub knee: Option<SavedKnee>,
+    pub capacity: Option<SavedCapacity>,
+    /// `capacity_reason`: "capacity: ..." or "no capacity: ...".
+    pub capacity_reason: Option<String>,
+    pub cost: Option<SavedCost>,
+    pub diagnoses: Vec<SavedDiagnosis>,
+}
+
+impl SavedRun {
+    /// Read a result folder's `summary.json`, or the summary file given.
+    pub fn load(path: &Path) -> Result<SavedRun> {
+        let file = summary_path(path);
+        let text = std::fs::read_to_string(&file).wrap_err_with(|| {
+            if path.is_dir() {
+                format!(
+                    "no readable summary.json in {} (is it a tokbench result folder?)",
+                    path.display()
+                )
+            } else {
+                format!("cannot read {}", file.display())
+            }
+        })?;
+        let value: Value = serde_json::from_str(&text)
+            .wrap_err_with(|| format!("{} is not valid JSON", file.display()))?;
+        SavedRun::from_value(value, &file)
+    }
+
+    /// Interpret a summary already in memory; `source` names it in messages.
+    pub fn from_value(raw: Value, source: &Path) -> Result<SavedRun> {
+        let Some(levels) = raw.get("levels").and_then(Value::as_array) else {
+            bail!(
+                "{} is not a tokbench summary (no \"levels\" list)",
+                source.display()
+            );
+        };
+        let levels: Vec<SavedLevel> = levels.iter().filter_map(SavedLevel::from_value).collect();
+        let run = raw.get("run").cloned().unwrap_or(Value::Null);
+        let slo = run.get("slo").cloned().unwrap_or(Value::Null);
+        let labels = run
+            .get("labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                        (k.clone(), v)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let knee = raw
+            .get("knee")
+            .filter(|k| k.is_object())
+            .map(|k| SavedKnee {
+                from_concurrency: uint32(k, "from_concurrency"),
+                to_concurrency: uint32(k, "to_concurrency"),
+                reason: string(k, "reason"),
+            });
+        let capacity = raw
+            .get("capacity")
+            .filter(|c| c.is_object())
+            .map(|c| SavedCapacity {
+                concurrency: uint32(c, "concurrency"),
+                output_throughput: float(c, "output_throughput"),
+                per_stream_tok_s: float(c, "per_stream_tok_s"),
+                p99_ttft_ms: float(c, "p99_ttft_ms"),
+                share_of_peak: float(c, "share_of_peak"),
+                reason: string(c, "reason"),
+            });
+        let cost = raw
+            .get("cost")
+            .filter(|c| c.is_object())
+            .map(|c| SavedCost {
+                gpu_price_per_hour: float(c, "gpu_price_per_hour"),
+                api_price_per_m: float(c, "api_price_per_m"),
+                cost_per_m_output: float(c, "cost_per_m_output"),
+                effective_cost_per_m: float(c, "effective_cost_per_m"),
+                verdict: string(c, "verdict"),
+            });
+        let diagnoses = raw
+            .get("diagnoses")
+            .and_then(Value::as_array)
+            .map(|ds| {
+                ds.iter()
+                    .filter_map(|d| {
+                        let message = string(d, "message")?;
+                        Some(SavedDiagnosis {
+                            id: string(d, "id").unwrap_or_default(),
+                            message,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(SavedRun {
+            source: source.to_path_buf(),
+            tokbench_version: string(&raw, "tokbench_version"),
+            model: string(&run, "model")
+                .or_else(|| levels.first().and_then(|l| string_map(&l.raw, "model_id"))),
+            engine: string(&run, "engine"),
+            engine_version: string(&run, "engine_version"),
+            target: string(&run, "target"),
+            backend: string(&run, "backend"),
+            profile: string(&run, "profile"),
+            input_len: uint(&run, "input_len"),
+            output_len: uint(&run, "output_len"),
+            ignore_eos: run.get("ignore_eos").and_then(Value::as_bool),
+            started_at: string(&run, "started_at"),
+            labels,
+            slo: SavedSlo {
+                ttft_p99_ms: float(&slo, "ttft_p99_ms"),
+                min_stream_tok_s: float(&slo, "min_stream_tok_s"),
+                tpot_p99_ms: float(&slo, "tpot_p99_ms"),
+                max_error_rate: float(&slo, "max_error_rate"),
+            },
+            levels,
+            knee,
+            capacity,
+            capacity_reason: string(&raw, "capacity_reason"),
+            cost,
+            diagnoses,
+            raw,
+        })
+    }
+
+    /// `in 1024 / out 1024` (`?` for a length the file does not give).
+    pub fn shape(&self) -> String {
+        format!(
+            "in {} / out {}",
+            opt_u(self.input_len),
+            opt_u(self.output_len)
+        )
+    }
+
+    pub fn model_name(&self) -> &str {
+        self.model.as_deref().unwrap_or("unknown model")
+    }
+
+    /// `vllm 0.11.0`, `tokbench-sim 0.0.0`, or `unknown engine`.
+    pub fn engine_name(&self) -> String {
+        match (&self.engine, &self.engine_version) {
+            (Some(e), Some(v)) if !v.is_empty() => {
+                // The simulator says `0.0.0-tokbench-sim`: no need to say it twice.
+                let v = v.strip_suffix(&format!("-{e}")).unwrap_or(v);
+                format!("{e} {v}")
+            }
+            (Some(e), _) => e.clone(),
+            (None, _) => "unknown engine".into(),
+        }
+    }
+
+    /// The capacity sentence without its `capacity:` prefix, or why there is none.
+    pub fn capacity_text(&self) -> String {
+        if let Some(reason) = self.capacity.as_ref().and_then(|c| c.reason.clone()) {
+            return reason;
+        }
+        match &self.capacity_reason {
+            Some(line) => line
+                .strip_prefix("no capacity: ")
+                .or_else(|| line.strip_prefix("capacity: "))
+                .unwrap_or(line)
+                .to_string(),
+            None if self.capacity.is_some() => "recorded without a reason".into(),
+            None => "none recorded in this summary".into(),
+        }
+    }
+
+    pub fn knee_text(&self) -> String {
+        match &self.knee {
+            Some(k) => k.reason.clone().unwrap_or_else(|| {
+                format!(
+                    "{} -> {} streams",
+                    opt_u(k.from_concurrency.map(u64::from)),
+                    opt_u(k.to_concurrency.map(u64::from))
+                )
+            }),
+            None => "no knee in the measured levels".into(),
+        }
+    }
+
+    /// The SLOs in words: `p99 TTFT <= 500 ms, decode >= 20 tok/s per stream, errors < 1%`.
+    pub fn slo_text(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(t) = self.slo.ttft_p99_ms {
+            parts.push(format!("p99 TTFT <= {} ms", trim_num(t)));
+        }
+        if let Some(s) = self.slo.min_stream_tok_s {
+            parts.push(format!("decode >= {} tok/s per stream", trim_num(s)));
+        }
+        if let Some(t) = self.slo.tpot_p99_ms {
+            parts.push(format!("p99 TPOT <= {} ms", trim_num(t)));
+        }
+        if let Some(e) = self.slo.max_error_rate {
+            parts.push(format!("errors < {}%", trim_num(e * 100.0)));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// A folder means its `summary.json`; anything else is the file itself.
+pub fn summary_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join("summary.json")
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The median of some values (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    })
+}
+
+fn float(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+fn uint(v: &Value, key: &str) -> Option<u64> {
+    let x = v.get(key)?;
+    x.as_u64().or_else(|| {
+        x.as_f64()
+            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
+            .map(|f| f as u64)
+    })
+}
+
+fn uint32(v: &Value, key: &str) -> Option<u32> {
+    uint(v, key).and_then(|x| u32::try_from(x).ok())
+}
+
+fn string(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn string_map(m: &Map<String, Value>, key: &str) -> Option<String> {
+    m.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn opt_u(x: Option<u64>) -> String {
+    x.map_or_else(|| "?".into(), |v| v.to_string())
+}
+
+/// `500`, `0.5`, `20`: a number without a trailing `.0`.
+pub fn trim_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_bare_summary_degrades_instead_of_failing() {
+        let run = SavedRun::from_value(
+            json!({"levels": [{"max_concurrency": 4, "output_throughput": 100.0,
+                               "median_tpot_ms": 25.0, "median_ttft_ms": 30.0}]}),
+            Path::new("old.json"),
+        )
+        .expect("a summary with levels reads");
+        assert_eq!(run.shape(), "in ? / out ?");
+        assert_eq!(run.model_name(), "unknown model");
+        let l = &run.levels[0];
+        assert_eq!(l.per_stream_tok_s, Some(25.0));
+        assert_eq!(l.stream_decode_tok_s, Some(40.0));
+        assert_eq!(l.ttft_p50_ms, Some(30.0));
+        assert_eq!(l.ttft_p99_ms, None);
+        assert!(l.is_sweep_point());
+        assert_eq!(run.capacity_text(), "none recorded in this summary");
+    }
+
+    #[test]
+    fn not_a_summary_is_one_clear_line() {
+        let err =
+            SavedRun::from_value(json!({"a": 1}), Path::new("x.json")).expect_err("no levels list");
+        assert_eq!(
+            err.to_string(),
+            "x.json is not a tokbench summary (no \"levels\" list)"
+        );
+    }
+
+    #[test]
+    fn rounds_come_from_file_names() {
+        let level = |file: &str| {
+            SavedLevel::from_value(&json!({"max_concurrency": 1, "file": file})).expect("object")
+        };
+        assert_eq!(level("sweep-c4.json").round(), 1);
+        assert_eq!(level("sweep-c4-r3.json").round(), 3);
+        assert_eq!(level("sweep-c4-manual-r2.json").notes(), vec!["round 2"]);
+    }
+
+    #[test]
+    fn medians_and_numbers() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(trim_num(500.0), "500");
+        assert_eq!(trim_num(0.5), "0.5");
+        assert_eq!(trim_num(1.0), "1");
+    }
+}
