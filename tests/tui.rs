@@ -133,21 +133,22 @@ struct Sim {
 
 impl Sim {
     fn start() -> Sim {
+        Sim::with(SimConfig {
+            step_ms: 3.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 1.0,
+            ..SimConfig::default()
+        })
+    }
+
+    fn with(config: SimConfig) -> Sim {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
         let handle = runtime
-            .block_on(sim::spawn(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                SimConfig {
-                    step_ms: 3.0,
-                    step_ms_per_seq: 0.0,
-                    prefill_ms_per_1k: 1.0,
-                    ..SimConfig::default()
-                },
-            ))
+            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
             .expect("simulator starts");
         Sim {
             runtime,
@@ -339,6 +340,70 @@ fn sigterm_saves_and_exits_130() {
         names.iter().any(|n| n == "sweep-c2-partial.json"),
         "{names:?}"
     );
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The view never bends a measurement: the same simulated sweep measures
+/// the same median TPOT (within 2%) with the live view and with --no-tui.
+#[test]
+fn tpot_is_the_same_with_and_without_the_view() {
+    let sim = Sim::with(SimConfig {
+        step_ms: 10.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 1.0,
+        ..SimConfig::default()
+    });
+    let dir = scratch("tpot");
+    let args = |out: &Path| {
+        format!(
+            "sweep --base-url {} --concurrency 1,4 --num-prompts 6 --warmup 1 \
+             --random-input-len 16 --random-output-len 48 --seed 9 --result-dir {}",
+            sim.url(),
+            out.display()
+        )
+    };
+    let headless = dir.join("headless");
+    let out = Command::new(bin())
+        .args(args(&headless).split_whitespace())
+        .arg("--no-tui")
+        .output()
+        .expect("tokbench runs");
+    assert!(out.status.success(), "{}", text(&out));
+
+    let live = dir.join("live");
+    let tmux = Tmux::start(
+        "tpot",
+        100,
+        30,
+        &format!(
+            "env TERM=xterm-256color {} {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            args(&live)
+        ),
+    );
+    tmux.wait_for("the sweep's end", Duration::from_secs(20), |s| {
+        s.contains("sweep finished")
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(5), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+    for c in [1, 4] {
+        let name = format!("sweep-c{c}.json");
+        let a = read_json(&headless.join(&name))["median_tpot_ms"]
+            .as_f64()
+            .expect("headless TPOT");
+        let b = read_json(&live.join(&name))["median_tpot_ms"]
+            .as_f64()
+            .expect("live TPOT");
+        let diff = (b - a).abs() / a;
+        eprintln!(
+            "c{c}: median TPOT {a:.3} ms headless, {b:.3} ms live ({:.2}%)",
+            diff * 100.0
+        );
+        assert!(diff <= 0.02, "c{c}: {a} vs {b}");
+    }
     drop(tmux);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -350,12 +350,16 @@ pub struct App {
     pub capacity: Option<u32>,
     /// The knee so far: from and to concurrency.
     pub knee: Option<(u32, u32)>,
+    /// Capacity, knee, cost and notes in words, one line each.
+    pub verdict: Vec<String>,
     status: Option<(String, Duration)>,
     window: LiveWindow,
     /// Seconds at which the target changed, oldest first, pruned to the window.
     target_changes: VecDeque<u64>,
     /// Records or changes arrived since `latency` was computed.
     latency_stale: bool,
+    /// When the driver said it finished (the last tick before it).
+    stopped_at: Option<Duration>,
     last_recompute: Option<Duration>,
 }
 
@@ -378,10 +382,12 @@ impl App {
             latency: Latency::default(),
             capacity: None,
             knee: None,
+            verdict: Vec::new(),
             status: None,
             window: LiveWindow::new(DEFAULT_WINDOW_SECS),
             target_changes: VecDeque::new(),
             latency_stale: true,
+            stopped_at: None,
             last_recompute: None,
         }
     }
@@ -478,6 +484,7 @@ impl App {
                         level.state = LevelState::Draining;
                     }
                 }
+                self.stopped_at = Some(self.elapsed);
                 self.phase = Phase::Finished {
                     stopped_by_user: *stopped_by_user,
                     error: error.as_deref().map(one_line),
@@ -505,10 +512,17 @@ impl App {
     }
 
     /// The analysis of the levels finished so far: where capacity and the
-    /// knee are (the loop asks the recorder after every saved level).
-    pub fn set_verdict(&mut self, capacity: Option<u32>, knee: Option<(u32, u32)>) {
+    /// knee are, and what it says in words (the loop asks the recorder
+    /// after every saved level).
+    pub fn set_verdict(
+        &mut self,
+        capacity: Option<u32>,
+        knee: Option<(u32, u32)>,
+        lines: Vec<String>,
+    ) {
         self.capacity = capacity;
         self.knee = knee;
+        self.verdict = lines.iter().map(|l| one_line(l)).collect();
     }
 
     pub fn set_in_flight(&mut self, n: u32) {
@@ -522,6 +536,12 @@ impl App {
     /// Time passes: `now` is the offset from the run's start. Recomputes
     /// what is derived from the records, at most every `RECOMPUTE_EVERY`.
     pub fn on_tick(&mut self, now: Duration) {
+        // The clock and the bars stop with the run: the final screen shows
+        // the run's last minute, not a minute of nothing after it.
+        let now = match self.stopped_at {
+            Some(at) => now.min(at),
+            None => now,
+        };
         let new_second = now.as_secs() != self.elapsed.as_secs();
         self.elapsed = self.elapsed.max(now);
         if self
@@ -900,6 +920,18 @@ pub(crate) mod tests {
         });
         assert!(app.levels[0].is_partial());
         assert_eq!(app.current().map(|l| l.info.concurrency), Some(5));
+    }
+
+    #[test]
+    fn the_clock_stops_with_the_run() {
+        let mut app = running_at(4);
+        app.on_tick(Duration::from_secs(90));
+        app.on_driver_event(&DriverEvent::Finished {
+            stopped_by_user: false,
+            error: None,
+        });
+        app.on_tick(Duration::from_secs(300));
+        assert_eq!(app.elapsed, Duration::from_secs(90));
     }
 
     #[test]

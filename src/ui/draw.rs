@@ -94,20 +94,36 @@ fn too_small(area: Rect, buf: &mut Buffer, app: &App) {
 
 fn header_line(app: &App, area: Rect) -> Line<'static> {
     let p = &app.palette;
+    let right = Span::styled(format!("{} ", clock(app.elapsed.as_secs())), p.strong);
+    let room = usize::from(area.width.saturating_sub(right.width() as u16 + 2));
+    // The target is worth an ellipsis before it is worth dropping: try
+    // shorter forms of the names until it fits.
+    let w = usize::from(area.width);
+    for name_room in [w / 3, w / 4, 20, 14] {
+        let (parts, target) = header_parts(app, name_room.max(14));
+        if keep_fitting(&parts, room, 2)[target] {
+            return with_right(parts, right, area.width);
+        }
+    }
+    with_right(header_parts(app, 14).0, right, area.width)
+}
+
+/// The header's parts, names cut to `name_room`, and where the target is.
+fn header_parts(app: &App, name_room: usize) -> (Vec<Part<'static>>, usize) {
+    let p = &app.palette;
     let run = &app.run;
-    let elapsed = clock(app.elapsed.as_secs());
-    let name_room = usize::from(area.width / 3).max(12);
     let mut parts = vec![Part::text(0, " tokbench", p.brand)];
     if run.simulated {
         parts.push(Part::text(0, " SIMULATED SERVER ", p.badge_sim));
     }
+    let target = parts.len();
     parts.push(Part::text(1, ellipsize(&run.target, name_room), p.text));
     let engine = match &run.engine_version {
         Some(v) => format!("{} {v}", run.engine),
         None => run.engine.clone(),
     };
     if !engine.is_empty() {
-        parts.push(Part::text(3, engine, p.dim));
+        parts.push(Part::text(3, ellipsize(&engine, name_room), p.dim));
     }
     parts.push(Part::text(2, ellipsize(&run.model, name_room), p.strong));
     parts.push(Part::text(
@@ -127,11 +143,7 @@ fn header_line(app: &App, area: Rect) -> Line<'static> {
     if let Some(knobs) = &run.knobs {
         parts.push(Part::text(5, ellipsize(knobs, name_room), p.dim));
     }
-    with_right(
-        parts,
-        Span::styled(format!("{elapsed} "), p.strong),
-        area.width,
-    )
+    (parts, target)
 }
 
 /// `parts` fitted to the left and `right` at the right edge.
@@ -303,10 +315,20 @@ fn main_panels(app: &App, area: Rect, buf: &mut Buffer) {
     if area.width >= SIDE_BY_SIDE && area.height >= 6 {
         let variant = table.variant_for(wide_room);
         let table_w = (table.width(&variant) + 2).min(wide_room);
-        let [chart_area, table_area] =
+        let [chart_area, right] =
             Layout::horizontal([Constraint::Min(0), Constraint::Length(table_w)]).areas(area);
         chart_panel(app, chart_area, buf);
-        table.render(app, &variant, table_area, buf);
+        // Under the table, what the levels so far add up to, when there is
+        // room for it.
+        let table_h = (table.rows.len() as u16 + 3).max(5);
+        if !app.verdict.is_empty() && right.height >= table_h + VERDICT_MIN_HEIGHT {
+            let [table_area, verdict_area] =
+                Layout::vertical([Constraint::Length(table_h), Constraint::Min(0)]).areas(right);
+            table.render(app, &variant, table_area, buf);
+            verdict_panel(app, verdict_area, buf);
+        } else {
+            table.render(app, &variant, right, buf);
+        }
     } else if area.height >= 16 {
         let variant = table.variant_for(area.width.saturating_sub(2));
         let rows_h = (table.rows.len() as u16 + 3).clamp(5, area.height / 2);
@@ -318,6 +340,49 @@ fn main_panels(app: &App, area: Rect, buf: &mut Buffer) {
         let variant = table.variant_for(area.width.saturating_sub(2));
         table.render(app, &variant, area, buf);
     }
+}
+
+/// The verdict panel is not worth fewer rows than this.
+const VERDICT_MIN_HEIGHT: u16 = 5;
+
+/// Capacity, knee, cost and the checks that fired, over the levels so far.
+fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let lines: Vec<Line<'_>> = app
+        .verdict
+        .iter()
+        .map(|line| match line.split_once(": ") {
+            // "capacity: ...": the head word stands out.
+            Some((head, rest)) if head.len() <= 12 => {
+                let style = match head {
+                    "capacity" => p.capacity,
+                    "knee" => p.knee,
+                    _ => p.strong,
+                };
+                Line::from(vec![
+                    Span::styled(format!("{head}: "), style),
+                    Span::styled(rest, p.text),
+                ])
+            }
+            _ => Line::styled(line.as_str(), p.text),
+        })
+        .collect();
+    Paragraph::new(lines)
+        .wrap(ratatui::widgets::Wrap { trim: true })
+        .block(
+            Block::bordered()
+                .border_type(BorderType::Rounded)
+                .border_style(p.border)
+                .title(Line::from(padded(Line::styled(
+                    if app.is_finished() {
+                        "result"
+                    } else {
+                        "so far"
+                    },
+                    p.title,
+                )))),
+        )
+        .render(area, buf);
 }
 
 fn chart_points(app: &App) -> Vec<ChartPoint> {

@@ -160,12 +160,23 @@ fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result
         app.on_level_saved(level);
         // A handful of levels: cheap, and only when one finishes.
         let decision = recorder.decision();
+        let mut lines = vec![decision.capacity_line()];
+        if let Some(knee) = &decision.knee {
+            lines.push(format!("knee: {}", knee.reason));
+        }
+        if let Some(cost) = recorder.cost(&decision) {
+            lines.push(format!("cost: {}", cost.verdict));
+        }
+        for diagnosis in recorder.diagnoses_for(&decision) {
+            lines.push(format!("note: {}", diagnosis.message));
+        }
         app.set_verdict(
             decision.capacity.as_ref().ok().map(|c| c.concurrency),
             decision
                 .knee
                 .as_ref()
                 .map(|k| (k.from_concurrency, k.to_concurrency)),
+            lines,
         );
     }
     Ok(())

@@ -366,7 +366,15 @@ impl Screen {
                     s.finish_level(l, false);
                 }
                 // What the analysis says of this shape (see analysis::decide).
-                s.app.set_verdict(Some(32), Some((64, 128)));
+                s.app.set_verdict(
+                    Some(32),
+                    Some((64, 128)),
+                    vec![
+                        "capacity: 32 streams: the level before the knee (64 -> 128 streams; no TTFT SLO given), meeting decode >= 20 tok/s per stream: 54 tok/s; 76% of the peak 2,034 tok/s at 128 streams".into(),
+                        "knee: 64 -> 128 streams adds 4.7% throughput while p99 TTFT grows 3.1x: KV cache or batch full, requests queue".into(),
+                        "note: one round per level: run --rounds 3 to see how stable the numbers are".into(),
+                    ],
+                );
                 s.feed(DriverEvent::Finished {
                     stopped_by_user: false,
                     error: None,
@@ -385,6 +393,15 @@ fn mid_sweep(s: &mut Scene, faults: Faults) {
         s.play(l, *shape, shape.concurrency * 10, faults);
         s.finish_level(l, false);
     }
+    // What the analysis says of the three finished levels.
+    s.app.set_verdict(
+        Some(16),
+        None,
+        vec![
+            "capacity: 16 streams: the highest level meeting the SLO (decode >= 20 tok/s per stream: 71 tok/s); 100% of the peak 1,029 tok/s at 16 streams".into(),
+            "note: one round per level: run --rounds 3 to see how stable the numbers are".into(),
+        ],
+    );
     let l = s.start(32, Mode::Planned, Some(3));
     s.play(l, ARTICLE[3], 214, faults);
 }
