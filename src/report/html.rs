@@ -18,9 +18,10 @@ h2{font-size:16px;margin:28px 0 8px}
 figure{margin:0;background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:8px}
 figure svg{display:block;max-width:100%;height:auto}
 table{border-collapse:collapse;width:100%;background:#fff;font-size:14px;font-variant-numeric:tabular-nums}
-th,td{padding:6px 10px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}
-th{background:#f3f4f6;font-weight:600}
-td.note,th.note{text-align:left;white-space:normal;color:#6b7280}
+th,td{padding:6px 8px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}
+th{background:#f3f4f6;font-weight:600;white-space:normal;vertical-align:bottom;font-size:13px}
+.scroll{overflow-x:auto}
+td.note,th.note{text-align:left;color:#6b7280}
 tr.capacity td{background:#ecfdf5;font-weight:600}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:6px 16px;margin:0}
 dt{font-weight:600}
@@ -50,7 +51,10 @@ pub fn render_html(run: &SavedRun) -> String {
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", meta(run));
     let _ = writeln!(h, "<figure>\n{}</figure>", render_svg(run));
 
-    let _ = writeln!(h, "<h2>Sweep</h2>\n<table>\n<thead><tr>");
+    let _ = writeln!(
+        h,
+        "<h2>Sweep</h2>\n<div class=\"scroll\">\n<table>\n<thead><tr>"
+    );
     for head in [
         "streams",
         "per-stream tok/s",
@@ -99,7 +103,7 @@ pub fn render_html(run: &SavedRun) -> String {
             esc(&marks.notes.join(", "))
         );
     }
-    let _ = writeln!(h, "</tbody>\n</table>");
+    let _ = writeln!(h, "</tbody>\n</table>\n</div>");
 
     let _ = writeln!(h, "<h2>Verdict</h2>\n<dl>");
     let _ = writeln!(h, "<dt>Capacity</dt><dd>{}</dd>", esc(&run.capacity_text()));

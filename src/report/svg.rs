@@ -455,18 +455,7 @@ impl Plot {
                 self.top, self.bottom
             );
         }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" font-size="12" font-weight="bold" fill="{KNEE}" text-anchor="middle">knee</text>"#,
-            (a + b) / 2.0,
-            self.top + 16.0
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" font-size="10" fill="{KNEE}" text-anchor="middle">{from}→{to}</text></g>"#,
-            (a + b) / 2.0,
-            self.top + 29.0
-        );
+        svg.push_str("</g>\n");
     }
 
     fn slo(&self, svg: &mut String, data: &ChartData) {
@@ -616,23 +605,36 @@ impl Plot {
         let points = self.obstacles(data);
         let mut boxes = Vec::new();
         if let Some((from, to, _)) = &data.knee {
+            // "knee" over "64→128", at the top of the band or, when a line
+            // passes there, at its foot.
             let mid = (self.x(*from) + self.x(*to)) / 2.0;
-            boxes.push(TextBox::new(
-                mid,
-                self.top + 16.0,
-                "middle",
-                "knee",
-                12.0,
-                true,
-            ));
-            boxes.push(TextBox::new(
-                mid,
-                self.top + 29.0,
-                "middle",
-                &format!("{from}→{to}"),
-                10.0,
-                false,
-            ));
+            let sub = format!("{from}→{to}");
+            let at = |y: f64| {
+                [
+                    TextBox::new(mid, y, "middle", "knee", 12.0, true),
+                    TextBox::new(mid, y + 13.0, "middle", &sub, 10.0, false),
+                ]
+            };
+            let hits = |pair: &[TextBox; 2]| {
+                points
+                    .iter()
+                    .filter(|p| pair.iter().any(|b| b.grown(2.0).contains(**p)))
+                    .count()
+            };
+            let top = at(self.top + 16.0);
+            let foot = at(self.bottom - 20.0);
+            let (y, pair) = if hits(&foot) < hits(&top) {
+                (self.bottom - 20.0, foot)
+            } else {
+                (self.top + 16.0, top)
+            };
+            let _ = writeln!(
+                svg,
+                r##"<g id="knee-label" class="marker-knee" fill="{KNEE}" text-anchor="middle" stroke="#ffffff" stroke-width="3" paint-order="stroke"><text x="{mid:.1}" y="{y:.1}" font-size="12" font-weight="bold">knee</text><text x="{mid:.1}" y="{:.1}" font-size="10">{}</text></g>"##,
+                y + 13.0,
+                esc(&sub)
+            );
+            boxes.extend(pair);
         }
         if let Some(slo) = data.slo_ttft_ms {
             let y = self.y_right(slo);
@@ -671,7 +673,11 @@ impl Plot {
             svg,
             r#"<circle cx="{x:.1}" cy="{y:.1}" r="10" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
         );
-        let label = format!("capacity: {c} streams, {} tok/s", group(t, 0));
+        let label = format!(
+            "capacity: {c} stream{}, {} tok/s",
+            if c == 1 { "" } else { "s" },
+            group(t, 0)
+        );
         let candidates = [
             (x - 16.0, y + 4.0, "end"),
             (x + 16.0, y + 4.0, "start"),
