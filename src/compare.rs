@@ -1,10 +1,403 @@
-//! `tokbench compare` (being written).
+//! `tokbench compare A B [C ...] [--force]`: finished runs side by side, each
+//! figure with its change against the first run (the baseline).
+//!
+//! Numbers measured at different input/output lengths or workload profiles
+//! do not compare (a longer prompt alone moves TTFT), so such runs are
+//! refused with exit code 2 and one line on stderr, unless `--force`.
 
-use color_eyre::eyre::{bail, Result};
+use std::fmt::Write as _;
+use std::io::{self, Write as _};
+
+use color_eyre::eyre::{Result, WrapErr};
 
 use crate::cli::CompareArgs;
+use crate::report::saved::{median, SavedLevel, SavedRun};
+use crate::report::svg::group;
 
 /// Exit code 2 when the runs cannot be compared (DESIGN.md section 5).
-pub fn run_compare_command(_args: &CompareArgs) -> Result<i32> {
-    bail!("compare is not implemented yet")
+pub const EXIT_REFUSED: i32 = 2;
+
+pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|p| SavedRun::load(p))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(problem) = shape_mismatch(&runs) {
+        if !args.force {
+            eprintln!("tokbench compare: refused: {problem}; numbers at different shapes do not compare (--force to compare anyway)");
+            return Ok(EXIT_REFUSED);
+        }
+        eprintln!("tokbench compare: warning: {problem}; comparing anyway (--force)");
+    }
+    let text = render_compare(&runs);
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(e).wrap_err("cannot write the comparison to stdout"),
+    }
+}
+
+/// `A`, `B`, ... `Z`, then `R27`, `R28`: short names for the table heads.
+pub fn run_name(i: usize) -> String {
+    match u8::try_from(i) {
+        Ok(n) if n < 26 => char::from(b'A' + n).to_string(),
+        _ => format!("R{}", i + 1),
+    }
+}
+
+/// `in 128 / out 64, profile custom`.
+fn shape_of(run: &SavedRun) -> String {
+    format!(
+        "{}, profile {}",
+        run.shape(),
+        run.profile.as_deref().unwrap_or("?")
+    )
+}
+
+/// The first run whose lengths or profile differ from the baseline's, said
+/// in words; `None` when all runs share one shape.
+pub fn shape_mismatch(runs: &[SavedRun]) -> Option<String> {
+    let base = runs.first()?;
+    runs.iter().enumerate().skip(1).find_map(|(i, run)| {
+        let same = run.input_len == base.input_len
+            && run.output_len == base.output_len
+            && run.profile == base.profile;
+        (!same).then(|| {
+            format!(
+                "{} ({}) is {} but {} ({}) is {}",
+                run_name(i),
+                run.source.display(),
+                shape_of(run),
+                run_name(0),
+                base.source.display(),
+                shape_of(base)
+            )
+        })
+    })
+}
+
+/// One run's figures at one concurrency.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cell {
+    output_throughput: Option<f64>,
+    per_stream_tok_s: Option<f64>,
+    ttft_p50_ms: Option<f64>,
+    ttft_p99_ms: Option<f64>,
+    /// Only partial levels ran at this concurrency.
+    partial: bool,
+}
+
+/// The median over a run's levels at `c`: complete planned or search levels
+/// when there are any, else complete levels of any kind, else partial ones.
+fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
+    let at: Vec<&SavedLevel> = run
+        .levels
+        .iter()
+        .filter(|l| l.concurrency == Some(c))
+        .collect();
+    let sweep: Vec<&SavedLevel> = at.iter().copied().filter(|l| l.is_sweep_point()).collect();
+    let complete: Vec<&SavedLevel> = at.iter().copied().filter(|l| !l.partial).collect();
+    let (chosen, partial) = if !sweep.is_empty() {
+        (sweep, false)
+    } else if !complete.is_empty() {
+        (complete, false)
+    } else if !at.is_empty() {
+        (at, true)
+    } else {
+        return None;
+    };
+    let med = |f: fn(&SavedLevel) -> Option<f64>| {
+        median(&chosen.iter().filter_map(|l| f(l)).collect::<Vec<_>>())
+    };
+    Some(Cell {
+        output_throughput: med(|l| l.output_throughput),
+        per_stream_tok_s: med(|l| l.per_stream_tok_s),
+        ttft_p50_ms: med(|l| l.ttft_p50_ms),
+        ttft_p99_ms: med(|l| l.ttft_p99_ms),
+        partial,
+    })
+}
+
+/// `+12.3%` against the baseline; empty when there is nothing to compare to.
+pub fn relative_change(value: f64, base: f64) -> String {
+    if base.abs() < f64::EPSILON || !base.is_finite() || !value.is_finite() {
+        return String::new();
+    }
+    let pct = (value - base) / base * 100.0;
+    // -0.04 rounds to "-0.0%": say it flat.
+    if pct.abs() < 0.05 {
+        "+0.0%".into()
+    } else {
+        format!("{pct:+.1}%")
+    }
+}
+
+/// The whole comparison as text.
+pub fn render_compare(runs: &[SavedRun]) -> String {
+    let mut out = String::new();
+    let shapes: Vec<String> = runs.iter().map(shape_of).collect();
+    let one_shape = shapes.windows(2).all(|w| w[0] == w[1]);
+    if one_shape {
+        let _ = writeln!(
+            out,
+            "tokbench compare: {}",
+            shapes.first().map_or("", String::as_str)
+        );
+    } else {
+        let _ = writeln!(out, "tokbench compare: runs of different shapes (--force)");
+    }
+    for (i, run) in runs.iter().enumerate() {
+        let mut line = format!(
+            "  {:<3} {}  {} on {}",
+            run_name(i),
+            run.source.display(),
+            run.model_name(),
+            run.engine_name()
+        );
+        if !one_shape {
+            let _ = write!(line, ", {}", shapes[i]);
+        }
+        if let Some(s) = &run.started_at {
+            let _ = write!(line, ", started {s}");
+        }
+        for (k, v) in &run.labels {
+            let _ = write!(line, ", {k}={v}");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    let slos: Vec<Option<String>> = runs.iter().map(SavedRun::slo_text).collect();
+    if slos.windows(2).any(|w| w[0] != w[1]) {
+        let _ = writeln!(
+            out,
+            "  note: the runs' SLOs differ, so their capacities were judged by different rules"
+        );
+    }
+
+    let mut concurrencies: Vec<u32> = runs
+        .iter()
+        .flat_map(|r| r.levels.iter().filter_map(|l| l.concurrency))
+        .collect();
+    concurrencies.sort_unstable();
+    concurrencies.dedup();
+    let cells: Vec<Vec<Option<Cell>>> = concurrencies
+        .iter()
+        .map(|&c| runs.iter().map(|r| cell_at(r, c)).collect())
+        .collect();
+    let any_partial = cells.iter().flatten().flatten().any(|c| c.partial);
+
+    type Metric = (&'static str, fn(&Cell) -> Option<f64>);
+    let metrics: [Metric; 4] = [
+        ("total output tok/s (higher is better)", |c| {
+            c.output_throughput
+        }),
+        ("per-stream tok/s (higher is better)", |c| {
+            c.per_stream_tok_s
+        }),
+        ("TTFT p50 ms (lower is better)", |c| c.ttft_p50_ms),
+        ("TTFT p99 ms (lower is better)", |c| c.ttft_p99_ms),
+    ];
+    for (title, get) in metrics {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "{title}");
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let mut head = vec!["streams".to_string()];
+        for i in 0..runs.len() {
+            head.push(run_name(i));
+            if i > 0 {
+                head.push(format!("vs {}", run_name(0)));
+            }
+        }
+        rows.push(head);
+        for (ci, &c) in concurrencies.iter().enumerate() {
+            let base = cells[ci].first().copied().flatten().and_then(|x| get(&x));
+            let mut row = vec![c.to_string()];
+            for (ri, cell) in cells[ci].iter().enumerate() {
+                let value = cell.and_then(|x| get(&x).map(|v| (v, x.partial)));
+                row.push(match value {
+                    None => "-".to_string(),
+                    Some((v, partial)) => format!("{v:.1}{}", if partial { "*" } else { "" }),
+                });
+                if ri > 0 {
+                    row.push(match (value, base) {
+                        (Some((v, _)), Some(b)) => relative_change(v, b),
+                        _ => String::new(),
+                    });
+                }
+            }
+            rows.push(row);
+        }
+        out.push_str(&align(&rows));
+    }
+    if any_partial {
+        let _ = writeln!(out, "* only partial levels ran at this concurrency");
+    }
+
+    let _ = writeln!(out);
+    let _ = writeln!(out, "capacity (the highest level meeting the run's SLO)");
+    let base_cap = runs
+        .first()
+        .and_then(|r| r.capacity.as_ref())
+        .and_then(|c| c.output_throughput);
+    for (i, run) in runs.iter().enumerate() {
+        let text = match &run.capacity {
+            Some(cap) => {
+                let mut t = format!(
+                    "{} streams, {} tok/s",
+                    cap.concurrency
+                        .map_or_else(|| "?".into(), |c| c.to_string()),
+                    cap.output_throughput
+                        .map_or_else(|| "?".into(), |t| group(t, 0))
+                );
+                if let Some(p) = cap.per_stream_tok_s {
+                    let _ = write!(t, ", {p:.1} tok/s per stream");
+                }
+                if let Some(p) = cap.p99_ttft_ms {
+                    let _ = write!(t, ", p99 TTFT {} ms", group(p, 0));
+                }
+                if let (Some(b), Some(v), true) = (base_cap, cap.output_throughput, i > 0) {
+                    let change = relative_change(v, b);
+                    if !change.is_empty() {
+                        let _ = write!(t, "  ({change} tok/s)");
+                    }
+                }
+                t
+            }
+            None => format!("none: {}", run.capacity_text()),
+        };
+        let _ = writeln!(out, "  {:<3} {text}", run_name(i));
+    }
+
+    if runs.iter().any(|r| r.cost.is_some()) {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "cost per million output tokens at capacity");
+        let base_cost = runs
+            .first()
+            .and_then(|r| r.cost.as_ref())
+            .and_then(|c| c.cost_per_m_output);
+        for (i, run) in runs.iter().enumerate() {
+            let text = match run.cost.as_ref() {
+                Some(cost) => {
+                    let mut t = match cost.cost_per_m_output {
+                        Some(m) => format!("${m:.3}/M"),
+                        None => "-".into(),
+                    };
+                    if let Some(g) = cost.gpu_price_per_hour {
+                        let _ = write!(t, " at ${g}/h");
+                    }
+                    if let Some(e) = cost.effective_cost_per_m {
+                        let _ = write!(t, ", ${e:.3}/M at the given utilization");
+                    }
+                    if let Some(a) = cost.api_price_per_m {
+                        let _ = write!(t, " (API ${a}/M)");
+                    }
+                    if let (Some(b), Some(v), true) = (base_cost, cost.cost_per_m_output, i > 0) {
+                        let change = relative_change(v, b);
+                        if !change.is_empty() {
+                            let _ = write!(t, "  ({change})");
+                        }
+                    }
+                    t
+                }
+                None => "- (no GPU price given)".into(),
+            };
+            let _ = writeln!(out, "  {:<3} {text}", run_name(i));
+        }
+    }
+    out
+}
+
+/// Right-aligned columns, two spaces apart, indented by two.
+fn align(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{s:>w$}", w = widths[i]))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn run(name: &str, out_len: u64, levels: &[(u32, f64, f64)], cap: Option<u32>) -> SavedRun {
+        let levels: Vec<_> = levels
+            .iter()
+            .map(|&(c, t, p99)| {
+                json!({"max_concurrency": c, "output_throughput": t,
+                       "per_stream_tok_s": t / f64::from(c), "p50_ttft_ms": p99 / 2.0,
+                       "p99_ttft_ms": p99, "mode": "planned", "partial": false})
+            })
+            .collect();
+        let capacity = cap.map_or(
+            serde_json::Value::Null,
+            |c| json!({"concurrency": c, "output_throughput": 100.0 * f64::from(c)}),
+        );
+        SavedRun::from_value(
+            json!({"run": {"model": "m", "input_len": 128, "output_len": out_len,
+                           "profile": "custom"},
+                   "levels": levels, "capacity": capacity,
+                   "capacity_reason": "no capacity: no level meets the SLO"}),
+            Path::new(name),
+        )
+        .expect("summary")
+    }
+
+    #[test]
+    fn names_and_changes() {
+        assert_eq!(run_name(0), "A");
+        assert_eq!(run_name(25), "Z");
+        assert_eq!(run_name(26), "R27");
+        assert_eq!(relative_change(112.3, 100.0), "+12.3%");
+        assert_eq!(relative_change(50.0, 100.0), "-50.0%");
+        assert_eq!(relative_change(100.01, 100.0), "+0.0%");
+        assert_eq!(relative_change(1.0, 0.0), "");
+    }
+
+    #[test]
+    fn same_shape_compares_and_shows_changes() {
+        let a = run("a", 64, &[(1, 90.0, 14.0), (16, 900.0, 70.0)], Some(16));
+        let b = run("b", 64, &[(1, 99.0, 14.0), (64, 1800.0, 200.0)], None);
+        assert_eq!(shape_mismatch(&[a.clone(), b.clone()]), None);
+        let text = render_compare(&[a, b]);
+        assert!(text.contains("tokbench compare: in 128 / out 64, profile custom"));
+        assert!(text.contains("+10.0%"), "{text}");
+        // 16 only in A, 64 only in B: a dash where a run has no level.
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with("64 ") && l.contains(" - ")),
+            "{text}"
+        );
+        assert!(text.contains("A   16 streams, 1,600 tok/s"), "{text}");
+        assert!(text.contains("B   none: no level meets the SLO"), "{text}");
+    }
+
+    #[test]
+    fn different_lengths_are_named_in_the_refusal() {
+        let a = run("a.json", 64, &[(1, 90.0, 14.0)], None);
+        let b = run("b.json", 256, &[(1, 90.0, 14.0)], None);
+        let problem = shape_mismatch(&[a, b]).expect("mismatch");
+        assert_eq!(
+            problem,
+            "B (b.json) is in 128 / out 256, profile custom but A (a.json) is in 128 / out 64, profile custom"
+        );
+    }
 }
