@@ -164,6 +164,11 @@ async fn measures_the_simulator_timing_it_was_given() {
     }
 
     jq_reads_four_numbers(&dir.join("sweep-c1.json"));
+    // The headless run leaves the human-readable pair beside the data.
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(report.contains("in 500 / out 64"), "{report}");
+    let chart = std::fs::read_to_string(dir.join("chart.svg")).expect("chart.svg");
+    assert!(chart.starts_with("<?xml") || chart.starts_with("<svg"), "{chart}");
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
