@@ -5,10 +5,12 @@
 //! Arrival times are taken where the bytes arrive, with a small hand-rolled SSE split
 //! on "\n\n" (independent of `tokbench::protocol`).
 //!
-//! A note on precision: tokio's timer wheel has 1 ms resolution, so each step ends up to
-//! ~1 ms after its deadline. The engine schedules against absolute deadlines, so this
-//! error does not accumulate: single gaps jitter by up to ~1 ms, but means over many
-//! steps and medians of integer-ms steps are exact to well under a millisecond.
+//! A note on precision: the engine sleeps on a timerfd (Linux), so a step ends ~0.05-0.1
+//! ms after its deadline on an idle machine (tokio's own 1 ms timer made that 1-2 ms),
+//! and the client's wake-up adds about as much. The engine schedules against absolute
+//! deadlines, so lateness never accumulates: sums over many steps are exact to well
+//! under a millisecond. The bounds below hold on a loaded 2-core machine (checked with
+//! a busy loop on one core and a cargo build running).
 
 use std::time::{Duration, Instant};
 
@@ -127,8 +129,13 @@ fn take_events(buf: &mut Vec<u8>, at: Instant, out: &mut Vec<(Instant, String)>)
 }
 
 async fn stream(client: &reqwest::Client, url: &str, body: &Value) -> Trace {
+    // Serialized before the clock starts: the test measures the server, not serde.
+    let req = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body).unwrap());
     let t0 = Instant::now();
-    let resp = client.post(url).json(body).send().await.unwrap();
+    let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
     let content_type = resp
         .headers()
@@ -173,6 +180,16 @@ fn metric(text: &str, name: &str) -> f64 {
 
 /// Concurrency 1 at step 5 ms, no per-sequence cost, prefill 10 ms/1k tokens:
 /// TTFT = 5 + 0 + 10 * 500/1000 = 10 ms; gaps = 5 ms.
+///
+/// Bounds: TTFT also holds the client's own request write and the server's parsing
+/// (~0.1 ms release, ~0.3 ms debug) plus two wake-ups (~0.1 ms each on a VM), so it is
+/// checked at 10 +1/-0 ms. On a loaded machine a request is often late by a scheduler
+/// slice (3-20 ms seen at load 7 on 2 cores), and load only ever adds delay: so the
+/// check takes the low end of 11 requests (p20), which load does not move but a
+/// systematic excess does (tokio's 1 ms timer gave 11.1-11.6 ms). Each gap holds the
+/// difference of two wake-up latencies, so its median is 5 +- 0.15 ms (tokio's timer
+/// gave 5.2-5.25); and since steps follow absolute deadlines, the schedule does not
+/// drift (see [`drift_ms`]): within 1 ms over 64 steps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_stream_ttft_and_gap_follow_the_formula() {
     let sim = start(cfg(5.0, 0.0, 10.0)).await;
@@ -182,10 +199,79 @@ async fn single_stream_ttft_and_gap_follow_the_formula() {
     let url = format!("{base}/v1/chat/completions");
 
     // The first request after start-up pays one-off costs (task wake-ups, allocations);
-    // a short warm-up keeps them out of the measured one.
+    // a short warm-up keeps them out of the measured ones.
     stream(&c, &url, &chat_body(10, 2)).await;
-    let tr = stream(&c, &url, &chat_body(500, 64)).await;
+    // A burst of load on a shared machine can still spoil one measurement, so up to
+    // three are tried; a systematic error (like the 1-2 ms of a 1 ms timer) fails all.
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match measure_single_stream(&c, &url).await {
+            Ok(()) => break,
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.len() < 3, "{failures:#?}");
+    sim.shutdown().await;
+}
 
+/// One measurement: a 64-token stream (shape, gaps, drift) and 10 one-token requests
+/// (same prefill, same first step) for 11 TTFT samples. Panics on a wrong stream; returns
+/// what was off when a timing bound is missed.
+async fn measure_single_stream(c: &reqwest::Client, url: &str) -> Result<(), String> {
+    let tr = stream(c, url, &chat_body(500, 64)).await;
+    check_chat_stream_shape(&tr);
+    let mut ttfts = vec![tr.ttft_ms()];
+    for _ in 0..10 {
+        let short = stream(c, url, &chat_body(500, 1)).await;
+        assert_eq!(short.output_times().len(), 1);
+        ttfts.push(short.ttft_ms());
+    }
+    let mut sorted = ttfts.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(
+        sorted[0] >= 10.0,
+        "TTFT {} ms: a token came before its step ended",
+        sorted[0]
+    );
+    // Load only ever adds delay, so the low end of the distribution is the figure that
+    // load does not move: the 3rd of 11 (p20). The 1-2 ms of a 1 ms timer moves it all.
+    let ttft = sorted[2];
+    let gap = median(tr.gaps_ms());
+    let drift = drift_ms(&tr.output_times(), 5.0);
+    let report = format!(
+        "step 5 ms, prefill 500 words: TTFT p20 {ttft:.3} ms, median {:.3} ms (of {ttfts:.2?}), \
+         median gap {gap:.3} ms, drift {drift:.3} ms",
+        median(ttfts.clone())
+    );
+    println!("{report}");
+    if ttft <= 11.0 && (gap - 5.0).abs() <= 0.15 && drift.abs() <= 1.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{report}; expected TTFT p20 10 +1/-0, gap 5 +- 0.15, drift 0 +- 1"
+        ))
+    }
+}
+
+/// How much later the last outputs come than the first ones, against a schedule of one
+/// output every `step_ms`: the least (arrival - step_ms x index) over the last 10
+/// outputs minus the least over the first 10. Load only delays arrivals, so the least
+/// of ten is the one it left alone (unless it stalled the client for all ten); a step
+/// that ran 0.1 ms long would show as ~5 ms here.
+fn drift_ms(times: &[Instant], step_ms: f64) -> f64 {
+    let offsets: Vec<f64> = times
+        .iter()
+        .enumerate()
+        .map(|(i, t)| ms(*t - times[0]) - step_ms * i as f64)
+        .collect();
+    let n = offsets.len();
+    assert!(n >= 20);
+    let least = |w: &[f64]| w.iter().copied().fold(f64::INFINITY, f64::min);
+    least(&offsets[n - 10..]) - least(&offsets[..10])
+}
+
+/// The SSE shape of a chat stream with 64 tokens and `include_usage`, prompt 500.
+fn check_chat_stream_shape(tr: &Trace) {
     assert_eq!(tr.status, 200);
     assert!(tr.content_type.starts_with("text/event-stream"));
     // role + 64 tokens + usage + [DONE]
@@ -215,19 +301,6 @@ async fn single_stream_ttft_and_gap_follow_the_formula() {
         json!({"prompt_tokens": 500, "total_tokens": 564, "completion_tokens": 64})
     );
     assert_eq!(tr.events[66].1, "[DONE]");
-
-    let ttft = tr.ttft_ms();
-    let gap = median(tr.gaps_ms());
-    println!("step 5 ms, prefill 500 words: TTFT {ttft:.2} ms, median gap {gap:.3} ms");
-    assert!(
-        (ttft - 10.0).abs() <= 3.0,
-        "TTFT {ttft} ms, expected 10 +- 3"
-    );
-    assert!(
-        (gap - 5.0).abs() <= 0.5,
-        "median gap {gap} ms, expected 5 +- 0.5"
-    );
-    sim.shutdown().await;
 }
 
 /// Four concurrent streams, default timings (10.5 ms + 0.35 ms/seq, 20 ms/1k prefill),
@@ -236,11 +309,10 @@ async fn single_stream_ttft_and_gap_follow_the_formula() {
 /// Once all four run, every step is 10.5 + 4 x 0.35 = 11.9 ms, so each stream's gap is
 /// 11.9 ms. The admission steps (prefill 2.56 ms per prompt) and the tail (a stream that
 /// started one step earlier finishes one step earlier, leaving 3 sequences: 11.55 ms) are
-/// excluded by skipping each stream's first and last 3 gaps. Single gaps snap to whole
-/// milliseconds (11 or 12 ms, tokio's timer), so the check uses the mean over the window:
-/// its error is at most ~1 ms of end-point jitter / 30 gaps, plus scheduling noise on a
-/// shared machine. Tolerance: +-0.5 ms (4% of the value; a missing 0.35 ms/seq term for
-/// even one sequence, or a per-step 1 ms drift, would show).
+/// excluded by skipping each stream's first and last 3 gaps. In that window the median
+/// gap is checked at +-0.3 ms, and the drift against an 11.9 ms schedule (see
+/// [`drift_ms`]) at +-1 ms: a missing 0.35 ms/seq term for even one sequence would show
+/// in both. Up to three tries, as a burst of load can spoil one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_streams_share_each_step() {
     let sim = start(SimConfig::default()).await;
@@ -248,46 +320,67 @@ async fn four_streams_share_each_step() {
     let c = client();
     warm_pool(&c, &base, 4).await;
     let url = format!("{base}/v1/chat/completions");
-    let body = chat_body(128, 40);
-    let traces = futures_util::future::join_all((0..4).map(|_| stream(&c, &url, &body))).await;
-
-    let expected = 10.5 + 4.0 * 0.35;
-    for (i, tr) in traces.iter().enumerate() {
-        assert_eq!(tr.status, 200);
-        let gaps = tr.gaps_ms();
-        assert_eq!(gaps.len(), 39);
-        let window = &gaps[3..gaps.len() - 3];
-        let mean = window.iter().sum::<f64>() / window.len() as f64;
-        println!(
-            "stream {i}: TTFT {:.2} ms, steady mean gap {mean:.3} ms, median {:.3} ms",
-            tr.ttft_ms(),
-            median(window.to_vec())
-        );
-        assert!(
-            (mean - expected).abs() <= 0.5,
-            "stream {i}: mean gap {mean} ms, expected {expected} +- 0.5"
-        );
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match measure_four_streams(&c, &url).await {
+            Ok(()) => break,
+            Err(e) => failures.push(e),
+        }
     }
+    assert!(failures.len() < 3, "{failures:#?}");
     sim.shutdown().await;
 }
 
-/// KV budget for two: each request reserves 100 + 20 = 120 tokens of 300. The other two
-/// wait (FIFO) and are admitted only when the first two have finished.
+async fn measure_four_streams(c: &reqwest::Client, url: &str) -> Result<(), String> {
+    let body = chat_body(128, 40);
+    let traces = futures_util::future::join_all((0..4).map(|_| stream(c, url, &body))).await;
+    let expected = 10.5 + 4.0 * 0.35;
+    let mut report = Vec::new();
+    let mut ok = true;
+    for (i, tr) in traces.iter().enumerate() {
+        assert_eq!(tr.status, 200);
+        let times = tr.output_times();
+        assert_eq!(times.len(), 40);
+        let window = &times[3..times.len() - 3];
+        let gaps: Vec<f64> = window.windows(2).map(|w| ms(w[1] - w[0])).collect();
+        let med = median(gaps);
+        let drift = drift_ms(window, expected);
+        let line = format!(
+            "stream {i}: TTFT {:.2} ms, steady median gap {med:.3} ms, drift {drift:.3} ms",
+            tr.ttft_ms()
+        );
+        println!("{line}");
+        report.push(line);
+        ok &= (med - expected).abs() <= 0.3 && drift.abs() <= 1.0;
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{report:#?}; expected median gap {expected} +- 0.3, drift 0 +- 1"
+        ))
+    }
+}
+
+/// KV budget for two: each request reserves 100 + 10 = 110 tokens of 300. The other two
+/// wait (FIFO) and are admitted only when the first two have finished. Steps are 10 ms,
+/// so a queued request's first token comes a whole step after the freeing one's last:
+/// client-side receipt jitter on a loaded machine does not reorder them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_limit_queues_the_rest_until_the_first_finish() {
     let sim = start(SimConfig {
         kv_tokens: 300,
-        ..cfg(5.0, 0.0, 0.0)
+        ..cfg(10.0, 0.0, 0.0)
     })
     .await;
     let base = format!("http://{}", sim.addr);
     let c = client();
     warm_pool(&c, &base, 5).await;
     let url = format!("{base}/v1/chat/completions");
-    let body = chat_body(100, 20);
+    let body = chat_body(100, 10);
 
     let streams = futures_util::future::join_all((0..4).map(|_| stream(&c, &url, &body)));
-    // Meanwhile, watch /metrics for the state "2 running, 2 waiting, KV 80%".
+    // Meanwhile, watch /metrics for the state "2 running, 2 waiting, KV 220/300".
     let watch = async {
         let deadline = Instant::now() + Duration::from_millis(500);
         while Instant::now() < deadline {
@@ -309,12 +402,15 @@ async fn kv_limit_queues_the_rest_until_the_first_finish() {
         panic!("never saw 2 running and 2 waiting");
     };
     let (mut traces, kv) = tokio::join!(streams, watch);
-    assert!((kv - 0.8).abs() < 1e-9, "KV usage {kv}, expected 240/300");
+    assert!(
+        (kv - 220.0 / 300.0).abs() < 1e-9,
+        "KV usage {kv}, expected 220/300"
+    );
 
     traces.sort_by_key(|t| t.first_output());
     for t in &traces {
         assert_eq!(t.status, 200);
-        assert_eq!(t.output_times().len(), 20);
+        assert_eq!(t.output_times().len(), 10);
     }
     // The two admitted first need not share a step (the second may arrive just after
     // the first's step began), so each queued request is paired with the early one whose
@@ -333,7 +429,7 @@ async fn kv_limit_queues_the_rest_until_the_first_finish() {
             "a queued request started before a running one finished"
         );
     }
-    // The early pair's E2E is 20 steps of 5 ms (100 ms); a queued TTFT is at least that.
+    // The early pair's E2E is 10 steps of 10 ms (100 ms); a queued TTFT is at least that.
     for l in late {
         assert!(l.ttft_ms() >= 95.0, "queued TTFT {} ms", l.ttft_ms());
     }
@@ -348,7 +444,7 @@ async fn kv_limit_queues_the_rest_until_the_first_finish() {
         .unwrap();
     assert_eq!(metric(&text, "vllm:num_requests_running"), 0.0);
     assert_eq!(metric(&text, "vllm:kv_cache_usage_perc"), 0.0);
-    assert_eq!(metric(&text, "vllm:generation_tokens_total"), 80.0);
+    assert_eq!(metric(&text, "vllm:generation_tokens_total"), 40.0);
     assert_eq!(metric(&text, "vllm:prompt_tokens_total"), 400.0);
     sim.shutdown().await;
 }
@@ -569,4 +665,118 @@ async fn dropping_the_handle_stops_serving() {
     drop(sim);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// With an API key, everything under /v1 needs `Authorization: Bearer <key>` and answers
+/// 401 with vLLM's body otherwise; /health, /version, /metrics and /tokenize stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key_guards_the_v1_routes() {
+    let key = "sk-sim-s3cret";
+    let config = SimConfig {
+        api_key: Some(key.to_owned()),
+        ..cfg(1.0, 0.0, 0.0)
+    };
+    assert!(!format!("{config:?}").contains(key), "Debug shows the key");
+    let sim = start(config).await;
+    let base = format!("http://{}", sim.addr);
+    let c = client();
+    let chat = format!("{base}/v1/chat/completions");
+    let body = chat_body(5, 3);
+    let unauthorized =
+        json!({"error": {"message": "Unauthorized", "type": "invalid_request_error", "code": 401}});
+
+    let refused = [
+        c.post(&chat).json(&body),
+        c.post(&chat)
+            .json(&body)
+            .header("authorization", "Bearer wrong"),
+        c.post(&chat).json(&body).header("authorization", key),
+        c.post(&chat)
+            .json(&body)
+            .header("authorization", format!("Bearer {key}x")),
+        c.post(&chat)
+            .json(&body)
+            .header("authorization", format!("bearer {key}")),
+        c.post(format!("{base}/v1/completions"))
+            .json(&json!({"prompt": "a", "max_tokens": 1})),
+        c.get(format!("{base}/v1/models")),
+        // Unknown and wrong-method paths under /v1 too, as vLLM's middleware does.
+        c.get(format!("{base}/v1/nope")),
+        c.get(&chat),
+    ];
+    for req in refused {
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"));
+        assert_eq!(r.json::<Value>().await.unwrap(), unauthorized);
+    }
+
+    // The right key streams as usual.
+    let r = c
+        .post(&chat)
+        .json(&body)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"));
+    let r = c
+        .get(format!("{base}/v1/models"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // Open without a key.
+    for path in ["/health", "/version", "/metrics"] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let r = c
+        .post(format!("{base}/tokenize"))
+        .json(&json!({"prompt": "a b"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    sim.shutdown().await;
+}
+
+/// The figures for the record (not a check): concurrency 1, step 5 ms, prefill 10 ms/1k,
+/// 500-word prompt, 64 tokens, 20 requests. Run with
+/// `cargo test --release --test sim_timing -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "prints measurements; checks nothing"]
+async fn report_single_stream_figures() {
+    let sim = start(cfg(5.0, 0.0, 10.0)).await;
+    let base = format!("http://{}", sim.addr);
+    let c = client();
+    warm_pool(&c, &base, 1).await;
+    let url = format!("{base}/v1/chat/completions");
+    stream(&c, &url, &chat_body(10, 2)).await;
+    let mut ttfts = Vec::new();
+    let mut gaps = Vec::new();
+    for _ in 0..20 {
+        let tr = stream(&c, &url, &chat_body(500, 64)).await;
+        ttfts.push(tr.ttft_ms());
+        gaps.extend(tr.gaps_ms());
+    }
+    let p90 = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() * 9 / 10]
+    };
+    println!(
+        "FIGURES TTFT median {:.3} ms p90 {:.3} ms (expected 10) | gap median {:.3} ms p90 {:.3} ms (expected 5)",
+        median(ttfts.clone()),
+        p90(ttfts),
+        median(gaps.clone()),
+        p90(gaps)
+    );
+    sim.shutdown().await;
 }

@@ -5,7 +5,8 @@
 //!   admission and step times, and advances sequences by one token per step. It knows
 //!   nothing of time or I/O, so the unit tests drive it with a virtual clock.
 //! - [`run`] is the async loop that owns a scheduler, sleeps to each step's absolute
-//!   deadline and hands tokens to the sequences' sinks.
+//!   deadline (with a sub-millisecond timer, see [`super::timer`]) and hands tokens to
+//!   the sequences' sinks.
 //!
 //! Timing contract, in short: a step decodes one token for every running sequence, and
 //! the sequences admitted at that step do their prefill in it, so
@@ -17,12 +18,12 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
 use super::metrics::Metrics;
+use super::timer::PreciseTimer;
 
 /// Step-time parameters, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -262,10 +263,11 @@ pub(crate) async fn run<S: TokenSink>(
     mut shutdown: watch::Receiver<()>,
 ) {
     let mut sched: Scheduler<S> = Scheduler::new(limits);
+    let mut timer = PreciseTimer::new();
     // Absolute schedule: `origin` is when the current busy period began and `elapsed_ms`
     // the summed step times since. Each step sleeps until `origin + elapsed_ms`, so a
-    // late wake-up (tokio's timer has 1 ms resolution) shortens the next sleep instead
-    // of adding up over hundreds of steps.
+    // late wake-up (~0.1 ms; a busy machine can make it more) shortens the next sleep
+    // instead of adding up over hundreds of steps.
     let mut origin = Instant::now();
     let mut elapsed_ms = 0.0f64;
 
@@ -308,13 +310,15 @@ pub(crate) async fn run<S: TokenSink>(
         let deadline = origin + Duration::from_secs_f64(elapsed_ms / 1000.0);
         if deadline > Instant::now() {
             tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => {}
+                _ = timer.sleep_until(deadline) => {}
                 _ = shutdown.changed() => return,
             }
         } else {
             // Zero step time, or behind schedule: run the step now, but let the other
             // tasks (the HTTP connections, a client sharing the runtime) run first, or
-            // a zero-time engine would starve them.
+            // a zero-time engine would starve them. This also paces a zero-time engine
+            // to what the HTTP side can write: about one step per turn of the runtime,
+            // instead of queueing up tokens no one can send yet.
             tokio::task::yield_now().await;
         }
 

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -131,6 +131,17 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    // vLLM's --api-key middleware guards every path under /v1 (unknown ones included,
+    // before routing) and nothing else.
+    if let Some(key) = &state.cfg.api_key {
+        if path.starts_with("/v1") && !authorized(&req, key) {
+            return Ok(error_response(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "invalid_request_error",
+            ));
+        }
+    }
     let resp = match (method, path.as_str()) {
         (Method::POST, "/v1/chat/completions") => generate(&state, Api::Chat, req).await,
         (Method::POST, "/v1/completions") => generate(&state, Api::Completions, req).await,
@@ -172,6 +183,19 @@ async fn handle(
         ),
     };
     Ok(resp)
+}
+
+/// Whether the request carries exactly `Authorization: Bearer <key>`. The comparison
+/// takes the same time wherever the first difference is.
+fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+    let Some(value) = req.headers().get(AUTHORIZATION) else {
+        return false;
+    };
+    let Some(token) = value.as_bytes().strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    let key = key.as_bytes();
+    token.len() == key.len() && token.iter().zip(key).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// `/v1/chat/completions` and `/v1/completions`.

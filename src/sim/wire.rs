@@ -400,7 +400,7 @@ impl TokenSink for Sink {
     fn is_closed(&self) -> bool {
         match self {
             Sink::Stream(s) => s.tx.is_closed(),
-            Sink::Whole(tx) => tx.as_ref().map_or(true, |t| t.is_closed()),
+            Sink::Whole(tx) => tx.as_ref().is_none_or(|t| t.is_closed()),
         }
     }
 }
