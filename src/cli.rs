@@ -243,6 +243,10 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value = "vllm")]
     pub engine: SimEngine,
 
+    /// Require `Authorization: Bearer KEY` on /v1/* (401 otherwise), as vLLM's --api-key.
+    #[arg(long, value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
     #[command(flatten)]
     pub timing: SimTimingArgs,
 }

@@ -64,7 +64,10 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Sim(args) => {
             sim::run_forever(
                 SocketAddr::new(args.host, args.port),
-                sim_config(&args.timing),
+                SimConfig {
+                    api_key: args.api_key.clone(),
+                    ..sim_config(&args.timing)
+                },
             )
             .await?;
             Ok(0)

@@ -311,10 +311,15 @@ fn bad_flags_are_one_line_errors() {
 /// as partial, requests.jsonl and summary.json written, the key nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_saves_partial_level_and_exits_130() {
-    // Slow steps: a level of 64 tokens takes ~1.3 s per request.
-    let sim = start_sim(fast_sim(20.0)).await;
-    let dir = scratch("interrupt");
+    // Slow steps: a level of 64 tokens takes ~1.3 s per request. The
+    // simulator demands the key, so a finished request proves it was sent.
     let secret = "sk-test-DO-NOT-LEAK-4242";
+    let sim = start_sim(SimConfig {
+        api_key: Some(secret.to_string()),
+        ..fast_sim(20.0)
+    })
+    .await;
+    let dir = scratch("interrupt");
     let mut args = sweep_args(
         &sim,
         &dir,
@@ -378,6 +383,7 @@ async fn interrupt_saves_partial_level_and_exits_130() {
     assert_eq!(summary["run"]["extra_body"]["block_size"], 32);
 
     // The key reached the server (no 401) and nothing of ours repeats it.
+    assert_eq!(num(&partial, "failed"), 0.0, "requests were refused: was the key sent?");
     let mut everything = text(&out);
     for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
         everything.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
