@@ -296,7 +296,18 @@ pub struct Prepared {
 /// Look at the server and settle model and identity. Errors here mean the
 /// run cannot start (exit 1).
 pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
+    // The key rides on every request of this client, and this client talks
+    // to the target only. Marked sensitive, it never shows in Debug output.
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(auth) = plan
+        .api_key
+        .as_deref()
+        .and_then(Target::authorization_from_key)
+    {
+        headers.insert(reqwest::header::AUTHORIZATION, auth);
+    }
     let client = reqwest::Client::builder()
+        .default_headers(headers)
         .no_proxy()
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(10))
@@ -385,10 +396,8 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
     let target = Target {
         client: prepared.client.clone(),
         url: plan.endpoint_url.clone(),
-        authorization: plan
-            .api_key
-            .as_deref()
-            .and_then(Target::authorization_from_key),
+        // The prepared client already sends the key on every request.
+        authorization: None,
         request_timeout: plan.request_timeout,
         stall_timeout: plan.stall_timeout,
     };

@@ -31,6 +31,7 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
     let models = match get_json(client, &models_url).await {
         Ok(Some(body)) => model_ids(&body),
         Ok(None) => Vec::new(),
+        Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
         Err(e) => return Err(eyre!("cannot reach {base_url}: {e}")),
     };
     let version = get_json(client, &format!("{base_url}/version"))
@@ -124,6 +125,12 @@ async fn get_json(
         .await
         .map_err(|_| format!("no answer within {} s", PREFLIGHT_TIMEOUT.as_secs()))?
         .map_err(|e| describe_connect_error(&e))?;
+    let status = response.status().as_u16();
+    if status == 401 || status == 403 {
+        return Err(format!(
+            "{url} answered HTTP {status}: the server wants a key; give it with --api-key or OPENAI_API_KEY"
+        ));
+    }
     if !response.status().is_success() {
         return Ok(None);
     }
