@@ -264,7 +264,16 @@ fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
         let title_room = rect.width.saturating_sub(4);
         let title = fit(
             vec![
-                Part::text(0, name.to_string(), p.title),
+                // Narrow panels keep the figure and drop the unit word.
+                Part::text(
+                    0,
+                    if title_room >= 22 {
+                        name
+                    } else {
+                        name.trim_end_matches(" ms")
+                    },
+                    p.title,
+                ),
                 Part::text(1, format!("p50 {}", figure(p50)), p.strong),
                 Part::text(0, format!("p99 {}", figure(p99)), p.strong),
             ],
@@ -844,7 +853,7 @@ fn footer_line(app: &App, area: Rect) -> Line<'static> {
 
 // ---------------------------------------------------------------- help
 
-const HELP: [(&str, &str); 11] = [
+const HELP: [(&str, &str); 12] = [
     (
         "TTFT",
         "request sent -> first generated token: prefill + queueing",
@@ -880,11 +889,15 @@ const HELP: [(&str, &str); 11] = [
     ("client cpu", "this tokbench process, % of one core"),
     (
         "chart",
-        "● level  ◆ manual  ◉ running  × p99 TTFT (right axis)",
+        "● level ○ partial ◆ manual ◉ running × p99 TTFT (right)",
     ),
     (
         "capacity",
-        "highest level within the SLO (p99 TTFT, stream speed)",
+        "highest level meeting the SLO, at or below the knee",
+    ),
+    (
+        "knee",
+        "where more streams add little output but p99 TTFT jumps",
     ),
 ];
 
