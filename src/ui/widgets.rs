@@ -311,9 +311,10 @@ fn cell(frac: f64, cells: u16, sub: u16) -> u16 {
     if cells == 0 {
         return 0;
     }
-    let res = f64::from(cells * sub - 1);
-    let dot = (frac.clamp(0.0, 1.0) * res) as u16;
-    (dot / sub).min(cells - 1)
+    let res = f64::from(u32::from(cells) * u32::from(sub) - 1);
+    // `as` saturates; the product above cannot overflow u32 from two u16s.
+    let dot = (frac.clamp(0.0, 1.0) * res) as u32;
+    (dot / u32::from(sub)).min(u32::from(cells - 1)) as u16
 }
 
 impl ThroughputChart<'_> {
