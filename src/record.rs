@@ -171,6 +171,9 @@ pub struct RequestRecord {
     /// Socket reads that carried output: one or two for a long answer means
     /// something between server and client buffered the stream.
     pub output_reads: u32,
+    /// Times the request was sent again because its pooled connection had
+    /// been closed by the server before any response byte.
+    pub retries: u8,
     pub finish_reason: Option<FinishReason>,
     pub outcome: Outcome,
     /// One line from the server or the transport, for the failed ones.
@@ -209,6 +212,7 @@ impl RequestRecord {
             token_source: TokenSource::ChunkCount,
             chunks: 0,
             output_reads: 0,
+            retries: 0,
             finish_reason: None,
             outcome: Outcome::Ok,
             error_message: None,

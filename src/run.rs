@@ -385,6 +385,7 @@ async fn first_guess_calibration(
         Some(tokens) if tokens > 0 => Calibration {
             tokens_per_word: tokens as f64 / words as f64,
             overhead_tokens: 0.0,
+            slope_from_tokenizer: true,
         },
         _ => Calibration::default(),
     }

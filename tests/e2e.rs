@@ -168,7 +168,10 @@ async fn measures_the_simulator_timing_it_was_given() {
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert!(report.contains("in 500 / out 64"), "{report}");
     let chart = std::fs::read_to_string(dir.join("chart.svg")).expect("chart.svg");
-    assert!(chart.starts_with("<?xml") || chart.starts_with("<svg"), "{chart}");
+    assert!(
+        chart.starts_with("<?xml") || chart.starts_with("<svg"),
+        "{chart}"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -383,7 +386,11 @@ async fn interrupt_saves_partial_level_and_exits_130() {
     assert_eq!(summary["run"]["extra_body"]["block_size"], 32);
 
     // The key reached the server (no 401) and nothing of ours repeats it.
-    assert_eq!(num(&partial, "failed"), 0.0, "requests were refused: was the key sent?");
+    assert_eq!(
+        num(&partial, "failed"),
+        0.0,
+        "requests were refused: was the key sent?"
+    );
     let mut everything = text(&out);
     for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
         everything.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
@@ -710,4 +717,97 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
     assert!(!dir.join("sweep-c2.json").exists());
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// llama-server closes the connection after every streamed answer while
+/// advertising keep-alive (seen by hand against a real one). A stand-in
+/// replays its recorded stream byte for byte and closes the same way: the
+/// second request lands on the dead pooled connection, is sent again on a
+/// fresh one, and succeeds, with its token count from llama.cpp's timings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
+    use tokbench::load::request::{execute, PreparedRequest, Target};
+    use tokbench::record::{Outcome, TokenSource};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let capture = include_bytes!("fixtures/captures/llama-server/stream_basic.txt");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // Read the request head and body (Content-Length), answer, close.
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_string();
+                    if let Some(head_end) = text.find("\r\n\r\n") {
+                        let len = text[..head_end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if seen.len() >= head_end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let mut response = b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n".to_vec();
+                response.extend_from_slice(format!("{:x}\r\n", capture.len()).as_bytes());
+                response.extend_from_slice(capture);
+                response.extend_from_slice(b"\r\n0\r\n\r\n");
+                let _ = socket.write_all(&response).await;
+                // The real server closes a moment after its last chunk: by
+                // then the client has already put its next request on this
+                // connection.
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+
+    let target = Target {
+        client: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client"),
+        url: reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url"),
+        authorization: None,
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: Duration::from_secs(5),
+    };
+    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let mut retries = 0;
+    for id in 0..3 {
+        let request = PreparedRequest {
+            id,
+            level: 0,
+            body: bytes::Bytes::from_static(b"{}"),
+            input_tokens_target: 38,
+            max_tokens: 64,
+        };
+        let record = execute(&target, request, start, cancel.clone()).await;
+        assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error_message);
+        // The capture: 64 content chunks after a role-only one, no usage,
+        // a finish chunk with timings.predicted_n = 64.
+        assert_eq!(record.output_tokens, 64);
+        assert_eq!(record.chunks, 64);
+        assert_eq!(record.token_source, TokenSource::LlamacppTimings);
+        assert_eq!(record.server_timings.and_then(|t| t.prompt_n), Some(38));
+        retries += record.retries;
+    }
+    assert!(retries >= 1, "the dead pooled connection was never hit");
 }

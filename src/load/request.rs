@@ -19,6 +19,10 @@ use crate::record::{
 };
 use crate::stats::metrics::request_timing;
 
+/// Fresh-connection retries of a request whose pooled connection was closed
+/// before any response byte.
+const STALE_CONNECTION_RETRIES: u8 = 1;
+
 /// Most bytes of an HTTP error body we read to find its message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
@@ -199,19 +203,32 @@ async fn stream_request(
     record: &mut RequestRecord,
     tally: &mut StreamTally,
 ) -> Option<Stop> {
-    let mut builder = target
-        .client
-        .post(target.url.clone())
-        .header(CONTENT_TYPE, "application/json")
-        .body(body);
-    if let Some(auth) = &target.authorization {
-        builder = builder.header(AUTHORIZATION, auth.clone());
-    }
-    let response = match builder.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            let class = classify_transport_error(&e);
-            return Some(Stop::Failed(class, transport_message(&e, class)));
+    // Some servers (llama.cpp's llama-server among them) close a connection
+    // after a streamed answer while advertising keep-alive; a pooled
+    // connection can then die under the next request before a single byte
+    // comes back. Like curl, send once more on a fresh connection; the
+    // request was never read, and t0 stays the first attempt's.
+    let mut attempt = 0;
+    let response = loop {
+        let mut builder = target
+            .client
+            .post(target.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.clone());
+        if let Some(auth) = &target.authorization {
+            builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        match builder.send().await {
+            Ok(r) => break r,
+            Err(e) => {
+                let class = classify_transport_error(&e);
+                if class == ErrorClass::ConnectionClosed && attempt < STALE_CONNECTION_RETRIES {
+                    attempt += 1;
+                    record.retries += 1;
+                    continue;
+                }
+                return Some(Stop::Failed(class, transport_message(&e, class)));
+            }
         }
     };
     record.ttfb = Some(t0.elapsed());

@@ -98,7 +98,9 @@ pub async fn tokenize_count(
         let Ok(Ok(bytes)) = tokio::time::timeout(PREFLIGHT_TIMEOUT, response.bytes()).await else {
             return None;
         };
-        if let Some(n) = token_count_of(&bytes) {
+        // llama.cpp answers the vLLM shape with `{"tokens":[]}`: an empty
+        // count means "not understood", so try the next shape.
+        if let Some(n) = token_count_of(&bytes).filter(|n| *n > 0) {
             return Some(n);
         }
     }

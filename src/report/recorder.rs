@@ -281,6 +281,8 @@ impl Recorder {
             "output_tokens_requested": r.output_tokens_requested,
             "token_source": r.token_source.as_str(),
             "chunks": r.chunks,
+            "output_reads": r.output_reads,
+            "retries": r.retries,
             "finish_reason": r.finish_reason.map(|f| f.as_str()),
             "error": error,
             "error_message": r.error_message,

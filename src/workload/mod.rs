@@ -263,6 +263,9 @@ const WORDS: &[&str] = &[
 pub struct Calibration {
     pub tokens_per_word: f64,
     pub overhead_tokens: f64,
+    /// The slope came from the server's own tokenizer (`/tokenize` of raw
+    /// text), so a fit on one prompt length only needs the template's share.
+    pub slope_from_tokenizer: bool,
 }
 
 impl Default for Calibration {
@@ -271,6 +274,7 @@ impl Default for Calibration {
         Calibration {
             tokens_per_word: 1.0,
             overhead_tokens: 0.0,
+            slope_from_tokenizer: false,
         }
     }
 }
@@ -288,9 +292,10 @@ impl Calibration {
 
     /// Fit the model on `(words sent, prompt tokens the server reported)`.
     ///
-    /// With two or more distinct word counts this is a least-squares line;
-    /// with one, the overhead is kept from `prior` and only the slope is
-    /// fitted. Returns None when the samples cannot give a sane model (no
+    /// With two or more distinct word counts this is a least-squares line.
+    /// With one, a slope measured by the server's tokenizer is kept and only
+    /// the template overhead is fitted; otherwise the overhead is kept from
+    /// `prior` and only the slope is fitted. Returns None when the samples cannot give a sane model (no
     /// samples, a non-positive slope).
     pub fn fit(samples: &[(usize, u32)], prior: Calibration) -> Option<Calibration> {
         if samples.is_empty() {
@@ -309,11 +314,18 @@ impl Calibration {
             Calibration {
                 tokens_per_word: slope,
                 overhead_tokens: (mean_y - slope * mean_x).max(0.0),
+                slope_from_tokenizer: false,
+            }
+        } else if prior.slope_from_tokenizer && mean_y >= prior.tokens_per_word * mean_x {
+            Calibration {
+                overhead_tokens: mean_y - prior.tokens_per_word * mean_x,
+                ..prior
             }
         } else {
             Calibration {
                 tokens_per_word: (mean_y - prior.overhead_tokens) / mean_x,
                 overhead_tokens: prior.overhead_tokens,
+                slope_from_tokenizer: false,
             }
         };
         (fitted.tokens_per_word.is_finite() && fitted.tokens_per_word > 0.0).then_some(fitted)
@@ -398,6 +410,7 @@ mod tests {
         let c = Calibration {
             tokens_per_word: 1.3,
             overhead_tokens: 26.0,
+            slope_from_tokenizer: false,
         };
         assert_eq!(c.words_for(1024), 768);
         // Target below the template overhead: one word, never zero or negative.
@@ -425,6 +438,7 @@ mod tests {
         let prior = Calibration {
             tokens_per_word: 1.0,
             overhead_tokens: 10.0,
+            slope_from_tokenizer: false,
         };
         let c = Calibration::fit(&[(100, 150)], prior).expect("fit");
         assert!((c.tokens_per_word - 1.4).abs() < 1e-9);
@@ -432,6 +446,27 @@ mod tests {
         assert!(Calibration::fit(&[], prior).is_none());
         // A server that reports 0 tokens gives no usable model.
         assert!(Calibration::fit(&[(100, 0)], Calibration::default()).is_none());
+    }
+
+    #[test]
+    fn fit_with_one_length_and_a_tokenizer_slope_finds_the_template() {
+        // Seen on llama-server with SmolLM2: /tokenize gives 1.08 tokens a
+        // word; one warmup prompt of 118 words reached the model as 158
+        // tokens. The template is then 158 - 1.08 * 118 = 30.56 tokens, and
+        // 128 tokens need (128 - 30.56) / 1.08 = 90.2 -> 90 words.
+        let prior = Calibration {
+            tokens_per_word: 1.08,
+            overhead_tokens: 0.0,
+            slope_from_tokenizer: true,
+        };
+        let c = Calibration::fit(&[(118, 158)], prior).expect("fit");
+        assert!((c.tokens_per_word - 1.08).abs() < 1e-9);
+        assert!((c.overhead_tokens - 30.56).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.words_for(128), 90);
+        // A report below the tokenizer's own count cannot be a template:
+        // fall back to fitting the slope (keeping overhead 0).
+        let c = Calibration::fit(&[(100, 90)], prior).expect("fit");
+        assert!((c.tokens_per_word - 0.9).abs() < 1e-9);
     }
 
     #[test]
