@@ -255,7 +255,6 @@ fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
         "q exits 0:\n{screen_after}"
     );
     assert!(!tmux.alternate_on(), "the alternate screen was left");
-    // The final table and the folder, printed on the normal screen.
     // The final table (its header names the streams column) and the folder.
     assert!(screen_after.contains("streams"), "{screen_after}");
     assert!(screen_after.contains("results: "), "{screen_after}");
