@@ -27,6 +27,8 @@ fn scratch(name: &str) -> PathBuf {
 /// A tmux server of our own; killed on drop, whatever happened.
 struct Tmux {
     socket: String,
+    /// The socket file, which `kill-server` leaves behind.
+    socket_path: Option<PathBuf>,
 }
 
 impl Tmux {
@@ -38,8 +40,9 @@ impl Tmux {
                  (apt-get install tmux, or run .ci/run which installs it)"
             ),
         }
-        let tmux = Tmux {
+        let mut tmux = Tmux {
             socket: format!("tokbench-test-{}-{name}", std::process::id()),
+            socket_path: None,
         };
         let out = tmux.run(&[
             "-f",
@@ -53,6 +56,9 @@ impl Tmux {
             command,
         ]);
         assert!(out.status.success(), "tmux new-session: {}", text(&out));
+        let path = tmux.run(&["display-message", "-p", "#{socket_path}"]);
+        let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
+        tmux.socket_path = (!path.is_empty()).then(|| PathBuf::from(path));
         tmux
     }
 
@@ -101,6 +107,9 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.run(&["kill-server"]);
+        if let Some(path) = &self.socket_path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
