@@ -510,6 +510,17 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
         return Ok(EXIT_FAILED);
     }
     println!();
+    print_results(&recorder);
+    Ok(if was_interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_OK
+    })
+}
+
+/// The closing lines every face prints after the run: the sweep table, the
+/// capacity, the knee, the cost verdict, the notes and the result folder.
+pub fn print_results(recorder: &Recorder) {
     print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
     let decision = recorder.decision();
     println!("{}", decision.capacity_line());
@@ -523,11 +534,6 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
         println!("note: {}", diagnosis.message);
     }
     println!("results: {}", recorder.dir().display());
-    Ok(if was_interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        EXIT_OK
-    })
 }
 
 /// What the progress line shows, folded from driver events.

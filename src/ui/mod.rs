@@ -37,7 +37,6 @@ use tokio::time::MissedTickBehavior;
 use crate::load::driver::{Command, DriverEvent, DriverHandle};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::report::recorder::Recorder;
-use crate::report::text;
 use crate::run::{self, Prepared, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
 use app::{Action, App, Phase, RunView};
@@ -105,19 +104,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         return Ok(EXIT_FAILED);
     }
     // The same closing lines as the headless face.
-    print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
-    let decision = recorder.decision();
-    println!("{}", decision.capacity_line());
-    if let Some(knee) = &decision.knee {
-        println!("knee: {}", knee.reason);
-    }
-    if let Some(cost) = recorder.cost(&decision) {
-        println!("cost: {}", cost.verdict);
-    }
-    for diagnosis in recorder.diagnoses_for(&decision) {
-        println!("note: {}", diagnosis.message);
-    }
-    println!("results: {}", recorder.dir().display());
+    run::print_results(&recorder);
     Ok(match ending {
         Ending::Signal => EXIT_INTERRUPTED,
         _ => EXIT_OK,
