@@ -29,6 +29,15 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare result folders (or summary.json files) side by side.
     Compare(CompareArgs),
+    /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
+    View(ViewArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ViewArgs {
+    /// A result folder (or its summary.json); a second one is overlaid for comparison.
+    #[arg(required = true, num_args = 1..=2, value_name = "DIR")]
+    pub runs: Vec<std::path::PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

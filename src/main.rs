@@ -74,6 +74,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         }
         Command::Report(args) => tokbench::report::formats::run_report_command(&args),
         Command::Compare(args) => tokbench::compare::run_compare_command(&args),
+        Command::View(args) => tokbench::ui::view::run_view(&args).await,
         Command::Demo(mut args) => {
             apply_demo_defaults(&mut args, sub);
             // Fewer batch slots than the top level's streams, so the sweep

@@ -16,6 +16,7 @@ pub mod draw;
 pub mod terminal;
 pub mod theme;
 pub mod widgets;
+pub mod view;
 
 /// Synthetic runs for the snapshot tests, the screenshots and the render
 /// benchmark (a bench can only reach the library's public items).
