@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
+use crate::analysis::cost::Cost;
 use crate::load::driver::{Command, DriverEvent, LevelInfo, Mode, MAX_CONCURRENCY};
 use crate::record::{Outcome, RequestRecord};
 use crate::report::recorder::FinishedLevel;
@@ -35,34 +36,39 @@ pub struct RunView {
     pub engine: String,
     pub engine_version: Option<String>,
     pub model: String,
+    /// 0 when unknown (a saved summary without it).
     pub input_len: u32,
+    /// 0 when unknown.
     pub output_len: u32,
-    pub ignore_eos: bool,
-    /// `--extra-body` knobs as `k=v` pairs, when given.
+    /// `None` when a saved summary does not say.
+    pub ignore_eos: Option<bool>,
+    /// `--extra-body` knobs (and labels) as `k=v` pairs, when given.
     pub knobs: Option<String>,
     /// The target is the built-in simulator (demo).
     pub simulated: bool,
     /// Concurrency of each planned level, in plan order.
     pub plan: Vec<u32>,
     pub result_dir: String,
+    /// When the run started (`run.started_at` of a saved summary); the live
+    /// view shows its clock instead.
+    pub started_at: Option<String>,
+}
+
+/// `k=v` pairs of a JSON object, one space apart; `None` when empty.
+pub fn knob_text(map: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let pairs: Vec<String> = map
+        .iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    (!pairs.is_empty()).then(|| pairs.join(" "))
 }
 
 impl RunView {
     pub fn from_prepared(p: &Prepared) -> RunView {
-        let knobs = p
-            .plan
-            .extra_body
-            .as_ref()
-            .filter(|m| !m.is_empty())
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| match v {
-                        serde_json::Value::String(s) => format!("{k}={s}"),
-                        other => format!("{k}={other}"),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            });
+        let knobs = p.plan.extra_body.as_ref().and_then(knob_text);
         RunView {
             target: p.plan.display_target.clone(),
             engine: p.identity.engine.clone(),
@@ -70,11 +76,12 @@ impl RunView {
             model: p.model.clone(),
             input_len: p.plan.input_len,
             output_len: p.plan.output_len,
-            ignore_eos: p.plan.ignore_eos,
+            ignore_eos: Some(p.plan.ignore_eos),
             knobs,
             simulated: p.plan.simulated,
             plan: p.plan.levels.iter().map(|l| l.concurrency).collect(),
             result_dir: p.result_dir.display().to_string(),
+            started_at: None,
         }
         .sanitized()
     }
@@ -92,7 +99,20 @@ impl RunView {
         }
         self.engine_version = self.engine_version.as_deref().map(one_line);
         self.knobs = self.knobs.as_deref().map(one_line);
+        self.started_at = self.started_at.as_deref().map(one_line);
         self
+    }
+
+    /// `in 1024 / out 1024`, `?` for a length not known.
+    pub fn shape(&self) -> String {
+        let n = |x: u32| {
+            if x == 0 {
+                "?".to_string()
+            } else {
+                x.to_string()
+            }
+        };
+        format!("in {} / out {}", n(self.input_len), n(self.output_len))
     }
 }
 
@@ -175,6 +195,25 @@ pub struct LevelRow {
 }
 
 impl LevelRow {
+    /// A level read back from a result file: finished, its figures as saved.
+    pub fn saved(
+        info: LevelInfo,
+        partial: bool,
+        ok: u32,
+        failed: u32,
+        figures: Figures,
+    ) -> LevelRow {
+        LevelRow {
+            state: LevelState::Finished { partial },
+            done: ok.saturating_add(failed),
+            ok,
+            failed,
+            figures,
+            saved: Some(true),
+            ..LevelRow::new(info)
+        }
+    }
+
     fn new(info: LevelInfo) -> LevelRow {
         LevelRow {
             info,
@@ -324,6 +363,71 @@ pub struct Latency {
     pub itl_p99_ms: Option<f64>,
 }
 
+/// The cost at capacity in figures (issue 5 item 3): what the result panel
+/// shows at a glance. Any figure may be missing (no API price, no
+/// throughput); the verdict sentence is then what is left to say.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CostView {
+    pub gpu_price_per_hour: Option<f64>,
+    pub api_price_per_m: Option<f64>,
+    /// Dollars per million output tokens at capacity, at full use.
+    pub cost_per_m: Option<f64>,
+    /// At the utilization given (`--utilization`): (dollars per million, utilization).
+    pub effective: Option<(f64, f64)>,
+    /// Output tok/s at which the GPU costs what the API does.
+    pub break_even_tok_s: Option<f64>,
+    /// `break_even_tok_s` / capacity throughput (over 1: not reachable).
+    pub break_even_utilization: Option<f64>,
+    /// The analysis's sentence.
+    pub verdict: String,
+}
+
+impl CostView {
+    pub fn from_cost(c: &Cost) -> CostView {
+        CostView {
+            gpu_price_per_hour: Some(c.gpu_price_per_hour).filter(|p| p.is_finite() && *p > 0.0),
+            api_price_per_m: c.api_price_per_m.filter(|p| p.is_finite() && *p > 0.0),
+            cost_per_m: c.cost_per_m_output,
+            effective: c.effective_cost_per_m.zip(c.utilization),
+            break_even_tok_s: c.break_even_output_tok_s,
+            break_even_utilization: c.break_even_utilization,
+            verdict: one_line(&c.verdict),
+        }
+    }
+}
+
+/// What belongs to one run of `tokbench view A B`. The run shown (table,
+/// marks, result panel) lives in `App`'s own fields; the other waits here,
+/// overlaid on the chart, and `Tab` swaps them.
+#[derive(Clone, Debug)]
+pub struct Side {
+    /// `A` for the first folder given, `B` for the second.
+    pub label: char,
+    pub run: RunView,
+    pub levels: Vec<LevelRow>,
+    pub counters: Counters,
+    pub capacity: Option<u32>,
+    pub knee: Option<(u32, u32)>,
+    pub verdict: Vec<String>,
+    pub cost: Option<CostView>,
+    /// The SLOs it was judged against, in words.
+    pub slo: Option<String>,
+}
+
+/// A finished run read back from its folder (`tokbench view`): nothing is
+/// measured or sent, and the screen has no live parts.
+#[derive(Clone, Debug)]
+pub struct Saved {
+    /// The label of the run shown: `A`, or `B` after `Tab`.
+    pub label: char,
+    /// `view A B`: the other run.
+    pub other: Option<Box<Side>>,
+    /// The two runs were measured at different shapes: said in the header.
+    pub warning: Option<String>,
+    /// The SLOs of the run shown, in words.
+    pub slo: Option<String>,
+}
+
 pub struct App {
     pub run: RunView,
     pub palette: Palette,
@@ -350,8 +454,12 @@ pub struct App {
     pub capacity: Option<u32>,
     /// The knee so far: from and to concurrency.
     pub knee: Option<(u32, u32)>,
-    /// Capacity, knee, cost and notes in words, one line each.
+    /// Capacity, knee and notes in words, one line each.
     pub verdict: Vec<String>,
+    /// Cost at capacity, when a GPU price was given and a capacity is known.
+    pub cost: Option<CostView>,
+    /// `Some` for a run read back from disk (`tokbench view`).
+    pub saved: Option<Saved>,
     status: Option<(String, Duration)>,
     window: LiveWindow,
     /// Seconds at which the target changed, oldest first, pruned to the window.
@@ -383,6 +491,8 @@ impl App {
             capacity: None,
             knee: None,
             verdict: Vec::new(),
+            cost: None,
+            saved: None,
             status: None,
             window: LiveWindow::new(DEFAULT_WINDOW_SECS),
             target_changes: VecDeque::new(),
@@ -390,6 +500,63 @@ impl App {
             stopped_at: None,
             last_recompute: None,
         }
+    }
+
+    /// The screen of a finished run read back from disk: `shown` in the
+    /// table, `other` (when given) overlaid on the chart.
+    pub fn from_saved(
+        shown: Side,
+        other: Option<Side>,
+        warning: Option<String>,
+        palette: Palette,
+    ) -> App {
+        let mut app = App::new(shown.run, palette);
+        app.phase = Phase::Finished {
+            stopped_by_user: false,
+            error: None,
+        };
+        app.levels = shown.levels;
+        app.counters = shown.counters;
+        app.capacity = shown.capacity;
+        app.knee = shown.knee;
+        app.verdict = shown.verdict.iter().map(|l| one_line(l)).collect();
+        app.cost = shown.cost;
+        app.saved = Some(Saved {
+            label: shown.label,
+            other: other.map(Box::new),
+            warning: warning.as_deref().map(one_line),
+            slo: shown.slo,
+        });
+        app
+    }
+
+    pub fn is_saved(&self) -> bool {
+        self.saved.is_some()
+    }
+
+    /// The run overlaid on the chart (`tokbench view A B`).
+    pub fn other(&self) -> Option<&Side> {
+        self.saved.as_ref().and_then(|s| s.other.as_deref())
+    }
+
+    /// `Tab` in `tokbench view A B`: the other run comes forward.
+    pub fn swap_runs(&mut self) -> bool {
+        let Some(saved) = self.saved.as_mut() else {
+            return false;
+        };
+        let Some(other) = saved.other.as_deref_mut() else {
+            return false;
+        };
+        std::mem::swap(&mut saved.label, &mut other.label);
+        std::mem::swap(&mut saved.slo, &mut other.slo);
+        std::mem::swap(&mut self.run, &mut other.run);
+        std::mem::swap(&mut self.levels, &mut other.levels);
+        std::mem::swap(&mut self.counters, &mut other.counters);
+        std::mem::swap(&mut self.capacity, &mut other.capacity);
+        std::mem::swap(&mut self.knee, &mut other.knee);
+        std::mem::swap(&mut self.verdict, &mut other.verdict);
+        std::mem::swap(&mut self.cost, &mut other.cost);
+        true
     }
 
     /// The level dispatching now, if any.
@@ -525,6 +692,12 @@ impl App {
         self.verdict = lines.iter().map(|l| one_line(l)).collect();
     }
 
+    /// The cost at capacity over the levels so far (`None` without a GPU
+    /// price or a capacity).
+    pub fn set_cost(&mut self, cost: Option<CostView>) {
+        self.cost = cost;
+    }
+
     pub fn set_in_flight(&mut self, n: u32) {
         self.in_flight = n;
     }
@@ -623,6 +796,12 @@ impl App {
                 self.show_help = !self.show_help;
                 None
             }
+            KeyCode::Tab | KeyCode::BackTab if self.is_saved() => {
+                if !self.swap_runs() {
+                    self.note("one run: Tab switches between two (tokbench view A B)");
+                }
+                None
+            }
             KeyCode::Char('+') | KeyCode::Char('=') => self.step(|t| t.saturating_add(1)),
             KeyCode::Char('-') | KeyCode::Char('_') => self.step(|t| t.saturating_sub(1)),
             KeyCode::Char(']') => self.step(|t| t.saturating_mul(2)),
@@ -658,6 +837,10 @@ impl App {
     /// Whether steering keys mean anything now; says why not in the footer.
     fn can_steer(&mut self) -> bool {
         if self.quitting {
+            return false;
+        }
+        if self.is_saved() {
+            self.note("a saved run: nothing to steer (q quits)");
             return false;
         }
         if self.is_finished() {
@@ -704,11 +887,12 @@ pub(crate) mod tests {
             model: "Qwen/Qwen3-8B".into(),
             input_len: 1024,
             output_len: 1024,
-            ignore_eos: true,
+            ignore_eos: Some(true),
             knobs: None,
             simulated: false,
             plan: vec![1, 4, 16, 32, 64, 128],
             result_dir: "results/20261129-191400".into(),
+            started_at: None,
         }
     }
 

@@ -10,15 +10,17 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget};
 use ratatui::Frame;
 
-use super::app::{App, LevelRow, LevelState, Phase, SparkPoint, OWN_COLUMN};
+use super::app::{App, CostView, LevelRow, LevelState, Phase, RunView, SparkPoint, OWN_COLUMN};
+use super::theme::Palette;
 use super::widgets::{
-    clock, compact, ellipsize, figure, fit, grouped, keep_fitting, ChartPoint, Part, PointKind,
-    Spark, ThroughputChart, P99_GLYPH,
+    clock, compact, dollars, ellipsize, figure, fit, grouped, keep_fitting, percent, times,
+    ChartPoint, Part, PointKind, Spark, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
+    P99_GLYPH_B,
 };
 use crate::load::driver::Mode;
 
@@ -42,6 +44,10 @@ pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
         too_small(area, buf, app);
         return;
     }
+    if app.is_saved() {
+        render_saved(area, buf, app);
+        return;
+    }
     let h = area.height;
     let counters_h = if h >= 20 { 2 } else { 1 };
     // Bars grow with the screen, but the chart and the table matter more.
@@ -60,7 +66,11 @@ pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
     ])
     .areas(area);
 
-    header_line(app, header).render(header, buf);
+    let clock = Span::styled(
+        format!("{} ", clock(app.elapsed.as_secs())),
+        app.palette.strong,
+    );
+    header_line(app, &app.run, None, clock, header).render(header, buf);
     status_line(app, status).render(status, buf);
     latency_panels(app, sparks, buf);
     main_panels(app, main, buf);
@@ -71,11 +81,119 @@ pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
     }
 }
 
+/// A run read back from disk (`tokbench view`): its identity (or both
+/// runs', and a warning when they differ in shape), the chart, the table
+/// and the result; no live parts.
+fn render_saved(area: Rect, buf: &mut Buffer, app: &App) {
+    let Some(saved) = &app.saved else {
+        return;
+    };
+    let top_h = 2 + u16::from(saved.warning.is_some());
+    let [top, main, counters, footer] = Layout::vertical([
+        Constraint::Length(top_h),
+        Constraint::Min(0),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let p = &app.palette;
+    let row = |n: u16| Rect::new(top.x, top.y + n, top.width, 1);
+    let started = |run: &RunView| {
+        let text = run
+            .started_at
+            .as_deref()
+            .map_or_else(String::new, |s| started_text(s, area.width));
+        Span::styled(format!("{text} "), p.dim)
+    };
+    match saved.other.as_deref() {
+        Some(other) => {
+            // A first, B second, whichever the table shows.
+            let shown = (saved.label, &app.run, true);
+            let back = (other.label, &other.run, false);
+            let (first, second) = if saved.label == 'A' {
+                (shown, back)
+            } else {
+                (back, shown)
+            };
+            for (n, (letter, run, is_shown)) in [first, second].into_iter().enumerate() {
+                let versus = if is_shown { &other.run } else { &app.run };
+                let tag = Tag {
+                    letter,
+                    shown: is_shown,
+                    versus,
+                };
+                header_line(app, run, Some(tag), started(run), row(n as u16))
+                    .render(row(n as u16), buf);
+            }
+        }
+        None => {
+            header_line(app, &app.run, None, started(&app.run), row(0)).render(row(0), buf);
+            saved_status_line(app, row(1)).render(row(1), buf);
+        }
+    }
+    if let Some(warning) = &saved.warning {
+        let room = usize::from(top.width).saturating_sub(2);
+        Line::from(vec![
+            Span::raw(" "),
+            Span::styled(ellipsize(warning, room), p.bad),
+        ])
+        .render(row(2), buf);
+    }
+    main_panels(app, main, buf);
+    counter_lines(app, counters, buf);
+    footer_line(app, footer).render(footer, buf);
+    if app.show_help {
+        help(app, area, buf);
+    }
+}
+
+/// `2026-11-29T19:14:00Z` -> `2026-11-29 19:14:00Z` on a wide screen,
+/// `2026-11-29 19:14` on a middling one, `2026-11-29` on a narrow one.
+fn started_text(iso: &str, width: u16) -> String {
+    let spaced = iso.replacen('T', " ", 1);
+    // Shorter forms only when it has the expected shape.
+    let iso_like = spaced.as_bytes().get(13) == Some(&b':');
+    match width {
+        120.. => spaced,
+        100..=119 if iso_like => spaced[..16].to_string(),
+        _ if iso_like => spaced[..10].to_string(),
+        _ => spaced,
+    }
+}
+
+/// Under a single saved run's header: what it is and what it was judged by.
+fn saved_status_line(app: &App, area: Rect) -> Line<'static> {
+    let p = &app.palette;
+    let levels = app.levels.len();
+    let partial = app.levels.iter().filter(|l| l.is_partial()).count();
+    let mut parts = vec![Part::text(
+        0,
+        " SAVED RUN ",
+        p.badge_plan.add_modifier(Modifier::REVERSED),
+    )];
+    let mut count = format!("{levels} level{}", if levels == 1 { "" } else { "s" });
+    if partial > 0 {
+        count.push_str(&format!(" ({partial} partial)"));
+    }
+    parts.push(Part::text(0, count, p.text));
+    if let Some(slo) = app.saved.as_ref().and_then(|s| s.slo.as_deref()) {
+        parts.push(Part::text(2, format!("SLO: {slo}"), p.dim));
+    }
+    with_right(parts, Span::styled("? help ", p.dim), area.width)
+}
+
 fn too_small(area: Rect, buf: &mut Buffer, app: &App) {
     let text = format!("terminal too small: {MIN_WIDTH}x{MIN_HEIGHT} or more");
     let lines = vec![
         Line::styled(text, app.palette.strong),
-        Line::styled("q quits and saves", app.palette.dim),
+        Line::styled(
+            if app.is_saved() {
+                "q quits"
+            } else {
+                "q quits and saves"
+            },
+            app.palette.dim,
+        ),
     ];
     let y = area.y + area.height.saturating_sub(2) / 2;
     let rest = Rect::new(
@@ -92,58 +210,137 @@ fn too_small(area: Rect, buf: &mut Buffer, app: &App) {
 
 // ---------------------------------------------------------------- top lines
 
-fn header_line(app: &App, area: Rect) -> Line<'static> {
-    let p = &app.palette;
-    let right = Span::styled(format!("{} ", clock(app.elapsed.as_secs())), p.strong);
+/// A run's letter in `tokbench view A B`.
+#[derive(Clone, Copy)]
+struct Tag<'a> {
+    letter: char,
+    /// The run the table shows.
+    shown: bool,
+    /// The other run: what both share matters less on a narrow line than
+    /// what sets them apart.
+    versus: &'a RunView,
+}
+
+/// A run's identity on one line, `right` at the right edge.
+fn header_line(
+    app: &App,
+    run: &RunView,
+    label: Option<Tag<'_>>,
+    right: Span<'static>,
+    area: Rect,
+) -> Line<'static> {
     let room = usize::from(area.width.saturating_sub(right.width() as u16 + 2));
+    let room_left = room;
     // The target is worth an ellipsis before it is worth dropping: try
     // shorter forms of the names until it fits.
     let w = usize::from(area.width);
+    if label.is_some_and(|t| t.versus.target == run.target) {
+        // Both runs hit the same server: its address is not worth keeping,
+        // and the knobs (what sets the runs apart) are worth an ellipsis.
+        let shorter = (14..=(w / 3).max(14)).rev().find_map(|room| {
+            let (parts, _) = header_parts(&app.palette, run, label, room);
+            let keep = keep_fitting(&parts, room_left, 2);
+            (run.knobs.is_none() || keep.last() == Some(&true)).then_some(parts)
+        });
+        let parts =
+            shorter.unwrap_or_else(|| header_parts(&app.palette, run, label, (w / 3).max(14)).0);
+        return with_right(parts, right, area.width);
+    }
     for name_room in [w / 3, w / 4, 20, 14] {
-        let (parts, target) = header_parts(app, name_room.max(14));
+        let (parts, target) = header_parts(&app.palette, run, label, name_room.max(14));
         if keep_fitting(&parts, room, 2)[target] {
             return with_right(parts, right, area.width);
         }
     }
-    with_right(header_parts(app, 14).0, right, area.width)
+    with_right(
+        header_parts(&app.palette, run, label, 14).0,
+        right,
+        area.width,
+    )
 }
 
 /// The header's parts, names cut to `name_room`, and where the target is.
-fn header_parts(app: &App, name_room: usize) -> (Vec<Part<'static>>, usize) {
-    let p = &app.palette;
-    let run = &app.run;
+fn header_parts(
+    p: &Palette,
+    run: &RunView,
+    label: Option<Tag<'_>>,
+    name_room: usize,
+) -> (Vec<Part<'static>>, usize) {
+    // Shared with the other run: dropped first.
+    let same = |f: fn(&RunView) -> String| label.is_some_and(|t| f(t.versus) == f(run));
+    let prio = |base: u8, f: fn(&RunView) -> String| if same(f) { base + 6 } else { base };
     let mut parts = vec![Part::text(0, " tokbench", p.brand)];
+    if let Some(Tag { letter, shown, .. }) = label {
+        let series = series_of(letter);
+        let glyph = PointKind::Planned.glyph_in(series, false);
+        let point = if series == 1 {
+            p.point_b
+        } else {
+            p.point_planned
+        };
+        let name = if shown {
+            p.strong.add_modifier(Modifier::REVERSED)
+        } else {
+            p.strong
+        };
+        parts.push(Part::new(
+            0,
+            vec![
+                Span::styled(glyph.to_string(), point),
+                Span::styled(format!(" {letter} "), name),
+            ],
+        ));
+    }
     if run.simulated {
         parts.push(Part::text(0, " SIMULATED SERVER ", p.badge_sim));
     }
     let target = parts.len();
-    parts.push(Part::text(1, ellipsize(&run.target, name_room), p.text));
-    let engine = match &run.engine_version {
-        Some(v) => format!("{} {v}", run.engine),
-        None => run.engine.clone(),
-    };
-    if !engine.is_empty() {
-        parts.push(Part::text(3, ellipsize(&engine, name_room), p.dim));
-    }
-    parts.push(Part::text(2, ellipsize(&run.model, name_room), p.strong));
     parts.push(Part::text(
-        0,
-        format!("in {} / out {}", run.input_len, run.output_len),
+        prio(1, |r| r.target.clone()),
+        ellipsize(&run.target, name_room),
+        p.text,
+    ));
+    let engine = engine_text(run);
+    if !engine.is_empty() {
+        parts.push(Part::text(
+            prio(3, engine_text),
+            ellipsize(&engine, name_room),
+            p.dim,
+        ));
+    }
+    parts.push(Part::text(
+        prio(2, |r| r.model.clone()),
+        ellipsize(&run.model, name_room),
         p.strong,
     ));
-    parts.push(Part::text(
-        4,
-        if run.ignore_eos {
-            "ignore_eos"
-        } else {
-            "no ignore_eos"
-        },
-        p.dim,
-    ));
+    parts.push(Part::text(0, run.shape(), p.strong));
+    if let Some(ignore_eos) = run.ignore_eos {
+        parts.push(Part::text(
+            prio(4, |r| format!("{:?}", r.ignore_eos)),
+            if ignore_eos {
+                "ignore_eos"
+            } else {
+                "no ignore_eos"
+            },
+            p.dim,
+        ));
+    }
     if let Some(knobs) = &run.knobs {
-        parts.push(Part::text(5, ellipsize(knobs, name_room), p.dim));
+        parts.push(Part::text(
+            prio(5, |r| r.knobs.clone().unwrap_or_default()),
+            ellipsize(knobs, name_room),
+            p.dim,
+        ));
     }
     (parts, target)
+}
+
+/// `vLLM 0.11.2`.
+fn engine_text(run: &RunView) -> String {
+    match &run.engine_version {
+        Some(v) => format!("{} {v}", run.engine),
+        None => run.engine.clone(),
+    }
 }
 
 /// `parts` fitted to the left and `right` at the right edge.
@@ -330,7 +527,7 @@ fn main_panels(app: &App, area: Rect, buf: &mut Buffer) {
         // Under the table, what the levels so far add up to, when there is
         // room for it.
         let table_h = (table.rows.len() as u16 + 3).max(5);
-        if !app.verdict.is_empty() && right.height >= table_h + VERDICT_MIN_HEIGHT {
+        if has_result(app) && right.height >= table_h + VERDICT_MIN_HEIGHT {
             let [table_area, verdict_area] =
                 Layout::vertical([Constraint::Length(table_h), Constraint::Min(0)]).areas(right);
             table.render(app, &variant, table_area, buf);
@@ -354,48 +551,259 @@ fn main_panels(app: &App, area: Rect, buf: &mut Buffer) {
 /// The verdict panel is not worth fewer rows than this.
 const VERDICT_MIN_HEIGHT: u16 = 5;
 
-/// Capacity, knee, cost and the checks that fired, over the levels so far.
-fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
-    let p = &app.palette;
-    let lines: Vec<Line<'_>> = app
-        .verdict
-        .iter()
-        .map(|line| match line.split_once(": ") {
-            // "capacity: ...": the head word stands out.
-            Some((head, rest)) if head.len() <= 12 => {
-                let style = match head {
-                    "capacity" => p.capacity,
-                    "knee" => p.knee,
-                    _ => p.strong,
-                };
-                Line::from(vec![
-                    Span::styled(format!("{head}: "), style),
-                    Span::styled(rest, p.text),
-                ])
-            }
-            _ => Line::styled(line.as_str(), p.text),
-        })
-        .collect();
-    Paragraph::new(lines)
-        .wrap(ratatui::widgets::Wrap { trim: true })
-        .block(
-            Block::bordered()
-                .border_type(BorderType::Rounded)
-                .border_style(p.border)
-                .title(Line::from(padded(Line::styled(
-                    if app.is_finished() {
-                        "result"
-                    } else {
-                        "so far"
-                    },
-                    p.title,
-                )))),
-        )
-        .render(area, buf);
+fn has_result(app: &App) -> bool {
+    !app.verdict.is_empty() || app.cost.is_some()
 }
 
-fn chart_points(app: &App) -> Vec<ChartPoint> {
-    app.levels
+/// A word of the result panel and its style.
+type Word = (String, Style);
+
+fn words(text: &str, style: Style) -> impl Iterator<Item = Word> + '_ {
+    text.split_whitespace().map(move |w| (w.to_string(), style))
+}
+
+/// `capacity: ...` with its head word in the head's colour.
+fn sentence(line: &str, p: &Palette) -> Vec<Word> {
+    match line.split_once(": ") {
+        Some((head, rest)) if head.len() <= 12 => {
+            let style = match head {
+                "capacity" => p.capacity,
+                "knee" => p.knee,
+                _ => p.strong,
+            };
+            let mut out: Vec<Word> = words(head, style).collect();
+            if let Some(last) = out.last_mut() {
+                last.0.push(':');
+            }
+            out.extend(words(rest, p.text));
+            out
+        }
+        _ => words(line, p.text).collect(),
+    }
+}
+
+/// The cost at capacity in figures, the verdict first:
+/// `cost: $0.322/M vs API $0.65/M: 2.0x cheaper; break-even 855 tok/s =
+/// 49% utilization (GPU $2/h at full use)`.
+fn cost_words(c: &CostView, p: &Palette) -> Vec<Word> {
+    let Some(full) = c.cost_per_m else {
+        // Nothing to show in figures: the analysis says why.
+        return sentence(&c.verdict, p);
+    };
+    let (own, at) = match c.effective {
+        Some((e, u)) => (e, format!("{} use", percent(u))),
+        None => (full, "full use".to_string()),
+    };
+    let cmp = c.api_price_per_m.map(|api| own.total_cmp(&api));
+    let own_style = match cmp {
+        Some(std::cmp::Ordering::Less) => p.good,
+        Some(std::cmp::Ordering::Greater) => p.bad,
+        _ => p.strong,
+    };
+    let mut w: Vec<Word> = vec![
+        ("cost:".into(), p.strong),
+        (format!("{}/M", dollars(own)), own_style),
+    ];
+    if let Some(api) = c.api_price_per_m {
+        w.extend(words("vs API", p.text));
+        w.push((format!("{}/M:", dollars(api)), p.strong));
+        if own < api {
+            w.push((times(api / own), p.good));
+            w.push(("cheaper;".into(), p.text));
+        } else if own > api {
+            w.push(("API".into(), p.text));
+            w.push((times(own / api), p.bad));
+            w.push(("cheaper;".into(), p.text));
+        } else {
+            w.extend(words("the same;", p.text));
+        }
+        if let Some(even) = c.break_even_tok_s {
+            w.push(("break-even".into(), p.text));
+            w.push((grouped(even.round().max(0.0) as u64), p.strong));
+            w.push(("tok/s".into(), p.text));
+            if let Some(u) = c.break_even_utilization {
+                w.push(("=".into(), p.text));
+                w.push((percent(u), if u > 1.0 { p.bad } else { p.strong }));
+                w.push(("utilization".into(), p.text));
+            }
+        }
+    }
+    match c.gpu_price_per_hour {
+        Some(gpu) => {
+            w.push((format!("(GPU {}/h", dollars(gpu)), p.dim));
+            w.extend(words(&format!("at {at})"), p.dim));
+        }
+        None => w.push((format!("(at {at})"), p.dim)),
+    }
+    w
+}
+
+fn words_width(line: &[Word]) -> usize {
+    line.iter()
+        .map(|(t, _)| Span::raw(t.as_str()).width())
+        .sum::<usize>()
+        + line.len().saturating_sub(1)
+}
+
+/// Words in lines of `width`, at most `max_lines` of them; an entry cut
+/// short ends in `…` after a whole word, so no figure is ever cut.
+fn wrap_words(words: &[Word], width: usize, max_lines: usize, p: &Palette) -> Vec<Line<'static>> {
+    if width == 0 || max_lines == 0 {
+        return Vec::new();
+    }
+    let mut lines: Vec<Vec<Word>> = Vec::new();
+    let mut line: Vec<Word> = Vec::new();
+    for (text, style) in words {
+        let w = Span::raw(text.as_str()).width();
+        let text = if w > width {
+            ellipsize(text, width)
+        } else {
+            text.clone()
+        };
+        let needed = Span::raw(text.as_str()).width() + usize::from(!line.is_empty());
+        if !line.is_empty() && words_width(&line) + needed > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        line.push((text, *style));
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    if lines.len() > max_lines {
+        lines.truncate(max_lines);
+        if let Some(last) = lines.last_mut() {
+            while last.len() > 1 && words_width(last) + 2 > width {
+                last.pop();
+            }
+            if words_width(last) + 2 <= width {
+                last.push(("…".into(), p.dim));
+            }
+        }
+    }
+    lines
+        .into_iter()
+        .map(|l| {
+            let mut spans = Vec::new();
+            for (i, (text, style)) in l.into_iter().enumerate() {
+                if i > 0 {
+                    spans.push(Span::raw(" "));
+                }
+                spans.push(Span::styled(text, style));
+            }
+            Line::from(spans)
+        })
+        .collect()
+}
+
+/// What the result panel says, in order, each with its claim on spare
+/// lines (lower first) when not everything fits.
+fn result_entries(app: &App) -> Vec<(Vec<Word>, u8)> {
+    let p = &app.palette;
+    let mut entries: Vec<(Vec<Word>, u8)> = Vec::new();
+    let mut rest = app.verdict.iter().peekable();
+    if let Some(first) =
+        rest.next_if(|l| l.starts_with("capacity:") || l.starts_with("no capacity:"))
+    {
+        entries.push((sentence(first, p), 1));
+    }
+    if let Some(cost) = &app.cost {
+        entries.push((cost_words(cost, p), 0));
+    }
+    for line in rest {
+        let rank = if line.starts_with("knee:") { 2 } else { 3 };
+        entries.push((sentence(line, p), rank));
+    }
+    if app.other().is_some() {
+        // Two runs: the header has no room for the SLO; it goes here.
+        if let Some(slo) = app.saved.as_ref().and_then(|s| s.slo.as_deref()) {
+            entries.push((sentence(&format!("SLO: {slo}"), p), 4));
+        }
+    }
+    entries
+}
+
+/// Lines per entry for `height` rows: everything when it fits; else one
+/// line each (in order, while rows last), then the spare rows by rank.
+fn share_lines(full: &[usize], ranks: &[u8], height: usize) -> Vec<usize> {
+    if full.iter().sum::<usize>() <= height {
+        return full.to_vec();
+    }
+    let mut given = vec![0; full.len()];
+    let mut left = height;
+    for g in given.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        *g = 1;
+        left -= 1;
+    }
+    let mut order: Vec<usize> = (0..full.len()).collect();
+    order.sort_by_key(|&i| ranks[i]);
+    for i in order {
+        if given[i] == 0 {
+            continue;
+        }
+        let more = (full[i] - given[i]).min(left);
+        given[i] += more;
+        left -= more;
+    }
+    given
+}
+
+/// Capacity, cost, knee and the checks that fired, over the levels so far
+/// (or the saved run's).
+fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let title = match &app.saved {
+        Some(saved) if saved.other.is_some() => format!("result {}", saved.label),
+        Some(_) => "result".into(),
+        None if app.is_finished() => "result".into(),
+        None => "so far".into(),
+    };
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(Line::styled(title, p.title))));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let width = usize::from(inner.width);
+    let height = usize::from(inner.height);
+    let entries = result_entries(app);
+    let full: Vec<usize> = entries
+        .iter()
+        .map(|(w, _)| wrap_words(w, width, usize::MAX, p).len())
+        .collect();
+    let ranks: Vec<u8> = entries.iter().map(|(_, r)| *r).collect();
+    let given = share_lines(&full, &ranks, height);
+    let mut y = inner.y;
+    for ((w, _), n) in entries.iter().zip(given) {
+        for line in wrap_words(w, width, n, p) {
+            line.render(Rect::new(inner.x, y, inner.width, 1), buf);
+            y += 1;
+        }
+    }
+}
+
+/// The chart series of a run's letter: `A` (and the live run) 0, `B` 1.
+fn series_of(label: char) -> u8 {
+    u8::from(label == 'B')
+}
+
+/// The series of the run the table shows.
+fn shown_series(app: &App) -> u8 {
+    app.saved.as_ref().map_or(0, |s| series_of(s.label))
+}
+
+/// A complete planned (or search) level at the capacity's concurrency: the
+/// capacity point on the chart and the highlighted row of the table.
+fn is_capacity(capacity: Option<u32>, l: &LevelRow) -> bool {
+    l.state == (LevelState::Finished { partial: false })
+        && l.info.mode != Mode::Manual
+        && capacity == Some(l.info.concurrency)
+}
+
+fn points_of(levels: &[LevelRow], series: u8, capacity: Option<u32>) -> Vec<ChartPoint> {
+    levels
         .iter()
         .filter(|l| l.has_results())
         .map(|l| ChartPoint {
@@ -404,8 +812,20 @@ fn chart_points(app: &App) -> Vec<ChartPoint> {
             p99_ttft_ms: l.figures.ttft_p99_ms,
             kind: kind_of(l),
             partial: l.is_partial(),
+            series,
+            capacity: is_capacity(capacity, l),
         })
         .collect()
+}
+
+/// The run shown with its capacity marked, and the other run of `view A B`.
+fn chart_points(app: &App) -> Vec<ChartPoint> {
+    let series = shown_series(app);
+    let mut points = points_of(&app.levels, series, app.capacity);
+    if let Some(other) = app.other() {
+        points.extend(points_of(&other.levels, 1 - series, None));
+    }
+    points
 }
 
 fn kind_of(l: &LevelRow) -> PointKind {
@@ -443,6 +863,7 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         .plan
         .iter()
         .copied()
+        .chain(points.iter().map(|pt| pt.concurrency))
         .chain(app.levels.iter().map(|l| l.info.concurrency))
         .chain(std::iter::once(app.target))
         .max()
@@ -451,6 +872,8 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         points: &points,
         x_max,
         palette: p,
+        knee: app.knee,
+        front: shown_series(app),
     }
     .render(inner, buf);
 }
@@ -459,8 +882,15 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
 /// p99 series always says its unit and its axis.
 fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
     let p = &app.palette;
-    let mut marks: Vec<(char, &str, Style)> =
-        vec![(PointKind::Planned.glyph(false), "level", p.point_planned)];
+    let two = app.other().is_some();
+    let mut marks: Vec<(char, &str, Style)> = if two {
+        vec![
+            (PointKind::Planned.glyph_in(0, false), "A", p.point_planned),
+            (PointKind::Planned.glyph_in(1, false), "B", p.point_b),
+        ]
+    } else {
+        vec![(PointKind::Planned.glyph(false), "level", p.point_planned)]
+    };
     if points.iter().any(|pt| pt.partial) {
         marks.push((PointKind::Planned.glyph(true), "partial", p.point_planned));
     }
@@ -470,7 +900,24 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
     if points.iter().any(|pt| pt.kind == PointKind::Running) {
         marks.push((PointKind::Running.glyph(false), "now", p.running));
     }
-    let p99 = Part::text(0, format!("{P99_GLYPH} p99 TTFT ms (right)"), p.p99);
+    if points.iter().any(|pt| pt.capacity) {
+        marks.push((CAPACITY_GLYPH, "capacity", p.capacity));
+    }
+    if app.knee.is_some() {
+        marks.push((KNEE_GLYPH, "knee", p.knee));
+    }
+    let p99 = if two {
+        Part::new(
+            0,
+            vec![
+                Span::styled(P99_GLYPH.to_string(), p.p99),
+                Span::styled(P99_GLYPH_B.to_string(), p.p99_b),
+                Span::styled(" p99 TTFT ms (right)", p.p99),
+            ],
+        )
+    } else {
+        Part::text(0, format!("{P99_GLYPH} p99 TTFT ms (right)"), p.p99)
+    };
     let p99_width = p99.spans.iter().map(Span::width).sum::<usize>();
     let worded: usize = marks.iter().map(|(_, w, _)| w.len() + 4).sum::<usize>() + p99_width;
     let mut parts = Vec::new();
@@ -565,10 +1012,13 @@ impl LevelTable {
     fn row(app: &App, l: &LevelRow) -> TableRow {
         let p = &app.palette;
         let f = &l.figures;
+        let capacity = is_capacity(app.capacity, l);
         let mark = if l.is_running() {
             '▶'
+        } else if capacity {
+            CAPACITY_GLYPH
         } else {
-            kind_of(l).glyph(l.is_partial())
+            kind_of(l).glyph_in(shown_series(app), l.is_partial())
         };
         let complete_plan =
             l.state == (LevelState::Finished { partial: false }) && l.info.mode != Mode::Manual;
@@ -578,7 +1028,7 @@ impl LevelTable {
             LevelState::Draining => ("draining", p.dim),
             LevelState::Finished { partial: true } => ("partial", p.dim),
             LevelState::Finished { partial: false } => {
-                if complete_plan && app.capacity == Some(c) {
+                if capacity {
                     ("capacity", p.capacity)
                 } else if complete_plan && app.knee.is_some_and(|(_, to)| to == c) {
                     ("knee", p.knee)
@@ -602,6 +1052,9 @@ impl LevelTable {
             ],
             style: if l.is_running() {
                 p.running
+            } else if capacity {
+                // The row the sweep is for: it stands out whole.
+                p.capacity
             } else if l.is_partial() {
                 p.dim
             } else {
@@ -672,14 +1125,15 @@ impl LevelTable {
 
     fn render(&self, app: &App, v: &Variant, area: Rect, buf: &mut Buffer) {
         let p = &app.palette;
-        let title = fit(
-            vec![
-                Part::text(0, "levels", p.title),
-                Part::text(1, "TTFT in ms", p.dim),
-            ],
-            area.width.saturating_sub(4),
-            2,
-        );
+        let mut parts = vec![Part::text(0, "levels", p.title)];
+        if let Some(saved) = app.saved.as_ref().filter(|s| s.other.is_some()) {
+            // Which run the rows are, and how to see the other.
+            parts.push(Part::text(0, format!("run {}", saved.label), p.strong));
+            let other = if saved.label == 'A' { 'B' } else { 'A' };
+            parts.push(Part::text(2, format!("Tab: {other}"), p.key));
+        }
+        parts.push(Part::text(1, "TTFT in ms", p.dim));
+        let title = fit(parts, area.width.saturating_sub(4), 2);
         let block = Block::new()
             .borders(Borders::ALL)
             .border_type(BorderType::Rounded)
@@ -781,10 +1235,12 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
             p.dim,
         ));
     }
-    let cpu = app
-        .client_cpu
-        .map_or_else(|| "-".to_string(), |v| format!("{v:.0}%"));
-    parts.push(Part::text(3, format!("client cpu {cpu}"), p.dim));
+    if !app.is_saved() {
+        let cpu = app
+            .client_cpu
+            .map_or_else(|| "-".to_string(), |v| format!("{v:.0}%"));
+        parts.push(Part::text(3, format!("client cpu {cpu}"), p.dim));
+    }
     fit(parts, area.width, 2).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if area.height >= 2 {
         let line = match &c.last_error {
@@ -818,6 +1274,19 @@ fn footer_line(app: &App, area: Rect) -> Line<'static> {
         parts.push(Part::text(0, note.to_string(), p.strong));
     }
     match &app.phase {
+        _ if app.is_saved() => {
+            parts.push(key("q", "quit", 0));
+            if let Some(saved) = app.saved.as_ref().filter(|s| s.other.is_some()) {
+                let other = if saved.label == 'A' { 'B' } else { 'A' };
+                parts.push(key("Tab", &format!("table of run {other}"), 0));
+            }
+            parts.push(key("?", "help", 1));
+            parts.push(Part::text(
+                2,
+                format!("results: {}", app.run.result_dir),
+                p.dim,
+            ));
+        }
         Phase::Finished { error: Some(e), .. } => {
             parts.push(Part::text(0, format!("run failed: {e}"), p.bad));
             parts.push(key("q", "quit", 0));
@@ -893,11 +1362,11 @@ const HELP: [(&str, &str); 12] = [
     ),
     (
         "capacity",
-        "highest level meeting the SLO, at or below the knee",
+        "★ highest level meeting the SLO, at or below the knee",
     ),
     (
         "knee",
-        "where more streams add little output but p99 TTFT jumps",
+        "┊ where more streams add little output, p99 TTFT jumps",
     ),
 ];
 
@@ -913,28 +1382,55 @@ const KEYS: [(&str, &str); 6] = [
     ("?", "this help; Esc closes it"),
 ];
 
+const SAVED_KEYS: [(&str, &str); 3] = [
+    ("q Esc", "quit (nothing is sent: a saved run)"),
+    ("Tab", "two runs: the table, marks and result of the other"),
+    ("?", "this help; Esc closes it"),
+];
+
+/// The help's lines that speak of live parts, left out for a saved run.
+const LIVE_ONLY: [&str; 4] = ["ITL", "bars", "in flight", "client cpu"];
+
 fn help(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
-    let label_w = HELP
+    let saved = app.is_saved();
+    let two = app.other().is_some();
+    let help: Vec<(&str, &str)> = HELP
         .iter()
-        .chain(KEYS.iter())
+        .copied()
+        .filter(|(k, _)| !saved || !LIVE_ONLY.contains(k))
+        .map(|(k, what)| match k {
+            "chart" if two => (k, "● A ■ B ○ partial ◆ manual  × + p99 TTFT (right)"),
+            "chart" if saved => (k, "● level ○ partial ◆ manual  × p99 TTFT (right)"),
+            _ => (k, what),
+        })
+        .collect();
+    let keys: Vec<(&str, &str)> = if saved {
+        SAVED_KEYS
+            .iter()
+            .copied()
+            .filter(|(k, _)| two || *k != "Tab")
+            .collect()
+    } else {
+        KEYS.to_vec()
+    };
+    let label_w = help
+        .iter()
+        .chain(keys.iter())
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0);
     let mut lines: Vec<Line<'_>> = Vec::new();
-    let shape = format!(
-        "figures at in {} / out {} tokens",
-        app.run.input_len, app.run.output_len
-    );
+    let shape = format!("figures at {} tokens", app.run.shape());
     lines.push(Line::styled(format!(" {shape}"), p.dim));
-    for (k, what) in HELP {
+    for (k, what) in help {
         lines.push(Line::from(vec![
             Span::styled(format!(" {k:<label_w$}  "), p.strong),
             Span::styled(what, p.text),
         ]));
     }
     lines.push(Line::raw(""));
-    for (k, what) in KEYS {
+    for &(k, what) in &keys {
         lines.push(Line::from(vec![
             Span::styled(format!(" {k:<label_w$}  "), p.key),
             Span::styled(what, p.text),

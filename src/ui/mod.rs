@@ -15,8 +15,8 @@ pub mod app;
 pub mod draw;
 pub mod terminal;
 pub mod theme;
-pub mod widgets;
 pub mod view;
+pub mod widgets;
 
 /// Synthetic runs for the snapshot tests, the screenshots and the render
 /// benchmark (a bench can only reach the library's public items).
@@ -40,7 +40,7 @@ use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::report::recorder::Recorder;
 use crate::run::{self, Prepared, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
-use app::{Action, App, Phase, RunView};
+use app::{Action, App, CostView, Phase, RunView};
 use terminal::{TerminalGuard, Tui};
 use theme::{ColorMode, Palette};
 
@@ -152,9 +152,6 @@ fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result
         if let Some(knee) = &decision.knee {
             lines.push(format!("knee: {}", knee.reason));
         }
-        if let Some(cost) = recorder.cost(&decision) {
-            lines.push(format!("cost: {}", cost.verdict));
-        }
         for diagnosis in recorder.diagnoses_for(&decision) {
             lines.push(format!("note: {}", diagnosis.message));
         }
@@ -166,6 +163,9 @@ fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result
                 .map(|k| (k.from_concurrency, k.to_concurrency)),
             lines,
         );
+        // The result panel shows the cost in figures (and the verdict
+        // when there are none).
+        app.set_cost(recorder.cost(&decision).as_ref().map(CostView::from_cost));
     }
     Ok(())
 }

@@ -10,8 +10,9 @@ use std::time::Duration;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::record::{ErrorClass, FinishReason, Outcome, RequestRecord, TokenSource};
 
-use super::app::{App, RunView};
+use super::app::{App, CostView, RunView};
 use super::theme::{ColorMode, Palette};
+use crate::analysis::cost::cost;
 
 /// One level of the illustrative sweep.
 #[derive(Clone, Copy, Debug)]
@@ -262,11 +263,12 @@ pub fn article_run(simulated: bool) -> RunView {
         model: "Qwen/Qwen3-8B".into(),
         input_len: 1024,
         output_len: 1024,
-        ignore_eos: true,
+        ignore_eos: Some(true),
         knobs: None,
         simulated,
         plan: ARTICLE.iter().map(|s| s.concurrency).collect(),
         result_dir: "results/20261129-191400".into(),
+        started_at: None,
     }
 }
 
@@ -375,6 +377,15 @@ impl Screen {
                         "note: one round per level: run --rounds 3 to see how stable the numbers are".into(),
                     ],
                 );
+                // --gpu-price-per-hour 2 --api-price-per-m 0.65 at the
+                // capacity's 1,551 tok/s.
+                let capacity_tok_s = s.app.levels[3].figures.output_tok_s;
+                s.app.set_cost(Some(CostView::from_cost(&cost(
+                    capacity_tok_s,
+                    2.0,
+                    Some(0.65),
+                    None,
+                ))));
                 s.feed(DriverEvent::Finished {
                     stopped_by_user: false,
                     error: None,

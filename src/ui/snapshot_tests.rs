@@ -152,12 +152,14 @@ fn mid_sweep_shows_the_article_table() {
         assert!(t.contains("Concurrency 32"), "{t}");
         assert!(t.contains("level 4/6"), "{t}");
         assert!(t.contains("214/320"), "{t}");
-        // Three finished planned levels on the chart and in the table.
+        // Three finished planned levels on the chart and in the table,
+        // the capacity (16) as a star in both.
         assert_eq!(
             t.matches('●').count(),
-            3 + 3 + 1,
-            "3 points, 3 rows, 1 legend\n{t}"
+            2 + 2 + 1,
+            "2 points, 2 rows, 1 legend\n{t}"
         );
+        assert_eq!(t.matches('★').count(), 3, "point, row, legend\n{t}");
         assert!(t.contains('◉'), "the running level's point\n{t}");
         // The ticks of the log2 axis carry real concurrency values.
         assert!(t.contains(" 16 ") && t.contains(" 64 "), "{t}");
@@ -269,7 +271,7 @@ fn numbers_are_never_cut() {
         let t = text(&render(&app, w, h));
         let rows: Vec<&str> = t
             .lines()
-            .filter(|l| l.contains(['●', '▶', '○', '◆', '◇']) && !l.contains("level"))
+            .filter(|l| l.contains(['●', '▶', '○', '◆', '◇', '★']) && !l.contains("level"))
             .collect();
         assert!(rows.iter().any(|r| r.contains('▶')), "{w}x{h}\n{t}");
         for level in app.levels.iter().filter(|l| l.has_results()) {
@@ -291,6 +293,185 @@ fn numbers_are_never_cut() {
                 cells.contains(&p99.as_str()),
                 "{p99} cut or missing in {row} at {w}x{h}"
             );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- tokbench view
+
+/// The saved-run screens: fixtures under `tests/fixtures/view/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ViewScreen {
+    /// `tokbench view a`.
+    One,
+    /// `tokbench view a` with `?` pressed.
+    Help,
+    /// `tokbench view a b`.
+    Two,
+    /// `tokbench view a b`, then `Tab`: run B in the table.
+    TwoTab,
+    /// `tokbench view a b'` where b' has another output length.
+    Shapes,
+}
+
+impl ViewScreen {
+    const ALL: [ViewScreen; 5] = [
+        ViewScreen::One,
+        ViewScreen::Help,
+        ViewScreen::Two,
+        ViewScreen::TwoTab,
+        ViewScreen::Shapes,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            ViewScreen::One => "view",
+            ViewScreen::Help => "view-help",
+            ViewScreen::Two => "view-two",
+            ViewScreen::TwoTab => "view-two-tab",
+            ViewScreen::Shapes => "view-shapes",
+        }
+    }
+
+    fn build(self, mode: ColorMode) -> App {
+        use crate::report::saved::SavedRun;
+        let fixture = |name: &str| {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/view")
+                .join(name);
+            let mut run = SavedRun::load(&path).expect("fixture");
+            // The folder as a user would type it, not this checkout's path.
+            run.source = PathBuf::from(format!("results/{name}/summary.json"));
+            run
+        };
+        let palette = super::theme::Palette::new(mode);
+        let runs = match self {
+            ViewScreen::One | ViewScreen::Help => vec![fixture("a")],
+            ViewScreen::Two | ViewScreen::TwoTab => vec![fixture("a"), fixture("b")],
+            ViewScreen::Shapes => {
+                let mut raw = fixture("b").raw;
+                raw["run"]["output_len"] = serde_json::json!(256);
+                let b = SavedRun::from_value(raw, std::path::Path::new("results/b/summary.json"))
+                    .expect("reads");
+                vec![fixture("a"), b]
+            }
+        };
+        let mut app = super::view::app_of(&runs, palette);
+        match self {
+            ViewScreen::Help => app.show_help = true,
+            ViewScreen::TwoTab => {
+                app.swap_runs();
+            }
+            _ => {}
+        }
+        app
+    }
+}
+
+#[test]
+fn view_screens_match_their_snapshots() {
+    for screen in ViewScreen::ALL {
+        let app = screen.build(ColorMode::None);
+        for (w, h) in SIZES {
+            let got = text(&render(&app, w, h));
+            let lines: Vec<&str> = got.lines().collect();
+            assert_eq!(lines.len(), usize::from(h));
+            for line in &lines {
+                assert!(line.chars().count() <= usize::from(w), "{screen:?}: {line}");
+            }
+            assert!(lines[0].contains("tokbench"), "{got}");
+            check_snapshot(screen.name(), w, h, &got);
+        }
+    }
+}
+
+fn view_text(screen: ViewScreen, w: u16, h: u16) -> String {
+    text(&render(&screen.build(ColorMode::None), w, h))
+}
+
+/// A saved run: its identity, every level, the marks, the result and the
+/// cost in figures; nothing live (no bars, no in-flight gauge).
+#[test]
+fn a_saved_run_shows_table_marks_and_result() {
+    for (w, h) in SIZES {
+        let t = view_text(ViewScreen::One, w, h);
+        assert!(
+            t.contains("Qwen/Qwen3-8B") && t.contains("in 1024 / out 1024"),
+            "{t}"
+        );
+        assert!(t.contains("2026-11-29"), "started at\n{t}");
+        assert!(t.contains("SAVED RUN"), "{t}");
+        assert!(!t.contains("in flight") && !t.contains("ITL ms"), "{t}");
+        for figure in ["1,136", "1,728", "2,304", "3,820"] {
+            assert!(t.contains(figure), "{figure}\n{t}");
+        }
+        assert_eq!(t.matches('★').count(), 3, "chart, table row, legend\n{t}");
+        assert!(t.contains('┊') && t.contains("knee"), "the knee mark\n{t}");
+        assert!(t.contains("capacity: 32 streams"), "{t}");
+        assert!(
+            t.contains("cost: $0.322/M vs API $0.65/M"),
+            "the cost in figures\n{t}"
+        );
+        assert!(t.contains("503 ×3"), "{t}");
+        assert!(t.contains("q quit"), "{t}");
+    }
+    let t = view_text(ViewScreen::One, 160, 48);
+    assert!(
+        t.contains("break-even 855 tok/s = 49%") && t.contains("(GPU $2/h at full use)"),
+        "all the cost figures at 160x48\n{t}"
+    );
+}
+
+#[test]
+fn two_runs_overlay_and_tab_brings_the_other_forward() {
+    for (w, h) in SIZES {
+        let t = view_text(ViewScreen::Two, w, h);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].contains(" A ") && lines[0].contains("0.11.2"),
+            "{t}"
+        );
+        assert!(
+            lines[1].contains(" B ") && lines[1].contains("0.12.0"),
+            "{t}"
+        );
+        assert!(t.contains('■'), "B's points\n{t}");
+        assert!(t.contains("run A"), "the table says whose rows\n{t}");
+        assert!(t.contains("Tab"), "{t}");
+        let t = view_text(ViewScreen::TwoTab, w, h);
+        assert!(t.contains("run B"), "{t}");
+        assert!(t.contains("capacity: 64 streams"), "{t}");
+        assert!(t.contains('◆'), "B's manual level\n{t}");
+        // A stays first in the header.
+        assert!(
+            t.lines().next().is_some_and(|l| l.contains("0.11.2")),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn different_shapes_warn_in_the_header() {
+    for (w, h) in SIZES {
+        let t = view_text(ViewScreen::Shapes, w, h);
+        let third = t.lines().nth(2).unwrap_or_default();
+        assert!(third.contains("not like for like"), "{t}");
+        assert!(third.contains("out 256"), "{t}");
+    }
+}
+
+#[test]
+fn saved_screens_render_at_any_size() {
+    let apps: Vec<App> = ViewScreen::ALL
+        .iter()
+        .map(|s| s.build(ColorMode::Ansi16))
+        .collect();
+    for app in &apps {
+        for w in (1..=200).step_by(9) {
+            for h in (1..=60).step_by(4) {
+                let t = text(&render(app, w, h));
+                assert_eq!(t.lines().count(), usize::from(h));
+            }
         }
     }
 }

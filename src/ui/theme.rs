@@ -80,6 +80,10 @@ pub struct Palette {
     pub running: Style,
     /// The p99 TTFT series on the chart.
     pub p99: Style,
+    /// The second run's levels on the chart (`tokbench view A B`).
+    pub point_b: Style,
+    /// The second run's p99 TTFT series.
+    pub p99_b: Style,
     /// Gauge fill.
     pub gauge: Style,
     /// Counts of failures, when not zero.
@@ -122,6 +126,8 @@ impl Palette {
                 point_manual: bold,
                 running: reverse,
                 p99: plain,
+                point_b: bold,
+                p99_b: plain,
                 gauge: plain,
                 bad: bold,
                 good: plain,
@@ -152,6 +158,8 @@ impl Palette {
                     point_manual: bold.fg(Color::Yellow),
                     running: bold.fg(Color::LightCyan),
                     p99: fg(Color::Red),
+                    point_b: bold.fg(Color::LightMagenta),
+                    p99_b: fg(Color::Blue),
                     gauge: fg(Color::Green),
                     bad: bold.fg(Color::LightRed),
                     good: fg(Color::Green),
@@ -183,6 +191,8 @@ impl Palette {
                     point_manual: bold.fg(Color::Rgb(240, 200, 90)),
                     running: bold.fg(Color::Rgb(150, 230, 255)),
                     p99: rgb(235, 110, 100),
+                    point_b: bold.fg(Color::Rgb(215, 140, 235)),
+                    p99_b: rgb(120, 150, 240),
                     gauge: rgb(130, 210, 130),
                     bad: bold.fg(Color::Rgb(240, 120, 110)),
                     good: rgb(130, 210, 130),
@@ -243,11 +253,15 @@ mod tests {
                 p.point_manual,
                 p.running,
                 p.p99,
+                p.point_b,
+                p.p99_b,
                 p.gauge,
                 p.bad,
                 p.good,
                 p.key,
                 p.header,
+                p.capacity,
+                p.knee,
             ]
         };
         for s in styles(Palette::new(ColorMode::None)) {

@@ -1,9 +1,506 @@
-//! `tokbench view DIR [DIR2]` (being written).
+//! `tokbench view DIR [DIR2]`: a finished run (or two, overlaid) on the live
+//! view's screen, read back from its `summary.json`. Nothing is sent and no
+//! driver runs: the header, the chart with its capacity and knee marks, the
+//! level table and the result panel, and keys to quit, get help and (with
+//! two runs) bring the other run's table forward.
+//!
+//! Without a terminal it prints what `tokbench report DIR --format md`
+//! prints, so `tokbench view DIR > x.md` and pipes still get the figures.
 
-use color_eyre::eyre::{bail, Result};
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::pin::pin;
+use std::time::{Duration, Instant};
 
-use crate::cli::ViewArgs;
+use color_eyre::eyre::{bail, Result, WrapErr};
+use crossterm::event::{Event, EventStream};
+use futures_util::StreamExt;
+use serde_json::Value;
 
-pub async fn run_view(_args: &ViewArgs) -> Result<i32> {
-    bail!("view is not implemented yet")
+use super::app::{knob_text, Action, App, CostView, Counters, Figures, LevelRow, RunView, Side};
+use super::draw;
+use super::terminal::{TerminalGuard, Tui};
+use super::theme::{ColorMode, Palette};
+use crate::cli::{ReportFormat, ViewArgs};
+use crate::load::driver::{LevelInfo, Mode};
+use crate::report::formats;
+use crate::report::saved::SavedRun;
+use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
+
+/// How often the screen is redrawn with no key pressed (a footer note
+/// expires; nothing else moves).
+const TICK: Duration = Duration::from_millis(500);
+
+pub async fn run_view(args: &ViewArgs) -> Result<i32> {
+    let runs = load_runs(&args.runs)?;
+    if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
+        return print_reports(&runs);
+    }
+    let palette = Palette::new(ColorMode::from_env());
+    let mut app = app_of(&runs, palette);
+    let mut guard = match TerminalGuard::enter() {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("tokbench: no screen ({e:#}); printing the report instead");
+            return print_reports(&runs);
+        }
+    };
+    let code = view_loop(&mut guard.terminal, &mut app).await;
+    drop(guard);
+    code
+}
+
+/// Every run named, or the first that cannot be read, in one line.
+pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<SavedRun>> {
+    if paths.is_empty() {
+        bail!("tokbench view needs a result folder (or its summary.json)");
+    }
+    paths
+        .iter()
+        .map(|path| {
+            if !path.exists() {
+                bail!(
+                    "{}: no such result folder (give a tokbench result folder or its summary.json)",
+                    path.display()
+                );
+            }
+            SavedRun::load(path)
+        })
+        .collect()
+}
+
+/// Headless: the Markdown report of each run, as `tokbench report` prints it.
+fn print_reports(runs: &[SavedRun]) -> Result<i32> {
+    if let Some(warning) = shape_warning(runs) {
+        eprintln!("tokbench view: warning: {warning}");
+    }
+    let text = runs
+        .iter()
+        .map(|run| formats::render(run, ReportFormat::Md))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // `tokbench view DIR | head`: the reader left; not an error.
+        Ok(()) => Ok(EXIT_OK),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(EXIT_OK),
+        Err(e) => Err(e).wrap_err("cannot write the report to stdout"),
+    }
+}
+
+/// Two runs measured at different lengths (or profiles, or EOS policy) do
+/// not compare like for like: said, not refused.
+pub fn shape_warning(runs: &[SavedRun]) -> Option<String> {
+    let [a, b] = runs else {
+        return None;
+    };
+    let mut differ = Vec::new();
+    if a.input_len != b.input_len || a.output_len != b.output_len {
+        differ.push(format!("A is {}, B is {}", a.shape(), b.shape()));
+    }
+    if a.profile != b.profile {
+        let name = |r: &SavedRun| r.profile.clone().unwrap_or_else(|| "?".into());
+        differ.push(format!("profile {} vs {}", name(a), name(b)));
+    }
+    if a.ignore_eos.is_some() && b.ignore_eos.is_some() && a.ignore_eos != b.ignore_eos {
+        differ.push("ignore_eos differs".into());
+    }
+    (!differ.is_empty()).then(|| format!("⚠ not like for like: {}", differ.join("; ")))
+}
+
+/// The screen's state for one run, or two (the first shown, the second overlaid).
+pub fn app_of(runs: &[SavedRun], palette: Palette) -> App {
+    let mut sides = runs
+        .iter()
+        .zip(['A', 'B'])
+        .map(|(run, label)| side_of(run, label));
+    let Some(first) = sides.next() else {
+        return App::new(empty_run(), palette);
+    };
+    let second = sides.next();
+    App::from_saved(first, second, shape_warning(runs), palette)
+}
+
+fn empty_run() -> RunView {
+    RunView {
+        target: String::new(),
+        engine: String::new(),
+        engine_version: None,
+        model: String::new(),
+        input_len: 0,
+        output_len: 0,
+        ignore_eos: None,
+        knobs: None,
+        simulated: false,
+        plan: Vec::new(),
+        result_dir: String::new(),
+        started_at: None,
+    }
+}
+
+fn float(v: Option<&Value>, key: &str) -> Option<f64> {
+    v?.get(key)?.as_f64().filter(|x| x.is_finite())
+}
+
+fn to_u32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// One run of the files as the screen shows it. Whatever the summary lacks
+/// shows as `-` or is left out; nothing in it can make this fail.
+pub fn side_of(run: &SavedRun, label: char) -> Side {
+    let mut counters = Counters::default();
+    let mut levels = Vec::new();
+    // Levels without a concurrency (an open-loop rate level) have no place
+    // on a chart of streams.
+    for saved in &run.levels {
+        let Some(concurrency) = saved.concurrency else {
+            continue;
+        };
+        let raw = &saved.raw;
+        let completed = saved.completed.unwrap_or(0);
+        let failed = saved.failed.unwrap_or(0);
+        counters.ok += completed;
+        counters.failed += failed;
+        counters.cancelled += raw.get("cancelled").and_then(Value::as_u64).unwrap_or(0);
+        if let Some(errors) = raw.get("errors").and_then(Value::as_object) {
+            for (class, n) in errors {
+                *counters.by_class.entry(class.clone()).or_insert(0) += n.as_u64().unwrap_or(0);
+            }
+        }
+        let info = LevelInfo {
+            index: levels.len(),
+            concurrency,
+            mode: if saved.is_manual() {
+                Mode::Manual
+            } else {
+                Mode::Planned
+            },
+            num_prompts: raw.get("num_prompts").and_then(Value::as_u64).map(to_u32),
+            plan_index: None,
+            started_at: raw
+                .get("started_at_s")
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map_or(Duration::ZERO, Duration::from_secs_f64),
+        };
+        // A summary without request counts still has figures to show.
+        let ok = if completed == 0 && failed == 0 && saved.output_throughput.is_some() {
+            1
+        } else {
+            to_u32(completed)
+        };
+        let figures = Figures {
+            output_tok_s: saved.output_throughput.unwrap_or(0.0),
+            per_stream_tok_s: saved.per_stream_tok_s.unwrap_or(0.0),
+            ttft_p50_ms: saved.ttft_p50_ms,
+            ttft_p99_ms: saved.ttft_p99_ms,
+        };
+        levels.push(LevelRow::saved(
+            info,
+            saved.partial,
+            ok,
+            to_u32(failed),
+            figures,
+        ));
+    }
+
+    let mut verdict = Vec::new();
+    if run.capacity.is_some() {
+        verdict.push(format!("capacity: {}", run.capacity_text()));
+    } else {
+        verdict.push(format!("no capacity: {}", run.capacity_text()));
+    }
+    verdict.push(format!("knee: {}", run.knee_text()));
+    for d in &run.diagnoses {
+        verdict.push(format!("note: {}", d.message));
+    }
+
+    let run_obj = run.raw.get("run");
+    let mut knobs: Vec<String> = Vec::new();
+    if let Some(text) = run_obj
+        .and_then(|r| r.get("extra_body"))
+        .and_then(Value::as_object)
+        .and_then(knob_text)
+    {
+        knobs.push(text);
+    }
+    knobs.extend(run.labels.iter().map(|(k, v)| format!("{k}={v}")));
+    let mut plan: Vec<u32> = levels.iter().map(|l| l.info.concurrency).collect();
+    plan.sort_unstable();
+    plan.dedup();
+    let folder = if run.source.file_name().is_some_and(|n| n == "summary.json") {
+        run.source.parent().unwrap_or(&run.source).to_path_buf()
+    } else {
+        run.source.clone()
+    };
+    let view = RunView {
+        target: run
+            .target
+            .clone()
+            .unwrap_or_else(|| "unknown target".into()),
+        engine: if run.engine.is_some() {
+            run.engine_name()
+        } else {
+            String::new()
+        },
+        engine_version: None,
+        model: run.model_name().to_string(),
+        input_len: run.input_len.map_or(0, to_u32),
+        output_len: run.output_len.map_or(0, to_u32),
+        ignore_eos: run.ignore_eos,
+        knobs: (!knobs.is_empty()).then(|| knobs.join(" ")),
+        simulated: run.engine.as_deref() == Some("tokbench-sim"),
+        plan,
+        result_dir: folder.display().to_string(),
+        started_at: run.started_at.clone(),
+    }
+    .sanitized();
+
+    Side {
+        label,
+        run: view,
+        levels,
+        counters,
+        capacity: run.capacity.as_ref().and_then(|c| c.concurrency),
+        knee: run
+            .knee
+            .as_ref()
+            .and_then(|k| k.from_concurrency.zip(k.to_concurrency)),
+        verdict,
+        cost: cost_of(run),
+        slo: run.slo_text(),
+    }
+}
+
+/// summary.json's `cost`, every figure the panel shows (the tolerant
+/// reader keeps only some of them, so they are read here).
+fn cost_of(run: &SavedRun) -> Option<CostView> {
+    let cost = run.raw.get("cost").filter(|c| c.is_object());
+    let saved = run.cost.as_ref()?;
+    let cost_per_m = saved.cost_per_m_output;
+    let effective = saved
+        .effective_cost_per_m
+        .filter(|e| *e > 0.0)
+        .and_then(|e| cost_per_m.map(|full| (e, full / e)));
+    let verdict = saved.verdict.clone().unwrap_or_else(|| match cost_per_m {
+        Some(_) => "cost recorded without a verdict".into(),
+        None => "no cost: none recorded in this summary".into(),
+    });
+    Some(CostView {
+        gpu_price_per_hour: saved.gpu_price_per_hour,
+        api_price_per_m: saved.api_price_per_m,
+        cost_per_m,
+        effective,
+        break_even_tok_s: float(cost, "break_even_output_tok_s"),
+        break_even_utilization: float(cost, "break_even_utilization"),
+        verdict: super::app::one_line(&verdict),
+    })
+}
+
+async fn view_loop(terminal: &mut Tui, app: &mut App) -> Result<i32> {
+    let mut input = EventStream::new();
+    let mut interrupt = pin!(run::interrupted());
+    let mut ticks = tokio::time::interval(TICK);
+    let start = Instant::now();
+    loop {
+        app.on_tick(start.elapsed());
+        terminal
+            .draw(|frame| draw::draw(frame, app))
+            .wrap_err("cannot draw on the terminal")?;
+        tokio::select! {
+            event = input.next() => match event {
+                Some(Ok(Event::Key(key))) => {
+                    if app.on_key(key) == Some(Action::Exit) {
+                        return Ok(EXIT_OK);
+                    }
+                }
+                // A resize, focus or mouse event: drawn again at the top.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e).wrap_err("cannot read keys from the terminal"),
+                // No more input: nobody can press q.
+                None => return Ok(EXIT_OK),
+            },
+            _ = ticks.tick() => {}
+            _ = &mut interrupt => return Ok(EXIT_INTERRUPTED),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::decide::{decide, CapacitySlo, LevelKind, LevelPoint};
+    use std::path::Path;
+
+    pub(crate) fn fixture(name: &str) -> SavedRun {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/view")
+            .join(name);
+        SavedRun::load(&path).expect("the fixture reads")
+    }
+
+    #[tokio::test]
+    async fn a_missing_folder_is_one_clear_error() {
+        let missing = std::env::temp_dir().join(format!(
+            "tokbench-view-missing-{}/nothing",
+            std::process::id()
+        ));
+        let err = run_view(&ViewArgs {
+            runs: vec![missing.clone()],
+        })
+        .await
+        .expect_err("a missing folder cannot be viewed");
+        let text = format!("{err:#}");
+        assert!(text.contains(&missing.display().to_string()), "{text}");
+        assert!(text.contains("no such result folder"), "{text}");
+        assert!(!text.contains('\n'), "one line: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_folder_without_a_summary_errors() {
+        let dir = std::env::temp_dir().join(format!("tokbench-view-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let err = run_view(&ViewArgs {
+            runs: vec![dir.clone()],
+        })
+        .await
+        .expect_err("no summary.json");
+        assert!(
+            format!("{err:#}").contains("no readable summary.json"),
+            "{err:#}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The fixtures agree with the analysis: what they say of knee and
+    /// capacity is what `decide` finds in their levels.
+    #[test]
+    fn fixtures_are_what_the_analysis_says() {
+        for (name, capacity) in [("a", 32), ("b", 64)] {
+            let run = fixture(name);
+            let points: Vec<LevelPoint> = run
+                .levels
+                .iter()
+                .map(|l| LevelPoint {
+                    concurrency: l.concurrency.unwrap_or(0),
+                    kind: LevelKind::parse(&l.mode).unwrap_or(LevelKind::Planned),
+                    partial: l.partial,
+                    output_throughput: l.output_throughput.unwrap_or(0.0),
+                    per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),
+                    stream_decode_tok_s: l.stream_decode_tok_s,
+                    p50_ttft_ms: l.ttft_p50_ms,
+                    p99_ttft_ms: l.ttft_p99_ms,
+                    p99_tpot_ms: None,
+                    error_rate: {
+                        let (c, f) = (l.completed.unwrap_or(0), l.failed.unwrap_or(0));
+                        if c + f > 0 {
+                            f as f64 / (c + f) as f64
+                        } else {
+                            0.0
+                        }
+                    },
+                })
+                .collect();
+            let slo = CapacitySlo {
+                ttft_p99_ms: run.slo.ttft_p99_ms,
+                ..CapacitySlo::default()
+            };
+            let d = decide(&points, &slo);
+            let c = d.capacity.expect("a capacity");
+            assert_eq!(c.concurrency, capacity);
+            assert_eq!(
+                Some(c.reason.as_str()),
+                run.capacity.as_ref().and_then(|c| c.reason.as_deref())
+            );
+            let knee = d.knee.expect("a knee");
+            assert_eq!((knee.from_concurrency, knee.to_concurrency), (64, 128));
+            assert_eq!(Some(knee.reason), run.knee.and_then(|k| k.reason));
+            let cost = crate::analysis::cost::cost(c.output_throughput, 2.0, Some(0.65), None);
+            assert_eq!(
+                Some(cost.verdict),
+                run.cost.and_then(|c| c.verdict),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_saved_run_becomes_the_screen_state() {
+        let app = app_of(&[fixture("a")], Palette::new(ColorMode::None));
+        assert!(app.is_saved() && app.is_finished());
+        assert_eq!(app.levels.len(), 6);
+        assert_eq!(app.capacity, Some(32));
+        assert_eq!(app.knee, Some((64, 128)));
+        assert_eq!(app.counters.failed, 3);
+        assert_eq!(app.counters.class("http_503"), 3);
+        let cost = app.cost.as_ref().expect("cost");
+        assert_eq!(cost.break_even_tok_s, Some(854.701));
+        assert_eq!(cost.break_even_utilization, Some(0.4946));
+        assert!(app.verdict[0].starts_with("capacity: 32 streams"));
+        assert_eq!(app.run.shape(), "in 1024 / out 1024");
+        assert_eq!(app.run.knobs.as_deref(), Some("gpu=h100"));
+        assert!(app.run.result_dir.ends_with("tests/fixtures/view/a"));
+    }
+
+    #[test]
+    fn tab_swaps_the_runs_and_back() {
+        let mut app = app_of(&[fixture("a"), fixture("b")], Palette::new(ColorMode::None));
+        assert_eq!(app.capacity, Some(32));
+        assert_eq!(app.other().map(|o| o.label), Some('B'));
+        let tab = crossterm::event::KeyEvent::new(
+            crossterm::event::KeyCode::Tab,
+            crossterm::event::KeyModifiers::NONE,
+        );
+        assert_eq!(app.on_key(tab), None);
+        assert_eq!(app.capacity, Some(64));
+        assert_eq!(app.levels.len(), 7);
+        assert_eq!(app.saved.as_ref().map(|s| s.label), Some('B'));
+        assert_eq!(app.other().map(|o| o.capacity), Some(Some(32)));
+        app.on_key(tab);
+        assert_eq!(app.capacity, Some(32));
+        assert_eq!(app.saved.as_ref().map(|s| s.label), Some('A'));
+        // q leaves at once: nothing to stop or save.
+        assert_eq!(
+            app.on_key(crate::ui::app::tests::key('q')),
+            Some(Action::Exit)
+        );
+    }
+
+    #[test]
+    fn different_shapes_are_a_warning_not_a_refusal() {
+        let a = fixture("a");
+        let mut raw = fixture("b").raw;
+        raw["run"]["output_len"] = serde_json::json!(256);
+        let b = SavedRun::from_value(raw, Path::new("b.json")).expect("reads");
+        assert_eq!(shape_warning(&[a.clone(), fixture("b")]), None);
+        let warning = shape_warning(&[a.clone(), b.clone()]).expect("a warning");
+        assert!(
+            warning.contains("A is in 1024 / out 1024, B is in 1024 / out 256"),
+            "{warning}"
+        );
+        let app = app_of(&[a, b], Palette::new(ColorMode::None));
+        assert!(app.saved.as_ref().is_some_and(|s| s.warning.is_some()));
+    }
+
+    #[test]
+    fn a_bare_summary_still_shows() {
+        let run = SavedRun::from_value(
+            serde_json::json!({"levels": [{"max_concurrency": 4, "output_throughput": 100.0},
+                                          {"output_throughput": 5.0}]}),
+            Path::new("old/summary.json"),
+        )
+        .expect("reads");
+        let app = app_of(&[run], Palette::new(ColorMode::None));
+        assert_eq!(app.levels.len(), 1, "the level without streams is left out");
+        assert!(app.levels[0].has_results());
+        assert_eq!(app.run.shape(), "in ? / out ?");
+        assert_eq!(app.cost, None);
+        assert!(
+            app.verdict[0].starts_with("no capacity: "),
+            "{:?}",
+            app.verdict
+        );
+        assert_eq!(app.run.result_dir, "old");
+    }
 }

@@ -43,6 +43,38 @@ pub fn figure(x: Option<f64>) -> String {
     }
 }
 
+/// Dollars to three significant figures, trailing zeros dropped:
+/// `$0.278`, `$1.11`, `$0.65`, `$2`, `$12.3` (the analysis's wording).
+pub fn dollars(x: f64) -> String {
+    if !x.is_finite() {
+        return "$?".into();
+    }
+    if x == 0.0 {
+        return "$0".into();
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let places = (2 - magnitude).clamp(0, 6) as usize;
+    let mut s = format!("{x:.places$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("${s}")
+}
+
+/// A fraction as a whole percentage: `0.494` -> `49%`.
+pub fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// A ratio: `2.0x`; two decimals near 1, where one would say `1.0x`.
+pub fn times(x: f64) -> String {
+    if x < 1.095 {
+        format!("{x:.2}x")
+    } else {
+        format!("{x:.1}x")
+    }
+}
+
 /// Short axis label: `0`, `950`, `2.3k`, `23k`, `1.2M`.
 pub fn compact(v: f64) -> String {
     if !v.is_finite() || v <= 0.0 {
@@ -276,10 +308,26 @@ impl PointKind {
             (PointKind::Running, _) => '◉',
         }
     }
+
+    /// The glyph in a series: the first run's (and the live run's) as
+    /// above; the second run of `tokbench view A B` has squares for its
+    /// planned levels, so the two stay apart without colour.
+    pub fn glyph_in(self, series: u8, partial: bool) -> char {
+        match (series, self, partial) {
+            (1, PointKind::Planned, false) => '■',
+            (1, PointKind::Planned, true) => '□',
+            _ => self.glyph(partial),
+        }
+    }
 }
 
-/// The glyph of the p99 TTFT series.
+/// The glyph of the p99 TTFT series, by series.
 pub const P99_GLYPH: char = '×';
+pub const P99_GLYPH_B: char = '+';
+/// The capacity point, on the chart and in the level table.
+pub const CAPACITY_GLYPH: char = '★';
+/// The knee: a dotted line through the step where more streams stop paying.
+pub const KNEE_GLYPH: char = '┊';
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChartPoint {
@@ -288,6 +336,32 @@ pub struct ChartPoint {
     pub p99_ttft_ms: Option<f64>,
     pub kind: PointKind,
     pub partial: bool,
+    /// 0: the live run, or run A of `tokbench view`; 1: run B.
+    pub series: u8,
+    /// The capacity point (drawn as a star, labelled when there is room).
+    pub capacity: bool,
+}
+
+impl ChartPoint {
+    pub fn glyph(&self) -> char {
+        if self.capacity {
+            CAPACITY_GLYPH
+        } else {
+            self.kind.glyph_in(self.series, self.partial)
+        }
+    }
+
+    pub fn style(&self, p: &Palette) -> Style {
+        if self.capacity {
+            return p.capacity;
+        }
+        match (self.kind, self.series) {
+            (PointKind::Running, _) => p.running,
+            (PointKind::Manual, _) => p.point_manual,
+            (PointKind::Planned, 1) => p.point_b,
+            (PointKind::Planned, _) => p.point_planned,
+        }
+    }
 }
 
 /// Output tok/s against streams on a log2 axis (ticks labelled with the real
@@ -301,6 +375,11 @@ pub struct ThroughputChart<'a> {
     /// The largest concurrency the axis must hold (the plan's top, or higher).
     pub x_max: u32,
     pub palette: &'a Palette,
+    /// The knee step (from, to concurrency): a dotted line between the two,
+    /// labelled `knee` where there is room.
+    pub knee: Option<(u32, u32)>,
+    /// The series drawn on top (the run the table shows).
+    pub front: u8,
 }
 
 /// Where a fraction of an axis lands, counted in cells from the left (x)
@@ -321,6 +400,19 @@ impl ThroughputChart<'_> {
     fn x_frac(c: u32, kmax: f64) -> f64 {
         f64::from(c.max(1)).log2() / kmax
     }
+}
+
+/// Whether the cells of `text` at (x, y) are free: inside `graph` and blank,
+/// or holding one of `over` (a mark the text may sit on).
+fn room_for(buf: &Buffer, graph: Rect, x: u16, y: u16, text: &str, over: &[&str]) -> bool {
+    let w = text.chars().count() as u16;
+    if x < graph.x || x + w > graph.right() || y < graph.y || y >= graph.bottom() {
+        return false;
+    }
+    (x..x + w).all(|cx| {
+        let sym = buf[(cx, y)].symbol();
+        sym == " " || over.contains(&sym)
+    })
 }
 
 impl Widget for ThroughputChart<'_> {
@@ -437,67 +529,129 @@ impl Widget for ThroughputChart<'_> {
             return;
         }
 
-        // p99 TTFT: a line through the levels in concurrency order, scaled
-        // to the right axis (drawn into the left axis's units).
-        let mut p99: Vec<(f64, f64)> = Vec::new();
+        let col_of = |xf: f64| gx + cell(xf, gw, 2);
+        let row_of_value = |yf: f64| gy + cell(1.0 - yf, gh, 4);
+
+        // The knee first: every line and point is drawn over it.
+        let knee_col = self.knee.map(|(from, to)| {
+            let mid = (f64::from(from.max(1)).log2() + f64::from(to.max(1)).log2()) / 2.0;
+            col_of(mid / kmax)
+        });
+        if let Some(col) = knee_col {
+            for r in 0..gh {
+                buf[(col, gy + r)].set_char(KNEE_GLYPH).set_style(p.knee);
+            }
+        }
+
+        // p99 TTFT: a line through each series' levels in concurrency
+        // order, scaled to the right axis (drawn into the left axis's units).
+        let mut p99_marks: Vec<(f64, f64, u8)> = Vec::new();
         if let Some(top) = p99_top {
-            let mut by_c: Vec<&ChartPoint> = self
-                .points
-                .iter()
-                .filter(|p| p.p99_ttft_ms.is_some())
-                .collect();
-            by_c.sort_by_key(|p| p.concurrency);
-            p99 = by_c
-                .iter()
-                .filter_map(|pt| Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top)))
-                .collect();
-            let segments: Vec<(f64, f64, f64, f64)> = p99
-                .windows(2)
-                .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
-                .collect();
-            let color = p.p99.fg.unwrap_or(ratatui::style::Color::Reset);
-            Canvas::default()
-                .marker(Marker::Braille)
-                .x_bounds([0.0, 1.0])
-                .y_bounds([0.0, 1.0])
-                .paint(|ctx| {
-                    for &(x1, y1, x2, y2) in &segments {
-                        ctx.draw(&CanvasLine {
-                            x1,
-                            y1,
-                            x2,
-                            y2,
-                            color,
-                        });
-                    }
-                })
-                .render(graph, buf);
+            let mut series: Vec<u8> = self.points.iter().map(|pt| pt.series).collect();
+            series.sort_unstable();
+            series.dedup();
+            // The front series last, so its line is on top where they cross.
+            series.sort_by_key(|s| *s == self.front);
+            for s in series {
+                let mut by_c: Vec<&ChartPoint> = self
+                    .points
+                    .iter()
+                    .filter(|pt| pt.series == s && pt.p99_ttft_ms.is_some())
+                    .collect();
+                by_c.sort_by_key(|pt| pt.concurrency);
+                let line: Vec<(f64, f64)> = by_c
+                    .iter()
+                    .filter_map(|pt| {
+                        Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top))
+                    })
+                    .collect();
+                let segments: Vec<(f64, f64, f64, f64)> = line
+                    .windows(2)
+                    .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
+                    .collect();
+                let style = if s == 1 { p.p99_b } else { p.p99 };
+                let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
+                Canvas::default()
+                    .marker(Marker::Braille)
+                    .x_bounds([0.0, 1.0])
+                    .y_bounds([0.0, 1.0])
+                    .paint(|ctx| {
+                        for &(x1, y1, x2, y2) in &segments {
+                            ctx.draw(&CanvasLine {
+                                x1,
+                                y1,
+                                x2,
+                                y2,
+                                color,
+                            });
+                        }
+                    })
+                    .render(graph, buf);
+                p99_marks.extend(line.iter().map(|&(x, y)| (x, y, s)));
+            }
         }
-        let put = |buf: &mut Buffer, xf: f64, yf: f64, glyph: char, style: Style| {
-            let x = gx + cell(xf, gw, 2);
-            let y = gy + cell(1.0 - yf, gh, 4);
-            buf[(x, y)].set_char(glyph).set_style(style);
-        };
-        for &(xf, yf) in &p99 {
-            put(buf, xf, yf, P99_GLYPH, p.p99);
-        }
-        // Throughput on top: it is what the chart is about. The running
-        // level last, so it is never hidden.
-        let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
-        ordered.sort_by_key(|pt| (pt.kind == PointKind::Running, !pt.partial));
-        for pt in ordered {
-            let style = match pt.kind {
-                PointKind::Planned => p.point_planned,
-                PointKind::Manual => p.point_manual,
-                PointKind::Running => p.running,
+        for &(xf, yf, s) in &p99_marks {
+            let (glyph, style) = if s == 1 {
+                (P99_GLYPH_B, p.p99_b)
+            } else {
+                (P99_GLYPH, p.p99)
             };
-            put(
-                buf,
-                Self::x_frac(pt.concurrency, kmax),
-                pt.tok_s / y_top,
-                pt.kind.glyph(pt.partial),
-                style,
-            );
+            buf[(col_of(xf), row_of_value(yf))]
+                .set_char(glyph)
+                .set_style(style);
+        }
+        // Throughput on top: it is what the chart is about. The front
+        // series over the other, the running level and the capacity point
+        // last, so they are never hidden.
+        let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
+        ordered.sort_by_key(|pt| {
+            (
+                pt.series == self.front,
+                pt.kind == PointKind::Running || pt.capacity,
+                !pt.partial,
+            )
+        });
+        for pt in &ordered {
+            let x = col_of(Self::x_frac(pt.concurrency, kmax));
+            let y = row_of_value(pt.tok_s / y_top);
+            buf[(x, y)].set_char(pt.glyph()).set_style(pt.style(p));
+        }
+
+        // Words last, only on blank cells: a label never hides a point.
+        let knee_glyph = KNEE_GLYPH.to_string();
+        if let Some(col) = knee_col {
+            let word = "knee";
+            let w = word.len() as u16;
+            // Centred on its line, else just left or right of it; the
+            // highest row where it fits.
+            let starts = [col.saturating_sub(w / 2), col.saturating_sub(w), col + 1];
+            'rows: for y in gy..gy + gh {
+                for x in starts {
+                    if room_for(buf, graph, x, y, word, &[knee_glyph.as_str()]) {
+                        buf.set_string(x, y, word, p.knee);
+                        break 'rows;
+                    }
+                }
+            }
+        }
+        if let Some(cap) = ordered.iter().rev().find(|pt| pt.capacity) {
+            let x = col_of(Self::x_frac(cap.concurrency, kmax));
+            let y = row_of_value(cap.tok_s / y_top);
+            'words: for word in ["capacity", "cap"] {
+                let w = word.len() as u16;
+                let spots = [
+                    (x + 1, y),
+                    (x.saturating_sub(w), y),
+                    (x.saturating_sub(w / 2), y.saturating_sub(1)),
+                    (x.saturating_sub(w / 2), y + 1),
+                ];
+                for (lx, ly) in spots {
+                    if room_for(buf, graph, lx, ly, word, &[knee_glyph.as_str()]) {
+                        buf.set_string(lx, ly, word, p.capacity);
+                        break 'words;
+                    }
+                }
+            }
         }
     }
 }
@@ -525,6 +679,14 @@ mod tests {
         assert_eq!(compact(1.25e6), "1.2M");
         assert_eq!(compact(2.5), "2.5");
         assert_eq!(clock(3 * 3600 + 7 * 60 + 41), "03:07:41");
+        assert_eq!(dollars(2.0 / 7.2), "$0.278");
+        assert_eq!(dollars(2.0 / 1.8), "$1.11");
+        assert_eq!(dollars(0.65), "$0.65");
+        assert_eq!(dollars(2.0), "$2");
+        assert_eq!(dollars(12.345), "$12.3");
+        assert_eq!(percent(854.7 / 1728.0), "49%");
+        assert_eq!(times(2.0218), "2.0x");
+        assert_eq!(times(1.036), "1.04x");
         assert_eq!(nice_ceil(0.3), 1.0);
         assert_eq!(nice_ceil(2176.0), 2500.0);
         assert_eq!(nice_ceil(2500.0), 2500.0);
@@ -600,6 +762,8 @@ mod tests {
                 p99_ttft_ms: Some(50.0),
                 kind: PointKind::Planned,
                 partial: false,
+                series: 0,
+                capacity: false,
             },
             ChartPoint {
                 concurrency: 16,
@@ -607,6 +771,8 @@ mod tests {
                 p99_ttft_ms: Some(500.0),
                 kind: PointKind::Planned,
                 partial: false,
+                series: 0,
+                capacity: false,
             },
             ChartPoint {
                 concurrency: 64,
@@ -614,6 +780,8 @@ mod tests {
                 p99_ttft_ms: Some(900.0),
                 kind: PointKind::Running,
                 partial: false,
+                series: 0,
+                capacity: false,
             },
         ];
         let area = Rect::new(0, 0, 60, 12);
@@ -622,6 +790,8 @@ mod tests {
             points: &points,
             x_max: 128,
             palette: &palette,
+            knee: None,
+            front: 0,
         }
         .render(area, &mut buf);
         let rows: Vec<String> = (0..12)
