@@ -125,14 +125,65 @@ pub struct ChunkArrival {
     pub tokens: Option<u32>,
 }
 
-/// Server-side timings of one request, when the server reports them
-/// (llama.cpp `timings`, later Ollama's durations). Milliseconds.
+/// Server-side timings of one request, when the server reports them.
+/// Milliseconds.
+///
+/// llama.cpp `timings`: `prompt_n`, `prompt_ms`, `predicted_n`,
+/// `predicted_ms`. Ollama's final object maps onto the same fields
+/// (`prompt_eval_count`, `prompt_eval_duration`, `eval_count`,
+/// `eval_duration`, nanoseconds turned into milliseconds) and also fills
+/// `load_ms` (`load_duration`) and `total_ms` (`total_duration`), which
+/// llama.cpp leaves at 0: `total_ms > 0` means the figures are Ollama's.
+///
+/// The two Ollama fields are plain `f32` (0 = not reported) rather than
+/// `Option<f64>`: they keep `RequestRecord`, which travels by value in the
+/// driver's events, within clippy's enum size budget.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ServerTimings {
     pub prompt_n: Option<u32>,
     pub prompt_ms: Option<f64>,
     pub predicted_n: Option<u32>,
     pub predicted_ms: Option<f64>,
+    /// Ollama `load_duration`: loading the model for this request. Well
+    /// above zero means the model was cold. 0 when warm or not reported.
+    pub load_ms: f32,
+    /// Ollama `total_duration`: the whole request as the server saw it,
+    /// waiting for a slot included. 0 when not reported.
+    pub total_ms: f32,
+}
+
+impl ServerTimings {
+    /// Server-side decode speed: `predicted_n / predicted_ms`, tok/s (Ollama
+    /// `eval_count / eval_duration * 1e9`). None without both, or with no
+    /// decode time.
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        rate_per_s(self.predicted_n?, self.predicted_ms?)
+    }
+
+    /// Server-side prefill speed: `prompt_n / prompt_ms`, tok/s.
+    pub fn prefill_tok_s(&self) -> Option<f64> {
+        rate_per_s(self.prompt_n?, self.prompt_ms?)
+    }
+
+    /// Ollama's slot-wait estimate: `total - load - prompt - decode`, ms,
+    /// never below zero (Ollama exposes no queue metric; this is the time
+    /// the request spent neither loading nor computing). None unless the
+    /// server sent a total (llama.cpp does not). Missing parts count as zero.
+    pub fn slot_wait_ms(&self) -> Option<f64> {
+        let total = f64::from(self.total_ms);
+        if !(total.is_finite() && total > 0.0) {
+            return None;
+        }
+        let part = |v: Option<f64>| v.filter(|v| v.is_finite()).unwrap_or(0.0);
+        let load = f64::from(self.load_ms);
+        let load = if load.is_finite() { load } else { 0.0 };
+        let wait = total - load - part(self.prompt_ms) - part(self.predicted_ms);
+        Some(wait.max(0.0))
+    }
+}
+
+fn rate_per_s(tokens: u32, ms: f64) -> Option<f64> {
+    (ms.is_finite() && ms > 0.0).then(|| f64::from(tokens) * 1000.0 / ms)
 }
 
 /// Everything one finished request left behind. Times are from one monotonic

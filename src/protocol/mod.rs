@@ -2,13 +2,19 @@
 //!
 //! One file per format (DESIGN.md section 4): `sse` is the event-stream
 //! framing, `openai` the OpenAI-compatible chunk JSON (chat and completions,
-//! plus llama.cpp's native `/completion` stream, which shares the framing).
+//! plus llama.cpp's native `/completion` stream, which shares the framing),
+//! `ndjson` the newline-delimited framing and `ollama` Ollama's native
+//! `/api/generate` and `/api/chat` objects.
 //! Decoders never look at the clock: the load task timestamps the bytes
 //! before it feeds them here, so parsing cost never enters a measurement.
 
+pub mod ndjson;
+pub mod ollama;
 pub mod openai;
 pub mod sse;
 
+pub use ndjson::{NdjsonError, NdjsonSplitter};
+pub use ollama::{ollama_request_body, MalformedNdjson, OllamaApi, OllamaDecoder};
 pub use openai::{error_message_from_body, request_body, Api, MalformedStream, OpenAiDecoder};
 pub use sse::{SseError, SseEvent, SseParser};
 
@@ -44,7 +50,8 @@ pub enum StreamEvent {
         completion_tokens: Option<u32>,
     },
     /// llama.cpp's `timings` (`prompt_n`, `prompt_ms`, `predicted_n`,
-    /// `predicted_ms`).
+    /// `predicted_ms`), or Ollama's final figures (the same four plus
+    /// `load_ms` and `total_ms`; see `ServerTimings`).
     Timings(ServerTimings),
     /// An error object inside a 200 stream: `{"error":{"message":..}}`,
     /// `{"error":"..."}` (TGI), `{"object":"error","message":..}` (older

@@ -232,6 +232,7 @@ impl ChunkState {
                 prompt_ms: t.prompt_ms.0,
                 predicted_n: t.predicted_n.as_u32(),
                 predicted_ms: t.predicted_ms.0,
+                ..ServerTimings::default()
             }));
         }
         if !recognized {
@@ -428,7 +429,7 @@ fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<usize, A::Error> {
 /// An object decoded as `T`; anything else (null, a string, an array) reads as
 /// `None` instead of failing.
 #[derive(Clone, Copy)]
-struct Lenient<T>(Option<T>);
+pub(super) struct Lenient<T>(pub(super) Option<T>);
 
 impl<T> Default for Lenient<T> {
     fn default() -> Self {
@@ -460,10 +461,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
 /// `[]`, `{}` or a number/bool; `Some(true)` a non-empty string, array or
 /// object. Reads strings without copying them.
 #[derive(Default)]
-struct Carries(Option<bool>);
+pub(super) struct Carries(pub(super) Option<bool>);
 
 impl Carries {
-    fn yes(&self) -> bool {
+    pub(super) fn yes(&self) -> bool {
         self.0 == Some(true)
     }
 }
@@ -510,11 +511,11 @@ impl<'de> Deserialize<'de> for Carries {
 
 /// A number, or `None` for anything else.
 #[derive(Clone, Copy, Default)]
-struct Num(Option<f64>);
+pub(super) struct Num(pub(super) Option<f64>);
 
 impl Num {
     /// As a count: non-negative, whole part, capped at `u32::MAX`.
-    fn as_u32(self) -> Option<u32> {
+    pub(super) fn as_u32(self) -> Option<u32> {
         self.0
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v.min(u32::MAX as f64) as u32)
@@ -563,7 +564,7 @@ impl<'de> Deserialize<'de> for Num {
 
 /// A boolean, or `None` for anything else.
 #[derive(Clone, Copy, Default)]
-struct Flag(Option<bool>);
+pub(super) struct Flag(pub(super) Option<bool>);
 
 impl<'de> Deserialize<'de> for Flag {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -607,7 +608,7 @@ impl<'de> Deserialize<'de> for Flag {
 
 /// A string (borrowed when it has no escapes), or `None` for anything else.
 #[derive(Default)]
-struct Text<'a>(Option<Cow<'a, str>>);
+pub(super) struct Text<'a>(pub(super) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -657,7 +658,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 
 /// `finish_reason`, parsed without copying; `None` for null or a non-string.
 #[derive(Clone, Copy, Default)]
-struct Finish(Option<FinishReason>);
+pub(super) struct Finish(pub(super) Option<FinishReason>);
 
 impl<'de> Deserialize<'de> for Finish {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -703,7 +704,7 @@ impl<'de> Deserialize<'de> for Finish {
 /// (OpenAI, SGLang, Ollama's `/v1`). `None` when absent, null, `false` or
 /// an empty string. An object without a message falls back to its `type`.
 #[derive(Default)]
-struct ErrorField(Option<String>);
+pub(super) struct ErrorField(pub(super) Option<String>);
 
 impl<'de> Deserialize<'de> for ErrorField {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -765,7 +766,7 @@ impl<'de> Deserialize<'de> for ErrorField {
 
 /// One line, trimmed, control characters as spaces, at most
 /// `MAX_MESSAGE_CHARS` characters (then `...`).
-fn one_line(s: &str) -> String {
+pub(super) fn one_line(s: &str) -> String {
     cap_chars(s.trim(), MAX_MESSAGE_CHARS)
 }
 
@@ -782,7 +783,7 @@ fn cap_chars(s: &str, max: usize) -> String {
     out
 }
 
-fn snippet(payload: &str) -> String {
+pub(super) fn snippet(payload: &str) -> String {
     format!("{:?}", cap_chars(payload.trim(), SNIPPET_CHARS))
 }
 

@@ -54,6 +54,7 @@ fn timings(prompt_n: u32, prompt_ms: f64, predicted_n: u32, predicted_ms: f64) -
         prompt_ms: Some(prompt_ms),
         predicted_n: Some(predicted_n),
         predicted_ms: Some(predicted_ms),
+        ..ServerTimings::default()
     })
 }
 
