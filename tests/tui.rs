@@ -416,3 +416,163 @@ fn tpot_is_the_same_with_and_without_the_view() {
     drop(tmux);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------- tokbench view
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/view")
+        .join(name)
+}
+
+/// A finished run on screen: a short sweep against the simulator is
+/// saved, then `tokbench view` shows its table and result, `?` its help,
+/// and `q` leaves at once with exit 0 and the terminal restored.
+#[test]
+fn view_shows_a_saved_run_and_quits_on_q() {
+    let name = "view";
+    let sim = Sim::start();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let out = Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            &sim.url(),
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--warmup",
+            "1",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "16",
+            "--seed",
+            "5",
+            "--no-tui",
+            "--result-dir",
+        ])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert!(out.status.success(), "{}", text(&out));
+    drop(sim);
+
+    let tmux = Tmux::start(
+        name,
+        80,
+        24,
+        &format!(
+            "env TERM=xterm-256color {} view {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            results.display()
+        ),
+    );
+    let took = tmux.wait_for("the saved run", Duration::from_secs(5), |s| {
+        s.contains("SAVED RUN")
+            && s.contains("in 16 / out 16")
+            && s.contains("levels")
+            && s.contains("output tok/s")
+            && s.contains("result")
+    });
+    eprintln!("view: on screen in {took:?}");
+    assert!(tmux.alternate_on(), "the view is on the alternate screen");
+    // The table holds both levels: a row per concurrency, by its streams.
+    let screen = tmux.screen();
+    for c in ["1", "2"] {
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.split(['│', ' ']).filter(|w| !w.is_empty()).nth(1) == Some(c)),
+            "no row for {c} streams:\n{screen}"
+        );
+    }
+    assert!(!screen.contains("in flight"), "nothing live:\n{screen}");
+
+    tmux.keys("?");
+    tmux.wait_for("help", Duration::from_secs(2), |s| {
+        s.contains("what the figures mean")
+    });
+    tmux.keys("?");
+    tmux.wait_for("help closed", Duration::from_secs(2), |s| {
+        !s.contains("what the figures mean")
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(3), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
+    let screen = tmux.screen();
+    assert!(screen.contains("TOKBENCH_EXIT=0"), "{screen}");
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two runs: both in the header, B overlaid; Tab brings B's table forward.
+#[test]
+fn view_two_runs_tab_switches_the_table() {
+    let tmux = Tmux::start(
+        "view-two",
+        120,
+        36,
+        &format!(
+            "env TERM=xterm {} view {} {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            fixture("a").display(),
+            fixture("b").display()
+        ),
+    );
+    tmux.wait_for("run A's table", Duration::from_secs(5), |s| {
+        s.contains("run A") && s.contains("0.11.2") && s.contains("0.12.0") && s.contains('■')
+    });
+    tmux.keys("\t");
+    tmux.wait_for("run B's table", Duration::from_secs(2), |s| {
+        s.contains("run B") && s.contains("capacity: 64 streams")
+    });
+    // Esc quits too.
+    let out = tmux.run(&["send-keys", "Escape"]);
+    assert!(out.status.success(), "{}", text(&out));
+    tmux.wait_for("exit", Duration::from_secs(3), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+}
+
+/// Without a terminal, `view` prints what `report --format md` prints.
+#[test]
+fn view_headless_prints_the_markdown_report() {
+    let view = Command::new(bin())
+        .arg("view")
+        .arg(fixture("a"))
+        .output()
+        .expect("tokbench runs");
+    assert!(view.status.success(), "{}", text(&view));
+    let report = Command::new(bin())
+        .args(["report", "--format", "md"])
+        .arg(fixture("a"))
+        .output()
+        .expect("tokbench runs");
+    assert!(report.status.success(), "{}", text(&report));
+    assert_eq!(
+        String::from_utf8_lossy(&view.stdout),
+        String::from_utf8_lossy(&report.stdout)
+    );
+    assert!(String::from_utf8_lossy(&view.stdout).contains("| **32** |"));
+}
+
+/// A folder that is not there: one line on stderr, exit 1.
+#[test]
+fn view_of_a_missing_folder_is_one_line_and_exit_1() {
+    let missing = scratch("view-missing").join("no-such-run");
+    let out = Command::new(bin())
+        .arg("view")
+        .arg(&missing)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no such result folder"), "{stderr}");
+    let _ = std::fs::remove_dir_all(scratch("view-missing"));
+}
