@@ -1,6 +1,8 @@
 //! What the target says about itself before and during a run.
 
 pub mod client;
+pub mod gauges;
+pub mod prometheus;
 
 use std::time::Duration;
 
