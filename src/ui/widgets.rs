@@ -637,18 +637,23 @@ impl Widget for ThroughputChart<'_> {
         if let Some(cap) = ordered.iter().rev().find(|pt| pt.capacity) {
             let x = col_of(Self::x_frac(cap.concurrency, kmax));
             let y = row_of_value(cap.tok_s / y_top);
-            'words: for word in ["capacity", "cap"] {
-                let w = word.len() as u16;
-                let spots = [
-                    (x + 1, y),
-                    (x.saturating_sub(w), y),
-                    (x.saturating_sub(w / 2), y.saturating_sub(1)),
-                    (x.saturating_sub(w / 2), y + 1),
-                ];
-                for (lx, ly) in spots {
-                    if room_for(buf, graph, lx, ly, word, &[knee_glyph.as_str()]) {
-                        buf.set_string(lx, ly, word, p.capacity);
-                        break 'words;
+            // Left of the star first (the knee, when there is one, is to
+            // its right), then right, above, below; the long word before
+            // the short, and over the knee's dotted line only as a last resort.
+            'words: for over in [&[][..], &[knee_glyph.as_str()][..]] {
+                for word in ["capacity", "cap"] {
+                    let w = word.len() as u16;
+                    let spots = [
+                        (x.saturating_sub(w), y),
+                        (x + 1, y),
+                        (x.saturating_sub(w / 2), y.saturating_sub(1)),
+                        (x.saturating_sub(w / 2), y + 1),
+                    ];
+                    for (lx, ly) in spots {
+                        if room_for(buf, graph, lx, ly, word, over) {
+                            buf.set_string(lx, ly, word, p.capacity);
+                            break 'words;
+                        }
                     }
                 }
             }
