@@ -14,6 +14,9 @@
 //! A sequence's first token is emitted at the end of the step that admitted it. A
 //! request arriving while the engine is idle starts a step at once; otherwise it waits
 //! for the next step boundary.
+//!
+//! With injected noise ([`Noise`], off by default) each step's time is that formula
+//! times a slowly varying speed factor; off, the formula's value is used unchanged.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::metrics::Metrics;
+use super::noise::Noise;
 use super::timer::PreciseTimer;
 
 /// Step-time parameters, in milliseconds.
@@ -254,10 +258,12 @@ pub(crate) struct Submission<S> {
 /// every submission sender is gone and the engine is idle.
 ///
 /// The caller counts a submission into `metrics.waiting` before sending it; this loop
-/// takes it out again at admission or when the request is dropped.
+/// takes it out again at admission or when the request is dropped. `noise` stretches or
+/// shrinks each step's contract time (see [`Noise`]); off, it leaves it as it is.
 pub(crate) async fn run<S: TokenSink>(
     timing: Timing,
     limits: Limits,
+    mut noise: Noise,
     mut rx: mpsc::UnboundedReceiver<Submission<S>>,
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<()>,
@@ -306,7 +312,7 @@ pub(crate) async fn run<S: TokenSink>(
             continue;
         }
 
-        elapsed_ms += plan.duration_ms.max(0.0);
+        elapsed_ms += noise.step_ms(plan.duration_ms.max(0.0));
         let deadline = origin + Duration::from_secs_f64(elapsed_ms / 1000.0);
         if deadline > Instant::now() {
             tokio::select! {

@@ -2,10 +2,12 @@
 //!
 //! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
 //! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
-//! follows DESIGN.md section 7: see [`engine`] for the contract. It serves
+//! follows DESIGN.md section 7: see `engine.rs` for the contract. It serves
 //! `/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/tokenize`, `/version`,
 //! `/health` and `/metrics` (vLLM's Prometheus names). With [`SimConfig::api_key`] set,
-//! everything under `/v1` needs that bearer key, like vLLM's `--api-key`.
+//! everything under `/v1` needs that bearer key, like vLLM's `--api-key`. With
+//! [`SimConfig::noise`] set, the engine's speed drifts as on a noisy or throttling
+//! machine (see the field's docs), so that repeated rounds of a level disagree.
 //!
 //! Step boundaries land ~0.1 ms after their deadlines on an idle machine (a timerfd on
 //! Linux, see `timer.rs`; tokio's own 1 ms timer made that 1-2 ms).
@@ -21,6 +23,7 @@
 pub(crate) mod engine;
 mod http;
 pub(crate) mod metrics;
+mod noise;
 mod timer;
 pub(crate) mod wire;
 
@@ -34,6 +37,7 @@ use tokio::task::JoinHandle;
 
 use self::engine::{Limits, Timing};
 use self::metrics::Metrics;
+use self::noise::Noise;
 
 /// What `GET /version` reports.
 pub const SIM_VERSION: &str = "0.0.0-tokbench-sim";
@@ -58,6 +62,25 @@ pub struct SimConfig {
     /// `Authorization: Bearer <key>` or gets a 401. `/health`, `/version`, `/metrics`
     /// and `/tokenize` stay open. Never printed (`Debug` shows it redacted).
     pub api_key: Option<String>,
+    /// Injected noise, for a machine that is noisy or throttling: the largest relative
+    /// deviation of the engine's speed from the contract, in `[0, 0.9]`; 0 (the default)
+    /// is off and keeps DESIGN.md section 7's timing exactly.
+    ///
+    /// The engine's busy time (idle time not counted) is cut into periods of
+    /// [`SimConfig::noise_period_ms`]; each period gets a speed factor drawn uniformly
+    /// from `[1 - noise, 1 + noise]` (from [`SimConfig::noise_seed`] and the period's
+    /// index), and every step starting in it takes its contract time times that factor.
+    /// TTFT and TPOT scale by the factor and throughput by its inverse. Repeated levels
+    /// (`--rounds`) about a period long or shorter see different factors: at 0.3, three
+    /// rounds differ by more than 15% in about 4 levels out of 5 (a model of the sweep in tests/rounds.rs). A
+    /// level spanning many periods averages the factors out, as a long level on a
+    /// jittery machine does.
+    pub noise: f64,
+    /// How long one noise factor lasts, in ms of engine busy time (> 0). Default 1000.
+    pub noise_period_ms: f64,
+    /// Seed of the noise factors: the same seed and the same steps give the same
+    /// timings. Default 0.
+    pub noise_seed: u64,
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -70,6 +93,9 @@ impl std::fmt::Debug for SimConfig {
             kv_tokens,
             model_name,
             api_key,
+            noise,
+            noise_period_ms,
+            noise_seed,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -79,6 +105,9 @@ impl std::fmt::Debug for SimConfig {
             .field("kv_tokens", kv_tokens)
             .field("model_name", model_name)
             .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
+            .field("noise", noise)
+            .field("noise_period_ms", noise_period_ms)
+            .field("noise_seed", noise_seed)
             .finish()
     }
 }
@@ -93,6 +122,9 @@ impl Default for SimConfig {
             kv_tokens: 200_000,
             model_name: "sim".to_owned(),
             api_key: None,
+            noise: 0.0,
+            noise_period_ms: 1000.0,
+            noise_seed: 0,
         }
     }
 }
@@ -116,6 +148,19 @@ impl SimConfig {
         if self.kv_tokens < 2 {
             bail!("--kv-tokens must be at least 2 (one prompt and one output token)");
         }
+        if !(0.0..=0.9).contains(&self.noise) {
+            bail!(
+                "--noise must be between 0 and 0.9 (a share of the step time, got {})",
+                self.noise
+            );
+        }
+        // NaN fails both comparisons.
+        if !(self.noise_period_ms > 0.0 && self.noise_period_ms <= 1e9) {
+            bail!(
+                "--noise-period-ms must be a finite number of milliseconds above 0 (got {})",
+                self.noise_period_ms
+            );
+        }
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             bail!("--api-key must not be empty");
         }
@@ -128,6 +173,10 @@ impl SimConfig {
             step_ms_per_seq: self.step_ms_per_seq,
             prefill_ms_per_1k: self.prefill_ms_per_1k,
         }
+    }
+
+    fn noise(&self) -> Noise {
+        Noise::new(self.noise, self.noise_period_ms, self.noise_seed)
     }
 
     fn limits(&self) -> Limits {
@@ -181,6 +230,7 @@ pub async fn spawn(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result<SimHa
     let engine = tokio::spawn(engine::run(
         cfg.timing(),
         cfg.limits(),
+        cfg.noise(),
         sub_rx,
         Arc::clone(&metrics),
         shutdown_rx.clone(),
@@ -203,9 +253,17 @@ pub async fn run_forever(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result
     } else {
         ""
     };
+    let noise = if cfg.noise > 0.0 {
+        format!(
+            ", noise {} per {} ms (seed {})",
+            cfg.noise, cfg.noise_period_ms, cfg.noise_seed
+        )
+    } else {
+        String::new()
+    };
     println!(
         "tokbench sim (vLLM-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
-         max-num-seqs {}, kv {} tokens{auth}) listening on http://{}",
+         max-num-seqs {}, kv {} tokens{noise}{auth}) listening on http://{}",
         cfg.model_name,
         cfg.step_ms,
         cfg.step_ms_per_seq,
@@ -236,5 +294,29 @@ mod tests {
         assert!(!shown.contains("k-123"), "{shown}");
         assert!(shown.contains("<redacted>"));
         assert!(format!("{:?}", SimConfig::default()).contains("api_key: None"));
+    }
+
+    #[test]
+    fn noise_settings_are_validated() {
+        let with = |noise, noise_period_ms| SimConfig {
+            noise,
+            noise_period_ms,
+            ..SimConfig::default()
+        };
+        assert!(with(0.0, 1000.0).validate().is_ok());
+        assert!(with(0.9, 0.5).validate().is_ok());
+        for (noise, period) in [
+            (-0.1, 200.0),
+            (0.95, 200.0),
+            (f64::NAN, 200.0),
+            (0.3, 0.0),
+            (0.3, -5.0),
+            (0.3, f64::INFINITY),
+        ] {
+            assert!(with(noise, period).validate().is_err(), "{noise} {period}");
+        }
+        // Off by default: the engine gets the contract's timing.
+        assert!(SimConfig::default().noise().is_off());
+        assert!(!with(0.3, 200.0).noise().is_off());
     }
 }
