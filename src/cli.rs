@@ -80,6 +80,10 @@ pub enum Backend {
     OpenaiChat,
     /// OpenAI `/v1/completions` (SSE).
     OpenaiCompletions,
+    /// Ollama native `/api/generate` (NDJSON, server durations per request).
+    OllamaGenerate,
+    /// Ollama native `/api/chat` (NDJSON, server durations per request).
+    OllamaChat,
 }
 
 impl Backend {
@@ -87,12 +91,16 @@ impl Backend {
         match self {
             Backend::OpenaiChat => "openai-chat",
             Backend::OpenaiCompletions => "openai-completions",
+            Backend::OllamaGenerate => "ollama-generate",
+            Backend::OllamaChat => "ollama-chat",
         }
     }
     pub fn default_path(self) -> &'static str {
         match self {
             Backend::OpenaiChat => "/v1/chat/completions",
             Backend::OpenaiCompletions => "/v1/completions",
+            Backend::OllamaGenerate => "/api/generate",
+            Backend::OllamaChat => "/api/chat",
         }
     }
 }

@@ -17,9 +17,10 @@ use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::cli::{Backend, SweepArgs};
 use crate::load::driver::{self, Command, DriverConfig, DriverEvent, LevelPlan};
 use crate::load::request::Target;
-use crate::load::BodySpec;
+use crate::load::{BodySpec, Wire};
 use crate::probe::client::LagMonitor;
 use crate::probe::{self, ServerIdentity};
+use crate::protocol::ollama::OllamaApi;
 use crate::protocol::openai::Api;
 use crate::report::recorder::{Recorder, RunInfo};
 use crate::report::{text, time};
@@ -391,20 +392,26 @@ async fn first_guess_calibration(
     }
 }
 
+fn wire_of(backend: Backend) -> Wire {
+    match backend {
+        Backend::OpenaiChat => Wire::OpenAi(Api::Chat),
+        Backend::OpenaiCompletions => Wire::OpenAi(Api::Completions),
+        Backend::OllamaGenerate => Wire::Ollama(OllamaApi::Generate),
+        Backend::OllamaChat => Wire::Ollama(OllamaApi::Chat),
+    }
+}
+
 /// Start the driver for a prepared run.
 pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
     let plan = &prepared.plan;
     let target = Target {
         client: prepared.client.clone(),
+        wire: wire_of(plan.backend),
         url: plan.endpoint_url.clone(),
         // The prepared client already sends the key on every request.
         authorization: None,
         request_timeout: plan.request_timeout,
         stall_timeout: plan.stall_timeout,
-    };
-    let api = match plan.backend {
-        Backend::OpenaiChat => Api::Chat,
-        Backend::OpenaiCompletions => Api::Completions,
     };
     driver::spawn(
         DriverConfig {
@@ -412,7 +419,7 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
             warmup: plan.warmup,
             target: Arc::new(target),
             body: BodySpec {
-                api,
+                wire: wire_of(plan.backend),
                 model: prepared.model.clone(),
                 ignore_eos: plan.ignore_eos,
                 extra_body: plan.extra_body.clone(),

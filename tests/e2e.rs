@@ -411,7 +411,7 @@ mod steering {
         self, Command as Cmd, DriverConfig, DriverEvent, LevelPlan, Mode,
     };
     use tokbench::load::request::Target;
-    use tokbench::load::BodySpec;
+    use tokbench::load::{BodySpec, Wire};
     use tokbench::protocol::openai::Api;
     use tokbench::record::Outcome;
     use tokbench::workload::Workload;
@@ -423,13 +423,14 @@ mod steering {
             warmup: 0,
             target: Arc::new(Target {
                 client: reqwest::Client::new(),
+                wire: Wire::OpenAi(Api::Chat),
                 url,
                 authorization: None,
                 request_timeout: Duration::from_secs(30),
                 stall_timeout: Duration::from_secs(10),
             }),
             body: BodySpec {
-                api: Api::Chat,
+                wire: Wire::OpenAi(Api::Chat),
                 model: "sim".into(),
                 ignore_eos: true,
                 extra_body: None,
@@ -779,6 +780,7 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
     });
 
     let target = Target {
+        wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
         client: reqwest::Client::builder()
             .no_proxy()
             .build()

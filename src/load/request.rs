@@ -12,8 +12,9 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::sync::watch;
 
+use super::Wire;
 use crate::protocol::openai::error_message_from_body;
-use crate::protocol::{OpenAiDecoder, StreamEvent};
+use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
 use crate::record::{
     ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, ServerTimings, TokenSource,
 };
@@ -30,6 +31,8 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 #[derive(Clone, Debug)]
 pub struct Target {
     pub client: reqwest::Client,
+    /// How the answer is framed (SSE or NDJSON).
+    pub wire: Wire,
     /// Full request URL (base + endpoint).
     pub url: reqwest::Url,
     /// `Bearer <key>`, marked sensitive so it never shows in Debug output.
@@ -93,12 +96,50 @@ impl StreamTally {
 
     /// Output token count and where it came from, most trusted source first.
     fn output_tokens(&self) -> (u32, TokenSource) {
+        // Ollama's eval_count arrives as usage; its timings carry a total.
+        let ollama = self.timings.is_some_and(|t| t.total_ms > 0.0);
         if let Some(n) = self.completion_tokens {
-            (n, TokenSource::Usage)
+            (
+                n,
+                if ollama {
+                    TokenSource::OllamaEvalCount
+                } else {
+                    TokenSource::Usage
+                },
+            )
         } else if let Some(n) = self.timings.and_then(|t| t.predicted_n) {
             (n, TokenSource::LlamacppTimings)
         } else {
             (self.arrivals.len() as u32, TokenSource::ChunkCount)
+        }
+    }
+}
+
+/// The decoder of a run's wire format, chosen once per request.
+enum Decoder {
+    OpenAi(OpenAiDecoder),
+    Ollama(OllamaDecoder),
+}
+
+impl Decoder {
+    fn new(wire: Wire) -> Decoder {
+        match wire {
+            Wire::OpenAi(_) => Decoder::OpenAi(OpenAiDecoder::new()),
+            Wire::Ollama(_) => Decoder::Ollama(OllamaDecoder::new()),
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), String> {
+        match self {
+            Decoder::OpenAi(d) => d.feed(bytes, out).map_err(|e| e.to_string()),
+            Decoder::Ollama(d) => d.feed(bytes, out).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String> {
+        match self {
+            Decoder::OpenAi(d) => d.finish(out).map_err(|e| e.to_string()),
+            Decoder::Ollama(d) => d.finish(out).map_err(|e| e.to_string()),
         }
     }
 }
@@ -242,7 +283,7 @@ async fn stream_request(
         ));
     }
 
-    let mut decoder = OpenAiDecoder::new();
+    let mut decoder = Decoder::new(target.wire);
     let mut events = Vec::with_capacity(4);
     let mut stream = response.bytes_stream();
     loop {
@@ -263,7 +304,7 @@ async fn stream_request(
                 // The arrival time is taken before the bytes are parsed.
                 let at = t0.elapsed();
                 if let Err(e) = decoder.feed(&bytes, &mut events) {
-                    return Some(Stop::Failed(ErrorClass::MalformedStream, e.to_string()));
+                    return Some(Stop::Failed(ErrorClass::MalformedStream, e));
                 }
                 let outputs_before = tally.arrivals.len();
                 for event in events.drain(..) {
@@ -285,7 +326,7 @@ async fn stream_request(
             None => {
                 let at = t0.elapsed();
                 if let Err(e) = decoder.finish(&mut events) {
-                    return Some(Stop::Failed(ErrorClass::MalformedStream, e.to_string()));
+                    return Some(Stop::Failed(ErrorClass::MalformedStream, e));
                 }
                 for event in events.drain(..) {
                     tally.apply(event, at);

@@ -36,16 +36,15 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
         Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
         Err(e) => return Err(eyre!("cannot reach {base_url}: {e}")),
     };
-    let version = get_json(client, &format!("{base_url}/version"))
-        .await
-        .ok()
-        .flatten()
-        .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
-    let engine = match &version {
-        Some(v) if v.contains("tokbench-sim") => "tokbench-sim",
-        // Of the engines we know, a bare `/version` with a `version` field is vLLM's.
-        Some(_) => "vllm",
-        None => "openai-compatible",
+    let (engine, version) = detect_engine(client, base_url).await;
+    let models = if models.is_empty() {
+        // Ollama lists its models at /api/tags too (older versions only there).
+        match get_json(client, &format!("{base_url}/api/tags")).await {
+            Ok(Some(body)) => model_ids(&body),
+            _ => models,
+        }
+    } else {
+        models
     };
     Ok(ServerIdentity {
         engine: engine.into(),
@@ -53,6 +52,41 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
         models,
         connect_probe_ms: connect_probe(&format!("{base_url}/v1/models")).await,
     })
+}
+
+/// Which engine answers, from the endpoints only it has: Ollama's
+/// `/api/version`, llama.cpp's `/props`, vLLM's `/version`. (SGLang, TGI and
+/// the rest read as `openai-compatible` until they get their own checks.)
+async fn detect_engine(client: &reqwest::Client, base_url: &str) -> (&'static str, Option<String>) {
+    let field = |v: Option<Value>, key: &str| {
+        v.and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
+    };
+    if let Some(version) = field(
+        get_json(client, &format!("{base_url}/api/version"))
+            .await
+            .ok()
+            .flatten(),
+        "version",
+    ) {
+        return ("ollama", Some(version));
+    }
+    if let Ok(Some(props)) = get_json(client, &format!("{base_url}/props")).await {
+        if props.get("total_slots").is_some() {
+            return ("llamacpp", field(Some(props), "build_info"));
+        }
+    }
+    match field(
+        get_json(client, &format!("{base_url}/version"))
+            .await
+            .ok()
+            .flatten(),
+        "version",
+    ) {
+        Some(v) if v.contains("tokbench-sim") => ("tokbench-sim", Some(v)),
+        // Of the engines we know, a bare `/version` with a `version` field is vLLM's.
+        Some(v) => ("vllm", Some(v)),
+        None => ("openai-compatible", None),
+    }
 }
 
 /// How far the server is: the median of five tiny requests, each on a new

@@ -23,7 +23,7 @@ use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
-use crate::record::{Outcome, RequestRecord};
+use crate::record::{Outcome, RequestRecord, ServerTimings};
 use crate::run::DecisionConfig;
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::summary::{level_stats, LevelStats};
@@ -109,6 +109,8 @@ pub struct FinishedLevel {
     pub goodput: Option<Goodput>,
     /// How each completed answer arrived, for the buffered-stream check.
     pub stream_shapes: Vec<StreamShape>,
+    /// What the server itself reported per request (medians), when it did.
+    pub server_timings: Value,
     /// The level file, when the level had anything to save.
     pub file: Option<PathBuf>,
 }
@@ -286,10 +288,7 @@ impl Recorder {
             "finish_reason": r.finish_reason.map(|f| f.as_str()),
             "error": error,
             "error_message": r.error_message,
-            "server_timings": r.server_timings.map(|t| json!({
-                "prompt_n": t.prompt_n, "prompt_ms": t.prompt_ms,
-                "predicted_n": t.predicted_n, "predicted_ms": t.predicted_ms,
-            })),
+            "server_timings": r.server_timings.map(server_timings_json),
         });
         serde_json::to_writer(&mut self.jsonl, &line)
             .map_err(std::io::Error::from)
@@ -338,6 +337,7 @@ impl Recorder {
             client,
             goodput,
             stream_shapes,
+            server_timings: server_medians(&open.records),
             file: None,
         };
         if level.stats.completed + level.stats.failed > 0 {
@@ -392,6 +392,9 @@ impl Recorder {
         );
         // Server gauges arrive with the probe; an empty object until then.
         map.insert("server".into(), json!({}));
+        // What the server said of each request (llama.cpp timings, Ollama
+        // durations), beside what the client measured.
+        map.insert("server_timings".into(), level.server_timings.clone());
         map.insert("engine".into(), json!(self.run.engine));
         map.insert("engine_version".into(), json!(self.run.engine_version));
         map.insert("profile".into(), json!(self.run.profile));
@@ -536,6 +539,41 @@ impl Recorder {
         crate::report::formats::write_run_reports_from(&self.dir, &summary)
             .wrap_err_with(|| format!("cannot write the reports in {}", self.dir.display()))
     }
+}
+
+/// A request's server-side timings, with what follows from them.
+fn server_timings_json(t: ServerTimings) -> Value {
+    json!({
+        "prompt_n": t.prompt_n,
+        "prompt_ms": t.prompt_ms,
+        "predicted_n": t.predicted_n,
+        "predicted_ms": t.predicted_ms,
+        "load_ms": (t.load_ms > 0.0).then_some(f64::from(t.load_ms)),
+        "total_ms": (t.total_ms > 0.0).then_some(f64::from(t.total_ms)),
+        "server_decode_tok_s": t.decode_tok_s().map(round3),
+        "server_prefill_tok_s": t.prefill_tok_s().map(round3),
+        "slot_wait_ms": t.slot_wait_ms().map(round3),
+    })
+}
+
+/// Median of per-request server figures over a level's completed requests.
+fn server_medians(records: &[RequestRecord]) -> Value {
+    let median = |f: &dyn Fn(&ServerTimings) -> Option<f64>| {
+        let mut v: Vec<f64> = records
+            .iter()
+            .filter(|r| r.is_ok())
+            .filter_map(|r| r.server_timings.as_ref().and_then(f))
+            .filter(|x| x.is_finite())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        crate::stats::percentile::median_sorted(&v).map(round3)
+    };
+    json!({
+        "decode_tok_s_median": median(&|t| t.decode_tok_s()),
+        "prefill_tok_s_median": median(&|t| t.prefill_tok_s()),
+        "slot_wait_ms_median": median(&|t| t.slot_wait_ms()),
+        "load_ms_max": records.iter().filter_map(|r| r.server_timings).map(|t| f64::from(t.load_ms)).filter(|x| *x > 0.0).reduce(f64::max),
+    })
 }
 
 fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> Value {
