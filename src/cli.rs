@@ -190,7 +190,7 @@ pub struct SweepArgs {
     )]
     pub api_key: Option<String>,
 
-    /// Folder for the result files (default: results/<UTC timestamp>/).
+    /// Folder for the result files (default: `results/<UTC timestamp>/`).
     #[arg(long, value_name = "DIR")]
     pub result_dir: Option<PathBuf>,
 
@@ -290,4 +290,16 @@ pub struct SimTimingArgs {
     /// KV-cache size in tokens; a sequence reserves prompt + max_tokens when admitted.
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub kv_tokens: u64,
+
+    /// A noisy or throttling machine: each period's steps run at a speed factor drawn in [1-X, 1+X].
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub noise: f64,
+
+    /// How long one noise factor lasts, in engine busy time.
+    #[arg(long, value_name = "MS", default_value_t = 1000.0)]
+    pub noise_period_ms: f64,
+
+    /// Seed of the noise factors.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub noise_seed: u64,
 }

@@ -116,6 +116,9 @@ fn sim_config(t: &SimTimingArgs) -> SimConfig {
         prefill_ms_per_1k: t.prefill_ms_per_1k,
         max_num_seqs: t.max_num_seqs,
         kv_tokens: t.kv_tokens,
+        noise: t.noise,
+        noise_period_ms: t.noise_period_ms,
+        noise_seed: t.noise_seed,
         ..SimConfig::default()
     }
 }

@@ -6,7 +6,7 @@
 //! `/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/tokenize`, `/version`,
 //! `/health` and `/metrics` (vLLM's Prometheus names). With [`SimConfig::api_key`] set,
 //! everything under `/v1` needs that bearer key, like vLLM's `--api-key`. With
-//! [`SimConfig::noise`] set, the engine's speed drifts as on a noisy or throttling
+//! `SimConfig::noise` set, the engine's speed drifts as on a noisy or throttling
 //! machine (see the field's docs), so that repeated rounds of a level disagree.
 //!
 //! Step boundaries land ~0.1 ms after their deadlines on an idle machine (a timerfd on
