@@ -230,45 +230,64 @@ fn header_line(
     area: Rect,
 ) -> Line<'static> {
     let room = usize::from(area.width.saturating_sub(right.width() as u16 + 2));
-    let room_left = room;
-    // The target is worth an ellipsis before it is worth dropping: try
-    // shorter forms of the names until it fits.
     let w = usize::from(area.width);
-    if label.is_some_and(|t| t.versus.target == run.target) {
-        // Both runs hit the same server: its address is not worth keeping,
-        // and the knobs (what sets the runs apart) are worth an ellipsis.
-        let shorter = (14..=(w / 3).max(14)).rev().find_map(|room| {
-            let (parts, _) = header_parts(&app.palette, run, label, room);
-            let keep = keep_fitting(&parts, room_left, 2);
-            (run.knobs.is_none() || keep.last() == Some(&true)).then_some(parts)
+    let p = &app.palette;
+    if label.is_some() {
+        // Two runs: what sets this one apart is worth an ellipsis on the
+        // names; what both share goes first.
+        // Every knob at full length when that fits; else only the knobs
+        // that differ, names shortened until all that differs fits.
+        let full = std::iter::once(((w / 3).max(10), false));
+        let shortened = (10..=(w / 3).max(10)).rev().map(|n| (n, true));
+        let apart = full.chain(shortened).find_map(|(name_room, diff_only)| {
+            let (parts, _) = header_parts(p, run, label, name_room, w, diff_only);
+            let keep = keep_fitting(&parts, room, 2);
+            parts
+                .iter()
+                .zip(&keep)
+                .all(|(part, kept)| *kept || part.prio > APART)
+                .then_some(parts)
         });
         let parts =
-            shorter.unwrap_or_else(|| header_parts(&app.palette, run, label, (w / 3).max(14)).0);
+            apart.unwrap_or_else(|| header_parts(p, run, label, (w / 3).max(10), w, true).0);
         return with_right(parts, right, area.width);
     }
+    // The target is worth an ellipsis before it is worth dropping: try
+    // shorter forms of the names until it fits.
     for name_room in [w / 3, w / 4, 20, 14] {
-        let (parts, target) = header_parts(&app.palette, run, label, name_room.max(14));
+        let (parts, target) = header_parts(p, run, label, name_room.max(14), w, false);
         if keep_fitting(&parts, room, 2)[target] {
             return with_right(parts, right, area.width);
         }
     }
     with_right(
-        header_parts(&app.palette, run, label, 14).0,
+        header_parts(p, run, label, 14, w, false).0,
         right,
         area.width,
     )
 }
 
+/// In a two-run header, parts up to this priority tell the runs apart.
+const APART: u8 = 2;
+
 /// The header's parts, names cut to `name_room`, and where the target is.
+/// With a tag (two runs), what differs from the other run ranks high and
+/// what both share low; `diff_only` shows only the knobs that differ.
 fn header_parts(
     p: &Palette,
     run: &RunView,
     label: Option<Tag<'_>>,
     name_room: usize,
+    width: usize,
+    diff_only: bool,
 ) -> (Vec<Part<'static>>, usize) {
-    // Shared with the other run: dropped first.
-    let same = |f: fn(&RunView) -> String| label.is_some_and(|t| f(t.versus) == f(run));
-    let prio = |base: u8, f: fn(&RunView) -> String| if same(f) { base + 6 } else { base };
+    let versus = label.map(|t| t.versus);
+    // (prio alone, prio when it sets the runs apart, prio when shared)
+    let prio = |alone: u8, shared: u8, f: fn(&RunView) -> String| match versus {
+        None => alone,
+        Some(v) if f(v) == f(run) => shared,
+        Some(_) => APART,
+    };
     let mut parts = vec![Part::text(0, " tokbench", p.brand)];
     if let Some(Tag { letter, shown, .. }) = label {
         let series = series_of(letter);
@@ -292,31 +311,38 @@ fn header_parts(
         ));
     }
     if run.simulated {
-        parts.push(Part::text(0, " SIMULATED SERVER ", p.badge_sim));
+        // Two headers on a narrow screen: the badge keeps its colour and
+        // gives up its length.
+        let badge = if label.is_some() && width < 120 {
+            " SIM "
+        } else {
+            " SIMULATED SERVER "
+        };
+        parts.push(Part::text(0, badge, p.badge_sim));
     }
     let target = parts.len();
     parts.push(Part::text(
-        prio(1, |r| r.target.clone()),
+        prio(1, 7, |r| r.target.clone()),
         ellipsize(&run.target, name_room),
         p.text,
     ));
     let engine = engine_text(run);
     if !engine.is_empty() {
         parts.push(Part::text(
-            prio(3, engine_text),
+            prio(3, 9, engine_text),
             ellipsize(&engine, name_room),
             p.dim,
         ));
     }
     parts.push(Part::text(
-        prio(2, |r| r.model.clone()),
+        prio(2, 8, |r| r.model.clone()),
         ellipsize(&run.model, name_room),
         p.strong,
     ));
     parts.push(Part::text(0, run.shape(), p.strong));
     if let Some(ignore_eos) = run.ignore_eos {
         parts.push(Part::text(
-            prio(4, |r| format!("{:?}", r.ignore_eos)),
+            prio(4, 10, |r| format!("{:?}", r.ignore_eos)),
             if ignore_eos {
                 "ignore_eos"
             } else {
@@ -326,11 +352,19 @@ fn header_parts(
         ));
     }
     if let Some(knobs) = &run.knobs {
-        parts.push(Part::text(
-            prio(5, |r| r.knobs.clone().unwrap_or_default()),
-            ellipsize(knobs, name_room),
-            p.dim,
-        ));
+        // Two runs: the knobs this one has and the other has not.
+        let other: Vec<&str> = versus
+            .and_then(|v| v.knobs.as_deref())
+            .map(|k| k.split(' ').collect())
+            .unwrap_or_default();
+        let own: Vec<&str> = knobs.split(' ').filter(|k| !other.contains(k)).collect();
+        let (text, prio) = match versus {
+            None => (knobs.clone(), 5),
+            Some(_) if own.is_empty() => (knobs.clone(), 11),
+            Some(_) if diff_only => (own.join(" "), 1),
+            Some(_) => (knobs.clone(), 1),
+        };
+        parts.push(Part::text(prio, ellipsize(&text, name_room), p.dim));
     }
     (parts, target)
 }
