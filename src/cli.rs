@@ -230,6 +230,14 @@ pub struct SweepArgs {
     #[arg(long, value_name = "SHARE")]
     pub utilization: Option<f64>,
 
+    /// Seconds between scrapes of the server's own gauges (/metrics, /slots, /api/ps).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub probe_interval: f64,
+
+    /// Do not scrape the server's gauges.
+    #[arg(long)]
+    pub no_probe: bool,
+
     /// Frames per second of the live view.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fps: u32,

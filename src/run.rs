@@ -61,6 +61,8 @@ pub struct SweepPlan {
     pub simulated: bool,
     /// SLOs, prices and rounds: what turns levels into a decision.
     pub decision: DecisionConfig,
+    /// Scrape the server's gauges this often; None: `--no-probe`.
+    pub probe_interval: Option<Duration>,
 }
 
 /// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.
@@ -191,6 +193,16 @@ impl SweepPlan {
             no_tui: args.no_tui,
             simulated: false,
             decision,
+            probe_interval: if args.no_probe {
+                None
+            } else if args.probe_interval.is_finite()
+                && args.probe_interval >= 0.05
+                && args.probe_interval <= 3600.0
+            {
+                Some(Duration::from_secs_f64(args.probe_interval))
+            } else {
+                bail!("--probe-interval must be between 0.05 and 3600 seconds (or use --no-probe)");
+            },
         })
     }
 
@@ -434,6 +446,24 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
     )
 }
 
+/// Start the server probe for a prepared run, unless `--no-probe`. The
+/// receiver never yields when there is nothing to scrape.
+pub fn start_probe(
+    prepared: &Prepared,
+    run_start: Instant,
+) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {
+    match prepared.plan.probe_interval {
+        Some(interval) => probe::live::spawn(
+            prepared.client.clone(),
+            prepared.plan.base_url.clone(),
+            &prepared.identity.engine,
+            interval,
+            run_start,
+        ),
+        None => tokio::sync::mpsc::unbounded_channel().1,
+    }
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn interrupted() {
     #[cfg(unix)]
@@ -457,6 +487,7 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
     let mut recorder = Recorder::create(&prepared.result_dir, prepared.run.clone(), lag)?;
     let run_start = Instant::now();
     let mut driver = start_driver(&prepared, run_start);
+    let mut server_samples = start_probe(&prepared, run_start);
     let progress = Progress::new(prepared.plan.levels.len());
     eprintln!(
         "tokbench: {} ({} {}), model {}, {}; results in {}",
@@ -499,6 +530,7 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
                     _ => {}
                 }
             }
+            Some(sample) = server_samples.recv() => recorder.on_server_sample(&sample),
             _ = ticker.tick() => {
                 progress.show(&state, driver.in_flight.load(Ordering::Relaxed), run_start.elapsed());
             }

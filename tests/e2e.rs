@@ -105,12 +105,21 @@ async fn measures_the_simulator_timing_it_was_given() {
             "500",
             "--random-output-len",
             "64",
+            "--probe-interval",
+            "0.1",
         ],
     ))
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
     let c1 = read_json(&dir.join("sweep-c1.json"));
+    // The probe scraped the simulator's vLLM /metrics while the level ran:
+    // one sequence at a time at concurrency 1, so running never exceeds 1.
+    let running = &c1["server"]["running"];
+    assert_eq!(running["max"], 1.0, "server gauges: {}", c1["server"]);
+    assert!(c1["server"]["kv_cache_usage"]["max"]
+        .as_f64()
+        .is_some_and(|v| v > 0.0));
     let c4 = read_json(&dir.join("sweep-c4.json"));
     let tpot = num(&c1, "median_tpot_ms");
     let ttft = num(&c1, "median_ttft_ms");

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod gauges;
+pub mod live;
 pub mod prometheus;
 
 use std::time::Duration;

@@ -23,6 +23,7 @@ use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
+use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
 use crate::run::DecisionConfig;
 use crate::stats::percentile::percentile_sorted;
@@ -111,6 +112,8 @@ pub struct FinishedLevel {
     pub stream_shapes: Vec<StreamShape>,
     /// What the server itself reported per request (medians), when it did.
     pub server_timings: Value,
+    /// The server's gauges while the level ran (min/mean/max each).
+    pub server: GaugeSummary,
     /// The level file, when the level had anything to save.
     pub file: Option<PathBuf>,
 }
@@ -130,6 +133,7 @@ impl FinishedLevel {
 
 struct OpenLevel {
     info: LevelInfo,
+    server: GaugeSummary,
     records: Vec<RequestRecord>,
     cpu_at_start: Duration,
     wall_start: Instant,
@@ -200,6 +204,7 @@ impl Recorder {
                     info.index,
                     OpenLevel {
                         info: info.clone(),
+                        server: GaugeSummary::default(),
                         records: Vec::new(),
                         cpu_at_start: process_cpu_time(),
                         wall_start: Instant::now(),
@@ -239,6 +244,13 @@ impl Recorder {
             self.flush_requests()?;
         }
         Ok(None)
+    }
+
+    /// A scrape of the server's gauges counts for every level running.
+    pub fn on_server_sample(&mut self, sample: &ServerSample) {
+        for level in self.open.values_mut() {
+            level.server.add(sample);
+        }
     }
 
     /// Close the books: levels still open are saved as partial, every file flushed.
@@ -338,6 +350,7 @@ impl Recorder {
             goodput,
             stream_shapes,
             server_timings: server_medians(&open.records),
+            server: open.server,
             file: None,
         };
         if level.stats.completed + level.stats.failed > 0 {
@@ -390,8 +403,8 @@ impl Recorder {
             json!({"cpu_percent": level.client.cpu_percent.map(round3),
                    "loop_lag_ms_p99": level.client.loop_lag_ms_p99.map(round3)}),
         );
-        // Server gauges arrive with the probe; an empty object until then.
-        map.insert("server".into(), json!({}));
+        // The server's own gauges over the level; empty without a probe.
+        map.insert("server".into(), level.server.to_json());
         // What the server said of each request (llama.cpp timings, Ollama
         // durations), beside what the client measured.
         map.insert("server_timings".into(), level.server_timings.clone());

@@ -1,0 +1,289 @@
+//! The server probe, live: scrape what the engine says about itself every
+//! `--probe-interval` and hand named gauges to the event loop.
+//!
+//! The probe only reads; it never blocks the load tasks. An endpoint the
+//! target does not have is dropped after its first miss, so a server without
+//! metrics costs one request, not one per second.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::gauges::{llamacpp_slots, ollama_ps, LlamacppGauges, VllmGauges};
+use super::prometheus;
+
+/// Most bytes read of one scrape: a metrics page is a few tens of KiB.
+const SCRAPE_LIMIT: usize = 4 << 20;
+
+/// One scrape: gauge name -> value. Names are stable keys of the level
+/// files' `server` object (`running`, `waiting`, `kv_cache_usage`, ...).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerSample {
+    /// Offset from the run's start.
+    pub at: Duration,
+    pub gauges: BTreeMap<&'static str, f64>,
+}
+
+/// What the probe found it can read on this target; None: nothing at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    VllmMetrics,
+    LlamacppMetrics,
+    LlamacppSlots,
+    OllamaPs,
+}
+
+fn sources_for(engine: &str) -> Vec<Source> {
+    match engine {
+        "vllm" | "tokbench-sim" => vec![Source::VllmMetrics],
+        "llamacpp" => vec![Source::LlamacppMetrics, Source::LlamacppSlots],
+        "ollama" => vec![Source::OllamaPs],
+        // Unknown servers: try vLLM's names, the most common /metrics.
+        _ => vec![Source::VllmMetrics],
+    }
+}
+
+/// Start scraping. The task ends when the receiver is dropped. Nothing is
+/// sent when the target exposes none of its engine's endpoints; the caller
+/// shows "no server metrics" once.
+pub fn spawn(
+    client: reqwest::Client,
+    base_url: String,
+    engine: &str,
+    interval: Duration,
+    run_start: Instant,
+) -> mpsc::UnboundedReceiver<ServerSample> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut sources = sources_for(engine);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut previous: Option<(Instant, VllmGauges)> = None;
+        let mut previous_llama: Option<(Instant, LlamacppGauges)> = None;
+        while !sources.is_empty() {
+            ticker.tick().await;
+            if tx.is_closed() {
+                break;
+            }
+            let mut sample = ServerSample {
+                at: run_start.elapsed(),
+                gauges: BTreeMap::new(),
+            };
+            let mut missing = Vec::new();
+            for source in sources.clone() {
+                let path = match source {
+                    Source::VllmMetrics | Source::LlamacppMetrics => "/metrics",
+                    Source::LlamacppSlots => "/slots",
+                    Source::OllamaPs => "/api/ps",
+                };
+                let Some(body) = fetch(&client, &format!("{base_url}{path}"), interval).await
+                else {
+                    missing.push(source);
+                    continue;
+                };
+                let now = Instant::now();
+                let found = match source {
+                    Source::VllmMetrics => {
+                        let metrics = prometheus::parse_bytes(&body);
+                        VllmGauges::from_metrics(&metrics).map(|g| {
+                            vllm_gauges(&g, previous.as_ref(), now, &mut sample.gauges);
+                            previous = Some((now, g));
+                        })
+                    }
+                    Source::LlamacppMetrics => {
+                        let metrics = prometheus::parse_bytes(&body);
+                        LlamacppGauges::from_metrics(&metrics).map(|g| {
+                            llamacpp_gauges(&g, previous_llama.as_ref(), now, &mut sample.gauges);
+                            previous_llama = Some((now, g));
+                        })
+                    }
+                    Source::LlamacppSlots => llamacpp_slots(&body).map(|s| {
+                        sample.gauges.insert("slots_busy", f64::from(s.busy));
+                        sample.gauges.insert("slots_total", f64::from(s.total));
+                    }),
+                    Source::OllamaPs => ollama_ps(&body).map(|models| {
+                        sample.gauges.insert("models_loaded", models.len() as f64);
+                        if let Some(share) =
+                            models.iter().filter_map(|m| m.gpu_share()).reduce(f64::min)
+                        {
+                            sample.gauges.insert("gpu_share", share);
+                        }
+                    }),
+                };
+                if found.is_none() {
+                    missing.push(source);
+                }
+            }
+            // A source that failed on the first scrape is not there at all.
+            if previous.is_none() && previous_llama.is_none() && sample.gauges.is_empty() {
+                sources.retain(|s| !missing.contains(s));
+            }
+            if !sample.gauges.is_empty() && tx.send(sample).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// GET a small document; None on any failure (the probe never errors).
+async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> Option<Vec<u8>> {
+    let response = tokio::time::timeout(timeout, client.get(url).send())
+        .await
+        .ok()?
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body = tokio::time::timeout(timeout, response.bytes())
+        .await
+        .ok()?
+        .ok()?;
+    (body.len() <= SCRAPE_LIMIT).then(|| body.to_vec())
+}
+
+/// vLLM gauges, and the rates since the previous scrape.
+fn vllm_gauges(
+    g: &VllmGauges,
+    previous: Option<&(Instant, VllmGauges)>,
+    now: Instant,
+    out: &mut BTreeMap<&'static str, f64>,
+) {
+    let mut put = |k: &'static str, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            out.insert(k, v);
+        }
+    };
+    put("running", g.running);
+    put("waiting", g.waiting);
+    put("kv_cache_usage", g.kv_cache_usage);
+    put("preemptions_total", g.preemptions_total);
+    if let Some((then, prev)) = previous {
+        let rates = g.rates(prev, now.saturating_duration_since(*then));
+        put("generation_tok_s", rates.generation_tok_s);
+        put("prefix_cache_hit_rate", rates.prefix_cache_hit_rate);
+        put("preemptions", rates.preemptions);
+    }
+}
+
+/// llama.cpp gauges; rates from the counters, since scraping resets its
+/// per-second gauges (DESIGN.md section 3).
+fn llamacpp_gauges(
+    g: &LlamacppGauges,
+    previous: Option<&(Instant, LlamacppGauges)>,
+    now: Instant,
+    out: &mut BTreeMap<&'static str, f64>,
+) {
+    let mut put = |k: &'static str, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            out.insert(k, v);
+        }
+    };
+    put("processing", g.requests_processing);
+    put("deferred", g.requests_deferred);
+    if let Some((then, prev)) = previous {
+        let rates = g.rates(prev, now.saturating_duration_since(*then));
+        put("generation_tok_s", rates.generation_tok_s);
+        put("prompt_tok_s", rates.prompt_tok_s);
+    }
+}
+
+/// Min, mean and max of each gauge over the samples a level saw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GaugeSummary {
+    stats: BTreeMap<&'static str, (f64, f64, f64, u32)>,
+}
+
+impl GaugeSummary {
+    pub fn add(&mut self, sample: &ServerSample) {
+        for (&name, &value) in &sample.gauges {
+            let entry = self.stats.entry(name).or_insert((value, 0.0, value, 0));
+            entry.0 = entry.0.min(value);
+            entry.1 += value;
+            entry.2 = entry.2.max(value);
+            entry.3 += 1;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stats.is_empty()
+    }
+
+    /// `{"running": {"min", "mean", "max"}, ...}`
+    pub fn to_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .stats
+            .iter()
+            .map(|(name, (min, sum, max, n))| {
+                let mean = sum / f64::from((*n).max(1));
+                (
+                    (*name).to_string(),
+                    serde_json::json!({"min": min, "mean": mean, "max": max}),
+                )
+            })
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_keeps_min_mean_max_per_gauge() {
+        // running: 2, 4, 9 -> min 2, mean 5, max 9; waiting only once: 1.
+        let mut s = GaugeSummary::default();
+        for (i, running) in [2.0, 4.0, 9.0].into_iter().enumerate() {
+            let mut sample = ServerSample::default();
+            sample.gauges.insert("running", running);
+            if i == 1 {
+                sample.gauges.insert("waiting", 1.0);
+            }
+            s.add(&sample);
+        }
+        let v = s.to_json();
+        assert_eq!(
+            v["running"],
+            serde_json::json!({"min": 2.0, "mean": 5.0, "max": 9.0})
+        );
+        assert_eq!(
+            v["waiting"],
+            serde_json::json!({"min": 1.0, "mean": 1.0, "max": 1.0})
+        );
+        assert!(GaugeSummary::default().is_empty());
+    }
+
+    #[test]
+    fn vllm_rates_come_from_two_scrapes() {
+        let first = VllmGauges {
+            generation_tokens_total: Some(1000.0),
+            running: Some(3.0),
+            ..VllmGauges::default()
+        };
+        let second = VllmGauges {
+            generation_tokens_total: Some(1500.0),
+            running: Some(4.0),
+            ..VllmGauges::default()
+        };
+        let t0 = Instant::now();
+        let mut out = BTreeMap::new();
+        vllm_gauges(&first, None, t0, &mut out);
+        assert_eq!(out.get("running"), Some(&3.0));
+        assert!(
+            !out.contains_key("generation_tok_s"),
+            "no rate from one scrape"
+        );
+        let mut out = BTreeMap::new();
+        // 500 tokens in 2 s = 250 tok/s.
+        vllm_gauges(
+            &second,
+            Some(&(t0, first)),
+            t0 + Duration::from_secs(2),
+            &mut out,
+        );
+        assert_eq!(out.get("generation_tok_s"), Some(&250.0));
+        assert_eq!(out.get("running"), Some(&4.0));
+    }
+}
