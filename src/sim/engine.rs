@@ -176,6 +176,13 @@ impl<T> Scheduler<T> {
         self.kv_used
     }
 
+    /// The payloads of the last `n` sequences to join the batch (those a
+    /// [`Scheduler::begin_step`] that admitted `n` has just added).
+    pub fn newest_running_mut(&mut self, n: usize) -> impl Iterator<Item = &mut T> {
+        let from = self.running.len().saturating_sub(n);
+        self.running[from..].iter_mut().map(|s| &mut s.payload)
+    }
+
     /// Drop waiting sequences for which `keep` is false (e.g. the client went away).
     /// Returns how many were dropped. They hold no KV yet.
     pub fn retain_waiting(&mut self, mut keep: impl FnMut(&T) -> bool) -> usize {
@@ -245,6 +252,10 @@ pub(crate) trait TokenSink: Send + 'static {
     fn emit(&mut self, index: u64, last: bool) -> bool;
     /// The receiver is gone (checked for waiting sequences before admission).
     fn is_closed(&self) -> bool;
+    /// The sequence joined the batch at `at`, in a step whose first `prefill_ms`
+    /// (the prefill of the prompts admitted with it, noise included) were prefill: the
+    /// personalities that report server-side timings start their clocks here.
+    fn admitted(&mut self, _at: Instant, _prefill_ms: f64) {}
 }
 
 /// A request handed to the engine.
@@ -312,7 +323,22 @@ pub(crate) async fn run<S: TokenSink>(
             continue;
         }
 
-        elapsed_ms += noise.step_ms(plan.duration_ms.max(0.0));
+        let step_ms = noise.step_ms(plan.duration_ms.max(0.0));
+        if plan.admitted > 0 {
+            // The prefill's share of this (possibly noisy) step.
+            let nominal_prefill =
+                step_time_ms(&timing, 0, plan.admitted_prompt_tokens) - step_time_ms(&timing, 0, 0);
+            let prefill_ms = if plan.duration_ms > 0.0 {
+                step_ms * (nominal_prefill / plan.duration_ms)
+            } else {
+                0.0
+            };
+            let at = Instant::now();
+            for sink in sched.newest_running_mut(plan.admitted) {
+                sink.admitted(at, prefill_ms);
+            }
+        }
+        elapsed_ms += step_ms;
         let deadline = origin + Duration::from_secs_f64(elapsed_ms / 1000.0);
         if deadline > Instant::now() {
             tokio::select! {

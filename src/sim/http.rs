@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::engine::Submission;
 use super::metrics::Metrics;
 use super::wire::{self, Api, ChunkFormat, Sink, StreamSink};
-use super::SimConfig;
+use super::{SimConfig, SimEngine};
 
 /// Response body type: a full buffer, or the SSE channel.
 pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -40,6 +40,10 @@ pub(crate) struct AppState {
     pub metrics: Arc<Metrics>,
     next_id: AtomicU64,
     id_nonce: u64,
+    /// Generation requests so far: the index of each one's EOS draw.
+    eos_draws: AtomicU64,
+    /// Ollama's model: loaded or not, and who waits for it.
+    pub ollama: super::ollama::ModelState,
 }
 
 impl AppState {
@@ -58,10 +62,18 @@ impl AppState {
             metrics,
             next_id: AtomicU64::new(0),
             id_nonce,
+            eos_draws: AtomicU64::new(0),
+            ollama: super::ollama::ModelState::new(),
         }
     }
 
-    fn new_id(&self, api: Api) -> String {
+    /// Where a simulated EOS ends the next request (None: it never does).
+    pub(crate) fn draw_eos(&self) -> Option<u64> {
+        let n = self.eos_draws.fetch_add(1, Ordering::Relaxed);
+        wire::eos_length(self.cfg.eos_mean_tokens, self.cfg.eos_seed, n)
+    }
+
+    pub(crate) fn new_id(&self, api: Api) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let prefix = match api {
             Api::Chat => "chatcmpl",
@@ -71,7 +83,7 @@ impl AppState {
     }
 
     /// Hand a request to the engine; false when the engine is gone (shutting down).
-    fn submit(&self, prompt_tokens: u64, max_tokens: u64, sink: Sink) -> bool {
+    pub(crate) fn submit(&self, prompt_tokens: u64, max_tokens: u64, sink: Sink) -> bool {
         // Counted before sending, so the engine's decrement never runs first.
         self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
         let sub = Submission {
@@ -126,6 +138,17 @@ pub(crate) async fn serve(
 }
 
 async fn handle(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    match state.cfg.engine {
+        SimEngine::Vllm => vllm_routes(state, req).await,
+        SimEngine::Ollama => Ok(super::ollama::route(&state, req).await),
+        SimEngine::Llamacpp => Ok(super::llamacpp::route(&state, req).await),
+    }
+}
+
+async fn vllm_routes(
     state: Arc<AppState>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
@@ -262,7 +285,7 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
     }
 }
 
-fn models(state: &AppState) -> Response<Body> {
+pub(crate) fn models(state: &AppState) -> Response<Body> {
     let name = &state.cfg.model_name;
     json_response(
         StatusCode::OK,
@@ -283,7 +306,7 @@ fn models(state: &AppState) -> Response<Body> {
 
 /// `/tokenize`: vLLM's shape (`prompt` or `messages` -> count, max_model_len, tokens) or
 /// llama.cpp's (`content` -> tokens).
-async fn tokenize(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn tokenize(state: &AppState, req: Request<Incoming>) -> Response<Body> {
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -306,7 +329,7 @@ async fn tokenize(state: &AppState, req: Request<Incoming>) -> Response<Body> {
 }
 
 /// Collect a request body (at most [`MAX_BODY_BYTES`]).
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+pub(crate) async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
     match Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -333,8 +356,8 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
 /// The SSE response body: whatever the engine sends, until it drops the sender.
 /// When hyper drops this (the client went away), the engine's next send fails and it
 /// drops the sequence.
-struct ChannelBody {
-    rx: mpsc::UnboundedReceiver<Bytes>,
+pub(crate) struct ChannelBody {
+    pub rx: mpsc::UnboundedReceiver<Bytes>,
 }
 
 impl hyper::body::Body for ChannelBody {
@@ -351,39 +374,39 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
-fn full(body: impl Into<Bytes>) -> Body {
+pub(crate) fn full(body: impl Into<Bytes>) -> Body {
     Full::new(body.into()).boxed_unsync()
 }
 
-fn with_status(status: StatusCode, body: Body) -> Response<Body> {
+pub(crate) fn with_status(status: StatusCode, body: Body) -> Response<Body> {
     let mut r = Response::new(body);
     *r.status_mut() = status;
     r
 }
 
-fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
     let mut r = with_status(status, full(v.to_string()));
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
 
-fn error_response(status: StatusCode, message: &str, kind: &str) -> Response<Body> {
+pub(crate) fn error_response(status: StatusCode, message: &str, kind: &str) -> Response<Body> {
     json_response(status, &wire::error_body(message, kind, status.as_u16()))
 }
 
-fn bad_request(message: &str) -> Response<Body> {
+pub(crate) fn bad_request(message: &str) -> Response<Body> {
     error_response(StatusCode::BAD_REQUEST, message, "BadRequestError")
 }
 
-fn unavailable() -> Response<Body> {
+pub(crate) fn unavailable() -> Response<Body> {
     error_response(
         StatusCode::SERVICE_UNAVAILABLE,
         "The simulator is shutting down",

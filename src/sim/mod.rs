@@ -1,4 +1,6 @@
-//! The built-in simulated inference server (vLLM-like personality).
+//! The built-in simulated inference server: vLLM-like by default, or Ollama-like or
+//! llama.cpp-like ([`SimConfig::engine`]; see `ollama.rs` and `llamacpp.rs` for what
+//! those personalities serve).
 //!
 //! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
 //! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
@@ -22,8 +24,10 @@
 
 pub(crate) mod engine;
 mod http;
+mod llamacpp;
 pub(crate) mod metrics;
 mod noise;
+mod ollama;
 mod timer;
 pub(crate) mod wire;
 
@@ -81,6 +85,79 @@ pub struct SimConfig {
     /// Seed of the noise factors: the same seed and the same steps give the same
     /// timings. Default 0.
     pub noise_seed: u64,
+    /// Which server the simulator plays (routes, wire format, queueing). Default
+    /// [`SimEngine::Vllm`], the behaviour described above.
+    pub engine: SimEngine,
+    /// Parallel slots of the `ollama` (`OLLAMA_NUM_PARALLEL`) and `llamacpp` (`-np`)
+    /// personalities: at most this many sequences run at once, the rest wait (FIFO,
+    /// without limit). `None` (the default) is the engine's own default: 1 for Ollama,
+    /// 4 for llama.cpp. The `vllm` personality ignores it ([`SimConfig::max_num_seqs`]).
+    pub parallel: Option<usize>,
+    /// `ollama` only: how long loading the model takes, ms. The model loads on the first
+    /// generation request and again after [`SimConfig::keep_alive_s`] idle; requests
+    /// arriving meanwhile wait for it (reported as `load_duration`), at most
+    /// [`SimConfig::max_queue`] of them. 0 (the default) is a model that is always
+    /// loaded.
+    pub load_ms: f64,
+    /// `ollama` only: the model is unloaded after this many seconds with no request in
+    /// flight (Ollama's `keep_alive`, default 300); negative keeps it loaded forever.
+    pub keep_alive_s: f64,
+    /// `ollama` only: at most this many requests wait for a model load
+    /// (`OLLAMA_MAX_QUEUE`, default 512); the excess gets a 503 with Ollama's body.
+    pub max_queue: usize,
+    /// `ollama` only: share of the model in GPU memory, in (0, 1] (default 1). `/api/ps`
+    /// reports `size_vram = size * share`, and every step takes its contract time
+    /// divided by the share (a model partly on the CPU is slower).
+    pub vram_share: f64,
+    /// `ollama` and `llamacpp`: mean output length at which a simulated end-of-sequence
+    /// token ends an answer early (`done_reason`/`finish_reason` `stop`), drawn per
+    /// request from an exponential distribution with this mean (at least 1 token),
+    /// seeded by [`SimConfig::eos_seed`] and the request's arrival order. 0 (the
+    /// default) never ends early. llama.cpp requests with `ignore_eos: true` run to
+    /// their `max_tokens`; Ollama has no such switch. The `vllm` personality ignores it.
+    pub eos_mean_tokens: f64,
+    /// Seed of the EOS draws. Default 0.
+    pub eos_seed: u64,
+}
+
+/// The server a simulator plays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimEngine {
+    /// vLLM's OpenAI server (the default).
+    #[default]
+    Vllm,
+    /// Ollama: `/api/generate`, `/api/chat` (NDJSON), `/api/ps`, `/api/version`,
+    /// `/api/tags`, `/v1/chat/completions`.
+    Ollama,
+    /// llama.cpp's `llama-server`: `/v1/chat/completions`, `/v1/completions` with
+    /// `timings`, `/health`, `/props`, `/slots`, `/tokenize`, `/metrics`.
+    Llamacpp,
+}
+
+impl SimEngine {
+    /// The engine's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimEngine::Vllm => "vllm",
+            SimEngine::Ollama => "ollama",
+            SimEngine::Llamacpp => "llamacpp",
+        }
+    }
+}
+
+impl std::str::FromStr for SimEngine {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "vllm" => Ok(SimEngine::Vllm),
+            "ollama" => Ok(SimEngine::Ollama),
+            "llamacpp" | "llama.cpp" | "llama-cpp" => Ok(SimEngine::Llamacpp),
+            other => Err(format!(
+                "unknown simulator engine {other:?} (vllm, ollama or llamacpp)"
+            )),
+        }
+    }
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -96,6 +173,14 @@ impl std::fmt::Debug for SimConfig {
             noise,
             noise_period_ms,
             noise_seed,
+            engine,
+            parallel,
+            load_ms,
+            keep_alive_s,
+            max_queue,
+            vram_share,
+            eos_mean_tokens,
+            eos_seed,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -108,6 +193,14 @@ impl std::fmt::Debug for SimConfig {
             .field("noise", noise)
             .field("noise_period_ms", noise_period_ms)
             .field("noise_seed", noise_seed)
+            .field("engine", engine)
+            .field("parallel", parallel)
+            .field("load_ms", load_ms)
+            .field("keep_alive_s", keep_alive_s)
+            .field("max_queue", max_queue)
+            .field("vram_share", vram_share)
+            .field("eos_mean_tokens", eos_mean_tokens)
+            .field("eos_seed", eos_seed)
             .finish()
     }
 }
@@ -125,6 +218,14 @@ impl Default for SimConfig {
             noise: 0.0,
             noise_period_ms: 1000.0,
             noise_seed: 0,
+            engine: SimEngine::Vllm,
+            parallel: None,
+            load_ms: 0.0,
+            keep_alive_s: 300.0,
+            max_queue: 512,
+            vram_share: 1.0,
+            eos_mean_tokens: 0.0,
+            eos_seed: 0,
         }
     }
 }
@@ -161,6 +262,33 @@ impl SimConfig {
                 self.noise_period_ms
             );
         }
+        if self.max_queue == 0 {
+            bail!("--max-queue must be at least 1");
+        }
+        if self.parallel == Some(0) {
+            bail!("--parallel (--num-parallel) must be at least 1");
+        }
+        if !self.load_ms.is_finite() || !(0.0..=1e9).contains(&self.load_ms) {
+            bail!(
+                "--load-ms must be a finite number of milliseconds, 0 or more (got {})",
+                self.load_ms
+            );
+        }
+        if self.keep_alive_s.is_nan() {
+            bail!("--keep-alive-s must be a number of seconds (negative: forever)");
+        }
+        if !(self.vram_share > 0.0 && self.vram_share <= 1.0) {
+            bail!(
+                "--vram-share must be above 0 and at most 1 (got {})",
+                self.vram_share
+            );
+        }
+        if !self.eos_mean_tokens.is_finite() || self.eos_mean_tokens < 0.0 {
+            bail!(
+                "--eos-mean-tokens must be a number of tokens, 0 (never) or more (got {})",
+                self.eos_mean_tokens
+            );
+        }
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             bail!("--api-key must not be empty");
         }
@@ -168,10 +296,24 @@ impl SimConfig {
     }
 
     fn timing(&self) -> Timing {
+        // Ollama with part of the model in system memory: every step is slower.
+        let slow = match self.engine {
+            SimEngine::Ollama => 1.0 / self.vram_share,
+            _ => 1.0,
+        };
         Timing {
-            step_ms: self.step_ms,
-            step_ms_per_seq: self.step_ms_per_seq,
-            prefill_ms_per_1k: self.prefill_ms_per_1k,
+            step_ms: self.step_ms * slow,
+            step_ms_per_seq: self.step_ms_per_seq * slow,
+            prefill_ms_per_1k: self.prefill_ms_per_1k * slow,
+        }
+    }
+
+    /// Sequences that run at once: vLLM's `max_num_seqs`, the others' slots.
+    pub(crate) fn slots(&self) -> usize {
+        match self.engine {
+            SimEngine::Vllm => self.max_num_seqs,
+            SimEngine::Ollama => self.parallel.unwrap_or(1),
+            SimEngine::Llamacpp => self.parallel.unwrap_or(4),
         }
     }
 
@@ -181,7 +323,7 @@ impl SimConfig {
 
     fn limits(&self) -> Limits {
         Limits {
-            max_num_seqs: self.max_num_seqs,
+            max_num_seqs: self.slots(),
             kv_tokens: self.kv_tokens,
         }
     }
@@ -261,17 +403,45 @@ pub async fn run_forever(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result
     } else {
         String::new()
     };
-    println!(
-        "tokbench sim (vLLM-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
-         max-num-seqs {}, kv {} tokens{noise}{auth}) listening on http://{}",
-        cfg.model_name,
-        cfg.step_ms,
-        cfg.step_ms_per_seq,
-        cfg.prefill_ms_per_1k,
-        cfg.max_num_seqs,
-        cfg.kv_tokens,
-        sim.addr
-    );
+    match cfg.engine {
+        SimEngine::Vllm => println!(
+            "tokbench sim (vLLM-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
+             max-num-seqs {}, kv {} tokens{noise}{auth}) listening on http://{}",
+            cfg.model_name,
+            cfg.step_ms,
+            cfg.step_ms_per_seq,
+            cfg.prefill_ms_per_1k,
+            cfg.max_num_seqs,
+            cfg.kv_tokens,
+            sim.addr
+        ),
+        engine => {
+            let eos = if cfg.eos_mean_tokens > 0.0 {
+                format!(", EOS after ~{} tokens", cfg.eos_mean_tokens)
+            } else {
+                String::new()
+            };
+            let extra = if engine == SimEngine::Ollama {
+                format!(
+                    ", load {} ms, keep-alive {} s, max-queue {}, vram share {}",
+                    cfg.load_ms, cfg.keep_alive_s, cfg.max_queue, cfg.vram_share
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "tokbench sim ({}-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
+                 {} parallel slots{extra}{eos}{noise}{auth}) listening on http://{}",
+                engine.name(),
+                cfg.model_name,
+                cfg.step_ms,
+                cfg.step_ms_per_seq,
+                cfg.prefill_ms_per_1k,
+                cfg.slots(),
+                sim.addr
+            );
+        }
+    }
     let signal = tokio::signal::ctrl_c().await;
     sim.shutdown().await;
     signal.wrap_err("could not listen for Ctrl-C")

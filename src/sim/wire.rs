@@ -91,9 +91,8 @@ struct RawRequest {
     stream: Option<bool>,
     #[serde(default)]
     stream_options: Option<RawStreamOptions>,
-    // Accepted; the simulator always generates max_tokens (it has no EOS).
+    // vLLM personality: accepted and moot (it has no EOS); llama.cpp's honours it.
     #[serde(default)]
-    #[allow(dead_code)]
     ignore_eos: Option<bool>,
 }
 
@@ -122,6 +121,8 @@ pub(crate) struct GenRequest {
     pub include_usage: bool,
     /// Usage on every chunk. As in vLLM, only together with `include_usage`.
     pub continuous_usage: bool,
+    /// `ignore_eos: true`: a simulated EOS does not end the answer (llama.cpp).
+    pub ignore_eos: bool,
 }
 
 /// Parse a `/v1/chat/completions` or `/v1/completions` body.
@@ -162,12 +163,13 @@ pub(crate) fn parse_gen_request(api: Api, body: &[u8]) -> Result<GenRequest, Bad
         stream: raw.stream.unwrap_or(false),
         include_usage,
         continuous_usage: include_usage && opts.continuous_usage_stats.unwrap_or(false),
+        ignore_eos: raw.ignore_eos.unwrap_or(false),
     })
 }
 
 /// Words in a chat message's `content`: a string, an array of parts (their `text`
 /// fields), or null.
-fn content_tokens(content: Option<&Value>) -> Result<u64, BadRequest> {
+pub(crate) fn content_tokens(content: Option<&Value>) -> Result<u64, BadRequest> {
     match content {
         None | Some(Value::Null) => Ok(0),
         Some(Value::String(s)) => Ok(count_tokens(s)),
@@ -243,6 +245,8 @@ pub(crate) struct ChunkFormat {
     prompt_tokens: u64,
     include_usage: bool,
     continuous_usage: bool,
+    /// `finish_reason` of the last token: `length`, or `stop` for a simulated EOS.
+    finish_reason: &'static str,
 }
 
 impl ChunkFormat {
@@ -262,7 +266,15 @@ impl ChunkFormat {
             prompt_tokens: req.prompt_tokens,
             include_usage: req.include_usage,
             continuous_usage: req.continuous_usage,
+            finish_reason: "length",
         }
+    }
+
+    /// End the stream with `finish_reason: "stop"` (a simulated EOS) instead of
+    /// `length`.
+    pub fn stopped_at_eos(mut self) -> Self {
+        self.finish_reason = "stop";
+        self
     }
 
     fn usage(&self, buf: &mut BytesMut, completion_tokens: u64) {
@@ -307,7 +319,9 @@ impl ChunkFormat {
             }
         }
         if last {
-            buf.put_slice(br#""length","stop_reason":null}]"#);
+            buf.put_slice(b"\"");
+            buf.put_slice(self.finish_reason.as_bytes());
+            buf.put_slice(br#"","stop_reason":null}]"#);
         } else if self.api == Api::Completions {
             buf.put_slice(br#"null,"stop_reason":null}]"#);
         } else {
@@ -351,11 +365,23 @@ impl ChunkFormat {
 pub(crate) struct StreamSink {
     tx: mpsc::UnboundedSender<Bytes>,
     fmt: ChunkFormat,
+    /// Ollama's `/v1`: the model stays loaded while the stream lives.
+    hold: Option<super::ollama::ActiveGuard>,
 }
 
 impl StreamSink {
     pub fn new(tx: mpsc::UnboundedSender<Bytes>, fmt: ChunkFormat) -> Self {
-        StreamSink { tx, fmt }
+        StreamSink {
+            tx,
+            fmt,
+            hold: None,
+        }
+    }
+
+    /// Keep `guard` (Ollama's model in use) until the stream ends.
+    pub fn holding(mut self, guard: super::ollama::ActiveGuard) -> Self {
+        self.hold = Some(guard);
+        self
     }
 }
 
@@ -369,15 +395,46 @@ pub(crate) struct Finished {
 pub(crate) enum Sink {
     Stream(StreamSink),
     Whole(Option<oneshot::Sender<Finished>>),
+    /// Ollama's `/api/generate` and `/api/chat`.
+    Ollama(super::ollama::NdjsonSink),
+    /// llama.cpp's OpenAI streams, with `timings`.
+    Llama(super::llamacpp::LlamaSink),
+}
+
+/// The output length at which a simulated EOS ends request number `n`: drawn from an
+/// exponential distribution with mean `mean` (rounded up, at least 1), a pure function
+/// of `(seed, n)`. None when `mean` is 0 (never).
+pub(crate) fn eos_length(mean: f64, seed: u64, n: u64) -> Option<u64> {
+    if !(mean.is_finite() && mean > 0.0) {
+        return None;
+    }
+    let key = super::noise::splitmix64(seed ^ 0x5EED_E0E0_0000_0000);
+    // 53 random bits -> u in (0, 1].
+    let u = ((super::noise::splitmix64(key ^ n) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    let len = (-mean * u.ln()).ceil();
+    Some(if len >= 1.0 { len.min(1e18) as u64 } else { 1 })
 }
 
 impl TokenSink for Sink {
+    fn admitted(&mut self, at: std::time::Instant, prefill_ms: f64) {
+        match self {
+            Sink::Ollama(s) => s.admitted(at, prefill_ms),
+            Sink::Llama(s) => s.admitted(at, prefill_ms),
+            Sink::Stream(_) | Sink::Whole(_) => {}
+        }
+    }
+
     fn emit(&mut self, index: u64, last: bool) -> bool {
         match self {
+            Sink::Ollama(s) => s.emit(index, last),
+            Sink::Llama(s) => s.emit(index, last),
             Sink::Stream(s) => {
                 let events = if index == 0 || last { 3 } else { 1 };
                 let mut buf = BytesMut::with_capacity(s.fmt.event_capacity() * events);
                 s.fmt.emit_into(&mut buf, index, last);
+                if last {
+                    s.hold.take();
+                }
                 // Dropping the sender after the last event ends the response body.
                 s.tx.send(buf.freeze()).is_ok()
             }
@@ -401,6 +458,8 @@ impl TokenSink for Sink {
         match self {
             Sink::Stream(s) => s.tx.is_closed(),
             Sink::Whole(tx) => tx.as_ref().is_none_or(|t| t.is_closed()),
+            Sink::Ollama(s) => s.is_closed(),
+            Sink::Llama(s) => s.is_closed(),
         }
     }
 }
@@ -475,6 +534,7 @@ mod tests {
             stream: true,
             include_usage,
             continuous_usage: continuous,
+            ignore_eos: false,
         }
     }
 
