@@ -235,21 +235,24 @@ fn header_line(
     if label.is_some() {
         // Two runs: what sets this one apart is worth an ellipsis on the
         // names; what both share goes first.
-        // Every knob at full length when that fits; else only the knobs
-        // that differ, names shortened until all that differs fits.
-        let full = std::iter::once(((w / 3).max(10), false));
-        let shortened = (10..=(w / 3).max(10)).rev().map(|n| (n, true));
-        let apart = full.chain(shortened).find_map(|(name_room, diff_only)| {
+        // Every knob at full length when all that differs fits; else only
+        // the knobs that differ, names shortened while all that differs
+        // fits; else whole names, and what must stay (the knobs that
+        // differ, or the target) kept.
+        let w3 = (w / 3).max(10);
+        let tries = std::iter::once((w3, false, APART))
+            .chain((10..=w3).rev().map(|n| (n, true, APART)))
+            .chain(std::iter::once((w3, true, MUST)));
+        let apart = tries.into_iter().find_map(|(name_room, diff_only, must)| {
             let (parts, _) = header_parts(p, run, label, name_room, w, diff_only);
             let keep = keep_fitting(&parts, room, 2);
             parts
                 .iter()
                 .zip(&keep)
-                .all(|(part, kept)| *kept || part.prio > APART)
+                .all(|(part, kept)| *kept || part.prio > must)
                 .then_some(parts)
         });
-        let parts =
-            apart.unwrap_or_else(|| header_parts(p, run, label, (w / 3).max(10), w, true).0);
+        let parts = apart.unwrap_or_else(|| header_parts(p, run, label, w3, w, true).0);
         return with_right(parts, right, area.width);
     }
     // The target is worth an ellipsis before it is worth dropping: try
@@ -269,6 +272,9 @@ fn header_line(
 
 /// In a two-run header, parts up to this priority tell the runs apart.
 const APART: u8 = 2;
+/// ... and these are kept whole, others dropped first: the knobs that
+/// differ, or the target when the knobs do not.
+const MUST: u8 = 1;
 
 /// The header's parts, names cut to `name_room`, and where the target is.
 /// With a tag (two runs), what differs from the other run ranks high and
@@ -320,10 +326,23 @@ fn header_parts(
         };
         parts.push(Part::text(0, badge, p.badge_sim));
     }
+    let knobs_differ = versus.is_some_and(|v| v.knobs != run.knobs);
     let target = parts.len();
+    let target_prio = match prio(1, 7, |r| r.target.clone()) {
+        APART if !knobs_differ => MUST,
+        other => other,
+    };
     parts.push(Part::text(
-        prio(1, 7, |r| r.target.clone()),
-        ellipsize(&run.target, name_room),
+        target_prio,
+        // What must stay is not cut to the others' length.
+        ellipsize(
+            &run.target,
+            if target_prio == MUST && label.is_some() {
+                name_room.max(width / 2)
+            } else {
+                name_room
+            },
+        ),
         p.text,
     ));
     let engine = engine_text(run);
@@ -361,10 +380,15 @@ fn header_parts(
         let (text, prio) = match versus {
             None => (knobs.clone(), 5),
             Some(_) if own.is_empty() => (knobs.clone(), 11),
-            Some(_) if diff_only => (own.join(" "), 1),
-            Some(_) => (knobs.clone(), 1),
+            Some(_) if diff_only => (own.join(" "), MUST),
+            Some(_) => (knobs.clone(), MUST),
         };
-        parts.push(Part::text(prio, ellipsize(&text, name_room), p.dim));
+        let room = if prio == MUST && label.is_some() {
+            name_room.max(width / 2)
+        } else {
+            name_room
+        };
+        parts.push(Part::text(prio, ellipsize(&text, room), p.dim));
     }
     (parts, target)
 }

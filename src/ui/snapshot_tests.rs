@@ -475,3 +475,34 @@ fn saved_screens_render_at_any_size() {
         }
     }
 }
+
+/// Two runs against different servers with different knobs, at 80
+/// columns: the knobs that differ stay whole; names give way first.
+#[test]
+fn two_run_headers_keep_what_differs_whole() {
+    use crate::report::saved::SavedRun;
+    let load = |name: &str, target: &str| {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/view")
+            .join(name);
+        let mut raw = SavedRun::load(&path).expect("fixture").raw;
+        raw["run"]["target"] = serde_json::json!(target);
+        raw["run"]["engine"] = serde_json::json!("tokbench-sim");
+        raw["run"]["engine_version"] = serde_json::json!("0.0.0");
+        SavedRun::from_value(raw, &path.join("summary.json")).expect("reads")
+    };
+    let runs = [
+        load("a", "http://127.0.0.1:18716"),
+        load("b", "http://127.0.0.1:18764"),
+    ];
+    let app = super::view::app_of(&runs, super::theme::Palette::new(ColorMode::None));
+    for (w, h) in SIZES {
+        let t = text(&render(&app, w, h));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("max-num-seqs=512"), "{t}");
+        assert!(lines[0].contains("SIM"), "{t}");
+        for line in &lines[..2] {
+            assert!(!line.contains('…'), "nothing cut: {line}");
+        }
+    }
+}
