@@ -549,3 +549,51 @@ async fn llamacpp_props_slots_metrics_and_tokenize() {
     assert_eq!(tokens["tokens"].as_array().unwrap().len(), 3);
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_closes_the_connection_after_a_streamed_answer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (sim, _) = start(cfg(SimEngine::Llamacpp)).await;
+    let body =
+        json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true})
+            .to_string();
+    let mut tcp = tokio::net::TcpStream::connect(sim.addr).await.unwrap();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    // The whole answer comes, then the server closes (EOF), though HTTP/1.1 and no
+    // `connection: close` said it would keep the connection.
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut got))
+        .await
+        .expect("the server kept the connection open")
+        .unwrap();
+    let text = String::from_utf8(got).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    assert!(text.contains("data: [DONE]\n\n"), "{text}");
+    assert!(
+        text.ends_with("0\r\n\r\n"),
+        "the chunked body is complete: {text}"
+    );
+
+    // Other answers keep the connection: two /health on one connection.
+    let mut tcp = tokio::net::TcpStream::connect(sim.addr).await.unwrap();
+    for _ in 0..2 {
+        tcp.write_all(b"GET /health HTTP/1.1\r\nhost: sim\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0 && buf.starts_with(b"HTTP/1.1 200"));
+    }
+    sim.shutdown().await;
+}

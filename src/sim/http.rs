@@ -20,7 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use super::engine::Submission;
 use super::metrics::Metrics;
@@ -127,11 +127,21 @@ pub(crate) async fn serve(
         let state = Arc::clone(&state);
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handle(Arc::clone(&state), req));
+            // Fired by a response that should be this connection's last (llama.cpp's
+            // streams): hyper then finishes the response in flight and closes.
+            let close = Arc::new(Notify::new());
+            let svc = {
+                let close = Arc::clone(&close);
+                service_fn(move |req| handle(Arc::clone(&state), req, Arc::clone(&close)))
+            };
             let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                _ = conn => {}
-                _ = shutdown.changed() => {}
+            tokio::pin!(conn);
+            loop {
+                tokio::select! {
+                    _ = conn.as_mut() => break,
+                    _ = close.notified() => conn.as_mut().graceful_shutdown(),
+                    _ = shutdown.changed() => break,
+                }
             }
         });
     }
@@ -140,11 +150,12 @@ pub(crate) async fn serve(
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
+    close: Arc<Notify>,
 ) -> Result<Response<Body>, Infallible> {
     match state.cfg.engine {
         SimEngine::Vllm => vllm_routes(state, req).await,
         SimEngine::Ollama => Ok(super::ollama::route(&state, req).await),
-        SimEngine::Llamacpp => Ok(super::llamacpp::route(&state, req).await),
+        SimEngine::Llamacpp => Ok(super::llamacpp::route(&state, req, close).await),
     }
 }
 
@@ -255,7 +266,7 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
         if !state.submit(gen.prompt_tokens, gen.max_tokens, sink) {
             return unavailable();
         }
-        let mut r = with_status(StatusCode::OK, ChannelBody { rx }.boxed_unsync());
+        let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
         let h = r.headers_mut();
         h.insert(
             CONTENT_TYPE,
@@ -357,7 +368,22 @@ pub(crate) async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<
 /// When hyper drops this (the client went away), the engine's next send fails and it
 /// drops the sequence.
 pub(crate) struct ChannelBody {
-    pub rx: mpsc::UnboundedReceiver<Bytes>,
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    /// Notified when the body ends: the connection closes after this response.
+    on_end: Option<Arc<Notify>>,
+}
+
+impl ChannelBody {
+    pub fn new(rx: mpsc::UnboundedReceiver<Bytes>) -> Self {
+        ChannelBody { rx, on_end: None }
+    }
+
+    /// Close the connection once this body has ended (as llama-server does after a
+    /// streamed answer, while its headers still say keep-alive).
+    pub fn closing(mut self, close: Arc<Notify>) -> Self {
+        self.on_end = Some(close);
+        self
+    }
 }
 
 impl hyper::body::Body for ChannelBody {
@@ -368,9 +394,13 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(None) = polled {
+            if let Some(close) = self.on_end.take() {
+                close.notify_one();
+            }
+        }
+        polled.map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
     }
 }
 

@@ -14,9 +14,14 @@
 //! answer early (`finish_reason: "stop"`) unless the request sets `ignore_eos`.
 //! Also `/health`, `/props`, `/slots`, `/tokenize` (`{"content"}` -> `{"tokens"}`),
 //! `/metrics` with `llamacpp:` names, `/v1/models`.
+//!
+//! Like the real server (README, "Checked by hand against a real server"), it closes
+//! the connection after every streamed answer although its HTTP/1.1 headers say
+//! nothing of it: a client reusing that connection finds it dead.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -25,7 +30,7 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 use super::engine::TokenSink;
 use super::http::{
@@ -48,15 +53,19 @@ fn bad_request(message: &str) -> Response<Body> {
 }
 
 /// All of the llama.cpp personality's routes.
-pub(crate) async fn route(state: &AppState, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn route(
+    state: &AppState,
+    req: Request<Incoming>,
+    close: Arc<Notify>,
+) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     match (method, path.as_str()) {
         (Method::POST, "/v1/chat/completions" | "/chat/completions") => {
-            generate(state, Api::Chat, req).await
+            generate(state, Api::Chat, req, close).await
         }
         (Method::POST, "/v1/completions" | "/completions") => {
-            generate(state, Api::Completions, req).await
+            generate(state, Api::Completions, req, close).await
         }
         (Method::GET, "/health" | "/v1/health") => {
             json_response(StatusCode::OK, &json!({"status": "ok"}))
@@ -77,7 +86,12 @@ pub(crate) async fn route(state: &AppState, req: Request<Incoming>) -> Response<
     }
 }
 
-async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
+async fn generate(
+    state: &AppState,
+    api: Api,
+    req: Request<Incoming>,
+    close: Arc<Notify>,
+) -> Response<Body> {
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(_) => return bad_request("could not read the request body"),
@@ -123,7 +137,10 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
             "unavailable_error",
         );
     }
-    let mut r = with_status(StatusCode::OK, ChannelBody { rx }.boxed_unsync());
+    let mut r = with_status(
+        StatusCode::OK,
+        ChannelBody::new(rx).closing(close).boxed_unsync(),
+    );
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));

@@ -335,7 +335,7 @@ async fn native(state: &AppState, chat: bool, req: Request<Incoming>) -> Respons
     let stream = raw.stream.unwrap_or(true);
     let (out, response) = if stream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut r = with_status(StatusCode::OK, ChannelBody { rx }.boxed_unsync());
+        let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
         r.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-ndjson"),
@@ -442,7 +442,7 @@ async fn openai_chat(state: &AppState, req: Request<Incoming>) -> Response<Body>
                 "the server is shutting down",
             );
         }
-        let mut r = with_status(StatusCode::OK, ChannelBody { rx }.boxed_unsync());
+        let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
         let h = r.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
