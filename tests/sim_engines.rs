@@ -213,6 +213,25 @@ async fn ollama_streams_parse_and_their_durations_add_up() {
         assert!(close(t.predicted_ms.unwrap(), 55.0, 8.0), "{t:?}");
         assert!(f64::from(t.total_ms) <= d.e2e_ms() + 1.0, "{t:?} {d:?}");
     }
+    // "stream": false: one object with the whole answer and the same figures.
+    let v: Value = client()
+        .post(format!("{base}/api/chat"))
+        .json(
+            &json!({"model": "m", "messages": [{"role": "user", "content": "a b c"}],
+                      "stream": false, "options": {"num_predict": 3}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["message"]["content"], " lorem ipsum dolor");
+    assert_eq!(
+        (v["done"].clone(), v["eval_count"].clone()),
+        (json!(true), json!(3))
+    );
+    assert_eq!(v["prompt_eval_count"], 3);
     sim.shutdown().await;
 }
 

@@ -55,7 +55,8 @@ pub struct SimConfig {
     pub step_ms_per_seq: f64,
     /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
     pub prefill_ms_per_1k: f64,
-    /// At most this many sequences run at once; the rest wait (FIFO).
+    /// At most this many sequences run at once; the rest wait (FIFO). The `vllm`
+    /// personality's; the others use [`SimConfig::parallel`].
     pub max_num_seqs: usize,
     /// KV budget in tokens: a sequence reserves `prompt + max_tokens` while it runs,
     /// and a request needing more than all of it is refused with a 400.
@@ -111,7 +112,7 @@ pub struct SimConfig {
     pub vram_share: f64,
     /// `ollama` and `llamacpp`: mean output length at which a simulated end-of-sequence
     /// token ends an answer early (`done_reason`/`finish_reason` `stop`), drawn per
-    /// request from an exponential distribution with this mean (at least 1 token),
+    /// request from a geometric distribution with this mean (at least 1 token),
     /// seeded by [`SimConfig::eos_seed`] and the request's arrival order. 0 (the
     /// default) never ends early. llama.cpp requests with `ignore_eos: true` run to
     /// their `max_tokens`; Ollama has no such switch. The `vllm` personality ignores it.

@@ -401,17 +401,20 @@ pub(crate) enum Sink {
     Llama(super::llamacpp::LlamaSink),
 }
 
-/// The output length at which a simulated EOS ends request number `n`: drawn from an
-/// exponential distribution with mean `mean` (rounded up, at least 1), a pure function
-/// of `(seed, n)`. None when `mean` is 0 (never).
+/// The output length at which a simulated EOS ends request number `n`: geometric with
+/// mean `mean` (each token is the EOS with probability `1 / mean`; at least 1 token), a
+/// pure function of `(seed, n)`. None when `mean` is 0 (never).
 pub(crate) fn eos_length(mean: f64, seed: u64, n: u64) -> Option<u64> {
     if !(mean.is_finite() && mean > 0.0) {
         return None;
     }
+    if mean <= 1.0 {
+        return Some(1);
+    }
     let key = super::noise::splitmix64(seed ^ 0x5EED_E0E0_0000_0000);
     // 53 random bits -> u in (0, 1].
     let u = ((super::noise::splitmix64(key ^ n) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-    let len = (-mean * u.ln()).ceil();
+    let len = (u.ln() / (1.0 - 1.0 / mean).ln()).ceil();
     Some(if len >= 1.0 { len.min(1e18) as u64 } else { 1 })
 }
 
@@ -545,6 +548,24 @@ mod tests {
             .filter(|e| !e.is_empty())
             .map(|e| e.strip_prefix("data: ").unwrap().to_owned())
             .collect()
+    }
+
+    #[test]
+    fn eos_lengths_are_seeded_with_the_asked_mean() {
+        assert_eq!(eos_length(0.0, 1, 0), None);
+        assert_eq!(eos_length(0.5, 1, 0), Some(1));
+        assert_eq!(eos_length(20.0, 7, 3), eos_length(20.0, 7, 3));
+        let n = 20_000;
+        let lens: Vec<u64> = (0..n).map(|i| eos_length(20.0, 7, i).unwrap()).collect();
+        assert!(lens.iter().all(|&l| l >= 1));
+        let mean = lens.iter().sum::<u64>() as f64 / n as f64;
+        assert!((mean - 20.0).abs() < 0.6, "mean {mean}");
+        assert_ne!(
+            lens[..50],
+            (0..50)
+                .map(|i| eos_length(20.0, 8, i).unwrap())
+                .collect::<Vec<_>>()[..]
+        );
     }
 
     #[test]
