@@ -255,6 +255,10 @@ pub struct SweepArgs {
 pub enum SimEngine {
     /// Continuous batching like vLLM: /v1/*, /tokenize, /version, /metrics.
     Vllm,
+    /// Ollama: /api/generate, /api/chat (NDJSON), /api/ps, /v1/*; slots, model loads, no ignore_eos.
+    Ollama,
+    /// llama.cpp's llama-server: -np slots, timings, /props, /slots, /metrics.
+    Llamacpp,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -310,4 +314,32 @@ pub struct SimTimingArgs {
     /// Seed of the noise factors.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub noise_seed: u64,
+
+    /// Parallel slots of the ollama/llamacpp personalities (default 1 for Ollama, 4 for llama.cpp).
+    #[arg(long, alias = "num-parallel", value_name = "N")]
+    pub parallel: Option<usize>,
+
+    /// Ollama: a model load of this many ms on the first request and after --keep-alive-s idle.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub load_ms: f64,
+
+    /// Ollama: unload the model after this many idle seconds (negative: never).
+    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    pub keep_alive_s: f64,
+
+    /// Ollama: requests waiting for a model load beyond this get its exact 503.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_queue: usize,
+
+    /// Ollama: share of the model in GPU memory (0-1]; decode slows in proportion.
+    #[arg(long, value_name = "SHARE", default_value_t = 1.0)]
+    pub vram_share: f64,
+
+    /// Ollama/llamacpp: answers end at a simulated EOS after this many tokens on average (0: never).
+    #[arg(long, value_name = "N", default_value_t = 0.0)]
+    pub eos_mean_tokens: f64,
+
+    /// Seed of the simulated EOS draws.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub eos_seed: u64,
 }

@@ -66,6 +66,11 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 SocketAddr::new(args.host, args.port),
                 SimConfig {
                     api_key: args.api_key.clone(),
+                    engine: match args.engine {
+                        tokbench::cli::SimEngine::Vllm => sim::SimEngine::Vllm,
+                        tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
+                        tokbench::cli::SimEngine::Llamacpp => sim::SimEngine::Llamacpp,
+                    },
                     ..sim_config(&args.timing)
                 },
             )
@@ -119,6 +124,13 @@ fn sim_config(t: &SimTimingArgs) -> SimConfig {
         noise: t.noise,
         noise_period_ms: t.noise_period_ms,
         noise_seed: t.noise_seed,
+        parallel: t.parallel,
+        load_ms: t.load_ms,
+        keep_alive_s: t.keep_alive_s,
+        max_queue: t.max_queue,
+        vram_share: t.vram_share,
+        eos_mean_tokens: t.eos_mean_tokens,
+        eos_seed: t.eos_seed,
         ..SimConfig::default()
     }
 }

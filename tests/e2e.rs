@@ -822,3 +822,86 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
     }
     assert!(retries >= 1, "the dead pooled connection was never hit");
 }
+
+/// Ollama, natively: with one parallel slot the sweep shows flat throughput,
+/// rising p99 TTFT and the NUM_PARALLEL diagnosis; with four it does not;
+/// half the model in system memory is reported from /api/ps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_slots_and_offload_are_diagnosed() {
+    async fn run(parallel: usize, vram_share: f64, name: &str) -> Value {
+        let sim = start_sim(SimConfig {
+            engine: tokbench::sim::SimEngine::Ollama,
+            parallel: Some(parallel),
+            vram_share,
+            ..fast_sim(2.0)
+        })
+        .await;
+        let dir = scratch(name);
+        let out = run_tokbench(sweep_args(
+            &sim,
+            &dir,
+            &[
+                "--backend",
+                "ollama-generate",
+                "--concurrency",
+                "1,2,4",
+                "--num-prompts",
+                "8",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                "16",
+                "--probe-interval",
+                "0.05",
+            ],
+        ))
+        .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let summary = read_json(&dir.join("summary.json"));
+        sim.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+        summary
+    }
+    let ids = |s: &Value| -> Vec<String> {
+        s["diagnoses"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d["id"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    let one = run(1, 1.0, "ollama1").await;
+    assert_eq!(one["run"]["engine"], "ollama");
+    let levels = one["levels"].as_array().expect("levels");
+    let t: Vec<f64> = levels.iter().map(|l| num(l, "output_throughput")).collect();
+    let p99: Vec<f64> = levels.iter().map(|l| num(l, "p99_ttft_ms")).collect();
+    eprintln!("1 slot: throughput {t:.1?}, p99 TTFT {p99:.1?}");
+    assert!(t[2] < 1.2 * t[0], "flat throughput with one slot: {t:?}");
+    assert!(p99[2] > 2.0 * p99[0], "p99 TTFT climbs: {p99:?}");
+    assert!(
+        ids(&one).contains(&"slot_queueing".to_string()),
+        "{:?}",
+        ids(&one)
+    );
+    assert_eq!(levels[0]["token_count_source"], "ollama_eval_count");
+    assert!(levels[0]["server_timings"]["decode_tok_s_median"].is_number());
+
+    let four = run(4, 0.5, "ollama4").await;
+    let t4: Vec<f64> = four["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .map(|l| num(l, "output_throughput"))
+        .collect();
+    eprintln!("4 slots: throughput {t4:.1?}");
+    assert!(
+        t4[2] > 2.5 * t4[0],
+        "throughput rises with four slots: {t4:?}"
+    );
+    let found = ids(&four);
+    assert!(!found.contains(&"slot_queueing".to_string()), "{found:?}");
+    assert!(found.contains(&"cpu_offload".to_string()), "{found:?}");
+}

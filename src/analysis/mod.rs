@@ -42,6 +42,7 @@
 pub mod cost;
 pub mod decide;
 pub mod diagnose;
+pub mod engine_checks;
 pub mod goodput;
 pub mod rounds;
 mod words;

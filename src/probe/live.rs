@@ -210,6 +210,18 @@ impl GaugeSummary {
         self.stats.is_empty()
     }
 
+    pub fn min(&self, name: &str) -> Option<f64> {
+        self.stats.get(name).map(|s| s.0)
+    }
+
+    pub fn mean(&self, name: &str) -> Option<f64> {
+        self.stats.get(name).map(|s| s.1 / f64::from(s.3.max(1)))
+    }
+
+    pub fn max(&self, name: &str) -> Option<f64> {
+        self.stats.get(name).map(|s| s.2)
+    }
+
     /// `{"running": {"min", "mean", "max"}, ...}`
     pub fn to_json(&self) -> serde_json::Value {
         let map: serde_json::Map<String, serde_json::Value> = self

@@ -19,6 +19,7 @@ use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
+use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
 use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
@@ -486,7 +487,7 @@ impl Recorder {
             .collect();
         let points: Vec<LevelPoint> = saved.iter().filter_map(|l| l.point()).collect();
         let spreads = rounds_spread(&points);
-        diagnose_run(&DiagnoseInput {
+        let mut diagnoses = diagnose_run(&DiagnoseInput {
             levels: &views,
             input_target: self.run.input_len,
             output_target: self.run.output_len,
@@ -497,7 +498,23 @@ impl Recorder {
             rounds: self.run.decision.rounds,
             spreads: &spreads,
             decision: Some(decision),
-        })
+        });
+        let servers: Vec<ServerView> = basis.iter().map(|l| server_view(l)).collect();
+        let template_share = self.warmup.as_ref().and_then(|w| {
+            let overhead = w.get("template_overhead_tokens")?.as_f64()?;
+            (self.run.input_len > 0).then(|| overhead / f64::from(self.run.input_len))
+        });
+        let engine_found = engine_diagnoses(&EngineInput {
+            engine: &self.run.engine,
+            levels: &servers,
+            template_share,
+        });
+        // The slot check says what no_rise says, with the slots counted.
+        if engine_found.iter().any(|d| d.id == "slot_queueing") {
+            diagnoses.retain(|d| d.id != "no_rise");
+        }
+        diagnoses.extend(engine_found);
+        diagnoses
     }
 
     fn write_summary(&self) -> Result<()> {
@@ -551,6 +568,35 @@ impl Recorder {
         // chart.svg to look at. A failure here is as fatal as summary.json's.
         crate::report::formats::write_run_reports_from(&self.dir, &summary)
             .wrap_err_with(|| format!("cannot write the reports in {}", self.dir.display()))
+    }
+}
+
+/// What a finished level saw of the server, for the engine checks.
+fn server_view(l: &FinishedLevel) -> ServerView {
+    let error = |key: &str| l.stats.errors.get(key).copied().unwrap_or(0);
+    let preemptions = match (
+        l.server.min("preemptions_total"),
+        l.server.max("preemptions_total"),
+    ) {
+        (Some(lo), Some(hi)) => Some(hi - lo),
+        _ => None,
+    };
+    ServerView {
+        concurrency: l.info.concurrency,
+        output_throughput: l.stats.output_throughput,
+        p99_ttft_ms: l.stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
+        gpu_share_min: l.server.min("gpu_share"),
+        waiting_max: l.server.max("waiting"),
+        kv_cache_usage_max: l.server.max("kv_cache_usage"),
+        preemptions,
+        prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate"),
+        load_ms_max: l.server_timings.get("load_ms_max").and_then(Value::as_f64),
+        slot_wait_ms_median: l
+            .server_timings
+            .get("slot_wait_ms_median")
+            .and_then(Value::as_f64),
+        http_503: error("http_503"),
+        http_429: error("http_429"),
     }
 }
 

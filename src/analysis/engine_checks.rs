@@ -1,0 +1,299 @@
+//! Diagnoses that need what the server says about itself (its gauges and
+//! per-request timings), in plain words with their evidence. Pure functions:
+//! the caller passes per-level facts; each check returns a diagnosis only
+//! when it fires.
+
+use serde_json::json;
+
+use super::diagnose::Diagnosis;
+
+/// What one finished level saw of the server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerView {
+    pub concurrency: u32,
+    pub output_throughput: f64,
+    pub p99_ttft_ms: Option<f64>,
+    /// Gauges over the level (min / max), when the probe read them.
+    pub gpu_share_min: Option<f64>,
+    pub waiting_max: Option<f64>,
+    pub kv_cache_usage_max: Option<f64>,
+    /// Preemptions during the level (sum of per-scrape deltas, or max-min of the total).
+    pub preemptions: Option<f64>,
+    pub prefix_cache_hit_rate_mean: Option<f64>,
+    /// Largest Ollama `load_duration` of a measured request, ms.
+    pub load_ms_max: Option<f64>,
+    /// Median slot-wait estimate (Ollama), ms.
+    pub slot_wait_ms_median: Option<f64>,
+    /// Failures by class key (`http_503`, `http_429`, ...).
+    pub http_503: usize,
+    pub http_429: usize,
+}
+
+/// Everything the engine checks need, passed once.
+#[derive(Clone, Debug, Default)]
+pub struct EngineInput<'a> {
+    /// `ollama`, `vllm`, `llamacpp`, `tgi`, ... (DESIGN.md section 3).
+    pub engine: &'a str,
+    /// Finished planned levels, in run order.
+    pub levels: &'a [ServerView],
+    /// The chat template's share of the prompt (overhead tokens / input tokens),
+    /// from the calibration; shared by design, so not a cache problem.
+    pub template_share: Option<f64>,
+}
+
+pub fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
+    [
+        slot_queueing(input),
+        cpu_offload(input),
+        cold_model(input),
+        prefix_cache(input),
+        kv_cache_full(input),
+        overload_responses(input),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Throughput does not grow from the lowest level to the next while p99 TTFT
+/// does: requests wait for a slot. Effective slots from how far throughput
+/// rose at most over the single-stream figure.
+pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let mut levels: Vec<&ServerView> = input.levels.iter().collect();
+    levels.sort_by_key(|l| l.concurrency);
+    let (first, second) = (levels.first()?, levels.get(1)?);
+    if first.output_throughput <= 0.0 {
+        return None;
+    }
+    let gain = second.output_throughput / first.output_throughput - 1.0;
+    let growth = match (first.p99_ttft_ms, second.p99_ttft_ms) {
+        (Some(a), Some(b)) if a > 0.0 => b / a,
+        _ => return None,
+    };
+    if gain >= 0.20 || growth <= 1.2 {
+        return None;
+    }
+    let peak = levels
+        .iter()
+        .map(|l| l.output_throughput)
+        .fold(0.0, f64::max);
+    // Throughput per stream at the lowest level is one slot's worth.
+    let per_slot = first.output_throughput / f64::from(first.concurrency.max(1));
+    let slots = (peak / per_slot).round().max(1.0);
+    let message = if input.engine == "ollama" {
+        format!(
+            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably {}; effective parallel slots about {slots:.0}",
+            if slots <= 1.0 { "1".to_string() } else { format!("about {slots:.0}") }
+        )
+    } else {
+        format!("requests are waiting for a slot: the server runs about {slots:.0} at a time (parallel slots, max-num-seqs or -np)")
+    };
+    Some(Diagnosis {
+        id: "slot_queueing",
+        message,
+        evidence: json!({
+            "from_concurrency": first.concurrency, "to_concurrency": second.concurrency,
+            "throughput_gain": gain, "p99_ttft_growth": growth, "effective_slots": slots,
+            "slot_wait_ms_median": second.slot_wait_ms_median,
+        }),
+    })
+}
+
+/// Part of the model sits in system memory (Ollama `/api/ps` size_vram < size).
+pub fn cpu_offload(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let share = input
+        .levels
+        .iter()
+        .filter_map(|l| l.gpu_share_min)
+        .fold(f64::INFINITY, f64::min);
+    (share.is_finite() && share < 0.999).then(|| Diagnosis {
+        id: "cpu_offload",
+        message: format!(
+            "{:.0}% of the model is in system memory; throughput will fall as concurrency rises",
+            (1.0 - share) * 100.0
+        ),
+        evidence: json!({"gpu_share": share}),
+    })
+}
+
+/// The model was loaded during measured requests.
+pub fn cold_model(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let load = input
+        .levels
+        .iter()
+        .filter_map(|l| l.load_ms_max)
+        .fold(0.0, f64::max);
+    (load > 0.0).then(|| Diagnosis {
+        id: "cold_model",
+        message: format!(
+            "the model was loading during measured requests (load took up to {load:.0} ms): warm up longer, or raise the keep-alive"
+        ),
+        evidence: json!({"load_ms_max": load}),
+    })
+}
+
+/// The prefix cache answered more than the chat template explains: prompts
+/// were not unique, and TTFT is flattered.
+pub fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let template = input.template_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    let rate = input
+        .levels
+        .iter()
+        .filter_map(|l| l.prefix_cache_hit_rate_mean)
+        .fold(0.0, f64::max);
+    (rate > template + 0.05).then(|| Diagnosis {
+        id: "prefix_cache",
+        message: format!(
+            "the prefix cache answered {:.0}% of prompt tokens, more than the chat template's {:.0}%: prompts repeat, and TTFT reads lower than real traffic would see",
+            rate * 100.0,
+            template * 100.0
+        ),
+        evidence: json!({"hit_rate": rate, "template_share": template}),
+    })
+}
+
+/// Requests queue for KV cache: the knee, from the server's side.
+pub fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let level = input.levels.iter().find(|l| {
+        let queued_full =
+            l.waiting_max.is_some_and(|w| w > 0.0) && l.kv_cache_usage_max.is_some_and(|k| k > 0.9);
+        queued_full || l.preemptions.is_some_and(|p| p > 0.0)
+    })?;
+    Some(Diagnosis {
+        id: "kv_cache_full",
+        message: format!(
+            "the knee: requests queue for KV cache from {} streams (KV usage up to {:.0}%, {} waiting, {} preempted)",
+            level.concurrency,
+            level.kv_cache_usage_max.unwrap_or(0.0) * 100.0,
+            level.waiting_max.unwrap_or(0.0),
+            level.preemptions.unwrap_or(0.0)
+        ),
+        evidence: json!({
+            "concurrency": level.concurrency, "kv_cache_usage_max": level.kv_cache_usage_max,
+            "waiting_max": level.waiting_max, "preemptions": level.preemptions,
+        }),
+    })
+}
+
+/// 503/429 answers: which limit it is, by engine.
+pub fn overload_responses(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let n503: usize = input.levels.iter().map(|l| l.http_503).sum();
+    let n429: usize = input.levels.iter().map(|l| l.http_429).sum();
+    if n503 + n429 == 0 {
+        return None;
+    }
+    let limit = match (input.engine, n503 > 0) {
+        ("ollama", true) => "Ollama's queue is full: more than OLLAMA_MAX_QUEUE (default 512) requests piled up, usually behind a model load",
+        ("vllm", true) => "vLLM refuses past --max-num-queued-reqs",
+        ("llamacpp", true) => "llama-server answers 503 while it loads the model",
+        ("tgi", _) | (_, false) => "the server caps concurrent requests (TGI --max-concurrent-requests, a gateway's rate limit)",
+        _ => "the server or a proxy in front of it is refusing work",
+    };
+    Some(Diagnosis {
+        id: "overload_responses",
+        message: format!("{n503} answers were 503 and {n429} were 429: {limit}"),
+        evidence: json!({"http_503": n503, "http_429": n429, "engine": input.engine}),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(c: u32, t: f64, p99: f64) -> ServerView {
+        ServerView {
+            concurrency: c,
+            output_throughput: t,
+            p99_ttft_ms: Some(p99),
+            ..ServerView::default()
+        }
+    }
+
+    #[test]
+    fn ollama_with_one_slot_is_named() {
+        // 1 -> 2 -> 4 streams at 40, 41, 40.5 tok/s while p99 TTFT goes 200 -> 410:
+        // gain 2.5% < 20%, growth 2.05x; slots = round(41 / 40) = 1.
+        let levels = [
+            level(1, 40.0, 200.0),
+            level(2, 41.0, 410.0),
+            level(4, 40.5, 820.0),
+        ];
+        let input = EngineInput {
+            engine: "ollama",
+            levels: &levels,
+            template_share: None,
+        };
+        let d = slot_queueing(&input).expect("fires");
+        assert_eq!(
+            d.message,
+            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably 1; effective parallel slots about 1"
+        );
+        // Four slots: throughput 40 -> 150 at 4 streams: gain 275%, quiet.
+        let levels = [level(1, 40.0, 200.0), level(4, 150.0, 230.0)];
+        assert!(slot_queueing(&EngineInput {
+            engine: "ollama",
+            levels: &levels,
+            template_share: None
+        })
+        .is_none());
+    }
+
+    #[test]
+    fn offload_cold_cache_and_kv() {
+        let mut a = level(1, 40.0, 200.0);
+        a.gpu_share_min = Some(0.48);
+        a.load_ms_max = Some(2900.0);
+        a.prefix_cache_hit_rate_mean = Some(0.40);
+        let mut b = level(64, 900.0, 900.0);
+        b.waiting_max = Some(3.0);
+        b.kv_cache_usage_max = Some(0.97);
+        let levels = [a, b];
+        // Template is 30 of 158 tokens = 19%: 40% > 19% + 5% fires.
+        let input = EngineInput {
+            engine: "vllm",
+            levels: &levels,
+            template_share: Some(30.0 / 158.0),
+        };
+        let ids: Vec<&str> = engine_diagnoses(&input).iter().map(|d| d.id).collect();
+        assert_eq!(
+            ids,
+            ["cpu_offload", "cold_model", "prefix_cache", "kv_cache_full"]
+        );
+        assert_eq!(
+            cpu_offload(&input).map(|d| d.message),
+            Some(
+                "52% of the model is in system memory; throughput will fall as concurrency rises"
+                    .into()
+            )
+        );
+        // A hit rate within the template's share plus 5% is by design.
+        let mut c = level(1, 40.0, 200.0);
+        c.prefix_cache_hit_rate_mean = Some(0.22);
+        let quiet = [c];
+        assert!(prefix_cache(&EngineInput {
+            engine: "vllm",
+            levels: &quiet,
+            template_share: Some(0.19)
+        })
+        .is_none());
+    }
+
+    #[test]
+    fn overload_names_the_limit() {
+        let mut a = level(8, 10.0, 10.0);
+        a.http_503 = 3;
+        let levels = [a];
+        let d = overload_responses(&EngineInput {
+            engine: "ollama",
+            levels: &levels,
+            template_share: None,
+        })
+        .expect("fires");
+        assert!(
+            d.message
+                .starts_with("3 answers were 503 and 0 were 429: Ollama's queue is full"),
+            "{}",
+            d.message
+        );
+    }
+}
