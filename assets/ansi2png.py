@@ -5,7 +5,7 @@ Usage: ansi2png.py CAPTURE.ansi WIDTH HEIGHT OUT.png
 
 Writes an ImageMagick MVG drawing and runs ImageMagick's `convert` on it
 (apt-get install imagemagick). Text is drawn one cell at a time in DejaVu
-Sans Mono; block elements, box drawing and braille are drawn as shapes, so
+Sans Mono; block elements, box drawing, braille and the star are drawn as shapes, so
 bars meet and lines join the way they do in a terminal, whatever the font
 has. Colours: the 16 ANSI colours in the Tomorrow Night palette, the 256-
 colour cube and 24-bit RGB as given.
@@ -192,6 +192,17 @@ def shapes(ch, x0, y0, fg, bg):
                 cx = x0 + (0.3 + 0.4 * dx) * cw
                 cy = y0 + (0.125 + 0.25 * dy) * chh
                 out.append(f"fill '{fill}' circle {cx:.1f},{cy:.1f} {cx + 1.3:.1f},{cy:.1f}")
+    elif ch == "★":
+        # Not in the bold font: drawn, as large as the dots beside it.
+        import math
+        cx, cy = x0 + cw / 2, y0 + chh / 2 + 0.5
+        outer, inner = cw * 0.58, cw * 0.24
+        pts = []
+        for k in range(10):
+            r = outer if k % 2 == 0 else inner
+            a = -math.pi / 2 + k * math.pi / 5
+            pts.append(f"{cx + r * math.cos(a):.1f},{cy + r * math.sin(a):.1f}")
+        out.append(f"fill '{fill}' polygon " + " ".join(pts))
     elif ch in BOX:
         up, down, left, right = BOX[ch]
         mx, my = x0 + cw // 2, y0 + chh // 2
