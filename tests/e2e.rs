@@ -905,3 +905,65 @@ async fn ollama_slots_and_offload_are_diagnosed() {
     assert!(!found.contains(&"slot_queueing".to_string()), "{found:?}");
     assert!(found.contains(&"cpu_offload".to_string()), "{found:?}");
 }
+
+/// llama.cpp, as tokbench sees it over both OpenAI endpoints: the client's
+/// decode speed agrees with the server's own `timings` within 10%, and the
+/// probe reads its slots and deferred requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_timings_agree_with_the_client() {
+    let sim = start_sim(SimConfig {
+        engine: tokbench::sim::SimEngine::Llamacpp,
+        parallel: Some(2),
+        ..fast_sim(4.0)
+    })
+    .await;
+    for backend in ["openai-chat", "openai-completions"] {
+        let dir = scratch(&format!("llamacpp-{backend}"));
+        let out = run_tokbench(sweep_args(
+            &sim,
+            &dir,
+            &[
+                "--backend",
+                backend,
+                "--concurrency",
+                "1,4",
+                "--num-prompts",
+                "8",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                "32",
+                "--probe-interval",
+                "0.05",
+            ],
+        ))
+        .await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let summary = read_json(&dir.join("summary.json"));
+        assert_eq!(summary["run"]["engine"], "llamacpp");
+        for level in summary["levels"].as_array().expect("levels") {
+            let client = num(level, "stream_decode_tok_s");
+            let server = num(&level["server_timings"], "decode_tok_s_median");
+            eprintln!(
+                "{backend} c{}: client {client:.1} tok/s, server timings {server:.1}",
+                level["max_concurrency"]
+            );
+            assert!(
+                (client / server - 1.0).abs() < 0.10,
+                "{backend}: client {client} vs server {server}"
+            );
+        }
+        // Four streams on two slots: the server defers two of them.
+        let c4 = read_json(&dir.join("sweep-c4.json"));
+        assert!(
+            c4["server"]["deferred"]["max"]
+                .as_f64()
+                .is_some_and(|d| d >= 1.0),
+            "{}",
+            c4["server"]
+        );
+        assert_eq!(c4["server"]["slots_total"]["max"], 2.0, "{}", c4["server"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    sim.shutdown().await;
+}
