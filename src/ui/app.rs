@@ -449,6 +449,11 @@ pub struct App {
     pub recent_tok_s: f64,
     /// CPU use of this process, % of one core, over the last second.
     pub client_cpu: Option<f64>,
+    /// The server's own gauges from the last scrape (running, waiting,
+    /// kv_cache_usage, deferred, slots_busy, gpu_share, ...).
+    pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
+    /// The probe ran and the server exposes none of its engine's gauges.
+    pub server_missing: bool,
     pub latency: Latency,
     /// The sweep's capacity so far (concurrency), once the analysis finds one.
     pub capacity: Option<u32>,
@@ -487,6 +492,8 @@ impl App {
             elapsed: Duration::ZERO,
             recent_tok_s: 0.0,
             client_cpu: None,
+            server: None,
+            server_missing: false,
             latency: Latency::default(),
             capacity: None,
             knee: None,
@@ -704,6 +711,12 @@ impl App {
 
     pub fn set_client_cpu(&mut self, percent: Option<f64>) {
         self.client_cpu = percent;
+    }
+
+    /// A scrape of the server's gauges: the latest replaces the last.
+    pub fn on_server_sample(&mut self, sample: &crate::probe::live::ServerSample) {
+        self.server = Some(sample.gauges.clone());
+        self.server_missing = false;
     }
 
     /// Time passes: `now` is the offset from the run's start. Recomputes

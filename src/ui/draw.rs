@@ -1293,6 +1293,9 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
             p.dim,
         ));
     }
+    if let Some(text) = server_text(app) {
+        parts.push(Part::text(3, text, p.dim));
+    }
     if !app.is_saved() {
         let cpu = app
             .client_cpu
@@ -1314,6 +1317,47 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
         };
         line.render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
     }
+}
+
+/// The server's own gauges in one short phrase, in the order a person reads
+/// them: what runs, what waits, how full the cache is.
+fn server_text(app: &App) -> Option<String> {
+    if app.server_missing {
+        return Some("no server metrics".into());
+    }
+    let g = app.server.as_ref()?;
+    let mut words = Vec::new();
+    let int = |v: f64| format!("{v:.0}");
+    if let Some(v) = g.get("running") {
+        words.push(format!("running {}", int(*v)));
+    }
+    if let Some(v) = g.get("waiting") {
+        words.push(format!("waiting {}", int(*v)));
+    }
+    if let Some(v) = g.get("kv_cache_usage") {
+        words.push(format!("KV {:.0}%", v * 100.0));
+    }
+    if let Some(v) = g.get("preemptions").filter(|v| **v > 0.0) {
+        words.push(format!("preempt {}", int(*v)));
+    }
+    if let (Some(b), Some(t)) = (g.get("slots_busy"), g.get("slots_total")) {
+        words.push(format!("slots {}/{}", int(*b), int(*t)));
+    } else if let Some(v) = g.get("processing") {
+        words.push(format!("processing {}", int(*v)));
+    }
+    if let Some(v) = g.get("deferred") {
+        words.push(format!("deferred {}", int(*v)));
+    }
+    if let Some(v) = g.get("gpu_share") {
+        words.push(format!("on GPU {:.0}%", v * 100.0));
+    }
+    if let Some(v) = g.get("gpu_util_pct") {
+        words.push(format!("GPU {:.0}%", v));
+    }
+    if let Some(v) = g.get("gpu_power_w") {
+        words.push(format!("{:.0} W", v));
+    }
+    (!words.is_empty()).then(|| format!("server: {}", words.join(" ")))
 }
 
 fn footer_line(app: &App, area: Rect) -> Line<'static> {
@@ -1514,4 +1558,30 @@ fn help(app: &App, area: Rect, buf: &mut Buffer) {
                 .title(Line::styled(" what the figures mean ", p.title)),
         )
         .render(rect, buf);
+}
+
+#[cfg(test)]
+mod server_line_tests {
+    use super::*;
+    use crate::ui::scenes::{article_run, Scene};
+    use crate::ui::theme::ColorMode;
+
+    #[test]
+    fn server_gauges_read_as_one_phrase() {
+        let mut scene = Scene::new(article_run(false), ColorMode::None);
+        let app = &mut scene.app;
+        assert_eq!(server_text(app), None, "nothing before the first scrape");
+        let mut sample = crate::probe::live::ServerSample::default();
+        sample.gauges.insert("running", 32.0);
+        sample.gauges.insert("waiting", 3.0);
+        sample.gauges.insert("kv_cache_usage", 0.714);
+        sample.gauges.insert("preemptions", 0.0);
+        app.on_server_sample(&sample);
+        assert_eq!(
+            server_text(app).as_deref(),
+            Some("server: running 32 waiting 3 KV 71%")
+        );
+        app.server_missing = true;
+        assert_eq!(server_text(app).as_deref(), Some("no server metrics"));
+    }
 }

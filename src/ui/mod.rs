@@ -79,11 +79,15 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     let mut app = App::new(RunView::from_prepared(&prepared), palette);
     let run_start = Instant::now();
     let mut driver = run::start_driver(&prepared, run_start);
+    let server_samples = run::start_probe(&prepared, run_start);
+    let probing = prepared.plan.probe_interval.is_some();
 
     let ending = event_loop(
         &mut guard.terminal,
         &mut app,
         &mut driver,
+        server_samples,
+        probing,
         &mut recorder,
         prepared.plan.fps,
         run_start,
@@ -170,10 +174,13 @@ fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn event_loop(
     terminal: &mut Tui,
     app: &mut App,
     driver: &mut DriverHandle,
+    mut server_samples: tokio::sync::mpsc::UnboundedReceiver<crate::probe::live::ServerSample>,
+    probing: bool,
     recorder: &mut Recorder,
     fps: u32,
     run_start: Instant,
@@ -190,6 +197,10 @@ async fn event_loop(
 
     let mut redraw = |terminal: &mut Tui, app: &mut App, driver: &DriverHandle| -> Result<()> {
         app.set_in_flight(driver.in_flight.load(Ordering::Relaxed));
+        // Three seconds without a scrape: say so once, not an error a second.
+        if probing && app.server.is_none() && run_start.elapsed() > Duration::from_secs(3) {
+            app.server_missing = true;
+        }
         app.on_tick(run_start.elapsed());
         if let Some(percent) = cpu.sample() {
             app.set_client_cpu(percent);
@@ -226,6 +237,10 @@ async fn event_loop(
                     }
                 }
             },
+            Some(sample) = server_samples.recv() => {
+                recorder.on_server_sample(&sample);
+                app.on_server_sample(&sample);
+            }
             key = input.next(), if input_open => match key {
                 Some(Ok(Event::Key(key))) => {
                     match app.on_key(key) {
