@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod gauges;
+pub mod gpu;
 pub mod live;
 pub mod prometheus;
 
