@@ -44,6 +44,56 @@ pub(crate) struct AppState {
     eos_draws: AtomicU64,
     /// Ollama's model: loaded or not, and who waits for it.
     pub ollama: super::ollama::ModelState,
+    /// Generation requests so far: the index of each one's fault draw.
+    fault_draws: AtomicU64,
+}
+
+/// A fault injected into one generation request ([`SimConfig::fail_rate`] and the
+/// others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// HTTP 500 with a JSON error body, nothing served.
+    Fail,
+    /// The connection is closed mid-stream.
+    Disconnect,
+    /// The stream stops mid-way; the connection stays open.
+    Stall,
+    /// One event of broken JSON mid-stream.
+    Malformed,
+}
+
+/// The fault (if any) of generation request number `n`: each mode is drawn on its own
+/// from the seed, the mode and `n`; the first that hits wins.
+pub(crate) fn draw_fault(cfg: &SimConfig, n: u64) -> Option<Fault> {
+    let modes = [
+        (Fault::Fail, cfg.fail_rate),
+        (Fault::Disconnect, cfg.disconnect_rate),
+        (Fault::Stall, cfg.stall_rate),
+        (Fault::Malformed, cfg.malformed_rate),
+    ];
+    for (i, (fault, rate)) in modes.into_iter().enumerate() {
+        if rate <= 0.0 {
+            continue;
+        }
+        let key = super::noise::splitmix64(cfg.fault_seed ^ 0x0fa1_7000_0000_0000)
+            ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let u = (super::noise::splitmix64(key ^ n) >> 11) as f64 / (1u64 << 53) as f64;
+        if u < rate {
+            return Some(fault);
+        }
+    }
+    None
+}
+
+/// Whether a request is one of the personalities' generation requests (the ones faults
+/// apply to).
+fn is_generation(req: &Request<Incoming>) -> bool {
+    let path = req.uri().path();
+    req.method() == Method::POST
+        && (path.ends_with("/completions")
+            || path == "/completion"
+            || path == "/api/generate"
+            || path == "/api/chat")
 }
 
 impl AppState {
@@ -64,6 +114,7 @@ impl AppState {
             id_nonce,
             eos_draws: AtomicU64::new(0),
             ollama: super::ollama::ModelState::new(),
+            fault_draws: AtomicU64::new(0),
         }
     }
 
@@ -130,9 +181,19 @@ pub(crate) async fn serve(
             // Fired by a response that should be this connection's last (llama.cpp's
             // streams): hyper then finishes the response in flight and closes.
             let close = Arc::new(Notify::new());
+            // Fired by an injected disconnect: the connection is dropped at once.
+            let abort = Arc::new(Notify::new());
             let svc = {
                 let close = Arc::clone(&close);
-                service_fn(move |req| handle(Arc::clone(&state), req, Arc::clone(&close)))
+                let abort = Arc::clone(&abort);
+                service_fn(move |req| {
+                    handle(
+                        Arc::clone(&state),
+                        req,
+                        Arc::clone(&close),
+                        Arc::clone(&abort),
+                    )
+                })
             };
             let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
@@ -140,6 +201,7 @@ pub(crate) async fn serve(
                 tokio::select! {
                     _ = conn.as_mut() => break,
                     _ = close.notified() => conn.as_mut().graceful_shutdown(),
+                    _ = abort.notified() => break,
                     _ = shutdown.changed() => break,
                 }
             }
@@ -151,11 +213,106 @@ async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
     close: Arc<Notify>,
+    abort: Arc<Notify>,
 ) -> Result<Response<Body>, Infallible> {
-    match state.cfg.engine {
-        SimEngine::Vllm => vllm_routes(state, req).await,
-        SimEngine::Ollama => Ok(super::ollama::route(&state, req).await),
-        SimEngine::Llamacpp => Ok(super::llamacpp::route(&state, req, close).await),
+    let fault = if is_generation(&req) {
+        let n = state.fault_draws.fetch_add(1, Ordering::Relaxed);
+        draw_fault(&state.cfg, n)
+    } else {
+        None
+    };
+    if fault == Some(Fault::Fail) {
+        return Ok(error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Simulated server failure (tokbench sim --fail-rate)",
+            "InternalServerError",
+        ));
+    }
+    let resp = match state.cfg.engine {
+        SimEngine::Vllm => vllm_routes(Arc::clone(&state), req).await?,
+        SimEngine::Ollama => super::ollama::route(&state, req).await,
+        SimEngine::Llamacpp => super::llamacpp::route(&state, req, close).await,
+    };
+    match fault {
+        Some(fault) if resp.status() == StatusCode::OK => {
+            let ndjson = resp
+                .headers()
+                .get(CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"application/x-ndjson"));
+            let (parts, body) = resp.into_parts();
+            let body = FaultBody {
+                inner: Some(body),
+                fault,
+                frames: 0,
+                ndjson,
+                abort,
+                done: false,
+            };
+            Ok(Response::from_parts(parts, body.boxed_unsync()))
+        }
+        _ => Ok(resp),
+    }
+}
+
+/// Frames passed through before an injected stream fault: mid-stream (the chat API's
+/// role and first token, then the second token).
+const FAULT_AFTER_FRAMES: u32 = 2;
+
+/// A response body with an injected stream fault after [`FAULT_AFTER_FRAMES`] frames.
+/// A body that ends sooner is served whole.
+struct FaultBody {
+    inner: Option<Body>,
+    fault: Fault,
+    frames: u32,
+    ndjson: bool,
+    abort: Arc<Notify>,
+    /// The malformed event has been sent.
+    done: bool,
+}
+
+impl hyper::body::Body for FaultBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        if this.frames >= FAULT_AFTER_FRAMES && !this.done {
+            match this.fault {
+                Fault::Malformed => {
+                    this.done = true;
+                    let broken: &'static [u8] = if this.ndjson {
+                        b"{\"model\":\"sim\",\"response\":\"broken\n"
+                    } else {
+                        b"data: {\"id\":\"broken\",\"choices\":[{\"delta\n\n"
+                    };
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(broken)))));
+                }
+                Fault::Stall => {
+                    // Stop the sequence (the engine's next send fails) and send
+                    // nothing more; the connection stays open until the client leaves.
+                    this.inner = None;
+                    return Poll::Pending;
+                }
+                Fault::Disconnect => {
+                    this.inner = None;
+                    this.done = true;
+                    this.abort.notify_one();
+                    return Poll::Pending;
+                }
+                Fault::Fail => {}
+            }
+        }
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Pending;
+        };
+        let polled = Pin::new(inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            this.frames += 1;
+        }
+        polled
     }
 }
 

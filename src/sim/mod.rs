@@ -119,6 +119,23 @@ pub struct SimConfig {
     pub eos_mean_tokens: f64,
     /// Seed of the EOS draws. Default 0.
     pub eos_seed: u64,
+    /// Fault injection, every personality: the probability, in `[0, 1]`, that a
+    /// generation request is answered with an HTTP 500 (a JSON error body) instead of
+    /// being served. Default 0.
+    pub fail_rate: f64,
+    /// Probability that a streamed answer stops after its first events while the
+    /// connection stays open (the client's stall timeout has to end it). Default 0.
+    pub stall_rate: f64,
+    /// Probability that the connection is closed in the middle of a streamed answer.
+    /// Default 0.
+    pub disconnect_rate: f64,
+    /// Probability that a streamed answer carries one event of broken JSON in its
+    /// middle (the stream then goes on). Default 0.
+    pub malformed_rate: f64,
+    /// Seed of the fault draws, made per generation request in arrival order (each mode
+    /// drawn on its own; when several hit, the first of fail, disconnect, stall,
+    /// malformed wins). Default 0.
+    pub fault_seed: u64,
 }
 
 /// The server a simulator plays.
@@ -182,6 +199,11 @@ impl std::fmt::Debug for SimConfig {
             vram_share,
             eos_mean_tokens,
             eos_seed,
+            fail_rate,
+            stall_rate,
+            disconnect_rate,
+            malformed_rate,
+            fault_seed,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -202,6 +224,11 @@ impl std::fmt::Debug for SimConfig {
             .field("vram_share", vram_share)
             .field("eos_mean_tokens", eos_mean_tokens)
             .field("eos_seed", eos_seed)
+            .field("fail_rate", fail_rate)
+            .field("stall_rate", stall_rate)
+            .field("disconnect_rate", disconnect_rate)
+            .field("malformed_rate", malformed_rate)
+            .field("fault_seed", fault_seed)
             .finish()
     }
 }
@@ -227,6 +254,11 @@ impl Default for SimConfig {
             vram_share: 1.0,
             eos_mean_tokens: 0.0,
             eos_seed: 0,
+            fail_rate: 0.0,
+            stall_rate: 0.0,
+            disconnect_rate: 0.0,
+            malformed_rate: 0.0,
+            fault_seed: 0,
         }
     }
 }
@@ -289,6 +321,17 @@ impl SimConfig {
                 "--eos-mean-tokens must be a number of tokens, 0 (never) or more (got {})",
                 self.eos_mean_tokens
             );
+        }
+        for (name, v) in [
+            ("fail-rate", self.fail_rate),
+            ("stall-rate", self.stall_rate),
+            ("disconnect-rate", self.disconnect_rate),
+            ("malformed-rate", self.malformed_rate),
+        ] {
+            // NaN fails the range check.
+            if !(0.0..=1.0).contains(&v) {
+                bail!("--{name} must be a probability between 0 and 1 (got {v})");
+            }
         }
         if self.api_key.as_deref().is_some_and(str::is_empty) {
             bail!("--api-key must not be empty");
