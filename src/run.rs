@@ -452,16 +452,42 @@ pub fn start_probe(
     prepared: &Prepared,
     run_start: Instant,
 ) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {
-    match prepared.plan.probe_interval {
-        Some(interval) => probe::live::spawn(
-            prepared.client.clone(),
-            prepared.plan.base_url.clone(),
-            &prepared.identity.engine,
-            interval,
-            run_start,
-        ),
-        None => tokio::sync::mpsc::unbounded_channel().1,
-    }
+    let Some(interval) = prepared.plan.probe_interval else {
+        return tokio::sync::mpsc::unbounded_channel().1;
+    };
+    let http = probe::live::spawn(
+        prepared.client.clone(),
+        prepared.plan.base_url.clone(),
+        &prepared.identity.engine,
+        interval,
+        run_start,
+    );
+    // GPU gauges when tokbench runs on the GPU host; silent without nvidia-smi.
+    let gpu = probe::gpu::spawn_gpu_probe(probe::gpu::DEFAULT_PROGRAM.into(), interval, run_start);
+    merge_samples(http, gpu)
+}
+
+/// One stream of samples from two probes; ends when both have.
+fn merge_samples(
+    mut a: tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample>,
+    mut b: tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample>,
+) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (mut a_open, mut b_open) = (true, true);
+        while a_open || b_open {
+            let sample = tokio::select! {
+                s = a.recv(), if a_open => s.or_else(|| { a_open = false; None }),
+                s = b.recv(), if b_open => s.or_else(|| { b_open = false; None }),
+            };
+            if let Some(sample) = sample {
+                if tx.send(sample).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

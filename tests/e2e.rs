@@ -967,3 +967,68 @@ async fn llamacpp_timings_agree_with_the_client() {
     }
     sim.shutdown().await;
 }
+
+/// On a GPU host: a stand-in `nvidia-smi` on PATH (two GPUs, 150 W and
+/// 250 W) gives every level file its power and energy per million tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_power_and_energy_reach_the_level_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin_dir = scratch("fake-gpu-bin");
+    std::fs::create_dir_all(&bin_dir).expect("dir");
+    let script = bin_dir.join("nvidia-smi");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '90, 40000, 81559, 150.00, 1980, 1980, 61'\necho '80, 38000, 81559, 250.00, 1980, 1980, 63'\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let sim = start_sim(fast_sim(2.0)).await;
+    let dir = scratch("gpu");
+    let args = sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "2",
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "32",
+            "--probe-interval",
+            "0.05",
+        ],
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(bin())
+            .args(&args)
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs")
+    })
+    .await
+    .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let level = read_json(&dir.join("sweep-c2.json"));
+    // Summed over both GPUs: 150 + 250 = 400 W at every sample.
+    assert_eq!(level["gpu"]["power_w_mean"], 400.0, "{}", level["gpu"]);
+    // Energy = 400 W x duration / output tokens x 1e6, from the file's own figures.
+    let expected = 400.0 * num(&level, "duration") / num(&level, "total_output_tokens") * 1e6;
+    let energy = num(&level["gpu"], "energy_j_per_m_output_tokens");
+    assert!(
+        (energy / expected - 1.0).abs() < 1e-6,
+        "{energy} vs {expected}"
+    );
+    assert_eq!(level["server"]["gpu_count"]["max"], 2.0);
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&bin_dir);
+}

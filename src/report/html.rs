@@ -139,23 +139,6 @@ pub fn render_html(run: &SavedRun) -> String {
 }
 
 fn meta(run: &SavedRun) -> String {
-    let mut parts = Vec::new();
-    if let Some(t) = &run.target {
-        parts.push(format!("target <code>{}</code>", esc(t)));
-    }
-    if let Some(b) = &run.backend {
-        parts.push(format!("backend {}", esc(b)));
-    }
-    match run.ignore_eos {
-        Some(true) => parts.push("ignore_eos".into()),
-        Some(false) => parts.push("no ignore_eos".into()),
-        None => {}
-    }
-    if let Some(s) = &run.started_at {
-        parts.push(format!("started {}", esc(s)));
-    }
-    for (k, v) in &run.labels {
-        parts.push(format!("<code>{}={}</code>", esc(k), esc(v)));
-    }
-    parts.join(" · ")
+    run.meta_parts(|v| format!("<code>{}</code>", esc(v)), esc)
+        .join(" · ")
 }

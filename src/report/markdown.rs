@@ -52,29 +52,7 @@ pub fn render_markdown(run: &SavedRun) -> String {
 
 /// Target, backend, EOS policy, start time, labels, version: one line.
 fn meta_line(run: &SavedRun) -> String {
-    let mut parts = Vec::new();
-    if let Some(t) = &run.target {
-        parts.push(format!("target {}", code(t)));
-    }
-    if let Some(b) = &run.backend {
-        parts.push(format!("backend {}", cell(b)));
-    }
-    match run.ignore_eos {
-        Some(true) => parts.push("ignore_eos".into()),
-        Some(false) => parts.push("no ignore_eos".into()),
-        None => {}
-    }
-    if let Some(s) = &run.started_at {
-        parts.push(format!("started {}", cell(s)));
-    }
-    if !run.labels.is_empty() {
-        let labels: Vec<String> = run
-            .labels
-            .iter()
-            .map(|(k, v)| code(&format!("{k}={v}")))
-            .collect();
-        parts.push(format!("labels {}", labels.join(" ")));
-    }
+    let mut parts = run.meta_parts(code, cell);
     parts.push(format!(
         "tokbench {}",
         run.tokbench_version.as_deref().unwrap_or("?")

@@ -406,6 +406,14 @@ impl Recorder {
         );
         // The server's own gauges over the level; empty without a probe.
         map.insert("server".into(), level.server.to_json());
+        // Power and energy per million output tokens, on a GPU host.
+        if let Some(gpu) = crate::probe::gpu::level_gpu_json(
+            &level.server,
+            level.stats.duration_s,
+            level.stats.total_output_tokens,
+        ) {
+            map.insert("gpu".into(), gpu);
+        }
         // What the server said of each request (llama.cpp timings, Ollama
         // durations), beside what the client measured.
         map.insert("server_timings".into(), level.server_timings.clone());

@@ -174,6 +174,40 @@ pub struct SavedRun {
 }
 
 impl SavedRun {
+    /// The run's identity line in parts — target, backend, EOS policy,
+    /// start time, labels — with the format's own quoting: `code` for
+    /// literal values, `text` for plain words.
+    pub fn meta_parts(
+        &self,
+        code: impl Fn(&str) -> String,
+        text: impl Fn(&str) -> String,
+    ) -> Vec<String> {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.target {
+            parts.push(format!("target {}", code(t)));
+        }
+        if let Some(b) = &self.backend {
+            parts.push(format!("backend {}", text(b)));
+        }
+        match self.ignore_eos {
+            Some(true) => parts.push("ignore_eos".into()),
+            Some(false) => parts.push("no ignore_eos".into()),
+            None => {}
+        }
+        if let Some(s) = &self.started_at {
+            parts.push(format!("started {}", text(s)));
+        }
+        if !self.labels.is_empty() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| code(&format!("{k}={v}")))
+                .collect();
+            parts.push(format!("labels {}", labels.join(" ")));
+        }
+        parts
+    }
+
     /// Read a result folder's `summary.json`, or the summary file given.
     pub fn load(path: &Path) -> Result<SavedRun> {
         let file = summary_path(path);

@@ -713,9 +713,12 @@ impl App {
         self.client_cpu = percent;
     }
 
-    /// A scrape of the server's gauges: the latest replaces the last.
+    /// A scrape of the server's (or the GPU's) gauges: each gauge keeps its
+    /// latest value, so the two probes never blank each other.
     pub fn on_server_sample(&mut self, sample: &crate::probe::live::ServerSample) {
-        self.server = Some(sample.gauges.clone());
+        self.server
+            .get_or_insert_with(Default::default)
+            .extend(sample.gauges.iter().map(|(k, v)| (*k, *v)));
         self.server_missing = false;
     }
 
