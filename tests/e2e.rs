@@ -1032,3 +1032,67 @@ async fn gpu_power_and_energy_reach_the_level_files() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&bin_dir);
 }
+
+/// Ollama cold start: a model load of 500 ms with room for two waiting
+/// requests; eight arrive at once, so the excess gets Ollama's exact 503,
+/// counted as its own class and explained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_cold_start_503s_are_counted_and_explained() {
+    let sim = start_sim(SimConfig {
+        engine: tokbench::sim::SimEngine::Ollama,
+        parallel: Some(4),
+        load_ms: 500.0,
+        max_queue: 2,
+        ..fast_sim(2.0)
+    })
+    .await;
+    let dir = scratch("ollama-cold");
+    let out = run_tokbench(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--backend",
+            "ollama-generate",
+            "--concurrency",
+            "8",
+            "--num-prompts",
+            "8",
+            "--warmup",
+            "0",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "16",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let level = read_json(&dir.join("sweep-c8.json"));
+    let refused = level["errors"]["http_503"].as_u64().unwrap_or(0);
+    eprintln!("errors {}", level["errors"]);
+    // Two wait for the load; how many more are turned away depends on
+    // arrival order around the first one: at least four of the eight.
+    assert!(refused >= 4, "{}", level["errors"]);
+    assert_eq!(num(&level, "completed") + refused as f64, 8.0);
+    let summary = read_json(&dir.join("summary.json"));
+    let overload = summary["diagnoses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["id"] == "overload_responses"))
+        .expect("the 503s are explained");
+    assert!(
+        overload["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("OLLAMA_MAX_QUEUE")),
+        "{overload}"
+    );
+    let cold = summary["diagnoses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["id"] == "cold_model"));
+    assert!(
+        cold.is_some(),
+        "the load is seen in the measured requests: {}",
+        summary["diagnoses"]
+    );
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
