@@ -130,6 +130,10 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub random_output_len: u32,
 
+    /// Put the same N-token text before every prompt (vLLM's random-prefix-len), to measure a prefix cache on purpose.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub prefix_len: u32,
+
     /// Do not send ignore_eos: outputs may end early and then are not comparable.
     #[arg(long)]
     pub no_ignore_eos: bool,

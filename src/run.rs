@@ -44,6 +44,7 @@ pub struct SweepPlan {
     pub warmup: u32,
     pub input_len: u32,
     pub output_len: u32,
+    pub prefix_len: u32,
     pub ignore_eos: bool,
     pub percentiles: Vec<f64>,
     pub seed: u64,
@@ -180,6 +181,7 @@ impl SweepPlan {
             warmup: args.warmup.unwrap_or(first),
             input_len: args.random_input_len,
             output_len: args.random_output_len,
+            prefix_len: args.prefix_len,
             ignore_eos: !args.no_ignore_eos,
             percentiles,
             seed: args.seed.unwrap_or_else(rng::random_seed),
@@ -368,6 +370,7 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         started_at: time::iso8601(now),
         date: time::compact(now),
         percentiles: plan.percentiles.clone(),
+        prefix_len: plan.prefix_len,
         decision: plan.decision.clone(),
         warmup_requests: plan.warmup,
         connect_probe_ms: identity.connect_probe_ms,
@@ -437,7 +440,8 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
                 extra_body: plan.extra_body.clone(),
             },
             workload: {
-                let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len);
+                let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len)
+                    .with_shared_prefix(plan.prefix_len);
                 workload.calibration = prepared.calibration;
                 workload
             },

@@ -55,6 +55,8 @@ pub struct RunInfo {
     /// vLLM's `date` format (`20261129-191400`).
     pub date: String,
     pub percentiles: Vec<f64>,
+    /// `--prefix-len`: shared prefix tokens before each prompt (0: none).
+    pub prefix_len: u32,
     /// SLOs, prices and rounds.
     pub decision: DecisionConfig,
     /// Warmup requests sent before the first level.
@@ -80,6 +82,7 @@ impl RunInfo {
             "seed": self.seed,
             "started_at": self.started_at,
             "warmup_requests": self.warmup_requests,
+            "prefix_len": self.prefix_len,
             "rounds": self.decision.rounds,
             "connect_probe_ms": self.connect_probe_ms.map(round3),
             "slo": {
@@ -497,7 +500,7 @@ impl Recorder {
         let spreads = rounds_spread(&points);
         let mut diagnoses = diagnose_run(&DiagnoseInput {
             levels: &views,
-            input_target: self.run.input_len,
+            input_target: self.run.input_len + self.run.prefix_len,
             output_target: self.run.output_len,
             warmup_requests: Some(self.run.warmup_requests),
             connect_probe_ms: self.run.connect_probe_ms,

@@ -349,6 +349,12 @@ pub struct Workload {
     pub input_len: u32,
     pub output_len: u32,
     pub calibration: Calibration,
+    /// `--prefix-len`: tokens of one shared text before every prompt's
+    /// unique part (vLLM's random-prefix-len), to measure a prefix cache on
+    /// purpose. 0: none, every prompt unique from its first token.
+    pub prefix_len: u32,
+    /// The shared text's words, drawn once; the calibrated count of them is used.
+    prefix_words: Vec<&'static str>,
 }
 
 impl Workload {
@@ -358,7 +364,29 @@ impl Workload {
             input_len,
             output_len,
             calibration: Calibration::default(),
+            prefix_len: 0,
+            prefix_words: Vec::new(),
         }
+    }
+
+    /// Put the same `tokens`-token text before every prompt.
+    pub fn with_shared_prefix(mut self, tokens: u32) -> Workload {
+        // Its own generator, so the unique parts stay as without a prefix.
+        let mut rng = Rng::new(self.rng.clone().next_u64() ^ 0x9e37_79b9);
+        // Twice the tokens in words covers any tokens-per-word above 0.5.
+        self.prefix_words = (0..tokens as usize * 2)
+            .map(|_| WORDS[rng.below(WORDS.len())])
+            .collect();
+        self.prefix_len = tokens;
+        self
+    }
+
+    fn prefix_word_count(&self) -> usize {
+        if self.prefix_len == 0 {
+            return 0;
+        }
+        let words = (f64::from(self.prefix_len) / self.calibration.tokens_per_word).round();
+        (words.max(1.0) as usize).min(self.prefix_words.len())
     }
 
     /// The next measured prompt, at the calibrated length.
@@ -373,7 +401,12 @@ impl Workload {
     pub fn prompt_of_words(&mut self, words: usize) -> PromptSpec {
         use std::fmt::Write;
         let words = words.max(1);
-        let mut text = String::with_capacity(words * 7 + 12);
+        let prefix = self.prefix_word_count();
+        let mut text = String::with_capacity((words + prefix) * 7 + 12);
+        for word in &self.prefix_words[..prefix] {
+            text.push_str(word);
+            text.push(' ');
+        }
         // A number nonce is one "word" for the simulator's whitespace tokenizer.
         let _ = write!(text, "{}", self.rng.next_u64() % 1_000_000_000);
         for _ in 1..words {
@@ -382,8 +415,8 @@ impl Workload {
         }
         PromptSpec {
             text,
-            words,
-            input_tokens_target: self.input_len,
+            words: words + prefix,
+            input_tokens_target: self.input_len + self.prefix_len,
             max_tokens: self.output_len,
         }
     }
@@ -481,6 +514,26 @@ mod tests {
             firsts.insert(p.text.split_whitespace().next().unwrap_or("").to_string());
         }
         assert_eq!(firsts.len(), 200, "every prompt opens with its own token");
+    }
+
+    #[test]
+    fn a_shared_prefix_opens_every_prompt_then_each_is_unique() {
+        // 16 tokens of prefix at one token a word: 16 shared words, then
+        // the nonce and 31 more words of the 32-token unique part.
+        let mut w = Workload::new(3, 32, 8).with_shared_prefix(16);
+        let a = w.next_prompt();
+        let b = w.next_prompt();
+        let (wa, wb): (Vec<&str>, Vec<&str>) = (
+            a.text.split_whitespace().collect(),
+            b.text.split_whitespace().collect(),
+        );
+        assert_eq!(wa.len(), 48);
+        assert_eq!(a.words, 48);
+        assert_eq!(a.input_tokens_target, 48);
+        assert_eq!(wa[..16], wb[..16], "the prefix is shared");
+        assert_ne!(wa[16], wb[16], "the unique part opens with its own nonce");
+        // Without a prefix nothing changes.
+        assert_eq!(Workload::new(3, 32, 8).next_prompt().words, 32);
     }
 
     #[test]
