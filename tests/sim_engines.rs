@@ -616,3 +616,136 @@ async fn llamacpp_closes_the_connection_after_a_streamed_answer() {
     }
     sim.shutdown().await;
 }
+
+// --- vLLM: prefix cache and KV policy ---------------------------------------------
+
+/// A counter from the simulator's `/metrics` (vLLM names), 0 when absent.
+async fn vllm_counter(base: &str, name: &str) -> f64 {
+    let text = client()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A streamed chat request; returns (TTFT ms, output chunks).
+async fn vllm_chat(base: &str, prompt: &str, max_tokens: u64) -> (f64, usize) {
+    let t0 = Instant::now();
+    let resp = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({
+            "model": "sim",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "stream": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    let mut buf = String::new();
+    let mut first = None;
+    let mut chunks = 0;
+    while let Some(b) = stream.next().await {
+        buf.push_str(&String::from_utf8_lossy(&b.unwrap()));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            if event.contains("\"content\":\" ") {
+                first.get_or_insert_with(Instant::now);
+                chunks += 1;
+            }
+        }
+    }
+    (ms(first.expect("a token") - t0), chunks)
+}
+
+fn vllm_cfg() -> SimConfig {
+    SimConfig {
+        step_ms: 2.0,
+        step_ms_per_seq: 0.0,
+        // 64 prompt words prefill in 64 ms.
+        prefill_ms_per_1k: 1000.0,
+        ..SimConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn vllm_prefix_cache_hits_a_shared_prefix_and_skips_its_prefill() {
+    let (sim, base) = start(vllm_cfg()).await;
+    let shared = words(64);
+    let (ttft_a, _) = vllm_chat(&base, &format!("{shared} first"), 4).await;
+    let (ttft_b, n) = vllm_chat(&base, &format!("{shared} second"), 4).await;
+    assert_eq!(n, 4);
+    let queries = vllm_counter(&base, "vllm:prefix_cache_queries_total").await;
+    let hits = vllm_counter(&base, "vllm:prefix_cache_hits_total").await;
+    assert_eq!(queries, 130.0);
+    // The second prompt's four whole 16-word blocks.
+    assert_eq!(hits, 64.0);
+    // ~66 ms without the cache, ~3 ms with it.
+    assert!(ttft_a > 50.0, "first TTFT {ttft_a:.1} ms");
+    assert!(
+        ttft_b < ttft_a / 2.0,
+        "cached TTFT {ttft_b:.1} ms vs {ttft_a:.1} ms"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn vllm_prefix_cache_never_hits_unique_prompts() {
+    let (sim, base) = start(vllm_cfg()).await;
+    for i in 0..4 {
+        // Unique from the first word, as tokbench's random prompts are.
+        let prompt = format!("u{i} {}", words(40));
+        vllm_chat(&base, &prompt, 2).await;
+    }
+    assert_eq!(
+        vllm_counter(&base, "vllm:prefix_cache_queries_total").await,
+        164.0
+    );
+    assert_eq!(
+        vllm_counter(&base, "vllm:prefix_cache_hits_total").await,
+        0.0
+    );
+    sim.shutdown().await;
+}
+
+async fn kv_pressure(policy: tokbench::sim::KvPolicy) -> (f64, Vec<usize>) {
+    let (sim, base) = start(SimConfig {
+        step_ms: 1.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 0.0,
+        // Each request books up to 10 + 40 = 50: four at once need twice the budget.
+        kv_tokens: 100,
+        kv_policy: policy,
+        ..SimConfig::default()
+    })
+    .await;
+    let reqs = (0..4).map(|i| {
+        let base = base.clone();
+        async move { vllm_chat(&base, &format!("p{i} {}", words(9)), 40).await.1 }
+    });
+    let counts = futures_util::future::join_all(reqs).await;
+    let preemptions = vllm_counter(&base, "vllm:num_preemptions_total").await;
+    sim.shutdown().await;
+    (preemptions, counts)
+}
+
+#[tokio::test]
+async fn vllm_kv_grow_preempts_and_every_request_still_completes() {
+    use tokbench::sim::KvPolicy;
+    let (preemptions, counts) = kv_pressure(KvPolicy::Grow).await;
+    assert!(preemptions > 0.0, "no preemption");
+    assert_eq!(counts, vec![40; 4]);
+    let (preemptions, counts) = kv_pressure(KvPolicy::Reserve).await;
+    assert_eq!(preemptions, 0.0);
+    assert_eq!(counts, vec![40; 4]);
+}

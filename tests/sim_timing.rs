@@ -23,6 +23,8 @@ fn cfg(step_ms: f64, step_ms_per_seq: f64, prefill_ms_per_1k: f64) -> SimConfig 
         step_ms,
         step_ms_per_seq,
         prefill_ms_per_1k,
+        // These tests repeat prompts and check the prefill formula: no prefix cache.
+        prefix_block_tokens: 0,
         ..SimConfig::default()
     }
 }

@@ -18,7 +18,7 @@
 //! With injected noise ([`Noise`], off by default) each step's time is that formula
 //! times a slowly varying speed factor; off, the formula's value is used unchanged.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,8 +50,86 @@ pub(crate) fn step_time_ms(t: &Timing, seqs: usize, admitted_prompt_tokens: u64)
 pub(crate) struct Limits {
     /// At most this many sequences run at once.
     pub max_num_seqs: usize,
-    /// KV budget in tokens; a sequence reserves `prompt + max_tokens` at admission.
+    /// KV budget in tokens; a sequence reserves `prompt + max_tokens` at admission
+    /// ([`KvPolicy::Reserve`]).
     pub kv_tokens: u64,
+    /// How KV is booked (see [`KvPolicy`]).
+    pub kv_policy: KvPolicy,
+    /// Tokens per prefix-cache block; 0 turns the prefix cache off.
+    pub prefix_block_tokens: u64,
+}
+
+/// How the engine books KV for a running sequence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvPolicy {
+    /// `prompt + max_tokens` at admission, for the sequence's whole life: KV never runs
+    /// out mid-way and nothing is preempted (the default).
+    #[default]
+    Reserve,
+    /// vLLM's way: the prompt at admission and one more token per generated token.
+    /// When the running batch outgrows the budget, the newest running sequence is
+    /// preempted: it frees its KV, goes back to the head of the queue and recomputes
+    /// its prefill (prompt and tokens so far) when readmitted; its stream pauses.
+    Grow,
+}
+
+impl std::str::FromStr for KvPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "reserve" => Ok(KvPolicy::Reserve),
+            "grow" => Ok(KvPolicy::Grow),
+            other => Err(format!("unknown KV policy {other:?} (reserve or grow)")),
+        }
+    }
+}
+
+/// A bounded LRU set of prefix-block hashes (the blocks the KV cache still holds).
+#[derive(Debug, Default)]
+pub(crate) struct PrefixCache {
+    capacity: usize,
+    tick: u64,
+    by_hash: HashMap<u64, u64>,
+    by_tick: BTreeMap<u64, u64>,
+}
+
+impl PrefixCache {
+    pub fn new(capacity: usize) -> Self {
+        PrefixCache {
+            capacity,
+            ..PrefixCache::default()
+        }
+    }
+
+    /// How many of `blocks` are cached, counted from the first one.
+    pub fn leading_hits(&self, blocks: &[u64]) -> usize {
+        blocks
+            .iter()
+            .take_while(|h| self.by_hash.contains_key(h))
+            .count()
+    }
+
+    /// Mark `blocks` as just used, inserting the missing ones and evicting the least
+    /// recently used beyond the capacity.
+    pub fn touch(&mut self, blocks: &[u64]) {
+        if self.capacity == 0 {
+            return;
+        }
+        for &h in blocks {
+            self.tick += 1;
+            if let Some(old) = self.by_hash.insert(h, self.tick) {
+                self.by_tick.remove(&old);
+            }
+            self.by_tick.insert(self.tick, h);
+            while self.by_hash.len() > self.capacity {
+                let Some((_, evicted)) = self.by_tick.pop_first() else {
+                    break;
+                };
+                self.by_hash.remove(&evicted);
+            }
+        }
+    }
 }
 
 /// How many sequences from the head of the waiting queue (given as their KV needs, in
@@ -86,6 +164,10 @@ pub(crate) struct Seq<T> {
     /// Tokens emitted so far.
     pub generated: u64,
     pub payload: T,
+    /// Chained hashes of the prompt's whole prefix-cache blocks (empty: none).
+    pub blocks: Vec<u64>,
+    /// KV booked while running (0 while waiting).
+    pub booked: u64,
 }
 
 impl<T> Seq<T> {
@@ -95,6 +177,26 @@ impl<T> Seq<T> {
             max_tokens,
             generated: 0,
             payload,
+            blocks: Vec::new(),
+            booked: 0,
+        }
+    }
+
+    /// With the prompt's prefix-block hashes.
+    pub fn with_blocks(mut self, blocks: Vec<u64>) -> Self {
+        self.blocks = blocks;
+        self
+    }
+
+    /// KV booked at admission under `policy` (Grow: the prompt, the tokens generated
+    /// before a preemption, and the token this step generates).
+    fn admit_need(&self, policy: KvPolicy) -> u64 {
+        match policy {
+            KvPolicy::Reserve => self.kv_need(),
+            KvPolicy::Grow => self
+                .prompt_tokens
+                .saturating_add(self.generated)
+                .saturating_add(1),
         }
     }
 
@@ -109,8 +211,16 @@ impl<T> Seq<T> {
 pub(crate) struct StepPlan {
     /// Sequences moved from the queue into the batch at this step.
     pub admitted: usize,
-    /// Their prompt tokens (prefilled in this step).
+    /// Their prompt tokens.
     pub admitted_prompt_tokens: u64,
+    /// Tokens prefilled in this step: the admitted prompts (and, after a preemption,
+    /// the tokens generated before it, recomputed) less the prefix-cache hits.
+    pub prefill_tokens: u64,
+    /// Prompt tokens looked up in the prefix cache, and those found.
+    pub cache_queries: u64,
+    pub cache_hits: u64,
+    /// Running sequences preempted (back to the queue) at the start of this step.
+    pub preempted: usize,
     /// Sequences in the batch for this step, the admitted included.
     pub running: usize,
     /// Step duration in ms.
@@ -135,6 +245,7 @@ pub(crate) struct Scheduler<T> {
     waiting: VecDeque<Seq<T>>,
     running: Vec<Seq<T>>,
     kv_used: u64,
+    cache: PrefixCache,
 }
 
 impl<T> Scheduler<T> {
@@ -144,6 +255,12 @@ impl<T> Scheduler<T> {
             waiting: VecDeque::new(),
             running: Vec::new(),
             kv_used: 0,
+            cache: PrefixCache::new(
+                limits
+                    .kv_tokens
+                    .checked_div(limits.prefix_block_tokens)
+                    .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            ),
         }
     }
 
@@ -194,24 +311,61 @@ impl<T> Scheduler<T> {
     /// Start a step: admit from the queue head (FIFO, within `max_num_seqs` and the KV
     /// budget) and compute the step's duration.
     pub fn begin_step(&mut self, timing: &Timing) -> StepPlan {
+        let policy = self.limits.kv_policy;
+        let mut preempted = 0;
+        if policy == KvPolicy::Grow {
+            // Each running sequence has booked the token this step generates: preempt
+            // the newest until that fits (the oldest always fits: enqueue checked it).
+            while self.running.len() > 1 && self.kv_used > self.limits.kv_tokens {
+                let Some(mut seq) = self.running.pop() else {
+                    break;
+                };
+                self.kv_used -= seq.booked;
+                seq.booked = 0;
+                self.waiting.push_front(seq);
+                preempted += 1;
+            }
+        }
         let n = admissible(
-            self.waiting.iter().map(Seq::kv_need),
+            self.waiting.iter().map(|s| s.admit_need(policy)),
             self.running.len(),
             self.kv_used,
             self.limits,
         );
         let mut admitted_prompt_tokens = 0u64;
-        for seq in self.waiting.drain(..n) {
-            self.kv_used += seq.kv_need();
+        let mut prefill_tokens = 0u64;
+        let mut cache_queries = 0u64;
+        let mut cache_hits = 0u64;
+        let block = self.limits.prefix_block_tokens;
+        for mut seq in self.waiting.drain(..n) {
+            seq.booked = seq.admit_need(policy);
+            self.kv_used += seq.booked;
             admitted_prompt_tokens = admitted_prompt_tokens.saturating_add(seq.prompt_tokens);
+            let mut hit = 0;
+            if block > 0 {
+                let blocks = self.cache.leading_hits(&seq.blocks) as u64;
+                // The last prompt token is always computed (it yields the first token).
+                hit = blocks
+                    .saturating_mul(block)
+                    .min(seq.prompt_tokens.saturating_sub(1));
+                cache_queries = cache_queries.saturating_add(seq.prompt_tokens);
+                cache_hits += hit;
+                self.cache.touch(&seq.blocks);
+            }
+            prefill_tokens = prefill_tokens
+                .saturating_add((seq.prompt_tokens + seq.generated).saturating_sub(hit));
             self.running.push(seq);
         }
         let running = self.running.len();
         StepPlan {
             admitted: n,
             admitted_prompt_tokens,
+            prefill_tokens,
+            cache_queries,
+            cache_hits,
+            preempted,
             running,
-            duration_ms: step_time_ms(timing, running, admitted_prompt_tokens),
+            duration_ms: step_time_ms(timing, running, prefill_tokens),
         }
     }
 
@@ -222,6 +376,8 @@ impl<T> Scheduler<T> {
     pub fn end_step(&mut self, mut emit: impl FnMut(&mut T, u64, bool) -> bool) -> StepOutcome {
         let mut out = StepOutcome::default();
         let mut freed = 0u64;
+        let mut grown = 0u64;
+        let grow = self.limits.kv_policy == KvPolicy::Grow;
         self.running.retain_mut(|seq| {
             let index = seq.generated;
             let last = index + 1 >= seq.max_tokens;
@@ -229,18 +385,23 @@ impl<T> Scheduler<T> {
             seq.generated += 1;
             if !alive {
                 out.dropped += 1;
-                freed += seq.kv_need();
+                freed += seq.booked;
                 return false;
             }
             out.tokens += 1;
             if last {
                 out.finished += 1;
-                freed += seq.kv_need();
+                freed += seq.booked;
                 return false;
+            }
+            if grow {
+                // Room for the token the next step generates.
+                seq.booked += 1;
+                grown += 1;
             }
             true
         });
-        self.kv_used -= freed;
+        self.kv_used = self.kv_used - freed + grown;
         out
     }
 }
@@ -262,6 +423,8 @@ pub(crate) trait TokenSink: Send + 'static {
 pub(crate) struct Submission<S> {
     pub prompt_tokens: u64,
     pub max_tokens: u64,
+    /// The prompt's prefix-block hashes (empty: no prefix caching).
+    pub blocks: Vec<u64>,
     pub sink: S,
 }
 
@@ -310,7 +473,19 @@ pub(crate) async fn run<S: TokenSink>(
         let plan = sched.begin_step(&timing);
         metrics
             .waiting
+            .fetch_add(plan.preempted as u64, Ordering::Relaxed);
+        metrics
+            .waiting
             .fetch_sub(plan.admitted as u64, Ordering::Relaxed);
+        metrics
+            .preemptions
+            .fetch_add(plan.preempted as u64, Ordering::Relaxed);
+        metrics
+            .prefix_cache_queries
+            .fetch_add(plan.cache_queries, Ordering::Relaxed);
+        metrics
+            .prefix_cache_hits
+            .fetch_add(plan.cache_hits, Ordering::Relaxed);
         metrics
             .prompt_tokens
             .fetch_add(plan.admitted_prompt_tokens, Ordering::Relaxed);
@@ -327,7 +502,7 @@ pub(crate) async fn run<S: TokenSink>(
         if plan.admitted > 0 {
             // The prefill's share of this (possibly noisy) step.
             let nominal_prefill =
-                step_time_ms(&timing, 0, plan.admitted_prompt_tokens) - step_time_ms(&timing, 0, 0);
+                step_time_ms(&timing, 0, plan.prefill_tokens) - step_time_ms(&timing, 0, 0);
             let prefill_ms = if plan.duration_ms > 0.0 {
                 step_ms * (nominal_prefill / plan.duration_ms)
             } else {
@@ -367,7 +542,7 @@ pub(crate) async fn run<S: TokenSink>(
 
 /// Queue a submission, or drop it (closing its stream) when it could never run.
 fn accept<S: TokenSink>(sched: &mut Scheduler<S>, sub: Submission<S>, metrics: &Metrics) {
-    let seq = Seq::new(sub.prompt_tokens, sub.max_tokens, sub.sink);
+    let seq = Seq::new(sub.prompt_tokens, sub.max_tokens, sub.sink).with_blocks(sub.blocks);
     if sched.enqueue(seq).is_err() {
         // The HTTP layer rejects these with a 400 first; this is only a guard against
         // a request that would block the queue head forever.
@@ -408,6 +583,8 @@ mod tests {
         Limits {
             max_num_seqs,
             kv_tokens,
+            kv_policy: KvPolicy::Reserve,
+            prefix_block_tokens: 0,
         }
     }
 

@@ -135,11 +135,23 @@ impl AppState {
 
     /// Hand a request to the engine; false when the engine is gone (shutting down).
     pub(crate) fn submit(&self, prompt_tokens: u64, max_tokens: u64, sink: Sink) -> bool {
+        self.submit_with_blocks(prompt_tokens, max_tokens, Vec::new(), sink)
+    }
+
+    /// [`AppState::submit`] with the prompt's prefix-block hashes (vLLM's prefix cache).
+    pub(crate) fn submit_with_blocks(
+        &self,
+        prompt_tokens: u64,
+        max_tokens: u64,
+        blocks: Vec<u64>,
+        sink: Sink,
+    ) -> bool {
         // Counted before sending, so the engine's decrement never runs first.
         self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
         let sub = Submission {
             prompt_tokens,
             max_tokens,
+            blocks,
             sink,
         };
         if self.engine.send(sub).is_err() {
@@ -420,7 +432,8 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
         let (tx, rx) = mpsc::unbounded_channel();
         let fmt = ChunkFormat::new(api, &id, created, &model, &gen);
         let sink = Sink::Stream(StreamSink::new(tx, fmt));
-        if !state.submit(gen.prompt_tokens, gen.max_tokens, sink) {
+        let blocks = wire::prefix_blocks(&body, api, state.cfg.prefix_block_tokens);
+        if !state.submit_with_blocks(gen.prompt_tokens, gen.max_tokens, blocks, sink) {
             return unavailable();
         }
         let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
@@ -433,7 +446,13 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
         r
     } else {
         let (tx, rx) = oneshot::channel();
-        if !state.submit(gen.prompt_tokens, gen.max_tokens, Sink::Whole(Some(tx))) {
+        let blocks = wire::prefix_blocks(&body, api, state.cfg.prefix_block_tokens);
+        if !state.submit_with_blocks(
+            gen.prompt_tokens,
+            gen.max_tokens,
+            blocks,
+            Sink::Whole(Some(tx)),
+        ) {
             return unavailable();
         }
         match rx.await {

@@ -17,6 +17,11 @@ pub(crate) struct Metrics {
     pub kv_used: AtomicU64,
     pub generation_tokens: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// Sequences preempted (KV ran out, `KvPolicy::Grow`).
+    pub preemptions: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache, and those found.
+    pub prefix_cache_queries: AtomicU64,
+    pub prefix_cache_hits: AtomicU64,
 }
 
 impl Metrics {
@@ -59,7 +64,19 @@ impl Metrics {
             "vllm:num_preemptions_total",
             "counter",
             "Cumulative number of preemption from the engine.",
-            0.0,
+            self.preemptions.load(Ordering::Relaxed) as f64,
+        );
+        metric(
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            self.prefix_cache_queries.load(Ordering::Relaxed) as f64,
+        );
+        metric(
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            self.prefix_cache_hits.load(Ordering::Relaxed) as f64,
         );
         metric(
             "vllm:prompt_tokens_total",

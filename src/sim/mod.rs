@@ -39,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub use self::engine::KvPolicy;
 use self::engine::{Limits, Timing};
 use self::metrics::Metrics;
 use self::noise::Noise;
@@ -132,6 +133,18 @@ pub struct SimConfig {
     /// Probability that a streamed answer carries one event of broken JSON in its
     /// middle (the stream then goes on). Default 0.
     pub malformed_rate: f64,
+    /// `vllm` only: how KV is booked. [`KvPolicy::Reserve`] (the default) books
+    /// `prompt + max_tokens` at admission and never preempts; [`KvPolicy::Grow`] books as
+    /// tokens are generated and preempts the newest running sequence when KV runs out
+    /// (counted in `vllm:num_preemptions_total`).
+    pub kv_policy: KvPolicy,
+    /// `vllm` only: prefix-cache block size in prompt words (tokens). A prompt whose
+    /// first whole blocks equal an earlier prompt's skips their prefill, and
+    /// `vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total` count the
+    /// prompt tokens looked up and found. The cache holds `kv_tokens / block` blocks
+    /// (least recently used evicted). 0 turns it off. Default 16; prompts that share no
+    /// whole first block (tokbench's own) never hit.
+    pub prefix_block_tokens: u64,
     /// Seed of the fault draws, made per generation request in arrival order (each mode
     /// drawn on its own; when several hit, the first of fail, disconnect, stall,
     /// malformed wins). Default 0.
@@ -204,6 +217,8 @@ impl std::fmt::Debug for SimConfig {
             disconnect_rate,
             malformed_rate,
             fault_seed,
+            kv_policy,
+            prefix_block_tokens,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -229,6 +244,8 @@ impl std::fmt::Debug for SimConfig {
             .field("disconnect_rate", disconnect_rate)
             .field("malformed_rate", malformed_rate)
             .field("fault_seed", fault_seed)
+            .field("kv_policy", kv_policy)
+            .field("prefix_block_tokens", prefix_block_tokens)
             .finish()
     }
 }
@@ -259,6 +276,8 @@ impl Default for SimConfig {
             disconnect_rate: 0.0,
             malformed_rate: 0.0,
             fault_seed: 0,
+            kv_policy: KvPolicy::Reserve,
+            prefix_block_tokens: 16,
         }
     }
 }
@@ -366,9 +385,16 @@ impl SimConfig {
     }
 
     fn limits(&self) -> Limits {
+        let vllm = self.engine == SimEngine::Vllm;
         Limits {
             max_num_seqs: self.slots(),
             kv_tokens: self.kv_tokens,
+            kv_policy: if vllm {
+                self.kv_policy
+            } else {
+                KvPolicy::Reserve
+            },
+            prefix_block_tokens: if vllm { self.prefix_block_tokens } else { 0 },
         }
     }
 }

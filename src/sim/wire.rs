@@ -63,6 +63,77 @@ pub(crate) fn token_ids(text: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Chained hashes of the whole `block`-word blocks at the start of a request's prompt
+/// (the chat messages' texts in order, or the completions prompt; token ids count as
+/// words): block `i`'s hash covers blocks `0..=i`, as vLLM's block hashes do. Empty
+/// when `block` is 0 or the body does not parse.
+pub(crate) fn prefix_blocks(body: &[u8], api: Api, block: u64) -> Vec<u64> {
+    if block == 0 {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let mut words: Vec<u64> = Vec::new();
+    let push_text = |s: &str, words: &mut Vec<u64>| {
+        words.extend(s.split_whitespace().map(|w| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in w.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            h
+        }));
+    };
+    match api {
+        Api::Chat => {
+            for m in v
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                match m.get("content") {
+                    Some(Value::String(s)) => push_text(s, &mut words),
+                    Some(Value::Array(parts)) => {
+                        for s in parts.iter().filter_map(|p| p.get("text")?.as_str()) {
+                            push_text(s, &mut words);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Api::Completions => match v.get("prompt") {
+            Some(Value::String(s)) => push_text(s, &mut words),
+            Some(Value::Array(items)) => {
+                for item in items {
+                    match item {
+                        Value::String(s) => push_text(s, &mut words),
+                        other => {
+                            if let Some(id) = other.as_u64() {
+                                words.push(id.wrapping_add(0x5bd1_e995));
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        },
+    }
+    let block = usize::try_from(block).unwrap_or(usize::MAX);
+    let mut chain = 0u64;
+    words
+        .chunks_exact(block)
+        .map(|c| {
+            for &w in c {
+                chain = super::noise::splitmix64(chain ^ w);
+            }
+            chain
+        })
+        .collect()
+}
+
 /// Which OpenAI endpoint a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Api {
