@@ -730,4 +730,73 @@ mod tests {
         assert_eq!(s.retain_waiting(|id| id % 2 == 0), 2);
         assert_eq!(s.waiting(), 2);
     }
+
+    #[test]
+    fn grow_preempts_the_newest_and_it_completes_after_recompute() {
+        let t = Timing {
+            step_ms: 1.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 1000.0,
+        };
+        let lim = Limits {
+            kv_policy: KvPolicy::Grow,
+            ..limits(8, 30)
+        };
+        let mut s: Scheduler<usize> = Scheduler::new(lim);
+        // Each needs 10 + 10 = 20 at the end: two fit at admission (11 each), not later.
+        s.enqueue(Seq::new(10, 10, 0)).unwrap();
+        s.enqueue(Seq::new(10, 10, 1)).unwrap();
+        let mut tokens = [0u64; 2];
+        let mut preempted = 0;
+        let mut recompute = 0;
+        for _ in 0..100 {
+            if s.is_idle() {
+                break;
+            }
+            let plan = s.begin_step(&t);
+            preempted += plan.preempted;
+            if plan.preempted == 0 && plan.admitted == 1 && plan.prefill_tokens > 10 {
+                // Readmitted: prompt and the tokens generated before, recomputed.
+                recompute = plan.prefill_tokens;
+            }
+            assert!(s.kv_used() <= 30, "KV {} over the budget", s.kv_used());
+            s.end_step(|id, index, _| {
+                assert_eq!(index, tokens[*id], "tokens in order, none lost");
+                tokens[*id] += 1;
+                true
+            });
+        }
+        assert_eq!(tokens, [10, 10]);
+        assert_eq!(preempted, 1);
+        assert!(recompute > 10, "no recompute seen");
+        assert_eq!(s.kv_used(), 0);
+    }
+
+    #[test]
+    fn prefix_cache_skips_cached_blocks_and_evicts_the_oldest() {
+        let t = Timing {
+            step_ms: 0.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 1000.0,
+        };
+        // 64 KV tokens / 16 per block: 4 blocks cached at most.
+        let lim = Limits {
+            prefix_block_tokens: 16,
+            ..limits(8, 64)
+        };
+        let mut s: Scheduler<u32> = Scheduler::new(lim);
+        let run = |s: &mut Scheduler<u32>, blocks: Vec<u64>| {
+            s.enqueue(Seq::new(33, 1, 0).with_blocks(blocks)).unwrap();
+            let plan = s.begin_step(&t);
+            s.end_step(|_, _, _| true);
+            (plan.cache_queries, plan.cache_hits, plan.prefill_tokens)
+        };
+        assert_eq!(run(&mut s, vec![1, 2]), (33, 0, 33));
+        assert_eq!(run(&mut s, vec![1, 2]), (33, 32, 1));
+        assert_eq!(run(&mut s, vec![1, 9]), (33, 16, 17));
+        // Three new blocks evict the least recently used (2, then 1).
+        assert_eq!(run(&mut s, vec![5, 6]), (33, 0, 33));
+        assert_eq!(run(&mut s, vec![7, 8]), (33, 0, 33));
+        assert_eq!(run(&mut s, vec![1, 2]).1, 0);
+    }
 }
