@@ -168,6 +168,9 @@ pub(crate) struct Seq<T> {
     pub blocks: Vec<u64>,
     /// KV booked while running (0 while waiting).
     pub booked: u64,
+    /// Preempted at least once (its readmissions stay out of the prefix-cache
+    /// counters, as vLLM keeps them out of its main ones).
+    pub preempted: bool,
 }
 
 impl<T> Seq<T> {
@@ -179,6 +182,7 @@ impl<T> Seq<T> {
             payload,
             blocks: Vec::new(),
             booked: 0,
+            preempted: false,
         }
     }
 
@@ -322,6 +326,7 @@ impl<T> Scheduler<T> {
                 };
                 self.kv_used -= seq.booked;
                 seq.booked = 0;
+                seq.preempted = true;
                 self.waiting.push_front(seq);
                 preempted += 1;
             }
@@ -348,8 +353,10 @@ impl<T> Scheduler<T> {
                 hit = blocks
                     .saturating_mul(block)
                     .min(seq.prompt_tokens.saturating_sub(1));
-                cache_queries = cache_queries.saturating_add(seq.prompt_tokens);
-                cache_hits += hit;
+                if !seq.preempted {
+                    cache_queries = cache_queries.saturating_add(seq.prompt_tokens);
+                    cache_hits += hit;
+                }
                 self.cache.touch(&seq.blocks);
             }
             prefill_tokens = prefill_tokens
