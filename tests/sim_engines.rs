@@ -749,3 +749,116 @@ async fn vllm_kv_grow_preempts_and_every_request_still_completes() {
     assert_eq!(preemptions, 0.0);
     assert_eq!(counts, vec![40; 4]);
 }
+
+// --- The engine diagnoses, from the simulator's own counters, through the binary ----
+
+/// Run a sweep with the real binary against `cfg`; returns summary.json's diagnoses
+/// (id -> evidence).
+async fn sweep_diagnoses(
+    name: &str,
+    cfg: SimConfig,
+    extra: &[&str],
+) -> serde_json::Map<String, Value> {
+    let (sim, base) = start(cfg).await;
+    let dir = std::env::temp_dir().join(format!("tokbench-simdiag-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut args: Vec<String> = [
+        "sweep",
+        "--base-url",
+        &base,
+        "--no-tui",
+        "--seed",
+        "7",
+        "--warmup",
+        "0",
+        "--probe-interval",
+        "0.1",
+        "--result-dir",
+        &dir.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tokbench"))
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("tokbench runs")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    summary["diagnoses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| Some((d["id"].as_str()?.to_owned(), d["evidence"].clone())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_full_is_diagnosed_at_the_first_level_that_preempts_and_no_prefix_cache() {
+    let cfg = SimConfig {
+        step_ms: 2.0,
+        step_ms_per_seq: 0.0,
+        // Two streams of 32 + 64 fit; sixteen do not.
+        kv_tokens: 600,
+        kv_policy: tokbench::sim::KvPolicy::Grow,
+        ..SimConfig::default()
+    };
+    let extra = [
+        "--concurrency",
+        "2,16",
+        "--num-prompts",
+        "96",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "64",
+    ];
+    let d = sweep_diagnoses("kvfull", cfg, &extra).await;
+    let kv = d
+        .get("kv_cache_full")
+        .unwrap_or_else(|| panic!("no kv_cache_full in {d:?}"));
+    assert_eq!(kv["concurrency"].as_f64(), Some(16.0), "{kv}");
+    assert!(kv["preemptions"].as_f64().unwrap_or(0.0) > 0.0, "{kv}");
+    assert!(
+        !d.contains_key("prefix_cache"),
+        "normal prompts raised {d:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_shared_prefix_is_diagnosed() {
+    let cfg = SimConfig {
+        step_ms: 2.0,
+        step_ms_per_seq: 0.0,
+        ..SimConfig::default()
+    };
+    let extra = [
+        "--concurrency",
+        "2",
+        "--num-prompts",
+        "16",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--prefix-len",
+        "64",
+    ];
+    let d = sweep_diagnoses("prefix", cfg, &extra).await;
+    assert!(d.contains_key("prefix_cache"), "no prefix_cache in {d:?}");
+    assert!(!d.contains_key("kv_cache_full"), "{d:?}");
+}
