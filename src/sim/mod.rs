@@ -11,6 +11,14 @@
 //! `SimConfig::noise` set, the engine's speed drifts as on a noisy or throttling
 //! machine (see the field's docs), so that repeated rounds of a level disagree.
 //!
+//! The `vllm` personality also keeps a prefix cache ([`SimConfig::prefix_block_tokens`])
+//! and can book KV as vLLM does, preempting when it runs out ([`SimConfig::kv_policy`]);
+//! `/metrics` counts both. Every personality can inject faults per request
+//! ([`SimConfig::fail_rate`], `stall_rate`, `disconnect_rate`, `malformed_rate`): a 500,
+//! a stream that stops with the connection open, a connection closed mid-stream, or one
+//! event of broken JSON. Stream faults strike after the body's second frame; a
+//! non-streamed answer (one frame) is served whole.
+//!
 //! Step boundaries land ~0.1 ms after their deadlines on an idle machine (a timerfd on
 //! Linux, see `timer.rs`; tokio's own 1 ms timer made that 1-2 ms).
 //!
