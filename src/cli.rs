@@ -346,4 +346,32 @@ pub struct SimTimingArgs {
     /// Seed of the simulated EOS draws.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub eos_seed: u64,
+
+    /// vLLM: `reserve` books prompt + max_tokens at admission; `grow` books as tokens come and preempts when KV runs out.
+    #[arg(long, value_name = "POLICY", default_value = "reserve")]
+    pub kv_policy: String,
+
+    /// vLLM: prefix-cache block size in words (0: no prefix cache).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub prefix_block_tokens: u64,
+
+    /// Fault injection: chance per request of an HTTP 500 instead of an answer.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub fail_rate: f64,
+
+    /// Fault injection: chance per request that the stream stops mid-way, connection left open.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub stall_rate: f64,
+
+    /// Fault injection: chance per request that the connection drops mid-stream.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub disconnect_rate: f64,
+
+    /// Fault injection: chance per request of one broken-JSON chunk mid-stream.
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub malformed_rate: f64,
+
+    /// Seed of the fault draws.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub fault_seed: u64,
 }

@@ -62,10 +62,16 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             run_with_a_face(prepared).await
         }
         Command::Sim(args) => {
+            let kv_policy: sim::KvPolicy = args
+                .timing
+                .kv_policy
+                .parse()
+                .map_err(|_| color_eyre::eyre::eyre!("--kv-policy must be reserve or grow"))?;
             sim::run_forever(
                 SocketAddr::new(args.host, args.port),
                 SimConfig {
                     api_key: args.api_key.clone(),
+                    kv_policy,
                     engine: match args.engine {
                         tokbench::cli::SimEngine::Vllm => sim::SimEngine::Vllm,
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
@@ -131,6 +137,12 @@ fn sim_config(t: &SimTimingArgs) -> SimConfig {
         vram_share: t.vram_share,
         eos_mean_tokens: t.eos_mean_tokens,
         eos_seed: t.eos_seed,
+        prefix_block_tokens: t.prefix_block_tokens,
+        fail_rate: t.fail_rate,
+        stall_rate: t.stall_rate,
+        disconnect_rate: t.disconnect_rate,
+        malformed_rate: t.malformed_rate,
+        fault_seed: t.fault_seed,
         ..SimConfig::default()
     }
 }
