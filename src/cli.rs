@@ -118,6 +118,10 @@ pub struct SweepArgs {
     #[arg(long, value_enum, default_value = "openai-chat")]
     pub backend: Backend,
 
+    /// The engine's name (vllm, sglang, llamacpp, ollama, tgi, ...), overriding detection.
+    #[arg(long, value_name = "NAME")]
+    pub engine: Option<String>,
+
     /// Request path overriding the backend's default (e.g. /v1/chat/completions).
     #[arg(long, value_name = "PATH")]
     pub endpoint: Option<String>,

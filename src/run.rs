@@ -40,6 +40,8 @@ pub struct SweepPlan {
     pub endpoint_url: reqwest::Url,
     pub backend: Backend,
     pub model: Option<String>,
+    /// `--engine`: the user's word over detection.
+    pub engine: Option<String>,
     pub levels: Vec<LevelPlan>,
     pub warmup: u32,
     pub input_len: u32,
@@ -177,6 +179,7 @@ impl SweepPlan {
             endpoint_url,
             backend: args.backend,
             model: args.model.clone(),
+            engine: args.engine.clone().filter(|e| !e.trim().is_empty()),
             levels,
             warmup: args.warmup.unwrap_or(first),
             input_len: args.random_input_len,
@@ -333,6 +336,9 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     if let Some((engine, version)) = engine_override {
         identity.engine = engine.to_string();
         identity.engine_version = Some(version.to_string());
+    }
+    if let Some(engine) = &plan.engine {
+        identity.engine = engine.trim().to_ascii_lowercase();
     }
     let model = match &plan.model {
         Some(m) => m.clone(),

@@ -715,6 +715,8 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
             "200",
             "--random-output-len",
             "16",
+            "--engine",
+            "SGLang",
         ],
     ))
     .await;
@@ -725,6 +727,11 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
     assert!(last.contains("http_400"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!dir.join("sweep-c2.json").exists());
+    // --engine overrides detection, and the run's identity says so.
+    assert_eq!(
+        read_json(&dir.join("summary.json"))["run"]["engine"],
+        "sglang"
+    );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

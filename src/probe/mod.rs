@@ -57,8 +57,8 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
 }
 
 /// Which engine answers, from the endpoints only it has: Ollama's
-/// `/api/version`, llama.cpp's `/props`, vLLM's `/version`. (SGLang, TGI and
-/// the rest read as `openai-compatible` until they get their own checks.)
+/// `/api/version`, llama.cpp's `/props`, SGLang's `/get_server_info`, TGI's
+/// `/info`, vLLM's `/version`; anything else is `openai-compatible`.
 async fn detect_engine(client: &reqwest::Client, base_url: &str) -> (&'static str, Option<String>) {
     let field = |v: Option<Value>, key: &str| {
         v.and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
@@ -75,6 +75,15 @@ async fn detect_engine(client: &reqwest::Client, base_url: &str) -> (&'static st
     if let Ok(Some(props)) = get_json(client, &format!("{base_url}/props")).await {
         if props.get("total_slots").is_some() {
             return ("llamacpp", field(Some(props), "build_info"));
+        }
+    }
+    if let Ok(Some(info)) = get_json(client, &format!("{base_url}/get_server_info")).await {
+        return ("sglang", field(Some(info), "version"));
+    }
+    if let Ok(Some(info)) = get_json(client, &format!("{base_url}/info")).await {
+        // TGI's /info names its router and its concurrency cap.
+        if info.get("max_concurrent_requests").is_some() || info.get("router").is_some() {
+            return ("tgi", field(Some(info), "version"));
         }
     }
     match field(
