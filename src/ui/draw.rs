@@ -1581,6 +1581,15 @@ mod server_line_tests {
             server_text(app).as_deref(),
             Some("server: running 32 waiting 3 KV 71%")
         );
+        // A GPU sample joins the server's gauges instead of replacing them.
+        let mut gpu = crate::probe::live::ServerSample::default();
+        gpu.gauges.insert("gpu_util_pct", 85.0);
+        gpu.gauges.insert("gpu_power_w", 400.0);
+        app.on_server_sample(&gpu);
+        assert_eq!(
+            server_text(app).as_deref(),
+            Some("server: running 32 waiting 3 KV 71% GPU 85% 400 W")
+        );
         app.server_missing = true;
         assert_eq!(server_text(app).as_deref(), Some("no server metrics"));
     }
