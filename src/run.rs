@@ -31,6 +31,22 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// A value that never shows in Debug output or logs (the API key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
 /// Flags turned into a checked plan. Every user mistake is caught here,
 /// before anything is sent.
 #[derive(Clone, Debug)]
@@ -52,7 +68,7 @@ pub struct SweepPlan {
     pub seed: u64,
     pub extra_body: Option<Map<String, Value>>,
     pub labels: BTreeMap<String, String>,
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     pub result_dir: Option<PathBuf>,
     pub request_timeout: Duration,
     pub stall_timeout: Duration,
@@ -113,8 +129,11 @@ impl SweepPlan {
         if args.num_prompts == Some(0) {
             bail!("--num-prompts must be at least 1");
         }
-        if args.random_output_len == 0 {
-            bail!("--random-output-len must be at least 1");
+        if args.random_output_len == 0 || args.random_output_len > 10_000_000 {
+            bail!("--random-output-len must be between 1 and 10,000,000");
+        }
+        if args.random_input_len > 10_000_000 || args.prefix_len > 10_000_000 {
+            bail!("--random-input-len and --prefix-len must be at most 10,000,000 tokens");
         }
         if args.rounds == 0 || args.rounds > 100 {
             bail!("--rounds must be between 1 and 100");
@@ -190,7 +209,12 @@ impl SweepPlan {
             seed: args.seed.unwrap_or_else(rng::random_seed),
             extra_body,
             labels,
-            api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+            api_key: match args.api_key.as_deref().filter(|k| !k.is_empty()) {
+                Some(key) if Target::authorization_from_key(key).is_none() => bail!(
+                    "the API key has characters an HTTP header cannot carry (a trailing newline?)"
+                ),
+                key => key.map(|k| Secret(k.to_string())),
+            },
             result_dir: args.result_dir.clone(),
             request_timeout: Duration::from_secs_f64(args.request_timeout),
             stall_timeout: Duration::from_secs_f64(args.stall_timeout),
@@ -319,8 +343,8 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(auth) = plan
         .api_key
-        .as_deref()
-        .and_then(Target::authorization_from_key)
+        .as_ref()
+        .and_then(|k| Target::authorization_from_key(k.expose()))
     {
         headers.insert(reqwest::header::AUTHORIZATION, auth);
     }
@@ -568,6 +592,7 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
             }
             Some(sample) = server_samples.recv() => recorder.on_server_sample(&sample),
             _ = ticker.tick() => {
+                recorder.flush_if_due()?;
                 progress.show(&state, driver.in_flight.load(Ordering::Relaxed), run_start.elapsed());
             }
             _ = &mut interrupt, if !was_interrupted => {

@@ -617,6 +617,55 @@ mod steering {
         sim.shutdown().await;
     }
 
+    /// A key pressed during warmup is kept and applied when the first
+    /// level starts, not dropped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn steering_during_warmup_is_applied_after_it() {
+        let sim = start_sim(SimConfig {
+            step_ms: 2.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+            ..SimConfig::default()
+        })
+        .await;
+        let mut cfg = config(
+            sim.addr,
+            vec![LevelPlan {
+                concurrency: 2,
+                num_prompts: 10_000,
+            }],
+        );
+        cfg.warmup = 2;
+        let mut h = driver::spawn(cfg, Instant::now());
+        let mut seen = Vec::new();
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::WarmupStarted { .. })
+        })
+        .await;
+        h.commands.send(Cmd::SetConcurrency(5)).expect("send");
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::WarmupFinished { .. })
+        })
+        .await;
+        let manual = wait_for(
+            &mut h,
+            &mut seen,
+            |e| matches!(e, DriverEvent::LevelStarted(info) if info.mode == Mode::Manual),
+        )
+        .await;
+        let DriverEvent::LevelStarted(info) = manual else {
+            unreachable!()
+        };
+        assert_eq!(info.concurrency, 5);
+        in_flight_reaches(&h, 5).await;
+        h.commands.send(Cmd::Stop).expect("send");
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::Finished { .. })
+        })
+        .await;
+        sim.shutdown().await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pause_holds_dispatch_and_stop_cancels_in_flight() {
         // 200 tokens at 5 ms: requests last a second, so Stop finds them in flight.

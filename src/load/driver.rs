@@ -138,6 +138,8 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
         events: event_tx,
         cancel: cancel_tx,
         tasks: JoinSet::new(),
+        task_levels: HashMap::new(),
+        deferred: Vec::new(),
         next_id: 0,
         levels: Vec::new(),
         current: None,
@@ -184,6 +186,11 @@ struct Driver {
     events: mpsc::UnboundedSender<DriverEvent>,
     cancel: watch::Sender<bool>,
     tasks: JoinSet<RequestRecord>,
+    /// Level of each task in flight, so a task that dies without a record
+    /// (a panic) still leaves its level's count right.
+    task_levels: HashMap<tokio::task::Id, usize>,
+    /// Steering asked for during warmup, applied when the first level starts.
+    deferred: Vec<Command>,
     next_id: u64,
     levels: Vec<LevelState>,
     current: Option<usize>,
@@ -220,6 +227,9 @@ impl Driver {
         }
 
         self.start_next_planned();
+        for command in std::mem::take(&mut self.deferred) {
+            self.handle(command);
+        }
         loop {
             // Settle first: it may start the next level, which dispatch then fills.
             self.settle_levels();
@@ -233,8 +243,14 @@ impl Driver {
                     // Nobody can steer any more: let the plan run out.
                     None => commands_open = false,
                 },
-                Some(joined) = self.tasks.join_next(), if !self.tasks.is_empty() => {
+                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
                     self.on_joined(joined);
+                }
+                // Nothing in flight and nobody left to steer (a paused
+                // level, say): the run cannot move on, so end it.
+                else => {
+                    self.stopping = true;
+                    self.close_current(true);
                 }
             }
         }
@@ -288,14 +304,17 @@ impl Driver {
                 command = commands.recv(), if *commands_open => match command {
                     Some(Command::Stop) => {
                         self.stopping = true;
-                        let _ = self.cancel.send(true);
+                        self.cancel.send_replace(true);
                     }
-                    Some(_) => {}
+                    // Kept for when the first level starts: a key pressed
+                    // during warmup is not lost.
+                    Some(other) => self.deferred.push(other),
                     None => *commands_open = false,
                 },
-                Some(joined) = self.tasks.join_next() => {
+                Some(joined) = self.tasks.join_next_with_id() => {
                     self.in_flight.fetch_sub(1, Ordering::Relaxed);
-                    if let Ok(record) = joined {
+                    if let Ok((id, record)) = joined {
+                        self.task_levels.remove(&id);
                         records.push(record);
                     }
                 }
@@ -351,8 +370,10 @@ impl Driver {
         let cancel = self.cancel.subscribe();
         let run_start = self.run_start;
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.tasks
+        let handle = self
+            .tasks
             .spawn(async move { execute(&target, request, run_start, cancel).await });
+        self.task_levels.insert(handle.id(), level);
         id
     }
 
@@ -468,24 +489,30 @@ impl Driver {
         }
     }
 
-    fn on_joined(&mut self, joined: Result<RequestRecord, tokio::task::JoinError>) {
+    fn on_joined(
+        &mut self,
+        joined: Result<(tokio::task::Id, RequestRecord), tokio::task::JoinError>,
+    ) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        match joined {
-            Ok(record) => {
-                if let Some(level) = self.levels.get_mut(record.level) {
-                    level.in_flight = level.in_flight.saturating_sub(1);
-                }
-                self.emit(DriverEvent::Record(record));
-            }
+        let (task, record) = match joined {
+            Ok((task, record)) => (task, Some(record)),
             Err(error) => {
                 // A load task panicked: a bug, not a server fault. Its level
-                // would never drain, so close the books on every level's
-                // count rather than hang; the panic message goes to stderr.
+                // still drains (below), so the run goes on; the message goes
+                // to stderr.
                 eprintln!("tokbench: a load task failed: {error}");
-                for level in &mut self.levels {
-                    level.in_flight = level.in_flight.min(self.tasks.len() as u32);
-                }
+                (error.id(), None)
             }
+        };
+        if let Some(level) = self
+            .task_levels
+            .remove(&task)
+            .and_then(|l| self.levels.get_mut(l))
+        {
+            level.in_flight = level.in_flight.saturating_sub(1);
+        }
+        if let Some(record) = record {
+            self.emit(DriverEvent::Record(record));
         }
     }
 
@@ -533,7 +560,8 @@ impl Driver {
                 self.stopping = true;
                 self.close_current(true);
                 // In-flight requests see this and come back as Cancelled.
-                let _ = self.cancel.send(true);
+                // send_replace: kept even when no request listens right now.
+                self.cancel.send_replace(true);
             }
         }
     }

@@ -167,7 +167,9 @@ pub async fn execute(
     let deadline = tokio::time::Instant::from_std(t0 + target.request_timeout);
 
     let mut tally = StreamTally {
-        arrivals: Vec::with_capacity(request.max_tokens as usize + 2),
+        // Room for a typical answer; a huge --random-output-len must not
+        // reserve gigabytes up front (the Vec grows if the answer does).
+        arrivals: Vec::with_capacity(request.max_tokens.min(4096) as usize + 2),
         ..StreamTally::default()
     };
     let stop = tokio::select! {
@@ -386,7 +388,13 @@ pub fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
 
 /// One line for a transport failure, from the innermost error's words.
 pub fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
-    let mut innermost = error.to_string();
+    // reqwest's own text names the URL; one with credentials must not be echoed.
+    let mut innermost = match error.url() {
+        Some(url) if url.password().is_some() || !url.username().is_empty() => {
+            error.to_string().replace(url.as_str(), "<url>")
+        }
+        _ => error.to_string(),
+    };
     let mut source = error.source();
     while let Some(e) = source {
         innermost = e.to_string();

@@ -36,7 +36,10 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
         Ok(Some(body)) => model_ids(&body),
         Ok(None) => Vec::new(),
         Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
-        Err(e) => return Err(eyre!("cannot reach {base_url}: {e}")),
+        Err(e) => {
+            let shown = crate::run::display_url(base_url);
+            return Err(eyre!("cannot reach {shown}: {e}"));
+        }
     };
     let (engine, version) = detect_engine(client, base_url).await;
     let models = if models.is_empty() {

@@ -155,8 +155,8 @@ fn started_text(iso: &str, width: u16) -> String {
     let iso_like = spaced.as_bytes().get(13) == Some(&b':');
     match width {
         120.. => spaced,
-        100..=119 if iso_like => spaced[..16].to_string(),
-        _ if iso_like => spaced[..10].to_string(),
+        100..=119 if iso_like => spaced.get(..16).unwrap_or(&spaced).to_string(),
+        _ if iso_like => spaced.get(..10).unwrap_or(&spaced).to_string(),
         _ => spaced,
     }
 }

@@ -196,6 +196,10 @@ async fn event_loop(
     let mut stop_sent_at: Option<Instant> = None;
 
     let mut redraw = |terminal: &mut Tui, app: &mut App, driver: &DriverHandle| -> Result<()> {
+        // After a panic the hook gave the terminal back: never paint over it.
+        if terminal::panicked() {
+            return Ok(());
+        }
         app.set_in_flight(driver.in_flight.load(Ordering::Relaxed));
         // Three seconds without a scrape: say so once, not an error a second.
         if probing && app.server.is_none() && run_start.elapsed() > Duration::from_secs(3) {
@@ -265,6 +269,7 @@ async fn event_loop(
                 Some(Err(_)) | None => input_open = false,
             },
             _ = frames.tick() => {
+                recorder.flush_if_due()?;
                 if terminal::panicked() && stop_sent_at.is_none() {
                     // The hook gave the terminal back; save and leave.
                     stop_sent_at = Some(Instant::now());

@@ -181,8 +181,8 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
             started_at: raw
                 .get("started_at_s")
                 .and_then(Value::as_f64)
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map_or(Duration::ZERO, Duration::from_secs_f64),
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .unwrap_or(Duration::ZERO),
         };
         // A summary without request counts still has figures to show.
         let ok = if completed == 0 && failed == 0 && saved.output_throughput.is_some() {

@@ -402,7 +402,7 @@ impl Workload {
         use std::fmt::Write;
         let words = words.max(1);
         let prefix = self.prefix_word_count();
-        let mut text = String::with_capacity((words + prefix) * 7 + 12);
+        let mut text = String::with_capacity((words + prefix).min(1 << 20) * 7 + 12);
         for word in &self.prefix_words[..prefix] {
             text.push_str(word);
             text.push(' ');
