@@ -351,6 +351,9 @@ pub struct SparkPoint {
     pub itl_p99_us: Option<u64>,
     /// The concurrency target changed during this second.
     pub marker: bool,
+    /// Requests queued inside the server this second (vLLM waiting,
+    /// llama.cpp deferred), from the probe.
+    pub server_queue: Option<u64>,
 }
 
 /// The latency panels: the per-second series and the window-wide quantiles.
@@ -454,6 +457,9 @@ pub struct App {
     pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
     /// The probe ran and the server exposes none of its engine's gauges.
     pub server_missing: bool,
+    /// Second of the run -> requests queued in the server (last scrape of
+    /// that second), for the server bars; the last two minutes only.
+    pub server_queue: std::collections::BTreeMap<u64, f64>,
     pub latency: Latency,
     /// The sweep's capacity so far (concurrency), once the analysis finds one.
     pub capacity: Option<u32>,
@@ -494,6 +500,7 @@ impl App {
             client_cpu: None,
             server: None,
             server_missing: false,
+            server_queue: std::collections::BTreeMap::new(),
             latency: Latency::default(),
             capacity: None,
             knee: None,
@@ -720,6 +727,16 @@ impl App {
             .get_or_insert_with(Default::default)
             .extend(sample.gauges.iter().map(|(k, v)| (*k, *v)));
         self.server_missing = false;
+        let queued = sample
+            .gauges
+            .get("waiting")
+            .or_else(|| sample.gauges.get("deferred"));
+        if let Some(&queued) = queued {
+            let second = sample.at.as_secs();
+            self.server_queue.insert(second, queued);
+            let keep_from = second.saturating_sub(120);
+            self.server_queue = self.server_queue.split_off(&keep_from);
+        }
     }
 
     /// Time passes: `now` is the offset from the run's start. Recomputes
@@ -783,6 +800,10 @@ impl App {
                     ttft_p99_us: s.ttft.map(|q| q.p99_us),
                     itl_p99_us: s.itl.map(|q| q.p99_us),
                     marker: self.target_changes.contains(&s.second),
+                    server_queue: self
+                        .server_queue
+                        .get(&s.second)
+                        .map(|v| v.max(0.0).round() as u64),
                 })
                 .collect(),
             ttft_p50_ms: ttft.map(|q| ms(q.p50_us)),

@@ -505,8 +505,23 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
 // ---------------------------------------------------------------- latency
 
 fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
-    let [left, right] =
-        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
+    // The server's queue gets its own bars beside the client's when the
+    // probe reads one and the screen is wide enough for three panels.
+    let server_bars = !app.server_queue.is_empty() && area.width >= 120;
+    let (left, right) = if server_bars {
+        let [left, right, server] = Layout::horizontal([
+            Constraint::Ratio(1, 3),
+            Constraint::Ratio(1, 3),
+            Constraint::Ratio(1, 3),
+        ])
+        .areas(area);
+        server_queue_panel(app, server, buf);
+        (left, right)
+    } else {
+        let [left, right] =
+            Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(area);
+        (left, right)
+    };
     let l = &app.latency;
     let p = &app.palette;
     let ttft: fn(&SparkPoint) -> Option<u64> = |pt| pt.ttft_p99_us;
@@ -553,6 +568,40 @@ fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
         }
         .render(inner, buf);
     }
+}
+
+/// Requests queued inside the server, each second of the last minute.
+fn server_queue_panel(app: &App, rect: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let now = app
+        .server_queue
+        .values()
+        .next_back()
+        .copied()
+        .unwrap_or(0.0);
+    let peak = app.server_queue.values().copied().fold(0.0, f64::max);
+    let title = Line::from(vec![
+        Span::styled(" server queue ", p.title),
+        Span::styled(format!("now {now:.0}  max {peak:.0} "), p.strong),
+    ]);
+    let mut block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(title);
+    let caption = "waiting each second";
+    if usize::from(rect.width) >= caption.len() + 6 && rect.height >= 3 {
+        block = block.title_bottom(Line::styled(format!(" {caption} "), p.dim).right_aligned());
+    }
+    let inner = block.inner(rect);
+    block.render(rect, buf);
+    let queue: fn(&SparkPoint) -> Option<u64> = |pt| pt.server_queue;
+    Spark {
+        points: &app.latency.points,
+        value: queue,
+        style: p.itl,
+        marker_style: p.marker,
+    }
+    .render(inner, buf);
 }
 
 /// A title with a space either side, as borders want it.
@@ -1592,5 +1641,36 @@ mod server_line_tests {
         );
         app.server_missing = true;
         assert_eq!(server_text(app).as_deref(), Some("no server metrics"));
+    }
+
+    #[test]
+    fn the_server_queue_gets_its_bars_on_a_wide_screen_only() {
+        let render = |app: &App, w: u16, h: u16| {
+            let mut terminal =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("terminal");
+            terminal.draw(|f| draw(f, app)).expect("draw");
+            let buffer = terminal.backend().buffer().clone();
+            buffer
+                .content()
+                .iter()
+                .map(|c| c.symbol())
+                .collect::<String>()
+        };
+        let mut scene = Scene::new(article_run(false), ColorMode::None);
+        let app = &mut scene.app;
+        assert!(!render(app, 160, 48).contains("server queue"));
+        for (second, waiting) in [(1u64, 0.0), (2, 5.0), (3, 24.0)] {
+            let mut sample = crate::probe::live::ServerSample {
+                at: std::time::Duration::from_secs(second),
+                ..Default::default()
+            };
+            sample.gauges.insert("waiting", waiting);
+            app.on_server_sample(&sample);
+        }
+        let wide = render(app, 160, 48);
+        assert!(wide.contains("server queue"), "{wide}");
+        assert!(wide.contains("now 24  max 24"), "{wide}");
+        // At 80 columns the two client panels keep the row.
+        assert!(!render(app, 80, 24).contains("server queue"));
     }
 }

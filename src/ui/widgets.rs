@@ -737,6 +737,7 @@ mod tests {
     #[test]
     fn spark_bars_markers_and_gaps() {
         let pt = |second, v: Option<u64>, marker| SparkPoint {
+            server_queue: None,
             second,
             ttft_p99_us: v,
             itl_p99_us: None,
