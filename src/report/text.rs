@@ -85,6 +85,14 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
         "Stream decode speed (tok/s):",
         opt2(s.stream_decode_tok_s),
     );
+    // What the server itself says of its decode speed, beside the client's.
+    if let Some(v) = level
+        .server_timings
+        .get("decode_tok_s_median")
+        .and_then(|v| v.as_f64())
+    {
+        line(&mut out, "Server decode speed (tok/s):", format!("{v:.2}"));
+    }
     let sections: [(&str, &str, &Option<Distribution>); 4] = [
         ("Time to First Token", "TTFT", &s.ttft),
         ("Time per Output Token (excl. 1st token)", "TPOT", &s.tpot),
