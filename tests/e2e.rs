@@ -323,6 +323,16 @@ fn bad_flags_are_one_line_errors() {
 /// as partial, requests.jsonl and summary.json written, the key nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupt_saves_partial_level_and_exits_130() {
+    interrupted_by(libc::SIGINT, "interrupt").await;
+}
+
+/// The SSH session dropping (SIGHUP) saves like Ctrl-C.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hangup_saves_partial_level_and_exits_130() {
+    interrupted_by(libc::SIGHUP, "hangup").await;
+}
+
+async fn interrupted_by(signal: i32, name: &str) {
     // Slow steps: a level of 64 tokens takes ~1.3 s per request. The
     // simulator demands the key, so a finished request proves it was sent.
     let secret = "sk-test-DO-NOT-LEAK-4242";
@@ -331,7 +341,7 @@ async fn interrupt_saves_partial_level_and_exits_130() {
         ..fast_sim(20.0)
     })
     .await;
-    let dir = scratch("interrupt");
+    let dir = scratch(name);
     let mut args = sweep_args(
         &sim,
         &dir,
@@ -373,7 +383,7 @@ async fn interrupt_saves_partial_level_and_exits_130() {
     }
     let pid = child.id() as i32;
     // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    unsafe { libc::kill(pid, signal) };
     let signalled = Instant::now();
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
         .await
