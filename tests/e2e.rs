@@ -25,6 +25,16 @@ async fn start_sim(cfg: SimConfig) -> SimHandle {
         .expect("simulator starts")
 }
 
+/// Fixed step time only: no per-sequence or prefill cost.
+fn steps_only(step_ms: f64) -> SimConfig {
+    SimConfig {
+        step_ms,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 0.0,
+        ..SimConfig::default()
+    }
+}
+
 fn fast_sim(step_ms: f64) -> SimConfig {
     SimConfig {
         step_ms,
@@ -495,13 +505,7 @@ mod steering {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn manual_takeover_then_resume_the_plan() {
         // 20 tokens at 2 ms a step: a request takes about 40 ms.
-        let sim = start_sim(SimConfig {
-            step_ms: 2.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 0.0,
-            ..SimConfig::default()
-        })
-        .await;
+        let sim = start_sim(steps_only(2.0)).await;
         let plan = vec![
             LevelPlan {
                 concurrency: 2,
@@ -631,13 +635,7 @@ mod steering {
     /// level starts, not dropped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn steering_during_warmup_is_applied_after_it() {
-        let sim = start_sim(SimConfig {
-            step_ms: 2.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 0.0,
-            ..SimConfig::default()
-        })
-        .await;
+        let sim = start_sim(steps_only(2.0)).await;
         let mut cfg = config(
             sim.addr,
             vec![LevelPlan {
@@ -679,13 +677,7 @@ mod steering {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pause_holds_dispatch_and_stop_cancels_in_flight() {
         // 200 tokens at 5 ms: requests last a second, so Stop finds them in flight.
-        let sim = start_sim(SimConfig {
-            step_ms: 5.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 0.0,
-            ..SimConfig::default()
-        })
-        .await;
+        let sim = start_sim(steps_only(5.0)).await;
         let mut cfg = config(
             sim.addr,
             vec![LevelPlan {

@@ -108,16 +108,7 @@ pub fn render_html(run: &SavedRun) -> String {
     let _ = writeln!(h, "<h2>Verdict</h2>\n<dl>");
     let _ = writeln!(h, "<dt>Capacity</dt><dd>{}</dd>", esc(&run.capacity_text()));
     let _ = writeln!(h, "<dt>Knee</dt><dd>{}</dd>", esc(&run.knee_text()));
-    let cost = match &run.cost {
-        Some(c) => c
-            .verdict
-            .clone()
-            .unwrap_or_else(|| match c.cost_per_m_output {
-                Some(m) => format!("${m:.3} per million output tokens"),
-                None => "no cost figure recorded".into(),
-            }),
-        None => "no GPU price given (--gpu-price-per-hour)".into(),
-    };
+    let cost = run.cost_text();
     let _ = writeln!(h, "<dt>Cost</dt><dd>{}</dd>", esc(&cost));
     if let Some(slo) = run.slo_text() {
         let _ = writeln!(h, "<dt>SLO</dt><dd>{}</dd>", esc(&slo));

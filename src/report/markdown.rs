@@ -24,16 +24,7 @@ pub fn render_markdown(run: &SavedRun) -> String {
     let _ = writeln!(out);
     let _ = writeln!(out, "- **Capacity:** {}", cell(&run.capacity_text()));
     let _ = writeln!(out, "- **Knee:** {}", cell(&run.knee_text()));
-    let cost = match &run.cost {
-        Some(c) => c
-            .verdict
-            .clone()
-            .unwrap_or_else(|| match c.cost_per_m_output {
-                Some(m) => format!("${m:.3} per million output tokens"),
-                None => "no cost figure recorded".into(),
-            }),
-        None => "no GPU price given (`--gpu-price-per-hour`)".into(),
-    };
+    let cost = run.cost_text();
     let _ = writeln!(out, "- **Cost:** {}", cell(&cost));
     if let Some(slo) = run.slo_text() {
         let _ = writeln!(out, "- **SLO:** {slo}");

@@ -366,6 +366,20 @@ impl SavedRun {
         }
     }
 
+    /// The cost verdict in words, or why there is none.
+    pub fn cost_text(&self) -> String {
+        match &self.cost {
+            Some(c) => c
+                .verdict
+                .clone()
+                .unwrap_or_else(|| match c.cost_per_m_output {
+                    Some(m) => format!("${m:.3} per million output tokens"),
+                    None => "no cost figure recorded".into(),
+                }),
+            None => "no GPU price given (--gpu-price-per-hour)".into(),
+        }
+    }
+
     pub fn knee_text(&self) -> String {
         match &self.knee {
             Some(k) => k.reason.clone().unwrap_or_else(|| {
