@@ -230,6 +230,18 @@ pub struct RequestRecord {
     /// One line from the server or the transport, for the failed ones.
     pub error_message: Option<String>,
     pub server_timings: Option<ServerTimings>,
+    /// Open-loop runs: how late the request went out after its intended send
+    /// time. Its timings (`start`, `ttft`, ...) count from the intended time,
+    /// so a stalled server cannot hide behind a client that waited.
+    pub send_lag: Option<Duration>,
+    /// Multi-turn runs (`--turns`): 1-based turn of its conversation.
+    pub turn: Option<u32>,
+    /// Reasoning models: first *content* token, relative to t0, when reasoning came first.
+    pub ttfc: Option<Duration>,
+    /// Reasoning tokens the server reported (or reasoning chunks counted).
+    pub reasoning_tokens: Option<u32>,
+    /// Prompt tokens the server answered from its prefix cache, when it says.
+    pub cached_tokens: Option<u32>,
 }
 
 impl RequestRecord {
@@ -268,6 +280,11 @@ impl RequestRecord {
             outcome: Outcome::Ok,
             error_message: None,
             server_timings: None,
+            send_lag: None,
+            turn: None,
+            ttfc: None,
+            reasoning_tokens: None,
+            cached_tokens: None,
         }
     }
 }

@@ -867,6 +867,8 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
             body: bytes::Bytes::from_static(b"{}"),
             input_tokens_target: 38,
             max_tokens: 64,
+            scheduled: None,
+            turn: None,
         };
         let record = execute(&target, request, start, cancel.clone()).await;
         assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error_message);

@@ -365,6 +365,8 @@ impl Driver {
             body: self.body.build(prompt),
             input_tokens_target: prompt.input_tokens_target,
             max_tokens: prompt.max_tokens,
+            scheduled: None,
+            turn: None,
         };
         let target = self.target.clone();
         let cancel = self.cancel.subscribe();

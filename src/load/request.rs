@@ -58,6 +58,11 @@ pub struct PreparedRequest {
     pub body: Bytes,
     pub input_tokens_target: u32,
     pub max_tokens: u32,
+    /// Open-loop: when the request was meant to go out. Its timings count
+    /// from here (coordinated omission), and the lateness is recorded.
+    pub scheduled: Option<Instant>,
+    /// Multi-turn runs: 1-based turn of its conversation.
+    pub turn: Option<u32>,
 }
 
 /// The parts of a stream the record is built from.
@@ -162,9 +167,22 @@ pub async fn execute(
     record.input_tokens_target = request.input_tokens_target;
     record.output_tokens_requested = request.max_tokens;
 
-    let t0 = Instant::now();
+    record.turn = request.turn;
+    let sent = Instant::now();
+    // Open loop: time from the intended send, so waiting to send counts.
+    let t0 = match request.scheduled {
+        Some(scheduled) if scheduled <= sent => {
+            record.send_lag = Some(sent - scheduled);
+            scheduled
+        }
+        Some(_) => {
+            record.send_lag = Some(Duration::ZERO);
+            sent
+        }
+        None => sent,
+    };
     record.start = t0.saturating_duration_since(run_start);
-    let deadline = tokio::time::Instant::from_std(t0 + target.request_timeout);
+    let deadline = tokio::time::Instant::from_std(sent + target.request_timeout);
 
     let mut tally = StreamTally {
         // Room for a typical answer; a huge --random-output-len must not

@@ -315,6 +315,11 @@ impl Recorder {
             "error": error,
             "error_message": r.error_message,
             "server_timings": r.server_timings.map(server_timings_json),
+            "send_lag_ms": ms(r.send_lag),
+            "turn": r.turn,
+            "ttfc_ms": ms(r.ttfc),
+            "reasoning_tokens": r.reasoning_tokens,
+            "cached_tokens": r.cached_tokens,
         });
         serde_json::to_writer(&mut self.jsonl, &line)
             .map_err(std::io::Error::from)
