@@ -73,6 +73,9 @@ pub enum Command {
     Stop,
 }
 
+// Records are nearly every event sent, so boxing them would only add an
+// allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum DriverEvent {
     WarmupStarted {
