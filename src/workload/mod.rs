@@ -6,8 +6,16 @@
 //! (one token per word, or the server's `/tokenize`) and is fitted on what the
 //! server reports for the warmup requests (`usage.prompt_tokens`).
 
+pub mod corpus;
+pub mod dataset;
+pub mod profile;
+pub mod prose;
 pub mod rng;
 
+use std::sync::Arc;
+
+pub use dataset::{ChatMessage, Dataset};
+pub use profile::{Profile, PromptSource, Traffic};
 use rng::Rng;
 
 /// Common English words that most BPE vocabularies hold as one token each
@@ -340,6 +348,9 @@ pub struct PromptSpec {
     /// The prompt length aimed for, in server tokens.
     pub input_tokens_target: u32,
     pub max_tokens: u32,
+    /// A `--dataset` record of chat messages: sent as these messages on a
+    /// chat API (`text` then holds them flattened, for a prompt API).
+    pub messages: Option<Vec<ChatMessage>>,
 }
 
 /// Makes the prompts of a run.
@@ -355,6 +366,19 @@ pub struct Workload {
     pub prefix_len: u32,
     /// The shared text's words, drawn once; the calibrated count of them is used.
     prefix_words: Vec<&'static str>,
+    /// `--random-range-ratio`: each measured request's lengths drawn in [L(1-r), L(1+r)].
+    pub range_ratio: f64,
+    /// Where the words after the nonce come from.
+    pub source: PromptSource,
+    corpus: Option<Arc<corpus::Corpus>>,
+    dataset: Option<Arc<Dataset>>,
+    /// The next dataset record to send (wrapping).
+    cursor: usize,
+    /// `--random-output-len` was given: it wins over a ShareGPT length hint.
+    output_len_explicit: bool,
+    /// Draws the lengths, apart from the words, so that a range ratio of 0
+    /// leaves the prompts as they were.
+    len_rng: Rng,
 }
 
 impl Workload {
@@ -366,7 +390,30 @@ impl Workload {
             calibration: Calibration::default(),
             prefix_len: 0,
             prefix_words: Vec::new(),
+            range_ratio: 0.0,
+            source: PromptSource::Random,
+            corpus: None,
+            dataset: None,
+            cursor: 0,
+            output_len_explicit: false,
+            len_rng: Rng::new(seed ^ 0x6c65_6e67_7468_7321),
         }
+    }
+
+    /// Take the traffic shape of the run: range ratio, prompt source, dataset.
+    pub fn with_traffic(mut self, traffic: &Traffic) -> Workload {
+        self.range_ratio = traffic.range_ratio;
+        self.source = traffic.source;
+        self.corpus = traffic.corpus.clone();
+        self.dataset = traffic.dataset.clone();
+        self.output_len_explicit = traffic.output_len_explicit;
+        self
+    }
+
+    /// Usable records of the `--dataset`, when the run has one: each level
+    /// sends each record once unless `--num-prompts` says otherwise.
+    pub fn records_len(&self) -> Option<usize> {
+        self.dataset.as_ref().map(|d| d.records.len())
     }
 
     /// Put the same `tokens`-token text before every prompt.
@@ -389,10 +436,52 @@ impl Workload {
         (words.max(1.0) as usize).min(self.prefix_words.len())
     }
 
-    /// The next measured prompt, at the calibrated length.
+    /// The next measured prompt: the next dataset record, or a generated
+    /// prompt at the calibrated length (drawn around the target with a
+    /// range ratio).
     pub fn next_prompt(&mut self) -> PromptSpec {
-        let words = self.calibration.words_for(self.input_len);
-        self.prompt_of_words(words)
+        if self.dataset.is_some() {
+            return self.next_record();
+        }
+        let input = profile::draw_len(&mut self.len_rng, self.input_len, self.range_ratio);
+        let output = profile::draw_len(&mut self.len_rng, self.output_len, self.range_ratio);
+        let words = self.calibration.words_for(input);
+        let mut prompt = self.prompt_of_words(words);
+        prompt.input_tokens_target = input + self.prefix_len;
+        prompt.max_tokens = output;
+        prompt
+    }
+
+    /// The next dataset record, as given. Its input target is the
+    /// calibrated estimate for its word count (the server's count is what
+    /// gets recorded); its output length is the record's `output_len`, else
+    /// a ShareGPT answer's length unless `--random-output-len` was given,
+    /// else the run's output length (with the range ratio).
+    fn next_record(&mut self) -> PromptSpec {
+        let Some(dataset) = self.dataset.clone().filter(|d| !d.records.is_empty()) else {
+            let words = self.calibration.words_for(self.input_len);
+            return self.prompt_of_words(words);
+        };
+        let record = &dataset.records[self.cursor % dataset.records.len()];
+        self.cursor = self.cursor.wrapping_add(1);
+        let hint = record.output_hint.filter(|_| !self.output_len_explicit);
+        let max_tokens = match record.output_len.or(hint) {
+            Some(n) => n,
+            None => profile::draw_len(&mut self.len_rng, self.output_len, self.range_ratio),
+        };
+        let c = self.calibration;
+        let estimate = c.tokens_per_word * record.words as f64 + c.overhead_tokens;
+        PromptSpec {
+            text: record.text.clone(),
+            words: record.words,
+            input_tokens_target: if estimate.is_finite() {
+                estimate.round().clamp(1.0, f64::from(u32::MAX)) as u32
+            } else {
+                record.words as u32
+            },
+            max_tokens,
+            messages: record.messages.clone(),
+        }
     }
 
     /// A prompt of exactly `words` words. It opens with a random number, so
@@ -409,15 +498,24 @@ impl Workload {
         }
         // A number nonce is one "word" for the simulator's whitespace tokenizer.
         let _ = write!(text, "{}", self.rng.next_u64() % 1_000_000_000);
-        for _ in 1..words {
-            text.push(' ');
-            text.push_str(WORDS[self.rng.below(WORDS.len())]);
+        match (self.source, &self.corpus) {
+            (PromptSource::Prose, _) => prose::push_words(&mut self.rng, &mut text, words - 1),
+            (PromptSource::Corpus, Some(corpus)) => {
+                corpus.push_words(&mut self.rng, &mut text, words - 1)
+            }
+            _ => {
+                for _ in 1..words {
+                    text.push(' ');
+                    text.push_str(WORDS[self.rng.below(WORDS.len())]);
+                }
+            }
         }
         PromptSpec {
             text,
             words: words + prefix,
             input_tokens_target: self.input_len + self.prefix_len,
             max_tokens: self.output_len,
+            messages: None,
         }
     }
 
@@ -551,5 +649,103 @@ mod tests {
         assert_eq!(w.warmup_words(0), 100);
         assert_eq!(w.warmup_words(1), 50);
         assert_eq!(w.warmup_words(2), 100);
+    }
+
+    #[test]
+    fn range_ratio_draws_each_request_around_the_targets() {
+        // chat with r = 0.5: inputs in [256, 768], outputs in [128, 384], means 512 and 256.
+        let traffic = Traffic {
+            range_ratio: 0.5,
+            ..Traffic::default()
+        };
+        let mut w = Workload::new(4, 512, 256).with_traffic(&traffic);
+        let prompts: Vec<PromptSpec> = (0..4000).map(|_| w.next_prompt()).collect();
+        let ins: Vec<u32> = prompts.iter().map(|p| p.input_tokens_target).collect();
+        let outs: Vec<u32> = prompts.iter().map(|p| p.max_tokens).collect();
+        assert_eq!(
+            (*ins.iter().min().unwrap(), *ins.iter().max().unwrap()),
+            (256, 768)
+        );
+        assert_eq!(
+            (*outs.iter().min().unwrap(), *outs.iter().max().unwrap()),
+            (128, 384)
+        );
+        let mean = |v: &[u32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+        // Standard errors: 148 / sqrt(4000) = 2.3 and 74 / sqrt(4000) = 1.2.
+        assert!((mean(&ins) - 512.0).abs() < 10.0, "{}", mean(&ins));
+        assert!((mean(&outs) - 256.0).abs() < 5.0, "{}", mean(&outs));
+        // At one token a word the prompt has as many words as its target.
+        assert!(prompts
+            .iter()
+            .all(|p| p.text.split_whitespace().count() as u32 == p.input_tokens_target));
+        // No ratio: the lengths and the prompts are exactly as before.
+        let a = Workload::new(9, 32, 8)
+            .with_traffic(&Traffic::default())
+            .next_prompt();
+        assert_eq!(a, Workload::new(9, 32, 8).next_prompt());
+    }
+
+    #[test]
+    fn prose_and_corpus_prompts_open_with_a_nonce_at_the_word_count() {
+        let corpus = corpus::Corpus::from_text("alpha beta gamma delta", "c.txt").map(Arc::new);
+        for source in [PromptSource::Prose, PromptSource::Corpus] {
+            let traffic = Traffic {
+                source,
+                corpus: corpus.clone(),
+                ..Traffic::default()
+            };
+            let mut w = Workload::new(2, 100, 10).with_traffic(&traffic);
+            let mut firsts = std::collections::HashSet::new();
+            for _ in 0..50 {
+                let p = w.next_prompt();
+                assert_eq!(p.text.split_whitespace().count(), 100, "{source:?}");
+                let first = p.text.split_whitespace().next().unwrap_or("");
+                assert!(first.parse::<u64>().is_ok(), "{first}");
+                firsts.insert(first.to_string());
+            }
+            assert_eq!(firsts.len(), 50);
+        }
+    }
+
+    #[test]
+    fn dataset_records_go_out_in_order_and_wrap() {
+        let text = concat!(
+            "{\"prompt\": \"one two three\", \"output_len\": 5}\n",
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"hi there\"}]}\n",
+            "{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", \"value\": \"a b c d\"}]}\n",
+        );
+        let dataset = Arc::new(Dataset::parse(text, "d.jsonl").expect("parses"));
+        let traffic = Traffic {
+            dataset: Some(dataset.clone()),
+            ..Traffic::default()
+        };
+        let mut w = Workload::new(1, 100, 7).with_traffic(&traffic);
+        w.calibration = Calibration {
+            tokens_per_word: 1.5,
+            overhead_tokens: 10.0,
+            slope_from_tokenizer: false,
+        };
+        assert_eq!(w.records_len(), Some(3));
+        let p: Vec<PromptSpec> = (0..4).map(|_| w.next_prompt()).collect();
+        assert_eq!(p[0].text, "one two three");
+        assert_eq!(p[0].max_tokens, 5);
+        // 3 words at 1.5 tokens a word plus 10: 14.5 -> 15 (rounded half away from zero).
+        assert_eq!(p[0].input_tokens_target, 15);
+        assert_eq!(p[1].text, "user: hi there");
+        assert_eq!(p[1].messages.as_ref().map(Vec::len), Some(1));
+        assert_eq!(p[1].max_tokens, 7, "no output_len: the run's");
+        assert_eq!(p[2].text, "q");
+        assert_eq!(p[2].max_tokens, 4, "the answer's 4 words");
+        assert_eq!(p[3], p[0], "wraps around");
+        // An explicit --random-output-len wins over the ShareGPT hint, not over output_len.
+        let traffic = Traffic {
+            dataset: Some(dataset),
+            output_len_explicit: true,
+            ..Traffic::default()
+        };
+        let mut w = Workload::new(1, 100, 7).with_traffic(&traffic);
+        let lens: Vec<u32> = (0..3).map(|_| w.next_prompt().max_tokens).collect();
+        assert_eq!(lens, vec![5, 7, 7]);
+        assert_eq!(Workload::new(1, 1, 1).records_len(), None);
     }
 }

@@ -1,0 +1,289 @@
+//! Traffic shape: length presets (`--profile`), per-request length spread
+//! (`--random-range-ratio`), where the prompt text comes from
+//! (`--prompt-source`, `--dataset`), and the achieved lengths as recorded.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::corpus::Corpus;
+use super::dataset::Dataset;
+use super::rng::Rng;
+
+/// A preset of input/output length (`--profile`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// 1024 in / 1024 out (the default lengths).
+    Balanced,
+    /// 4000 in / 50 out: long prompts, short answers (RAG, classification).
+    PrefillHeavy,
+    /// 200 in / 2000 out: short prompts, long answers (writing, reasoning).
+    DecodeHeavy,
+    /// 512 in / 256 out: a chat turn.
+    Chat,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Balanced => "balanced",
+            Profile::PrefillHeavy => "prefill-heavy",
+            Profile::DecodeHeavy => "decode-heavy",
+            Profile::Chat => "chat",
+        }
+    }
+
+    /// `(input tokens, output tokens)`.
+    pub fn lengths(self) -> (u32, u32) {
+        match self {
+            Profile::Balanced => (1024, 1024),
+            Profile::PrefillHeavy => (4000, 50),
+            Profile::DecodeHeavy => (200, 2000),
+            Profile::Chat => (512, 256),
+        }
+    }
+
+    /// The preset these lengths are, if any.
+    pub fn of_lengths(input: u32, output: u32) -> Option<Profile> {
+        [
+            Profile::Balanced,
+            Profile::PrefillHeavy,
+            Profile::DecodeHeavy,
+            Profile::Chat,
+        ]
+        .into_iter()
+        .find(|p| p.lengths() == (input, output))
+    }
+}
+
+/// Where a prompt's words come from (`--prompt-source`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PromptSource {
+    /// Common English words in random order (the default; steady tokens per word).
+    #[default]
+    Random,
+    /// Generated English-like prose: Zipf word frequencies, sentences, paragraphs.
+    Prose,
+    /// Passages cut from the text file given with `--corpus`.
+    Corpus,
+}
+
+impl PromptSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptSource::Random => "random",
+            PromptSource::Prose => "prose",
+            PromptSource::Corpus => "corpus",
+        }
+    }
+}
+
+/// Input and output lengths after the flags: a `--profile` preset, each
+/// length replaced by an explicit `--random-input-len`/`--random-output-len`.
+/// Returns `(input, output, profile name)`; the name is the preset's, or
+/// `balanced` when no preset was named and the lengths are the default
+/// 1024/1024, or `custom`.
+pub fn resolve_lengths(
+    profile: Option<Profile>,
+    input: Option<u32>,
+    output: Option<u32>,
+) -> (u32, u32, String) {
+    let (base_in, base_out) = profile.unwrap_or(Profile::Balanced).lengths();
+    let (i, o) = (input.unwrap_or(base_in), output.unwrap_or(base_out));
+    let name = match profile {
+        Some(p) => p.name().to_string(),
+        None if (i, o) == Profile::Balanced.lengths() => "balanced".into(),
+        None => "custom".into(),
+    };
+    (i, o, name)
+}
+
+/// A length drawn uniformly in `[L(1-r), L(1+r)]` (integers, both ends
+/// included, never below 1), as vLLM's `--random-range-ratio`. `r = 0`
+/// gives `L` and draws nothing.
+pub fn draw_len(rng: &mut Rng, base: u32, ratio: f64) -> u32 {
+    if ratio <= 0.0 || base == 0 {
+        return base;
+    }
+    let lo = (f64::from(base) * (1.0 - ratio)).floor().max(1.0) as u64;
+    let hi = ((f64::from(base) * (1.0 + ratio)).floor() as u64).max(lo);
+    (lo + rng.below((hi - lo + 1) as usize) as u64) as u32
+}
+
+/// Everything of the traffic shape beyond the two lengths, settled from the
+/// flags before the run (`SweepPlan::traffic`).
+#[derive(Clone, Debug, Default)]
+pub struct Traffic {
+    /// `balanced`, `prefill-heavy`, `decode-heavy`, `chat`, `custom`, or `dataset`.
+    pub profile: String,
+    /// `--random-range-ratio`, in [0, 1).
+    pub range_ratio: f64,
+    pub source: PromptSource,
+    /// `--corpus`, loaded.
+    pub corpus: Option<Arc<Corpus>>,
+    /// `--dataset`, loaded and checked.
+    pub dataset: Option<Arc<Dataset>>,
+    /// `--random-output-len` was given on the command line (it then wins
+    /// over a ShareGPT answer's length hint).
+    pub output_len_explicit: bool,
+    /// `--save-prompts`: requests.jsonl gets each request's prompt text.
+    pub save_prompts: bool,
+}
+
+impl Traffic {
+    /// The run-level keys of `summary.json`'s `run` object.
+    pub fn run_json(&self) -> Value {
+        json!({
+            "range_ratio": self.range_ratio,
+            "prompt_source": if self.dataset.is_some() { "dataset" } else { self.source.as_str() },
+            "corpus": self.corpus.as_ref().map(|c| c.name.clone()),
+            "dataset": self.dataset.as_ref().map(|d| d.name.clone()),
+            "save_prompts": self.save_prompts,
+        })
+    }
+}
+
+/// Mean, min, p50, p99 and max of some lengths; `null` when there are none.
+pub fn length_distribution(values: &[u32]) -> Value {
+    if values.is_empty() {
+        return Value::Null;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let n = sorted.len();
+    let mean = sorted.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+    // Nearest rank: the smallest value with at least p% of the values at or below it.
+    let rank = |p: f64| sorted[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    json!({
+        "mean": (mean * 1000.0).round() / 1000.0,
+        "min": sorted[0],
+        "p50": rank(50.0),
+        "p99": rank(99.0),
+        "max": sorted[n - 1],
+        "count": n,
+    })
+}
+
+/// The lengths the completed requests actually had: input tokens (the
+/// server's count, else the target) and output tokens received.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AchievedLengths {
+    pub input: Vec<u32>,
+    pub output: Vec<u32>,
+}
+
+impl AchievedLengths {
+    pub fn add(&mut self, input_tokens: u32, output_tokens: u32) {
+        self.input.push(input_tokens);
+        self.output.push(output_tokens);
+    }
+
+    pub fn extend(&mut self, other: &AchievedLengths) {
+        self.input.extend_from_slice(&other.input);
+        self.output.extend_from_slice(&other.output);
+    }
+
+    fn mean(values: &[u32]) -> Option<f64> {
+        (!values.is_empty()).then(|| {
+            let m = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
+            (m * 1000.0).round() / 1000.0
+        })
+    }
+
+    /// `{"profile", "input_mean", "output_mean", "input_tokens": {...},
+    /// "output_tokens": {...}}`: the `traffic` object of a level file and of
+    /// `summary.json`.
+    pub fn to_json(&self, profile: &str) -> Value {
+        json!({
+            "profile": profile,
+            "input_mean": Self::mean(&self.input),
+            "output_mean": Self::mean(&self.output),
+            "input_tokens": length_distribution(&self.input),
+            "output_tokens": length_distribution(&self.output),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_overrides() {
+        assert_eq!(
+            resolve_lengths(None, None, None),
+            (1024, 1024, "balanced".into())
+        );
+        assert_eq!(
+            resolve_lengths(Some(Profile::Chat), None, None),
+            (512, 256, "chat".into())
+        );
+        assert_eq!(
+            resolve_lengths(Some(Profile::PrefillHeavy), None, None),
+            (4000, 50, "prefill-heavy".into())
+        );
+        assert_eq!(
+            resolve_lengths(Some(Profile::DecodeHeavy), None, None),
+            (200, 2000, "decode-heavy".into())
+        );
+        // An explicit length replaces the preset's, the other stays.
+        assert_eq!(
+            resolve_lengths(Some(Profile::Chat), None, Some(100)),
+            (512, 100, "chat".into())
+        );
+        // No preset named: the old rule, balanced only at 1024/1024.
+        assert_eq!(
+            resolve_lengths(None, Some(128), None),
+            (128, 1024, "custom".into())
+        );
+        assert_eq!(
+            resolve_lengths(None, Some(1024), Some(1024)),
+            (1024, 1024, "balanced".into())
+        );
+        assert_eq!(Profile::of_lengths(512, 256), Some(Profile::Chat));
+        assert_eq!(Profile::of_lengths(512, 257), None);
+    }
+
+    #[test]
+    fn range_ratio_bounds_and_mean() {
+        // L = 512, r = 0.5: [256, 768], mean 512.
+        let mut rng = Rng::new(1);
+        let draws: Vec<u32> = (0..20_000).map(|_| draw_len(&mut rng, 512, 0.5)).collect();
+        assert_eq!(*draws.iter().min().unwrap(), 256);
+        assert_eq!(*draws.iter().max().unwrap(), 768);
+        let mean = draws.iter().map(|&d| f64::from(d)).sum::<f64>() / draws.len() as f64;
+        // Standard error: 148 / sqrt(20000) = 1.05; 5 is almost 5 of them.
+        assert!((mean - 512.0).abs() < 5.0, "mean {mean}");
+        // L = 10, r = 0.25: [7.5, 12.5] -> 7..=12.
+        let draws: Vec<u32> = (0..5_000).map(|_| draw_len(&mut rng, 10, 0.25)).collect();
+        assert_eq!(*draws.iter().min().unwrap(), 7);
+        assert_eq!(*draws.iter().max().unwrap(), 12);
+        // Never below 1: L = 1, r = 0.9 -> [0.1, 1.9] -> 1..=1.
+        assert!((0..100).all(|_| draw_len(&mut rng, 1, 0.9) == 1));
+        // r = 0 draws nothing and gives L.
+        let before = rng.clone().next_u64();
+        assert_eq!(draw_len(&mut rng, 300, 0.0), 300);
+        assert_eq!(rng.next_u64(), before);
+    }
+
+    #[test]
+    fn distribution_by_hand() {
+        // 1..=100: mean 50.5, p50 the 50th value, p99 the 99th.
+        let values: Vec<u32> = (1..=100).collect();
+        let d = length_distribution(&values);
+        assert_eq!(d["mean"], json!(50.5));
+        assert_eq!(d["min"], json!(1));
+        assert_eq!(d["p50"], json!(50));
+        assert_eq!(d["p99"], json!(99));
+        assert_eq!(d["max"], json!(100));
+        assert_eq!(length_distribution(&[]), Value::Null);
+        let mut a = AchievedLengths::default();
+        a.add(10, 4);
+        a.add(20, 6);
+        let j = a.to_json("chat");
+        assert_eq!(j["profile"], json!("chat"));
+        assert_eq!(j["input_mean"], json!(15.0));
+        assert_eq!(j["output_mean"], json!(5.0));
+        assert_eq!(j["output_tokens"]["p50"], json!(4));
+    }
+}
