@@ -22,7 +22,7 @@ pub enum Command {
     /// Run a concurrency sweep against a server.
     Sweep(Box<SweepArgs>),
     /// Start the built-in simulated server (vLLM-like) in the foreground.
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
     Demo(Box<SweepArgs>),
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart or one HTML page.
@@ -378,4 +378,12 @@ pub struct SimTimingArgs {
     /// Seed of the fault draws.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub fault_seed: u64,
+
+    /// vLLM chat API: the first N tokens of every answer are reasoning (`delta.reasoning_content`), then content.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub reasoning_tokens: u64,
+
+    /// vLLM: write when each streamed frame went to its connection (JSONL, CLOCK_MONOTONIC ns, keyed by X-Request-Id).
+    #[arg(long, value_name = "FILE")]
+    pub emission_log: Option<PathBuf>,
 }

@@ -75,20 +75,43 @@ struct StreamTally {
     completion_tokens: Option<u32>,
     timings: Option<ServerTimings>,
     stream_error: Option<String>,
+    /// The first output chunk carried only reasoning.
+    reasoning_first: bool,
+    /// First content (not reasoning-only) chunk.
+    first_content: Option<Duration>,
+    /// Tokens in reasoning-only chunks (the chunk's count when known, else 1).
+    reasoning_counted: u32,
+    reasoning_reported: Option<u32>,
+    cached_tokens: Option<u32>,
 }
 
 impl StreamTally {
     fn apply(&mut self, event: StreamEvent, at: Duration) {
         match event {
-            StreamEvent::Output { tokens } => self.arrivals.push(ChunkArrival { at, tokens }),
+            StreamEvent::Output { tokens, reasoning } => {
+                if reasoning {
+                    if self.arrivals.is_empty() {
+                        self.reasoning_first = true;
+                    }
+                    self.reasoning_counted =
+                        self.reasoning_counted.saturating_add(tokens.unwrap_or(1));
+                } else if self.first_content.is_none() {
+                    self.first_content = Some(at);
+                }
+                self.arrivals.push(ChunkArrival { at, tokens })
+            }
             StreamEvent::NoOutput | StreamEvent::Done => {}
             StreamEvent::Finish(reason) => self.finish = Some(reason),
             StreamEvent::Usage {
                 prompt_tokens,
                 completion_tokens,
+                reasoning_tokens,
+                cached_tokens,
             } => {
                 self.prompt_tokens = prompt_tokens.or(self.prompt_tokens);
                 self.completion_tokens = completion_tokens.or(self.completion_tokens);
+                self.reasoning_reported = reasoning_tokens.or(self.reasoning_reported);
+                self.cached_tokens = cached_tokens.or(self.cached_tokens);
             }
             StreamEvent::Timings(t) => self.timings = Some(t),
             StreamEvent::Error(message) => {
@@ -97,6 +120,18 @@ impl StreamTally {
                 }
             }
         }
+    }
+
+    /// Time to first content token, only when reasoning came first (else it
+    /// is the TTFT).
+    fn ttfc(&self) -> Option<Duration> {
+        self.first_content.filter(|_| self.reasoning_first)
+    }
+
+    /// Reasoning tokens as the server reported them, else as counted.
+    fn reasoning_tokens(&self) -> Option<u32> {
+        self.reasoning_reported
+            .or((self.reasoning_counted > 0).then_some(self.reasoning_counted))
     }
 
     /// Output token count and where it came from, most trusted source first.
@@ -209,6 +244,9 @@ pub async fn execute(
     record.finish_reason = tally.finish;
     record.input_tokens_reported = tally.prompt_tokens;
     record.server_timings = tally.timings;
+    record.ttfc = tally.ttfc();
+    record.reasoning_tokens = tally.reasoning_tokens();
+    record.cached_tokens = tally.cached_tokens;
     let timing = request_timing(&tally.arrivals, output_tokens);
     record.ttft = timing.ttft;
     record.e2el = timing.e2el;

@@ -35,7 +35,16 @@ pub enum StreamEvent {
     /// `continuous_usage_stats`): the difference to the previous cumulative
     /// value. `None` otherwise. It can be `Some(0)` when a server emits text
     /// without advancing its count; spread nothing over such a chunk.
-    Output { tokens: Option<u32> },
+    ///
+    /// `reasoning`: the chunk carried reasoning (`reasoning_content`,
+    /// `reasoning`, Ollama's `thinking`) and nothing else: no content, no
+    /// tool call, no completions text. It counts for TTFT like any output;
+    /// the first chunk with `reasoning: false` is the first *content* token
+    /// (TTFC).
+    Output {
+        tokens: Option<u32>,
+        reasoning: bool,
+    },
     /// A chunk with choices but no output: the role-only first delta
     /// (`{"role":"assistant","content":""}` or `"content":null`), an empty
     /// delta, a finish-only chunk. Also any JSON object that is neither a chunk
@@ -45,9 +54,18 @@ pub enum StreamEvent {
     Finish(FinishReason),
     /// A `usage` object (on any chunk, including the usage-only `choices: []`
     /// one). The last one seen is the final count.
+    ///
+    /// `reasoning_tokens`: `usage.completion_tokens_details.reasoning_tokens`.
+    /// `cached_tokens`: prompt tokens served from the server's prefix cache:
+    /// `usage.prompt_tokens_details.cached_tokens` (vLLM, OpenAI), else
+    /// llama.cpp's `timings.cache_n`, else its native `tokens_cached`. A
+    /// chunk with only llama.cpp's cache figure (no `usage`) yields a `Usage`
+    /// whose other fields are `None`.
     Usage {
         prompt_tokens: Option<u32>,
         completion_tokens: Option<u32>,
+        reasoning_tokens: Option<u32>,
+        cached_tokens: Option<u32>,
     },
     /// llama.cpp's `timings` (`prompt_n`, `prompt_ms`, `predicted_n`,
     /// `predicted_ms`), or Ollama's final figures (the same four plus

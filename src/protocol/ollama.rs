@@ -150,11 +150,14 @@ fn on_object(line: Line, out: &mut Vec<StreamEvent>) {
         || line.thinking.0.is_some()
         || message.is_some()
         || line.done.0.is_some();
-    let output = line.response.yes()
-        || line.thinking.yes()
-        || message.is_some_and(|m| m.content.yes() || m.thinking.yes() || m.tool_calls.yes());
-    if output {
-        out.push(StreamEvent::Output { tokens: None });
+    let content =
+        line.response.yes() || message.is_some_and(|m| m.content.yes() || m.tool_calls.yes());
+    let thinking = line.thinking.yes() || message.is_some_and(|m| m.thinking.yes());
+    if content || thinking {
+        out.push(StreamEvent::Output {
+            tokens: None,
+            reasoning: !content,
+        });
     } else if has_output_field || error.is_none() {
         out.push(StreamEvent::NoOutput);
     }
@@ -168,6 +171,8 @@ fn on_object(line: Line, out: &mut Vec<StreamEvent>) {
         out.push(StreamEvent::Usage {
             prompt_tokens: prompt_n.filter(|&n| n > 0),
             completion_tokens: predicted_n,
+            reasoning_tokens: None,
+            cached_tokens: None,
         });
         out.push(StreamEvent::Timings(ServerTimings {
             prompt_n,

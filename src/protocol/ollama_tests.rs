@@ -45,13 +45,31 @@ fn decode_every_split(bytes: &[u8]) -> Vec<StreamEvent> {
 }
 
 fn outputs(n: usize) -> Vec<StreamEvent> {
-    vec![E::Output { tokens: None }; n]
+    vec![
+        E::Output {
+            tokens: None,
+            reasoning: false
+        };
+        n
+    ]
+}
+
+fn thinking(n: usize) -> Vec<StreamEvent> {
+    vec![
+        E::Output {
+            tokens: None,
+            reasoning: true
+        };
+        n
+    ]
 }
 
 fn usage(prompt: Option<u32>, completion: Option<u32>) -> StreamEvent {
     E::Usage {
         prompt_tokens: prompt,
         completion_tokens: completion,
+        reasoning_tokens: None,
+        cached_tokens: None,
     }
 }
 
@@ -167,7 +185,7 @@ fn chat_thinking_model() {
     // tags are tokens that never reach the stream).
     let evs = decode_every_split(fixture!("chat_thinking.ndjson"));
     let expected = concat(vec![
-        outputs(5),
+        thinking(5),
         vec![E::NoOutput],
         outputs(3),
         vec![
@@ -178,8 +196,15 @@ fn chat_thinking_model() {
         ],
     ]);
     assert_eq!(evs, expected);
-    // Thinking is output: the very first line is the first token.
-    assert_eq!(evs[0], E::Output { tokens: None });
+    // Thinking is output: the very first line is the first token (and
+    // the 7th line the first content token).
+    assert_eq!(
+        evs[0],
+        E::Output {
+            tokens: None,
+            reasoning: true
+        }
+    );
 
     let t = last_timings(&evs);
     assert!(close(t.decode_tok_s().unwrap(), 10.0 / 0.150));
@@ -230,7 +255,8 @@ fn generate_thinking_tool_calls_and_odd_objects() {
     );
     let evs = decode_every_split(body.as_bytes());
     let expected = concat(vec![
-        outputs(2),
+        thinking(1),
+        outputs(1),
         vec![E::NoOutput; 4],
         outputs(1),
         vec![
@@ -293,7 +319,13 @@ fn error_with_other_fields_and_error_shapes() {
     // The error first, then what the rest of the line says.
     assert_eq!(
         line(r#"{"error":"boom","response":"a"}"#),
-        vec![E::Error("boom".into()), E::Output { tokens: None }]
+        vec![
+            E::Error("boom".into()),
+            E::Output {
+                tokens: None,
+                reasoning: false
+            }
+        ]
     );
     // The `/v1` shape and a long multi-line message: one line, capped.
     assert_eq!(

@@ -202,18 +202,21 @@ impl ChunkState {
 
         if let Some(choices) = c.choices.0.filter(|ch| ch.count > 0) {
             recognized = true;
-            self.output_or_not(choices.output, step, out);
+            let reasoning = choices.output && !choices.content;
+            self.output_or_not(choices.output, reasoning, step, out);
             if let Some(reason) = choices.finish {
                 out.push(StreamEvent::Finish(reason));
             }
         } else if native {
             recognized = true;
-            self.output_or_not(c.content.yes(), step, out);
+            self.output_or_not(c.content.yes(), false, step, out);
             if c.stop.0 == Some(true) {
                 out.push(StreamEvent::Finish(native_finish(&c)));
                 out.push(StreamEvent::Usage {
                     prompt_tokens: c.tokens_evaluated.as_u32(),
                     completion_tokens: c.tokens_predicted.as_u32(),
+                    reasoning_tokens: None,
+                    cached_tokens: llama_cached(&c),
                 });
             }
         }
@@ -223,7 +226,27 @@ impl ChunkState {
             out.push(StreamEvent::Usage {
                 prompt_tokens: u.prompt_tokens.as_u32(),
                 completion_tokens: u.completion_tokens.as_u32(),
+                reasoning_tokens: u
+                    .completion_tokens_details
+                    .0
+                    .and_then(|d| d.reasoning_tokens.as_u32()),
+                cached_tokens: u
+                    .prompt_tokens_details
+                    .0
+                    .and_then(|d| d.cached_tokens.as_u32())
+                    .or_else(|| llama_cached(&c)),
             });
+        } else if !native {
+            // llama.cpp's OpenAI streams without `include_usage` still say
+            // how much of the prompt came from its cache, in `timings`.
+            if let Some(cached) = llama_cached(&c) {
+                out.push(StreamEvent::Usage {
+                    prompt_tokens: None,
+                    completion_tokens: None,
+                    reasoning_tokens: None,
+                    cached_tokens: Some(cached),
+                });
+            }
         }
         if let Some(t) = c.timings.0 {
             recognized = true;
@@ -240,7 +263,13 @@ impl ChunkState {
         }
     }
 
-    fn output_or_not(&mut self, output: bool, step: Option<u32>, out: &mut Vec<StreamEvent>) {
+    fn output_or_not(
+        &mut self,
+        output: bool,
+        reasoning: bool,
+        step: Option<u32>,
+        out: &mut Vec<StreamEvent>,
+    ) {
         if !output {
             out.push(StreamEvent::NoOutput);
             return;
@@ -252,8 +281,17 @@ impl ChunkState {
                 None
             }
         };
-        out.push(StreamEvent::Output { tokens });
+        out.push(StreamEvent::Output { tokens, reasoning });
     }
+}
+
+/// llama.cpp's prompt-cache figure: `timings.cache_n` (prompt tokens reused),
+/// else native `/completion`'s `tokens_cached`.
+fn llama_cached(c: &Chunk<'_>) -> Option<u32> {
+    c.timings
+        .0
+        .and_then(|t| t.cache_n.as_u32())
+        .or_else(|| c.tokens_cached.as_u32())
 }
 
 /// llama.cpp native `/completion`: `stop_type` is `limit`, `eos`, `word` or
@@ -320,6 +358,7 @@ struct Chunk<'a> {
     stopped_word: Flag,
     tokens_predicted: Num,
     tokens_evaluated: Num,
+    tokens_cached: Num,
 }
 
 #[derive(serde::Deserialize, Clone, Copy, Default)]
@@ -327,11 +366,26 @@ struct Chunk<'a> {
 struct Usage {
     prompt_tokens: Num,
     completion_tokens: Num,
+    completion_tokens_details: Lenient<CompletionDetails>,
+    prompt_tokens_details: Lenient<PromptDetails>,
+}
+
+#[derive(serde::Deserialize, Clone, Copy, Default)]
+#[serde(default)]
+struct CompletionDetails {
+    reasoning_tokens: Num,
+}
+
+#[derive(serde::Deserialize, Clone, Copy, Default)]
+#[serde(default)]
+struct PromptDetails {
+    cached_tokens: Num,
 }
 
 #[derive(serde::Deserialize, Clone, Copy, Default)]
 #[serde(default)]
 struct Timings {
+    cache_n: Num,
     prompt_n: Num,
     prompt_ms: Num,
     predicted_n: Num,
@@ -358,15 +412,17 @@ struct Delta {
 }
 
 impl Choice {
-    fn output(&self) -> bool {
-        let delta = self.delta.0.as_ref().is_some_and(|d| {
-            d.content.yes()
-                || d.reasoning_content.yes()
-                || d.reasoning.yes()
-                || d.tool_calls.yes()
-                || d.function_call.yes()
+    /// Whether it carried output at all, and whether that output included
+    /// anything but reasoning (content, a tool call, completions text).
+    fn output(&self) -> (bool, bool) {
+        let (reasoning, content) = self.delta.0.as_ref().map_or((false, false), |d| {
+            (
+                d.reasoning_content.yes() || d.reasoning.yes(),
+                d.content.yes() || d.tool_calls.yes() || d.function_call.yes(),
+            )
         });
-        delta || self.text.yes()
+        let content = content || self.text.yes();
+        (reasoning || content, content)
     }
 }
 
@@ -379,6 +435,8 @@ struct Choices(Option<ChoicesSummary>);
 struct ChoicesSummary {
     count: usize,
     output: bool,
+    /// Some choice carried content (not only reasoning).
+    content: bool,
     finish: Option<FinishReason>,
 }
 
@@ -395,7 +453,9 @@ impl<'de> Deserialize<'de> for Choices {
                 while let Some(Lenient(choice)) = seq.next_element::<Lenient<Choice>>()? {
                     s.count += 1;
                     if let Some(choice) = choice {
-                        s.output |= choice.output();
+                        let (output, content) = choice.output();
+                        s.output |= output;
+                        s.content |= content;
                         s.finish = s.finish.or(choice.finish_reason.0);
                     }
                 }

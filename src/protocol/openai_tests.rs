@@ -45,7 +45,13 @@ fn decode_every_split(bytes: &[u8]) -> Vec<StreamEvent> {
 }
 
 fn outputs(n: usize) -> Vec<StreamEvent> {
-    vec![E::Output { tokens: None }; n]
+    vec![
+        E::Output {
+            tokens: None,
+            reasoning: false
+        };
+        n
+    ]
 }
 
 fn timings(prompt_n: u32, prompt_ms: f64, predicted_n: u32, predicted_ms: f64) -> StreamEvent {
@@ -62,6 +68,35 @@ fn usage(prompt: u32, completion: u32) -> StreamEvent {
     E::Usage {
         prompt_tokens: Some(prompt),
         completion_tokens: Some(completion),
+        reasoning_tokens: None,
+        cached_tokens: None,
+    }
+}
+
+fn with_cached(usage: StreamEvent, n: u32) -> StreamEvent {
+    match usage {
+        E::Usage {
+            prompt_tokens,
+            completion_tokens,
+            reasoning_tokens,
+            ..
+        } => E::Usage {
+            prompt_tokens,
+            completion_tokens,
+            reasoning_tokens,
+            cached_tokens: Some(n),
+        },
+        other => other,
+    }
+}
+
+/// llama.cpp's prompt-cache figure alone.
+fn cached(n: u32) -> StreamEvent {
+    E::Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+        reasoning_tokens: None,
+        cached_tokens: Some(n),
     }
 }
 
@@ -84,6 +119,7 @@ fn capture_llama_server_chat_basic() {
         vec![
             E::NoOutput,
             E::Finish(FinishReason::Length),
+            cached(0),
             timings(38, 134.176, 64, 775.785),
             E::Done,
         ],
@@ -103,7 +139,7 @@ fn capture_llama_server_chat_include_usage() {
         vec![
             E::NoOutput,
             E::Finish(FinishReason::Length),
-            usage(38, 16),
+            with_cached(usage(38, 16), 37),
             timings(1, 33.986, 16, 184.366),
             E::Done,
         ],
@@ -121,7 +157,7 @@ fn capture_llama_server_completions() {
         vec![
             E::NoOutput,
             E::Finish(FinishReason::Length),
-            usage(4, 3),
+            with_cached(usage(4, 3), 0),
             timings(4, 58.798, 3, 25.535),
             E::Done,
         ],
@@ -136,11 +172,19 @@ fn capture_llama_server_native_completion() {
     // `"stop_type":"limit"`, tokens_evaluated 4 and timings. No [DONE].
     let evs = decode_every_split(capture!("llama-server/native_completion_stream.txt"));
     let expected = vec![
-        E::Output { tokens: Some(1) },
-        E::Output { tokens: Some(1) },
+        E::Output {
+            tokens: Some(1),
+            reasoning: false,
+        },
+        E::Output {
+            tokens: Some(1),
+            reasoning: false,
+        },
         E::NoOutput,
         E::Finish(FinishReason::Length),
-        usage(4, 2),
+        // `timings.cache_n` 3 wins over `tokens_cached` 5 (which counts
+        // generated tokens too).
+        with_cached(usage(4, 2), 3),
         timings(1, 15.791, 2, 12.387),
     ];
     assert_eq!(evs, expected);
@@ -237,13 +281,25 @@ fn synthetic_vllm_stream() {
     let expected = vec![
         E::NoOutput,
         usage(12, 0),
-        E::Output { tokens: Some(1) },
+        E::Output {
+            tokens: Some(1),
+            reasoning: false,
+        },
         usage(12, 1),
-        E::Output { tokens: Some(3) },
+        E::Output {
+            tokens: Some(3),
+            reasoning: false,
+        },
         usage(12, 4),
-        E::Output { tokens: Some(1) },
+        E::Output {
+            tokens: Some(1),
+            reasoning: true,
+        },
         usage(12, 5),
-        E::Output { tokens: Some(1) },
+        E::Output {
+            tokens: Some(1),
+            reasoning: false,
+        },
         E::Finish(FinishReason::Length),
         usage(12, 6),
         usage(12, 6),
@@ -273,9 +329,24 @@ fn cr_and_lf_split_across_reads() {
     dec.feed(b, &mut out).unwrap();
     assert!(out.is_empty(), "CR|LF across reads is one line ending");
     dec.feed(c, &mut out).unwrap();
-    assert_eq!(out, vec![E::Output { tokens: None }]);
+    assert_eq!(
+        out,
+        vec![E::Output {
+            tokens: None,
+            reasoning: false
+        }]
+    );
     dec.feed(d, &mut out).unwrap();
-    assert_eq!(out, vec![E::Output { tokens: None }, E::Done]);
+    assert_eq!(
+        out,
+        vec![
+            E::Output {
+                tokens: None,
+                reasoning: false
+            },
+            E::Done
+        ]
+    );
 }
 
 #[test]
@@ -301,14 +372,38 @@ fn one(payload: &str) -> Vec<StreamEvent> {
 
 #[test]
 fn what_counts_as_output() {
-    let out = vec![E::Output { tokens: None }];
+    let out = vec![E::Output {
+        tokens: None,
+        reasoning: false,
+    }];
     let none = vec![E::NoOutput];
     assert_eq!(one(r#"{"choices":[{"delta":{"content":"x"}}]}"#), out);
+    let reasoning = vec![E::Output {
+        tokens: None,
+        reasoning: true,
+    }];
     assert_eq!(
         one(r#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#),
+        reasoning
+    );
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"reasoning":"x"}}]}"#),
+        reasoning
+    );
+    // Reasoning and content in one chunk (or in two choices): content.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"reasoning":"x","content":"y"}}]}"#),
         out
     );
-    assert_eq!(one(r#"{"choices":[{"delta":{"reasoning":"x"}}]}"#), out);
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"reasoning":"x"}},{"delta":{"content":"y"}}]}"#),
+        out
+    );
+    // A role chunk with an empty reasoning field is no output.
+    assert_eq!(
+        one(r#"{"choices":[{"delta":{"role":"assistant","reasoning_content":""}}]}"#),
+        none
+    );
     assert_eq!(
         one(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#),
         out
@@ -345,6 +440,36 @@ fn what_counts_as_output() {
 }
 
 #[test]
+fn reasoning_and_cached_token_details() {
+    // vLLM / OpenAI usage details.
+    assert_eq!(
+        one(
+            r#"{"choices":[],"usage":{"prompt_tokens":30,"completion_tokens":20,"completion_tokens_details":{"reasoning_tokens":12},"prompt_tokens_details":{"cached_tokens":16}}}"#
+        ),
+        vec![E::Usage {
+            prompt_tokens: Some(30),
+            completion_tokens: Some(20),
+            reasoning_tokens: Some(12),
+            cached_tokens: Some(16),
+        }]
+    );
+    // Details of the wrong shape read as absent; `null` details too.
+    assert_eq!(
+        one(
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"completion_tokens_details":null,"prompt_tokens_details":{"cached_tokens":"x"}}}"#
+        ),
+        vec![usage(3, 2)]
+    );
+    // usage's cached_tokens wins over llama.cpp's timings.cache_n.
+    assert_eq!(
+        one(
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}},"timings":{"cache_n":2}}"#
+        )[0],
+        with_cached(usage(3, 2), 1)
+    );
+}
+
+#[test]
 fn unknown_and_odd_json_is_ignored_not_fatal() {
     let none = vec![E::NoOutput];
     assert_eq!(one(r#"{"hello":"world"}"#), none);
@@ -362,7 +487,9 @@ fn unknown_and_odd_json_is_ignored_not_fatal() {
             E::NoOutput,
             E::Usage {
                 prompt_tokens: None,
-                completion_tokens: None
+                completion_tokens: None,
+                reasoning_tokens: None,
+                cached_tokens: None,
             }
         ]
     );
@@ -388,9 +515,18 @@ data: {\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":\"length\"}
     assert_eq!(
         decode_every_split(stream),
         vec![
-            E::Output { tokens: None },
-            E::Output { tokens: None },
-            E::Output { tokens: None },
+            E::Output {
+                tokens: None,
+                reasoning: false
+            },
+            E::Output {
+                tokens: None,
+                reasoning: false
+            },
+            E::Output {
+                tokens: None,
+                reasoning: false
+            },
             E::Finish(FinishReason::Length),
             usage(1, 3),
         ]
@@ -403,15 +539,26 @@ data: {\"choices\":[{\"delta\":{\"content\":\"d\"}}],\"usage\":{\"completion_tok
     let c = |n| E::Usage {
         prompt_tokens: None,
         completion_tokens: Some(n),
+        reasoning_tokens: None,
+        cached_tokens: None,
     };
     assert_eq!(
         decode_every_split(stream),
         vec![
-            E::Output { tokens: Some(2) },
+            E::Output {
+                tokens: Some(2),
+                reasoning: false
+            },
             c(2),
-            E::Output { tokens: Some(0) },
+            E::Output {
+                tokens: Some(0),
+                reasoning: false
+            },
             c(1),
-            E::Output { tokens: Some(2) },
+            E::Output {
+                tokens: Some(2),
+                reasoning: false
+            },
             c(3),
         ]
     );
@@ -427,7 +574,13 @@ fn decoder_state_resets_after_finish() {
     out.clear();
     dec.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":2}}\n\n", &mut out)
         .unwrap();
-    assert_eq!(out[0], E::Output { tokens: Some(2) });
+    assert_eq!(
+        out[0],
+        E::Output {
+            tokens: Some(2),
+            reasoning: false
+        }
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -468,7 +621,10 @@ fn error_objects_inside_a_200_stream() {
     // No error: null / empty.
     assert_eq!(
         one(r#"{"choices":[{"delta":{"content":"x"}}],"error":null}"#),
-        vec![E::Output { tokens: None }]
+        vec![E::Output {
+            tokens: None,
+            reasoning: false
+        }]
     );
     assert_eq!(one(r#"{"error":""}"#), vec![E::NoOutput]);
     // Capped at 200 characters.
@@ -486,7 +642,10 @@ data: [DONE]\n\n";
     assert_eq!(
         decode_every_split(stream),
         vec![
-            E::Output { tokens: None },
+            E::Output {
+                tokens: None,
+                reasoning: false
+            },
             E::Error("Aborted".into()),
             E::Done
         ]
@@ -502,7 +661,10 @@ fn malformed_json_is_an_error() {
     let err = dec.feed(stream, &mut out).unwrap_err();
     assert_eq!(
         out,
-        vec![E::Output { tokens: None }],
+        vec![E::Output {
+            tokens: None,
+            reasoning: false
+        }],
         "events before the bad chunk"
     );
     let msg = err.to_string();

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
+use super::emission::StreamRecorder;
 use super::engine::Submission;
 use super::metrics::Metrics;
 use super::wire::{self, Api, ChunkFormat, Sink, StreamSink};
@@ -403,6 +404,12 @@ fn authorized(req: &Request<Incoming>, key: &str) -> bool {
 
 /// `/v1/chat/completions` and `/v1/completions`.
 async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
+    let request_id = state.cfg.emission_log.as_ref().and_then(|_| {
+        req.headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    });
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -430,13 +437,23 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
 
     if gen.stream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let fmt = ChunkFormat::new(api, &id, created, &model, &gen);
+        let fmt = ChunkFormat::new(api, &id, created, &model, &gen)
+            .with_reasoning(state.cfg.reasoning_tokens);
         let sink = Sink::Stream(StreamSink::new(tx, fmt));
         let blocks = wire::prefix_blocks(&body, api, state.cfg.prefix_block_tokens);
         if !state.submit_with_blocks(gen.prompt_tokens, gen.max_tokens, blocks, sink) {
             return unavailable();
         }
-        let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
+        let mut body = ChannelBody::new(rx);
+        if let Some(log) = &state.cfg.emission_log {
+            let key = request_id.unwrap_or(id);
+            body = body.recording(StreamRecorder::new(
+                log.clone(),
+                key,
+                gen.max_tokens as usize,
+            ));
+        }
+        let mut r = with_status(StatusCode::OK, body.boxed_unsync());
         let h = r.headers_mut();
         h.insert(
             CONTENT_TYPE,
@@ -547,11 +564,23 @@ pub(crate) struct ChannelBody {
     rx: mpsc::UnboundedReceiver<Bytes>,
     /// Notified when the body ends: the connection closes after this response.
     on_end: Option<Arc<Notify>>,
+    /// `--emission-log`: when each frame was handed to the connection.
+    recorder: Option<StreamRecorder>,
 }
 
 impl ChannelBody {
     pub fn new(rx: mpsc::UnboundedReceiver<Bytes>) -> Self {
-        ChannelBody { rx, on_end: None }
+        ChannelBody {
+            rx,
+            on_end: None,
+            recorder: None,
+        }
+    }
+
+    /// Log the time each frame is handed to the connection ([`SimConfig::emission_log`]).
+    pub(crate) fn recording(mut self, recorder: StreamRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Close the connection once this body has ended (as llama-server does after a
@@ -571,10 +600,20 @@ impl hyper::body::Body for ChannelBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let polled = self.rx.poll_recv(cx);
-        if let Poll::Ready(None) = polled {
-            if let Some(close) = self.on_end.take() {
-                close.notify_one();
+        match &polled {
+            Poll::Ready(Some(_)) => {
+                if let Some(recorder) = self.recorder.as_mut() {
+                    recorder.frame();
+                }
             }
+            Poll::Ready(None) => {
+                // Hands the stream's times to the log.
+                self.recorder.take();
+                if let Some(close) = self.on_end.take() {
+                    close.notify_one();
+                }
+            }
+            Poll::Pending => {}
         }
         polled.map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
     }

@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod emission;
 pub(crate) mod engine;
 mod http;
 mod llamacpp;
@@ -47,6 +48,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub use self::emission::{EmissionLog, StreamEmissions};
 pub use self::engine::KvPolicy;
 use self::engine::{Limits, Timing};
 use self::metrics::Metrics;
@@ -157,6 +159,15 @@ pub struct SimConfig {
     /// drawn on its own; when several hit, the first of fail, disconnect, stall,
     /// malformed wins). Default 0.
     pub fault_seed: u64,
+    /// `vllm` personality, chat API: the first this many tokens of every answer are
+    /// reasoning (`delta.reasoning_content`, as a reasoning model streams them), the rest
+    /// content; usage reports them in `completion_tokens_details.reasoning_tokens`. They
+    /// are part of the answer's `max_tokens`, as OpenAI counts them: an answer of at most
+    /// N tokens is all reasoning. 0 (the default) is an ordinary model.
+    pub reasoning_tokens: u64,
+    /// `vllm` personality: record when each frame of a streamed answer was handed to its
+    /// connection (see `emission.rs`), to measure a client's timing error. Default off.
+    pub emission_log: Option<EmissionLog>,
 }
 
 /// The server a simulator plays.
@@ -227,6 +238,8 @@ impl std::fmt::Debug for SimConfig {
             fault_seed,
             kv_policy,
             prefix_block_tokens,
+            reasoning_tokens,
+            emission_log,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -254,6 +267,8 @@ impl std::fmt::Debug for SimConfig {
             .field("fault_seed", fault_seed)
             .field("kv_policy", kv_policy)
             .field("prefix_block_tokens", prefix_block_tokens)
+            .field("reasoning_tokens", reasoning_tokens)
+            .field("emission_log", emission_log)
             .finish()
     }
 }
@@ -286,6 +301,8 @@ impl Default for SimConfig {
             fault_seed: 0,
             kv_policy: KvPolicy::Reserve,
             prefix_block_tokens: 16,
+            reasoning_tokens: 0,
+            emission_log: None,
         }
     }
 }

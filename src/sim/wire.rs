@@ -318,6 +318,10 @@ pub(crate) struct ChunkFormat {
     continuous_usage: bool,
     /// `finish_reason` of the last token: `length`, or `stop` for a simulated EOS.
     finish_reason: &'static str,
+    /// Chat API: the first this many output tokens are reasoning
+    /// (`delta.reasoning_content`), and usage reports them in
+    /// `completion_tokens_details.reasoning_tokens` ([`super::SimConfig::reasoning_tokens`]).
+    reasoning: u64,
 }
 
 impl ChunkFormat {
@@ -338,7 +342,18 @@ impl ChunkFormat {
             include_usage: req.include_usage,
             continuous_usage: req.continuous_usage,
             finish_reason: "length",
+            reasoning: 0,
         }
+    }
+
+    /// Chat API: the answer's first `n` tokens are reasoning (as a reasoning model's
+    /// `reasoning_content`), then content. The completions API has no reasoning field:
+    /// there it changes nothing.
+    pub fn with_reasoning(mut self, n: u64) -> Self {
+        if self.api == Api::Chat {
+            self.reasoning = n;
+        }
+        self
     }
 
     /// End the stream with `finish_reason: "stop"` (a simulated EOS) instead of
@@ -352,9 +367,17 @@ impl ChunkFormat {
         let p = self.prompt_tokens;
         let _ = write!(
             buf,
-            ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{completion_tokens}}}",
+            ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{completion_tokens}",
             p + completion_tokens
         );
+        if self.reasoning > 0 {
+            let _ = write!(
+                buf,
+                ",\"completion_tokens_details\":{{\"reasoning_tokens\":{}}}",
+                self.reasoning.min(completion_tokens)
+            );
+        }
+        buf.put_slice(b"}");
     }
 
     fn end_event(&self, buf: &mut BytesMut, completion_tokens: u64) {
@@ -378,6 +401,11 @@ impl ChunkFormat {
         let word = output_word(index);
         buf.put_slice(self.head.as_bytes());
         match self.api {
+            Api::Chat if index < self.reasoning => {
+                buf.put_slice(br#"[{"index":0,"delta":{"reasoning_content":""#);
+                buf.put_slice(word.as_bytes());
+                buf.put_slice(br#""},"logprobs":null,"finish_reason":"#);
+            }
             Api::Chat => {
                 buf.put_slice(br#"[{"index":0,"delta":{"content":""#);
                 buf.put_slice(word.as_bytes());
@@ -748,6 +776,41 @@ mod tests {
             })
             .collect();
         assert_eq!(completion, [0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn reasoning_tokens_come_first_and_are_reported() {
+        let fmt =
+            ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m", &req(true, true)).with_reasoning(1);
+        let mut buf = BytesMut::new();
+        fmt.emit_into(&mut buf, 0, false);
+        fmt.emit_into(&mut buf, 1, true);
+        let ev = events(&buf);
+        let v: Vec<Value> = ev[..4]
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        assert_eq!(v[1]["choices"][0]["delta"]["reasoning_content"], " lorem");
+        assert!(v[1]["choices"][0]["delta"].get("content").is_none());
+        assert_eq!(v[2]["choices"][0]["delta"]["content"], " ipsum");
+        let reasoning: Vec<u64> = v
+            .iter()
+            .map(|v| {
+                v["usage"]["completion_tokens_details"]["reasoning_tokens"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(reasoning, [0, 1, 1, 1]);
+        assert_eq!(v[3]["usage"]["completion_tokens"], 2);
+        // The completions API has no reasoning field.
+        let fmt =
+            ChunkFormat::new(Api::Completions, "c", 42, "m", &req(true, false)).with_reasoning(1);
+        let mut buf = BytesMut::new();
+        fmt.emit_into(&mut buf, 0, true);
+        assert!(!String::from_utf8(buf.to_vec())
+            .unwrap()
+            .contains("reasoning"));
     }
 
     #[test]

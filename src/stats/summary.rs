@@ -153,6 +153,10 @@ pub struct LevelStats {
     pub output_len: Option<MinMeanMax>,
     /// Completed with output_tokens < output_tokens_requested.
     pub short_outputs: usize,
+    /// Reasoning models: time to first content token, over the completed
+    /// requests whose reasoning came first (`RequestRecord::ttfc`). `None`
+    /// when no request had one, and then no `ttfc` key is written.
+    pub ttfc: Option<Distribution>,
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -216,6 +220,7 @@ pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f
     let ttfb = dist(completed.iter().filter_map(|r| r.ttfb.map(ms)).collect());
     let tpot = dist(completed.iter().filter_map(|r| r.tpot.map(ms)).collect());
     let e2el = dist(completed.iter().filter_map(|r| r.e2el.map(ms)).collect());
+    let ttfc = dist(completed.iter().filter_map(|r| r.ttfc.map(ms)).collect());
     let itl = dist(
         completed
             .iter()
@@ -275,6 +280,7 @@ pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f
         input_len,
         output_len,
         short_outputs,
+        ttfc,
     }
 }
 
@@ -356,6 +362,21 @@ impl LevelStats {
         );
         map.insert("cancelled".into(), Value::from(self.cancelled));
         map.insert("short_outputs".into(), Value::from(self.short_outputs));
+
+        // Reasoning models only: the same keys for TTFC (`mean_ttfc_ms`,
+        // `median_ttfc_ms`, `std_ttfc_ms`, `p99_ttfc_ms`, ...), written only
+        // when some request reasoned before its content.
+        if let Some(d) = &self.ttfc {
+            map.insert("mean_ttfc_ms".into(), num(d.mean));
+            map.insert("median_ttfc_ms".into(), num(d.median));
+            map.insert("std_ttfc_ms".into(), num(d.std));
+            for &p in percentiles {
+                map.insert(
+                    format!("p{}_ttfc_ms", percentile_label(p)),
+                    opt_num(d.percentile(p)),
+                );
+            }
+        }
     }
 }
 
@@ -699,5 +720,30 @@ mod tests {
         assert_no_nan(&v);
         let text = serde_json::to_string(&v).unwrap();
         assert!(!text.contains("NaN") && !text.contains("inf"));
+    }
+
+    #[test]
+    fn ttfc_keys_only_when_some_request_reasoned_first() {
+        // Without TTFC: no key at all.
+        let mut a = ok(0, 0.0, 1.0);
+        a.ttft = Some(ms(20));
+        let mut m = Map::new();
+        let s = level_stats(std::slice::from_ref(&a), 1, &[99.0]);
+        assert_eq!(s.ttfc, None);
+        s.insert_json(&mut m, &[99.0]);
+        assert!(!m.keys().any(|k| k.contains("ttfc")));
+        // One request reasoned for 50 ms, one did not: TTFC over the one.
+        // A failed request's TTFC is left out like its TTFT.
+        let mut b = ok(1, 0.0, 1.0);
+        b.ttft = Some(ms(20));
+        b.ttfc = Some(ms(70));
+        let mut c = failed(2, 0.0, 1.0, ErrorClass::Truncated);
+        c.ttfc = Some(ms(500));
+        let s = level_stats(&[a, b, c], 1, &[99.0]);
+        s.insert_json(&mut m, &[99.0]);
+        for k in ["mean_ttfc_ms", "median_ttfc_ms", "p99_ttfc_ms"] {
+            assert_eq!(m[k], Value::from(70.0), "{k}");
+        }
+        assert_eq!(m["std_ttfc_ms"], Value::from(0.0));
     }
 }

@@ -1,0 +1,138 @@
+//! The emission log: when the simulator handed each frame of a streamed answer to its
+//! connection (`tokbench sim --emission-log FILE`, [`super::SimConfig::emission_log`]).
+//!
+//! A client's timing error is its arrival time of a chunk minus the time the server
+//! wrote it. The simulator takes that time in the response body's `poll_frame`, the
+//! moment hyper takes the frame to write it to the socket, from `CLOCK_MONOTONIC`
+//! (the clock behind `std::time::Instant` on Linux, so an in-process client can compare
+//! its own instants). Frame `k` of an OpenAI stream carries output chunk `k` (the chat
+//! API's role chunk rides with the first token; usage and `[DONE]` with the last).
+//!
+//! A request is keyed by its `X-Request-Id` header (tokbench sends one), else by the
+//! simulator's own response id. Times are kept per stream and handed over once, when the
+//! stream ends: one lock per request, none per chunk. With a file, each finished stream
+//! is one JSONL line, `{"request":"..","t_ns":[..]}`, written and flushed at once.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// One streamed answer's frame times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamEmissions {
+    /// `X-Request-Id`, or the simulator's response id.
+    pub request: String,
+    /// `CLOCK_MONOTONIC` nanoseconds at which each frame was handed to the connection.
+    pub t_ns: Vec<u64>,
+}
+
+/// Where finished streams' emission times go: kept in memory ([`EmissionLog::take`]) or
+/// appended to a JSONL file. Cheap to clone (shared).
+#[derive(Clone, Default)]
+pub struct EmissionLog {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    kept: Mutex<Vec<StreamEmissions>>,
+    file: Option<Mutex<BufWriter<File>>>,
+}
+
+impl std::fmt::Debug for EmissionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmissionLog")
+            .field("to_file", &self.shared.file.is_some())
+            .finish()
+    }
+}
+
+impl EmissionLog {
+    /// A log kept in memory; read it with [`EmissionLog::take`].
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// A log written to `path` (created or truncated), one JSONL line per stream.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let file = File::create(path)?;
+        Ok(EmissionLog {
+            shared: Arc::new(Shared {
+                kept: Mutex::new(Vec::new()),
+                file: Some(Mutex::new(BufWriter::new(file))),
+            }),
+        })
+    }
+
+    /// The streams finished since the last call (in-memory logs; a file log keeps
+    /// nothing).
+    pub fn take(&self) -> Vec<StreamEmissions> {
+        std::mem::take(&mut *self.shared.kept.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A stream ended: keep or write its times.
+    pub(crate) fn record(&self, stream: StreamEmissions) {
+        match &self.shared.file {
+            Some(file) => {
+                let line = serde_json::json!({ "request": stream.request, "t_ns": stream.t_ns });
+                let mut w = file.lock().unwrap_or_else(|e| e.into_inner());
+                // The simulator keeps serving when its log cannot be written.
+                let _ = writeln!(w, "{line}").and_then(|()| w.flush());
+            }
+            None => self
+                .shared
+                .kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(stream),
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One stream's recorder, owned by its response body.
+pub(crate) struct StreamRecorder {
+    log: EmissionLog,
+    times: StreamEmissions,
+}
+
+impl StreamRecorder {
+    pub fn new(log: EmissionLog, request: String, capacity: usize) -> Self {
+        StreamRecorder {
+            log,
+            times: StreamEmissions {
+                request,
+                t_ns: Vec::with_capacity(capacity.min(1 << 16)),
+            },
+        }
+    }
+
+    /// A frame is being handed to the connection now.
+    pub fn frame(&mut self) {
+        self.times.t_ns.push(monotonic_ns());
+    }
+}
+
+impl Drop for StreamRecorder {
+    fn drop(&mut self) {
+        let times = std::mem::replace(
+            &mut self.times,
+            StreamEmissions {
+                request: String::new(),
+                t_ns: Vec::new(),
+            },
+        );
+        self.log.record(times);
+    }
+}
