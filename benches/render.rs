@@ -121,6 +121,8 @@ async fn run(mut face: Face) -> Outcome {
     });
     let mut app = App::new(article_run(false), Palette::new(ColorMode::Ansi16));
     app.on_driver_event(&DriverEvent::LevelStarted(LevelInfo {
+        rate: None,
+        timeline: None,
         index: 0,
         concurrency: CONCURRENCY,
         mode: Mode::Manual,

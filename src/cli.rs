@@ -126,13 +126,38 @@ pub struct SweepArgs {
     #[arg(long, value_name = "PATH")]
     pub endpoint: Option<String>,
 
-    /// Prompt length in server tokens (chat template included), calibrated on the server's own count.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub random_input_len: u32,
+    /// Prompt length in server tokens (chat template included), calibrated on the server's own count [default: 1024, or the --profile's].
+    #[arg(long, value_name = "N")]
+    pub random_input_len: Option<u32>,
 
-    /// Output length in tokens (max_tokens; with ignore_eos the server generates exactly this many).
-    #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub random_output_len: u32,
+    /// Output length in tokens (max_tokens; with ignore_eos the server generates exactly this many) [default: 1024, or the --profile's].
+    #[arg(long, value_name = "N")]
+    pub random_output_len: Option<u32>,
+
+    // Traffic shape (issue 7): length presets, length spread, prompt text.
+    /// Length preset: balanced 1024/1024, prefill-heavy 4000/50, decode-heavy 200/2000, chat 512/256 (in/out); --random-input-len/--random-output-len override its values.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub profile: Option<crate::workload::Profile>,
+
+    /// Draw each request's input and output length uniformly in [L(1-R), L(1+R)] (vLLM's meaning), 0 <= R < 1.
+    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    pub random_range_ratio: f64,
+
+    /// Prompt text: random common words, generated English prose, or passages of --corpus; each prompt still opens with a unique nonce.
+    #[arg(long, value_enum, value_name = "SOURCE", default_value = "random")]
+    pub prompt_source: crate::workload::PromptSource,
+
+    /// A text file to cut prompts from (implies --prompt-source corpus).
+    #[arg(long, value_name = "FILE")]
+    pub corpus: Option<PathBuf>,
+
+    /// Requests from a file: JSONL ({"prompt": ...} or {"messages": [...]}, optional "output_len") or ShareGPT JSON; each level sends each record once.
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+
+    /// Save each request's prompt text in requests.jsonl (never saved otherwise).
+    #[arg(long)]
+    pub save_prompts: bool,
 
     /// Put the same N-token text before every prompt (vLLM's random-prefix-len), to measure a prefix cache on purpose.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -257,6 +282,38 @@ pub struct SweepArgs {
     /// Give up on a stream that sends nothing for this many seconds.
     #[arg(long, value_name = "S", default_value_t = 60.0)]
     pub stall_timeout: f64,
+
+    /// Open loop: requests per second (a list sweeps rates), Poisson by default; --max-concurrency caps requests in flight.
+    #[arg(long, value_delimiter = ',', value_name = "R")]
+    pub request_rate: Vec<f64>,
+
+    /// Open loop: gamma shape of the gaps between requests (vLLM's meaning): 1 Poisson, <1 burstier, >1 more even.
+    #[arg(long, value_name = "SHAPE", default_value_t = 1.0)]
+    pub burstiness: f64,
+
+    /// Send a JSONL request log on its own timeline: {"t": s, "input_len": N, "output_len": M} or with "prompt".
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// Replay faster (2.0) or slower (0.5) than recorded.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub replay_speed: f64,
+
+    /// Search for the capacity under the SLOs (double from 1, then bisect to 10%) instead of a fixed sweep.
+    #[arg(long)]
+    pub find_capacity: bool,
+
+    /// Continue the run saved in DIR from its last finished level, with the same flags.
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+
+    /// Speak HTTP/2 (prior knowledge: the server must speak it) instead of HTTP/1.1 keep-alive.
+    #[arg(long)]
+    pub http2: bool,
+
+    /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -15,7 +15,9 @@ use serde_json::{Map, Value};
 use crate::analysis::decide::CapacitySlo;
 use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::cli::{Backend, SweepArgs};
-use crate::load::driver::{self, Command, DriverConfig, DriverEvent, LevelPlan};
+use crate::load::driver::{
+    self, Command, DriverConfig, DriverEvent, LevelPlan, Replay, SearchPlan,
+};
 use crate::load::request::Target;
 use crate::load::{BodySpec, Wire};
 use crate::probe::client::LagMonitor;
@@ -24,7 +26,7 @@ use crate::protocol::ollama::OllamaApi;
 use crate::protocol::openai::Api;
 use crate::report::recorder::{Recorder, RunInfo};
 use crate::report::{text, time};
-use crate::workload::{rng, Calibration, Workload};
+use crate::workload::{rng, Calibration, Traffic, Workload};
 
 /// Exit codes of DESIGN.md section 5.
 pub const EXIT_OK: i32 = 0;
@@ -82,6 +84,19 @@ pub struct SweepPlan {
     pub decision: DecisionConfig,
     /// Scrape the server's gauges this often; None: `--no-probe`.
     pub probe_interval: Option<Duration>,
+    /// Open loop: gamma shape of the request gaps.
+    pub burstiness: f64,
+    /// `--replay`: the log, instead of the levels.
+    pub replay: Option<Replay>,
+    /// `--find-capacity`: the search, instead of the levels.
+    pub search: Option<SearchPlan>,
+    pub http2: bool,
+    /// `--insecure`: TLS certificates are not checked.
+    pub insecure: bool,
+    /// `--resume DIR`: the run to continue.
+    pub resume: Option<PathBuf>,
+    /// Profile, range ratio, prompt source, dataset (issue 7).
+    pub traffic: Traffic,
 }
 
 /// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.
@@ -110,10 +125,30 @@ impl SweepPlan {
                 format!("--endpoint {path} does not make a valid URL with {base_url}")
             })?;
 
+        let open_loop = !args.request_rate.is_empty() || args.replay.is_some();
         let concurrency: Vec<u32> = match args.max_concurrency {
+            // Open loop: --max-concurrency caps requests in flight.
+            _ if open_loop => vec![args.max_concurrency.unwrap_or(driver::MAX_CONCURRENCY)],
             Some(n) => vec![n],
             None => args.concurrency.clone(),
         };
+        let exclusive = [
+            ("--request-rate", !args.request_rate.is_empty()),
+            ("--replay", args.replay.is_some()),
+            ("--find-capacity", args.find_capacity),
+        ];
+        if let [(a, _), (b, _), ..] = exclusive.iter().filter(|x| x.1).collect::<Vec<_>>()[..] {
+            bail!("{a} and {b} are different kinds of run: choose one");
+        }
+        if let Some(bad) = args.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
+            bail!("--request-rate {bad} must be a positive number of requests per second (or inf)");
+        }
+        if !(args.burstiness.is_finite() && args.burstiness > 0.0 && args.burstiness <= 1000.0) {
+            bail!("--burstiness must be a positive number (1 is Poisson), e.g. --burstiness 0.5");
+        }
+        if !(args.replay_speed.is_finite() && args.replay_speed > 0.0 && args.replay_speed <= 1e6) {
+            bail!("--replay-speed must be a positive number, e.g. --replay-speed 2");
+        }
         if concurrency.is_empty() {
             bail!("--concurrency needs at least one level, e.g. --concurrency 1,4,16");
         }
@@ -129,28 +164,61 @@ impl SweepPlan {
         if args.num_prompts == Some(0) {
             bail!("--num-prompts must be at least 1");
         }
-        if args.random_output_len == 0 || args.random_output_len > 10_000_000 {
+        let (input_len, output_len, traffic) = traffic_config(args)?;
+        if output_len == 0 || output_len > 10_000_000 {
             bail!("--random-output-len must be between 1 and 10,000,000");
         }
-        if args.random_input_len > 10_000_000 || args.prefix_len > 10_000_000 {
+        if input_len > 10_000_000 || args.prefix_len > 10_000_000 {
             bail!("--random-input-len and --prefix-len must be at most 10,000,000 tokens");
         }
         if args.rounds == 0 || args.rounds > 100 {
             bail!("--rounds must be between 1 and 100");
         }
+        // --dataset: each level sends each usable record once by default.
+        let num_prompts = args
+            .num_prompts
+            .or(traffic.dataset.as_ref().map(|d| d.records.len() as u32));
+        let replay = match &args.replay {
+            Some(path) => {
+                let entries = crate::load::replay::load(path)?;
+                Some(Replay {
+                    entries: Arc::new(entries),
+                    speed: args.replay_speed,
+                    max_in_flight: concurrency[0],
+                })
+            }
+            None => None,
+        };
         // Rounds run back to back: 1,1,1,4,4,4,...
-        let levels = concurrency
-            .iter()
-            .flat_map(|&c| {
-                let step = LevelPlan {
-                    concurrency: c,
-                    num_prompts: args
-                        .num_prompts
-                        .unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
-                };
-                std::iter::repeat_n(step, args.rounds as usize)
-            })
-            .collect();
+        let levels: Vec<LevelPlan> = if let Some(replay) = &replay {
+            vec![LevelPlan::closed(
+                concurrency[0],
+                replay.entries.len() as u32,
+            )]
+        } else if !args.request_rate.is_empty() {
+            args.request_rate
+                .iter()
+                .flat_map(|&rate| {
+                    let step = LevelPlan {
+                        concurrency: concurrency[0],
+                        num_prompts: num_prompts.unwrap_or_else(|| default_rate_prompts(rate)),
+                        rate: Some(rate),
+                    };
+                    std::iter::repeat_n(step, args.rounds as usize)
+                })
+                .collect()
+        } else {
+            concurrency
+                .iter()
+                .flat_map(|&c| {
+                    let step = LevelPlan::closed(
+                        c,
+                        num_prompts.unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
+                    );
+                    std::iter::repeat_n(step, args.rounds as usize)
+                })
+                .collect()
+        };
         let decision = decision_config(args)?;
 
         let mut percentiles = args.percentiles.clone();
@@ -191,7 +259,20 @@ impl SweepPlan {
                 bail!("{name} must be a positive number of seconds");
             }
         }
-        let first = concurrency[0];
+        // Open loop has no first concurrency: two warmup requests calibrate.
+        let first = if open_loop {
+            2
+        } else if args.find_capacity {
+            1
+        } else {
+            concurrency[0]
+        };
+        let search = args.find_capacity.then(|| SearchPlan {
+            max_concurrency: args.max_concurrency.unwrap_or(driver::MAX_CONCURRENCY),
+            slo: decision.slo.clone(),
+            num_prompts,
+            prompts_per_stream: args.prompts_per_stream,
+        });
         Ok(SweepPlan {
             display_target: display_url(&base_url),
             base_url,
@@ -201,8 +282,8 @@ impl SweepPlan {
             engine: args.engine.clone().filter(|e| !e.trim().is_empty()),
             levels,
             warmup: args.warmup.unwrap_or(first),
-            input_len: args.random_input_len,
-            output_len: args.random_output_len,
+            input_len,
+            output_len,
             prefix_len: args.prefix_len,
             ignore_eos: !args.no_ignore_eos,
             percentiles,
@@ -232,12 +313,124 @@ impl SweepPlan {
             } else {
                 bail!("--probe-interval must be between 0.05 and 3600 seconds (or use --no-probe)");
             },
+            burstiness: args.burstiness,
+            replay,
+            search,
+            http2: args.http2,
+            insecure: args.insecure,
+            resume: args.resume.clone(),
+            traffic,
         })
     }
 
-    fn max_concurrency(&self) -> u32 {
-        self.levels.iter().map(|l| l.concurrency).max().unwrap_or(1)
+    /// What kind of run this is, saved as `run.kind`.
+    pub fn kind(&self) -> &'static str {
+        if self.replay.is_some() {
+            "replay"
+        } else if self.search.is_some() {
+            "find-capacity"
+        } else if self.levels.iter().any(|l| l.rate.is_some()) {
+            "rate"
+        } else {
+            "sweep"
+        }
     }
+
+    fn max_concurrency(&self) -> u32 {
+        let planned = self.levels.iter().map(|l| l.concurrency).max().unwrap_or(1);
+        self.search
+            .as_ref()
+            .map_or(planned, |s| s.max_concurrency.max(planned))
+    }
+}
+
+/// Requests of an open-loop level without --num-prompts: 30 seconds' worth
+/// (at least 10), or vLLM's 1000 when they all go at once.
+fn default_rate_prompts(rate: f64) -> u32 {
+    if rate.is_finite() {
+        (rate * 30.0).ceil().clamp(10.0, 100_000.0) as u32
+    } else {
+        1000
+    }
+}
+
+/// The traffic shape from the flags: `(input_len, output_len, traffic)`.
+/// A `--dataset` is read here, and its unusable lines are reported on
+/// stderr (they are saved in summary.json too).
+fn traffic_config(args: &SweepArgs) -> Result<(u32, u32, Traffic)> {
+    use crate::workload::{corpus::Corpus, profile, Dataset, PromptSource};
+    let (input_len, output_len, mut name) =
+        profile::resolve_lengths(args.profile, args.random_input_len, args.random_output_len);
+    let r = args.random_range_ratio;
+    if !(r.is_finite() && (0.0..1.0).contains(&r)) {
+        bail!("--random-range-ratio must be at least 0 and below 1, e.g. 0.5 (lengths drawn in [L/2, 3L/2])");
+    }
+    let source = match (args.prompt_source, &args.corpus) {
+        (PromptSource::Random | PromptSource::Corpus, Some(_)) => PromptSource::Corpus,
+        (PromptSource::Corpus, None) => {
+            bail!("--prompt-source corpus needs a text file: --corpus FILE")
+        }
+        (PromptSource::Prose, Some(_)) => {
+            bail!("--corpus goes with --prompt-source corpus, not prose")
+        }
+        (source, None) => source,
+    };
+    let corpus = match &args.corpus {
+        Some(path) => Some(Arc::new(Corpus::load(path).map_err(|e| eyre!(e))?)),
+        None => None,
+    };
+    let dataset = match &args.dataset {
+        Some(path) => {
+            if args.corpus.is_some() || args.prompt_source != PromptSource::Random {
+                bail!(
+                    "--dataset prompts are sent as given: leave out --prompt-source and --corpus"
+                );
+            }
+            if args.prefix_len > 0 {
+                bail!("--prefix-len does not go with --dataset (its prompts are sent as given)");
+            }
+            if args.replay.is_some() {
+                bail!("--dataset and --replay are different kinds of run: choose one");
+            }
+            let dataset = Dataset::load(path).map_err(|e| eyre!(e))?;
+            for skipped in dataset.skipped.iter().take(20) {
+                eprintln!(
+                    "tokbench: dataset line {}: {}",
+                    skipped.line, skipped.reason
+                );
+            }
+            if dataset.skipped.len() > 20 {
+                eprintln!(
+                    "tokbench: dataset: {} more lines skipped (all listed in summary.json)",
+                    dataset.skipped.len() - 20
+                );
+            }
+            if !dataset.skipped.is_empty() {
+                eprintln!(
+                    "tokbench: dataset {}: {} usable requests, {} lines skipped",
+                    dataset.name,
+                    dataset.records.len(),
+                    dataset.skipped.len()
+                );
+            }
+            name = "dataset".into();
+            Some(Arc::new(dataset))
+        }
+        None => None,
+    };
+    Ok((
+        input_len,
+        output_len,
+        Traffic {
+            profile: name,
+            range_ratio: r,
+            source,
+            corpus,
+            dataset,
+            output_len_explicit: args.random_output_len.is_some(),
+            save_prompts: args.save_prompts,
+        },
+    ))
 }
 
 fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
@@ -348,14 +541,24 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     {
         headers.insert(reqwest::header::AUTHORIZATION, auth);
     }
-    let client = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .default_headers(headers)
         .no_proxy()
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(10))
+        // One idle connection kept per stream: no reconnects between requests.
         .pool_max_idle_per_host(plan.max_concurrency() as usize)
-        .build()
-        .wrap_err("cannot build the HTTP client")?;
+        .pool_idle_timeout(Duration::from_secs(90));
+    builder = if plan.http2 {
+        builder.http2_prior_knowledge()
+    } else {
+        builder.http1_only()
+    };
+    if plan.insecure {
+        eprintln!("tokbench: WARNING --insecure: TLS certificates are NOT checked; the API key could reach an impostor");
+        builder = builder.danger_accept_invalid_certs(true);
+    }
+    let client = builder.build().wrap_err("cannot build the HTTP client")?;
     let mut identity = probe::preflight(&client, &plan.base_url).await?;
     if let Some((engine, version)) = engine_override {
         identity.engine = engine.to_string();
@@ -379,18 +582,13 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         Some(dir) => dir.clone(),
         None => default_result_dir(Path::new("results"), now),
     };
-    let profile = if plan.input_len == 1024 && plan.output_len == 1024 {
-        "balanced"
-    } else {
-        "custom"
-    };
     let run = RunInfo {
         target: plan.display_target.clone(),
         engine: identity.engine.clone(),
         engine_version: identity.engine_version.clone(),
         model: model.clone(),
         backend: plan.backend.as_str().into(),
-        profile: profile.into(),
+        profile: plan.traffic.profile.clone(),
         input_len: plan.input_len,
         output_len: plan.output_len,
         ignore_eos: plan.ignore_eos,
@@ -404,6 +602,9 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         decision: plan.decision.clone(),
         warmup_requests: plan.warmup,
         connect_probe_ms: identity.connect_probe_ms,
+        burstiness: plan.burstiness,
+        kind: plan.kind().into(),
+        traffic: plan.traffic.clone(),
     };
     Ok(Prepared {
         plan,
@@ -425,8 +626,9 @@ async fn first_guess_calibration(
     model: &str,
 ) -> Calibration {
     let words = (plan.input_len as usize).clamp(32, 512);
-    let sample =
-        Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len).prompt_of_words(words);
+    let sample = Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len)
+        .with_traffic(&plan.traffic)
+        .prompt_of_words(words);
     match probe::tokenize_count(client, &plan.base_url, model, &sample.text).await {
         Some(tokens) if tokens > 0 => Calibration {
             tokens_per_word: tokens as f64 / words as f64,
@@ -471,10 +673,15 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
             },
             workload: {
                 let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len)
-                    .with_shared_prefix(plan.prefix_len);
+                    .with_shared_prefix(plan.prefix_len)
+                    .with_traffic(&plan.traffic);
                 workload.calibration = prepared.calibration;
                 workload
             },
+            seed: plan.seed,
+            burstiness: plan.burstiness,
+            replay: plan.replay.clone(),
+            search: plan.search.clone(),
         },
         run_start,
     )

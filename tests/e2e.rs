@@ -465,6 +465,10 @@ mod steering {
                 extra_body: None,
             },
             workload: Workload::new(1, 16, 20),
+            seed: 1,
+            burstiness: 1.0,
+            replay: None,
+            search: None,
         }
     }
 
@@ -507,18 +511,9 @@ mod steering {
         // 20 tokens at 2 ms a step: a request takes about 40 ms.
         let sim = start_sim(steps_only(2.0)).await;
         let plan = vec![
-            LevelPlan {
-                concurrency: 2,
-                num_prompts: 10_000,
-            },
-            LevelPlan {
-                concurrency: 4,
-                num_prompts: 10_000,
-            },
-            LevelPlan {
-                concurrency: 8,
-                num_prompts: 16,
-            },
+            LevelPlan::closed(2, 10_000),
+            LevelPlan::closed(4, 10_000),
+            LevelPlan::closed(8, 16),
         ];
         let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
         let mut seen = Vec::new();
@@ -636,13 +631,7 @@ mod steering {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn steering_during_warmup_is_applied_after_it() {
         let sim = start_sim(steps_only(2.0)).await;
-        let mut cfg = config(
-            sim.addr,
-            vec![LevelPlan {
-                concurrency: 2,
-                num_prompts: 10_000,
-            }],
-        );
+        let mut cfg = config(sim.addr, vec![LevelPlan::closed(2, 10_000)]);
         cfg.warmup = 2;
         let mut h = driver::spawn(cfg, Instant::now());
         let mut seen = Vec::new();
@@ -678,13 +667,7 @@ mod steering {
     async fn pause_holds_dispatch_and_stop_cancels_in_flight() {
         // 200 tokens at 5 ms: requests last a second, so Stop finds them in flight.
         let sim = start_sim(steps_only(5.0)).await;
-        let mut cfg = config(
-            sim.addr,
-            vec![LevelPlan {
-                concurrency: 3,
-                num_prompts: 100,
-            }],
-        );
+        let mut cfg = config(sim.addr, vec![LevelPlan::closed(3, 100)]);
         cfg.workload = Workload::new(1, 16, 200);
         let mut h = driver::spawn(cfg, Instant::now());
         in_flight_reaches(&h, 3).await;

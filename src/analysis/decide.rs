@@ -331,6 +331,23 @@ struct Check {
     met: bool,
 }
 
+/// Whether one level meets every term of the SLO on its own (the test of a
+/// `--find-capacity` probe).
+pub fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
+    let point = SweepPoint {
+        concurrency: level.concurrency,
+        rounds: 1,
+        output_throughput: level.output_throughput,
+        per_stream_tok_s: level.per_stream_tok_s,
+        stream_decode_tok_s: level.stream_decode_tok_s,
+        p50_ttft_ms: level.p50_ttft_ms,
+        p99_ttft_ms: level.p99_ttft_ms,
+        p99_tpot_ms: level.p99_tpot_ms,
+        error_rate: level.error_rate,
+    };
+    checks(&point, slo).iter().all(|c| c.met)
+}
+
 fn checks(p: &SweepPoint, slo: &CapacitySlo) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(limit) = slo.ttft_p99_ms {

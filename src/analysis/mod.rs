@@ -45,4 +45,5 @@ pub mod diagnose;
 pub mod engine_checks;
 pub mod goodput;
 pub mod rounds;
+pub mod search;
 mod words;

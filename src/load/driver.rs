@@ -14,9 +14,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::arrivals::Arrivals;
+use super::replay::ReplayEntry;
 use super::request::{execute, PreparedRequest, Target};
 use super::BodySpec;
+use crate::analysis::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
+use crate::analysis::search::{CapacitySearch, ProbeResult};
 use crate::record::{Outcome, RequestRecord};
+use crate::stats::summary::level_stats;
 use crate::workload::{Calibration, PromptSpec, Workload};
 
 /// Highest concurrency a user can ask for by hand.
@@ -27,6 +32,12 @@ pub const MAX_CONCURRENCY: u32 = 4096;
 pub enum Mode {
     Planned,
     Manual,
+    /// A probe of `--find-capacity`.
+    Search,
+    /// Open loop at a request rate.
+    Rate,
+    /// Open loop on a recorded timeline (`--replay`).
+    Replay,
 }
 
 impl Mode {
@@ -34,15 +45,37 @@ impl Mode {
         match self {
             Mode::Planned => "planned",
             Mode::Manual => "manual",
+            Mode::Search => "search",
+            Mode::Rate => "rate",
+            Mode::Replay => "replay",
         }
+    }
+
+    /// Requests go out on a schedule, not when a slot frees.
+    pub fn is_open_loop(self) -> bool {
+        matches!(self, Mode::Rate | Mode::Replay)
     }
 }
 
 /// One planned step of the sweep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LevelPlan {
+    /// Closed loop: streams kept busy. Open loop: the cap on requests in flight.
     pub concurrency: u32,
     pub num_prompts: u32,
+    /// Open loop: requests per second (`--request-rate`).
+    pub rate: Option<f64>,
+}
+
+impl LevelPlan {
+    /// A closed-loop level.
+    pub fn closed(concurrency: u32, num_prompts: u32) -> LevelPlan {
+        LevelPlan {
+            concurrency,
+            num_prompts,
+            rate: None,
+        }
+    }
 }
 
 /// What a level is, as announced when it starts.
@@ -58,6 +91,10 @@ pub struct LevelInfo {
     pub plan_index: Option<usize>,
     /// Offset from the run's start.
     pub started_at: Duration,
+    /// Open loop: requests per second.
+    pub rate: Option<f64>,
+    /// Replay: length of the log's timeline at the replay speed.
+    pub timeline: Option<Duration>,
 }
 
 /// What the user (or the headless runner) can ask of the driver.
@@ -113,6 +150,41 @@ pub struct DriverConfig {
     pub target: Arc<Target>,
     pub body: BodySpec,
     pub workload: Workload,
+    /// Seeds the open-loop arrival times.
+    pub seed: u64,
+    /// Open loop: gamma shape of the gaps between requests (1: Poisson).
+    pub burstiness: f64,
+    /// `--replay`: one open-loop level on the log's timeline, instead of the plan.
+    pub replay: Option<Replay>,
+    /// `--find-capacity`: levels chosen by the search, instead of the plan.
+    pub search: Option<SearchPlan>,
+}
+
+/// A request log to send on its own timeline.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub entries: Arc<Vec<ReplayEntry>>,
+    /// 2.0 sends twice as fast as recorded.
+    pub speed: f64,
+    /// Most requests in flight.
+    pub max_in_flight: u32,
+}
+
+/// How `--find-capacity` sizes and judges its probes.
+#[derive(Clone, Debug)]
+pub struct SearchPlan {
+    pub max_concurrency: u32,
+    pub slo: CapacitySlo,
+    /// Requests per probe; None: `prompts_per_stream` x its concurrency.
+    pub num_prompts: Option<u32>,
+    pub prompts_per_stream: u32,
+}
+
+impl SearchPlan {
+    fn num_prompts(&self, concurrency: u32) -> u32 {
+        self.num_prompts
+            .unwrap_or(concurrency.saturating_mul(self.prompts_per_stream.max(1)))
+    }
 }
 
 /// What the rest of the program holds of a running driver.
@@ -131,12 +203,28 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let in_flight = Arc::new(AtomicU32::new(0));
     let (cancel_tx, _) = watch::channel(false);
+    let search = config.search.map(|plan| SearchState {
+        search: CapacitySearch::new(plan.max_concurrency),
+        pending: None,
+        records: Vec::new(),
+        plan,
+        probes: 0,
+    });
     let driver = Driver {
         target: config.target,
         body: config.body,
         workload: config.workload,
         plan: config.plan,
         warmup: config.warmup,
+        seed: config.seed,
+        burstiness: config.burstiness,
+        replay: config.replay,
+        search,
+        open_loop: None,
+        paused_at: None,
+        run_ok: 0,
+        last_level_all_failed: false,
+        fatal: None,
         run_start,
         events: event_tx,
         cancel: cancel_tx,
@@ -168,6 +256,69 @@ struct LevelState {
     closed: bool,
     partial: bool,
     announced_finish: bool,
+    ok: u32,
+    failed: u32,
+    first_error: Option<String>,
+}
+
+/// The schedule of the open-loop level running now.
+struct OpenLoop {
+    level: usize,
+    /// Intended send time of the next request; it may be past when the cap
+    /// held it back, and then it goes out late with that time recorded.
+    next_at: Instant,
+    source: Schedule,
+}
+
+enum Schedule {
+    Rate(Arrivals),
+    Replay {
+        origin: Instant,
+        next: usize,
+        speed: f64,
+        entries: Arc<Vec<ReplayEntry>>,
+    },
+}
+
+impl OpenLoop {
+    /// Move to the next request's intended time.
+    fn advance(&mut self) {
+        match &mut self.source {
+            Schedule::Rate(arrivals) => {
+                self.next_at += Duration::from_secs_f64(arrivals.next_gap_s().min(1e6));
+            }
+            Schedule::Replay {
+                origin,
+                next,
+                speed,
+                entries,
+            } => {
+                *next += 1;
+                if let Some(entry) = entries.get(*next) {
+                    self.next_at = *origin + Duration::from_secs_f64((entry.t / *speed).min(1e9));
+                }
+            }
+        }
+    }
+
+    /// A pause moves the whole schedule on by its length.
+    fn shift(&mut self, by: Duration) {
+        self.next_at += by;
+        if let Schedule::Replay { origin, .. } = &mut self.source {
+            *origin += by;
+        }
+    }
+}
+
+/// `--find-capacity` as it runs.
+struct SearchState {
+    search: CapacitySearch,
+    plan: SearchPlan,
+    /// The concurrency to probe next, once the current probe is judged.
+    pending: Option<u32>,
+    /// The current probe's records (probes run one at a time).
+    records: Vec<RequestRecord>,
+    probes: usize,
 }
 
 impl LevelState {
@@ -203,6 +354,18 @@ struct Driver {
     paused: bool,
     stopping: bool,
     in_flight: Arc<AtomicU32>,
+    seed: u64,
+    burstiness: f64,
+    replay: Option<Replay>,
+    search: Option<SearchState>,
+    open_loop: Option<OpenLoop>,
+    paused_at: Option<Instant>,
+    /// Requests of the run that succeeded.
+    run_ok: u64,
+    /// The last finished level had requests and every one failed.
+    last_level_all_failed: bool,
+    /// Why the run stops on its own (every request failing).
+    fatal: Option<String>,
 }
 
 /// Warmup records carry this level index; they never reach the recorder.
@@ -240,7 +403,9 @@ impl Driver {
             if self.current.is_none() && self.tasks.is_empty() {
                 break;
             }
+            let wake = self.next_send_time();
             tokio::select! {
+                _ = sleep_until_opt(wake), if wake.is_some() => {}
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => self.handle(command),
                     // Nobody can steer any more: let the plan run out.
@@ -257,10 +422,23 @@ impl Driver {
                 }
             }
         }
+        let error = self.fatal.take();
         self.emit(DriverEvent::Finished {
-            stopped_by_user: self.stopping,
-            error: None,
+            stopped_by_user: self.stopping && error.is_none(),
+            error,
         });
+    }
+
+    /// When the open-loop level next has a request due, if it could send one.
+    fn next_send_time(&self) -> Option<Instant> {
+        let open = self.open_loop.as_ref()?;
+        let level = self.levels.get(open.level)?;
+        let can_send = !self.paused
+            && !self.stopping
+            && self.current == Some(open.level)
+            && level.remaining() > 0
+            && (self.tasks.len() as u32) < self.concurrency_target;
+        can_send.then_some(open.next_at)
     }
 
     fn emit(&self, event: DriverEvent) {
@@ -296,7 +474,7 @@ impl Driver {
             while sent < total && (self.tasks.len() as u32) < concurrency && !self.stopping {
                 let words = self.workload.warmup_words(sent as usize);
                 let prompt = self.workload.prompt_of_words(words);
-                let id = self.spawn_request(WARMUP_LEVEL, &prompt);
+                let id = self.spawn_request(WARMUP_LEVEL, &prompt, None);
                 words_of.insert(id, words);
                 sent += 1;
             }
@@ -359,7 +537,12 @@ impl Driver {
         Ok(true)
     }
 
-    fn spawn_request(&mut self, level: usize, prompt: &PromptSpec) -> u64 {
+    fn spawn_request(
+        &mut self,
+        level: usize,
+        prompt: &PromptSpec,
+        scheduled: Option<Instant>,
+    ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let request = PreparedRequest {
@@ -368,7 +551,7 @@ impl Driver {
             body: self.body.build(prompt),
             input_tokens_target: prompt.input_tokens_target,
             max_tokens: prompt.max_tokens,
-            scheduled: None,
+            scheduled,
             turn: None,
         };
         let target = self.target.clone();
@@ -398,14 +581,51 @@ impl Driver {
         mode: Mode,
         num_prompts: Option<u32>,
         plan_index: Option<usize>,
+        rate: Option<f64>,
     ) {
+        let index = self.levels.len();
+        let now = Instant::now();
+        self.open_loop = match (mode, rate, &self.replay) {
+            (Mode::Rate, Some(rate), _) => Some(OpenLoop {
+                level: index,
+                next_at: now,
+                source: Schedule::Rate(Arrivals::new(
+                    self.seed ^ (index as u64).wrapping_mul(0x9E37_79B9),
+                    rate,
+                    self.burstiness,
+                )),
+            }),
+            (Mode::Replay, _, Some(replay)) => Some(OpenLoop {
+                level: index,
+                next_at: now
+                    + Duration::from_secs_f64(
+                        (replay.entries.first().map_or(0.0, |e| e.t) / replay.speed).min(1e9),
+                    ),
+                source: Schedule::Replay {
+                    origin: now,
+                    next: 0,
+                    speed: replay.speed,
+                    entries: replay.entries.clone(),
+                },
+            }),
+            _ => None,
+        };
+        let timeline = match (mode, &self.replay) {
+            (Mode::Replay, Some(replay)) => replay
+                .entries
+                .last()
+                .map(|e| Duration::from_secs_f64((e.t / replay.speed).clamp(0.0, 1e9))),
+            _ => None,
+        };
         let info = LevelInfo {
-            index: self.levels.len(),
+            index,
             concurrency,
             mode,
             num_prompts,
             plan_index,
             started_at: self.now(),
+            rate,
+            timeline,
         };
         self.current = Some(info.index);
         self.emit(DriverEvent::LevelStarted(info.clone()));
@@ -416,21 +636,58 @@ impl Driver {
             closed: false,
             partial: false,
             announced_finish: false,
+            ok: 0,
+            failed: 0,
+            first_error: None,
         });
         self.set_target(concurrency);
     }
 
-    /// Start the plan's next level, or end the run's dispatching when the plan is done.
+    /// Start the plan's next level (or the search's next probe, or the
+    /// replay), or end the run's dispatching when there is none.
     fn start_next_planned(&mut self) {
+        if let Some(search) = &mut self.search {
+            let next = if search.probes == 0 {
+                Some(search.search.first())
+            } else {
+                search.pending.take()
+            };
+            match next {
+                Some(c) => {
+                    let n = search.plan.num_prompts(c);
+                    let index = search.probes;
+                    search.probes += 1;
+                    self.start_level(c, Mode::Search, Some(n), Some(index), None);
+                }
+                None => self.current = None,
+            }
+            return;
+        }
+        if let Some(replay) = &self.replay {
+            if self.next_plan == 0 && !replay.entries.is_empty() {
+                self.next_plan = 1;
+                let (cap, n) = (replay.max_in_flight, replay.entries.len() as u32);
+                self.start_level(cap, Mode::Replay, Some(n), Some(0), None);
+            } else {
+                self.current = None;
+            }
+            return;
+        }
         match self.plan.get(self.next_plan).copied() {
             Some(step) => {
                 let index = self.next_plan;
                 self.next_plan += 1;
+                let mode = if step.rate.is_some() {
+                    Mode::Rate
+                } else {
+                    Mode::Planned
+                };
                 self.start_level(
                     step.concurrency,
-                    Mode::Planned,
+                    mode,
                     Some(step.num_prompts),
                     Some(index),
+                    step.rate,
                 );
             }
             None => self.current = None,
@@ -438,6 +695,7 @@ impl Driver {
     }
 
     fn close_current(&mut self, partial: bool) {
+        self.open_loop = None;
         if let Some(index) = self.current.take() {
             let level = &mut self.levels[index];
             level.closed = true;
@@ -450,14 +708,65 @@ impl Driver {
             return;
         }
         let Some(index) = self.current else { return };
+        let open_loop = self.open_loop.as_ref().is_some_and(|o| o.level == index);
+        let now = Instant::now();
         while (self.tasks.len() as u32) < self.concurrency_target
             && self.levels[index].remaining() > 0
         {
-            let prompt = self.workload.next_prompt();
-            self.spawn_request(index, &prompt);
+            let scheduled = if open_loop {
+                match &self.open_loop {
+                    Some(open) if open.next_at <= now => Some(open.next_at),
+                    _ => break,
+                }
+            } else {
+                None
+            };
+            let prompt = self.prompt_for(index);
+            self.spawn_request(index, &prompt, scheduled);
+            if let Some(open) = self.open_loop.as_mut().filter(|_| open_loop) {
+                open.advance();
+            }
             let level = &mut self.levels[index];
             level.dispatched += 1;
             level.in_flight += 1;
+        }
+    }
+
+    /// The next measured prompt: a replay entry's lengths (or text), else
+    /// the workload's.
+    fn prompt_for(&mut self, level: usize) -> PromptSpec {
+        let entry = match (&self.open_loop, &self.replay) {
+            (Some(open), Some(_)) if open.level == level => match &open.source {
+                Schedule::Replay { next, entries, .. } => entries.get(*next).cloned(),
+                Schedule::Rate(_) => None,
+            },
+            _ => None,
+        };
+        let Some(entry) = entry else {
+            return self.workload.next_prompt();
+        };
+        let output = entry.output_len.unwrap_or(self.workload.output_len).max(1);
+        match entry.prompt {
+            Some(text) => {
+                let words = text.split_whitespace().count();
+                PromptSpec {
+                    input_tokens_target: entry.input_len.unwrap_or_else(|| {
+                        (words as f64 * self.workload.calibration.tokens_per_word).round() as u32
+                    }),
+                    text,
+                    words,
+                    max_tokens: output,
+                    ..self.workload.next_prompt()
+                }
+            }
+            None => {
+                let input = entry.input_len.unwrap_or(self.workload.input_len);
+                let words = self.workload.calibration.words_for(input);
+                let mut prompt = self.workload.prompt_of_words(words);
+                prompt.input_tokens_target = input + self.workload.prefix_len;
+                prompt.max_tokens = output;
+                prompt
+            }
         }
     }
 
@@ -468,6 +777,7 @@ impl Driver {
             let level = &self.levels[index];
             if level.info.num_prompts.is_some() && level.remaining() == 0 && level.in_flight == 0 {
                 self.close_current(false);
+                self.judge_probe(index);
                 self.announce_finished();
                 if !self.stopping {
                     self.start_next_planned();
@@ -476,6 +786,27 @@ impl Driver {
             }
         }
         self.announce_finished();
+    }
+
+    /// A search probe is over: tell the search how it went, so it can
+    /// choose the next concurrency.
+    fn judge_probe(&mut self, index: usize) {
+        let Some(search) = &mut self.search else {
+            return;
+        };
+        let level = &self.levels[index];
+        if level.info.mode != Mode::Search {
+            return;
+        }
+        let records = std::mem::take(&mut search.records);
+        let c = level.info.concurrency;
+        let stats = level_stats(&records, c, &[50.0, 99.0]);
+        let point = LevelPoint::from_stats(c, LevelKind::Search, level.partial, &stats);
+        search.pending = search.search.observe(ProbeResult {
+            concurrency: c,
+            meets_slo: meets_slo(&point, &search.plan.slo),
+            output_throughput: stats.output_throughput,
+        });
     }
 
     fn announce_finished(&mut self) {
@@ -487,10 +818,33 @@ impl Driver {
                     index: level.info.index,
                     partial: level.partial,
                 });
+                if !level.partial && level.failed > 0 && self.fatal.is_none() {
+                    let all_failed = level.ok == 0;
+                    // One level lost to a restart is survivable; a run that
+                    // never got an answer, or two dead levels in a row, is not.
+                    if all_failed && (self.run_ok == 0 || self.last_level_all_failed) {
+                        self.fatal = Some(format!(
+                            "every request failed at concurrency {} ({} of {}; first: {}): stopping early. \
+                             Is the server up and the model right? Levels so far are saved",
+                            level.info.concurrency,
+                            level.failed,
+                            level.dispatched,
+                            level.first_error.as_deref().unwrap_or("no message"),
+                        ));
+                    }
+                    self.last_level_all_failed = all_failed;
+                } else if !level.partial && level.ok > 0 {
+                    self.last_level_all_failed = false;
+                }
             }
         }
         for event in finished {
             self.emit(event);
+        }
+        if self.fatal.is_some() && !self.stopping {
+            self.stopping = true;
+            self.close_current(true);
+            self.cancel.send_replace(true);
         }
     }
 
@@ -515,6 +869,29 @@ impl Driver {
             .and_then(|l| self.levels.get_mut(l))
         {
             level.in_flight = level.in_flight.saturating_sub(1);
+            if let Some(record) = &record {
+                match record.outcome {
+                    Outcome::Ok => {
+                        level.ok += 1;
+                        self.run_ok += 1;
+                    }
+                    Outcome::Failed(class) => {
+                        level.failed += 1;
+                        if level.first_error.is_none() {
+                            level.first_error = Some(format!(
+                                "{class}: {}",
+                                record.error_message.as_deref().unwrap_or("no message")
+                            ));
+                        }
+                    }
+                    Outcome::Cancelled => {}
+                }
+                if level.info.mode == Mode::Search {
+                    if let Some(search) = &mut self.search {
+                        search.records.push(record.clone());
+                    }
+                }
+            }
         }
         if let Some(record) = record {
             self.emit(DriverEvent::Record(record));
@@ -534,8 +911,12 @@ impl Driver {
                 }
                 // A planned level cut short by the user is partial; a manual
                 // stint ended by another change is complete.
-                self.close_current(current_mode == Some(Mode::Planned));
-                self.start_level(n, Mode::Manual, None, None);
+                let index = self.current;
+                self.close_current(current_mode.is_some_and(|m| m != Mode::Manual));
+                if let Some(index) = index {
+                    self.judge_probe(index);
+                }
+                self.start_level(n, Mode::Manual, None, None, None);
             }
             Command::NextLevel => match self.current.map(|i| self.levels[i].info.mode) {
                 Some(Mode::Manual) => {
@@ -551,14 +932,26 @@ impl Driver {
                     }
                     self.start_next_planned();
                 }
-                Some(Mode::Planned) => {
+                Some(_) => {
+                    let index = self.current;
                     self.close_current(true);
+                    if let Some(index) = index {
+                        self.judge_probe(index);
+                    }
                     self.start_next_planned();
                 }
                 None => {}
             },
             Command::TogglePause => {
                 self.paused = !self.paused;
+                if self.paused {
+                    self.paused_at = Some(Instant::now());
+                } else if let Some(at) = self.paused_at.take() {
+                    // The schedule waits with the user: no backlog of "late" sends.
+                    if let Some(open) = &mut self.open_loop {
+                        open.shift(at.elapsed());
+                    }
+                }
                 self.emit(DriverEvent::Paused(self.paused));
             }
             Command::Stop => {
@@ -569,5 +962,11 @@ impl Driver {
                 self.cancel.send_replace(true);
             }
         }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
     }
 }

@@ -1,7 +1,9 @@
 //! The load side: a driver that keeps a concurrency target filled, and the
 //! load tasks that send one request each and time it.
 
+pub mod arrivals;
 pub mod driver;
+pub mod replay;
 pub mod request;
 
 use bytes::Bytes;

@@ -27,9 +27,21 @@ use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
 use crate::run::DecisionConfig;
+use crate::stats::lateness::Lateness;
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::summary::{level_stats, LevelStats};
+use crate::workload::profile::AchievedLengths;
 use crate::workload::Calibration;
+
+/// The lengths the completed requests of a level had: input tokens (the
+/// server's count, else the target) and output tokens.
+fn achieved_lengths(records: &[RequestRecord]) -> AchievedLengths {
+    let mut achieved = AchievedLengths::default();
+    for r in records.iter().filter(|r| r.is_ok()) {
+        achieved.add(r.input_tokens(), r.output_tokens);
+    }
+    achieved
+}
 
 /// How often `requests.jsonl` reaches the disk at the least.
 const JSONL_FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -63,11 +75,17 @@ pub struct RunInfo {
     pub warmup_requests: u32,
     /// Median connect + first byte of a tiny request before the run, ms.
     pub connect_probe_ms: Option<f64>,
+    /// Profile, range ratio, prompt source, dataset (issue 7).
+    pub traffic: crate::workload::Traffic,
+    /// Open loop: gamma shape of the request gaps (1 when closed loop).
+    pub burstiness: f64,
+    /// `--find-capacity`, `--request-rate`, `--replay`, or "sweep".
+    pub kind: String,
 }
 
 impl RunInfo {
     fn to_json(&self) -> Value {
-        json!({
+        let mut run = json!({
             "target": self.target,
             "engine": self.engine,
             "engine_version": self.engine_version,
@@ -85,6 +103,8 @@ impl RunInfo {
             "prefix_len": self.prefix_len,
             "rounds": self.decision.rounds,
             "connect_probe_ms": self.connect_probe_ms.map(round3),
+            "kind": self.kind,
+            "burstiness": self.burstiness,
             "slo": {
                 "ttft_p99_ms": self.decision.slo.ttft_p99_ms,
                 "min_stream_tok_s": self.decision.slo.min_stream_tok_s,
@@ -92,7 +112,12 @@ impl RunInfo {
                 "max_error_rate": self.decision.slo.max_error_rate,
             },
             "goodput_slo": self.decision.goodput.as_ref().map(GoodputSlo::to_json),
-        })
+        });
+        // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
+        if let (Value::Object(map), Value::Object(traffic)) = (&mut run, self.traffic.run_json()) {
+            map.extend(traffic);
+        }
+        run
     }
 }
 
@@ -120,6 +145,10 @@ pub struct FinishedLevel {
     pub server: GaugeSummary,
     /// The level file, when the level had anything to save.
     pub file: Option<PathBuf>,
+    /// Input and output tokens of its completed requests (the `traffic` key).
+    pub achieved: AchievedLengths,
+    /// Open loop: how late requests went out against their schedule.
+    pub lateness: Option<Lateness>,
 }
 
 impl FinishedLevel {
@@ -339,7 +368,14 @@ impl Recorder {
                     .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was never started"));
             }
         };
-        let stats = level_stats(&open.records, open.info.concurrency, &self.run.percentiles);
+        let lateness = Lateness::of(&open.records);
+        // An open loop has no set concurrency: per-stream figures divide by
+        // the mean number in flight instead of the cap.
+        let streams = match &lateness {
+            Some(l) if open.info.mode.is_open_loop() => l.mean_in_flight.round().max(1.0) as u32,
+            _ => open.info.concurrency,
+        };
+        let stats = level_stats(&open.records, streams, &self.run.percentiles);
         let mut lag = self.lag.take();
         lag.sort_by(f64::total_cmp);
         let client = ClientLoad {
@@ -371,6 +407,8 @@ impl Recorder {
             server_timings: server_medians(&open.records),
             server: open.server,
             file: None,
+            achieved: achieved_lengths(&open.records),
+            lateness,
         };
         if level.stats.completed + level.stats.failed > 0 {
             let name = self.next_level_file_name(&level);
@@ -389,7 +427,7 @@ impl Recorder {
     }
 
     fn next_level_file_name(&mut self, level: &FinishedLevel) -> String {
-        let base = level_file_base(level.info.concurrency, level.info.mode, level.partial);
+        let base = level_file_base(&level.info, level.partial);
         let uses = self.name_uses.entry(base.clone()).or_insert(0);
         *uses += 1;
         level_file_name(&base, *uses)
@@ -403,7 +441,25 @@ impl Recorder {
         map.insert("model_id".into(), json!(self.run.model));
         map.insert("num_prompts".into(), json!(num_prompts));
         map.insert("max_concurrency".into(), json!(level.info.concurrency));
-        map.insert("request_rate".into(), json!("inf"));
+        // vLLM writes "inf" for a closed loop; an open loop's rate is a number.
+        match level.info.rate {
+            Some(rate) if rate.is_finite() => {
+                map.insert("request_rate".into(), json!(rate));
+                map.insert("burstiness".into(), json!(self.run.burstiness));
+            }
+            _ => {
+                map.insert("request_rate".into(), json!("inf"));
+            }
+        }
+        if let Some(lateness) = &level.lateness {
+            map.insert("send_lateness".into(), lateness.to_json());
+        }
+        if let Some(timeline) = level.info.timeline {
+            map.insert(
+                "replay_timeline_s".into(),
+                json!(round3(timeline.as_secs_f64())),
+            );
+        }
         map.insert("mode".into(), json!(level.info.mode.as_str()));
         map.insert("partial".into(), json!(level.partial));
         map.insert("level_index".into(), json!(level.info.index));
@@ -438,6 +494,12 @@ impl Recorder {
         map.insert("engine".into(), json!(self.run.engine));
         map.insert("engine_version".into(), json!(self.run.engine_version));
         map.insert("profile".into(), json!(self.run.profile));
+        // What the requests really had: profile, means and spread of the lengths.
+        let mut traffic = level.achieved.to_json(&self.run.profile);
+        if let Value::Object(t) = &mut traffic {
+            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+        }
+        map.insert("traffic".into(), traffic);
         map.insert("input_len_target".into(), json!(self.run.input_len));
         map.insert("output_len_target".into(), json!(self.run.output_len));
         map.insert("ignore_eos".into(), json!(self.run.ignore_eos));
@@ -535,6 +597,24 @@ impl Recorder {
             levels: &servers,
             template_share,
         });
+        // An open-loop run sets no concurrency: the sweep checks do not apply.
+        if matches!(self.run.kind.as_str(), "rate" | "replay") {
+            diagnoses.retain(|d| !matches!(d.id, "single_level" | "no_rise" | "no_capacity"));
+        }
+        if let Some(warning) = saved
+            .iter()
+            .filter_map(|l| l.lateness.as_ref())
+            .find_map(|l| l.warning())
+        {
+            diagnoses.push(Diagnosis {
+                id: "client_lagging",
+                message: format!(
+                    "{warning}: the schedule slipped (a full --max-concurrency cap or a busy client); \
+                     latencies count from the intended send time"
+                ),
+                evidence: json!({}),
+            });
+        }
         // The slot check says what no_rise says, with the slots counted.
         if engine_found.iter().any(|d| d.id == "slot_queueing") {
             diagnoses.retain(|d| d.id != "no_rise");
@@ -572,9 +652,19 @@ impl Recorder {
                 .iter()
                 .map(|s| s.to_json())
                 .collect();
+        let mut achieved = AchievedLengths::default();
+        for level in &saved {
+            achieved.extend(&level.achieved);
+        }
+        let mut traffic = achieved.to_json(&self.run.profile);
+        if let Value::Object(t) = &mut traffic {
+            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+        }
         let summary = json!({
             "tokbench_version": env!("CARGO_PKG_VERSION"),
             "run": self.run.to_json(),
+            "traffic": traffic,
+            "dataset": self.run.traffic.dataset.as_ref().map_or(Value::Null, |d| d.to_json()),
             "levels": levels,
             "knee": decision.knee_json(),
             "capacity": decision.capacity_json(),
@@ -671,16 +761,30 @@ fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> V
     })
 }
 
-/// `sweep-c{C}[-manual][-partial]`: a level file's name before its round suffix.
-pub fn level_file_base(concurrency: u32, mode: Mode, partial: bool) -> String {
-    let mut name = format!("sweep-c{concurrency}");
-    if mode == Mode::Manual {
+/// `sweep-c{C}[-manual][-partial]` (open loop: `sweep-rate{R}`, a replay
+/// `sweep-replay`): a level file's name before its round suffix.
+pub fn level_file_base(info: &LevelInfo, partial: bool) -> String {
+    let mut name = match (info.mode, info.rate) {
+        (Mode::Replay, _) => "sweep-replay".to_string(),
+        (Mode::Rate, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
+        _ => format!("sweep-c{}", info.concurrency),
+    };
+    if info.mode == Mode::Manual {
         name.push_str("-manual");
     }
     if partial {
         name.push_str("-partial");
     }
     name
+}
+
+/// A rate as a file name and label: `2`, `2.5`, `0.333`, `inf`.
+pub fn rate_label(rate: f64) -> String {
+    if !rate.is_finite() {
+        return "inf".into();
+    }
+    let text = format!("{:.3}", rate);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The first level of a kind keeps the base name; the second gets `-r2`, and so on.
@@ -709,20 +813,57 @@ mod tests {
     #[test]
     fn file_names_follow_the_contract() {
         assert_eq!(
-            level_file_name(&level_file_base(16, Mode::Planned, false), 1),
+            level_file_name(&level_file_base(&info(16, Mode::Planned, None), false), 1),
             "sweep-c16.json"
         );
         assert_eq!(
-            level_file_name(&level_file_base(16, Mode::Manual, true), 1),
+            level_file_name(&level_file_base(&info(16, Mode::Manual, None), true), 1),
             "sweep-c16-manual-partial.json"
         );
         assert_eq!(
-            level_file_name(&level_file_base(4, Mode::Planned, false), 2),
+            level_file_name(&level_file_base(&info(4, Mode::Planned, None), false), 2),
             "sweep-c4-r2.json"
         );
         assert_eq!(
-            level_file_name(&level_file_base(4, Mode::Manual, false), 3),
+            level_file_name(&level_file_base(&info(4, Mode::Manual, None), false), 3),
             "sweep-c4-manual-r3.json"
         );
+        assert_eq!(
+            level_file_name(
+                &level_file_base(&info(4096, Mode::Rate, Some(2.5)), true),
+                1
+            ),
+            "sweep-rate2.5-partial.json"
+        );
+        assert_eq!(
+            level_file_name(
+                &level_file_base(&info(64, Mode::Rate, Some(10.0)), false),
+                2
+            ),
+            "sweep-rate10-r2.json"
+        );
+        assert_eq!(
+            level_file_name(&level_file_base(&info(64, Mode::Replay, None), false), 1),
+            "sweep-replay.json"
+        );
+        assert_eq!(
+            level_file_name(&level_file_base(&info(48, Mode::Search, None), false), 1),
+            "sweep-c48.json"
+        );
+        assert_eq!(rate_label(f64::INFINITY), "inf");
+        assert_eq!(rate_label(1.0 / 3.0), "0.333");
+    }
+
+    fn info(concurrency: u32, mode: Mode, rate: Option<f64>) -> LevelInfo {
+        LevelInfo {
+            index: 0,
+            concurrency,
+            mode,
+            num_prompts: None,
+            plan_index: None,
+            started_at: Duration::ZERO,
+            rate,
+            timeline: None,
+        }
     }
 }

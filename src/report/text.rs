@@ -3,7 +3,8 @@
 
 use std::fmt::Write;
 
-use super::recorder::{FinishedLevel, RunInfo};
+use super::recorder::{rate_label, FinishedLevel, RunInfo};
+use crate::load::driver::Mode;
 use crate::stats::percentile::percentile_label;
 use crate::stats::summary::Distribution;
 
@@ -25,9 +26,13 @@ pub fn shape_line(run: &RunInfo) -> String {
 pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     let s = &level.stats;
     let mut out = String::new();
+    let what = match (level.info.mode, level.info.rate) {
+        (Mode::Rate, Some(rate)) => format!("rate {} req/s", rate_label(rate)),
+        (Mode::Replay, _) => "replay".to_string(),
+        _ => format!("concurrency {}", level.info.concurrency),
+    };
     let title = format!(
-        " concurrency {} ({}{}) ",
-        level.info.concurrency,
+        " {what} ({}{}) ",
         level.info.mode.as_str(),
         if level.partial { ", partial" } else { "" }
     );
@@ -39,6 +44,24 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     line(&mut out, "Failed requests:", s.failed.to_string());
     if s.cancelled > 0 {
         line(&mut out, "Cancelled requests:", s.cancelled.to_string());
+    }
+    if let Some(late) = &level.lateness {
+        line(
+            &mut out,
+            "Sent late (> 2 ms after schedule):",
+            format!("{} of {}", late.late, late.scheduled),
+        );
+        line(
+            &mut out,
+            "Send lateness p99 / max (ms):",
+            format!("{:.2} / {:.2}", late.p99_ms, late.max_ms),
+        );
+        if let Some(warning) = late.warning() {
+            let _ = writeln!(
+                out,
+                "  {warning} (latencies count from the intended send time)"
+            );
+        }
     }
     line(
         &mut out,
@@ -150,16 +173,27 @@ pub fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
         let s = &level.stats;
         let ttft = |p: f64| s.ttft.as_ref().and_then(|d| d.percentile(p));
         let mut note = Vec::new();
-        if level.info.mode != crate::load::driver::Mode::Planned {
-            note.push(level.info.mode.as_str());
+        let rate;
+        match (level.info.mode, level.info.rate) {
+            (Mode::Planned, _) => {}
+            (Mode::Rate, Some(r)) => {
+                rate = format!("rate {}/s", rate_label(r));
+                note.push(rate.as_str());
+            }
+            (mode, _) => note.push(mode.as_str()),
         }
         if level.partial {
             note.push("partial");
         }
+        // Open loop: the mean number in flight stands for the concurrency.
+        let streams = match &level.lateness {
+            Some(l) if level.info.mode.is_open_loop() => format!("~{:.0}", l.mean_in_flight),
+            _ => level.info.concurrency.to_string(),
+        };
         let _ = writeln!(
             out,
             "{:>8} {:>13.1} {:>12.1} {:>12} {:>12} {:>7}  {}",
-            level.info.concurrency,
+            streams,
             s.per_stream_tok_s,
             s.output_throughput,
             opt1(ttft(50.0)),

@@ -943,6 +943,8 @@ pub(crate) mod tests {
 
     pub(crate) fn level(index: usize, concurrency: u32, mode: Mode, at_s: u64) -> DriverEvent {
         DriverEvent::LevelStarted(LevelInfo {
+            rate: None,
+            timeline: None,
             index,
             concurrency,
             mode,

@@ -141,6 +141,8 @@ impl Scene {
         self.next_level += 1;
         let num_prompts = plan_index.map(|_| concurrency * 10);
         self.feed(DriverEvent::LevelStarted(LevelInfo {
+            rate: None,
+            timeline: None,
             index,
             concurrency,
             mode,

@@ -169,6 +169,8 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
             }
         }
         let info = LevelInfo {
+            rate: None,
+            timeline: None,
             index: levels.len(),
             concurrency,
             mode: if saved.is_manual() {

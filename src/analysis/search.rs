@@ -1,0 +1,148 @@
+//! `--find-capacity`: an adaptive search for the highest concurrency that
+//! meets the SLO. Double from 1 until a level fails the SLO or stops adding
+//! throughput, then bisect between the last passing and the first failing
+//! level until they are within 10% (or one stream). Pure: the driver feeds
+//! it each probe's verdict and runs the concurrency it answers.
+
+/// Doubling that adds less than this share of throughput has hit the knee.
+pub const MIN_DOUBLING_GAIN: f64 = 0.10;
+
+/// Bisection stops when the bounds are this close (share of the lower one).
+pub const RESOLUTION: f64 = 0.10;
+
+/// What one probe level showed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbeResult {
+    pub concurrency: u32,
+    pub meets_slo: bool,
+    pub output_throughput: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacitySearch {
+    max: u32,
+    /// Highest concurrency that met the SLO (and its throughput).
+    pass: Option<ProbeResult>,
+    /// Lowest concurrency that failed the SLO or added nothing.
+    fail: Option<u32>,
+    pub probes: Vec<ProbeResult>,
+}
+
+impl CapacitySearch {
+    /// A search that never goes above `max` streams.
+    pub fn new(max: u32) -> CapacitySearch {
+        CapacitySearch {
+            max: max.max(1),
+            pass: None,
+            fail: None,
+            probes: Vec::new(),
+        }
+    }
+
+    pub fn first(&self) -> u32 {
+        1
+    }
+
+    /// The bounds found so far: (highest passing, lowest failing).
+    pub fn bounds(&self) -> (Option<u32>, Option<u32>) {
+        (self.pass.map(|p| p.concurrency), self.fail)
+    }
+
+    /// Take a probe's result; the next concurrency to run, or None when the
+    /// search is over.
+    pub fn observe(&mut self, result: ProbeResult) -> Option<u32> {
+        self.probes.push(result);
+        let c = result.concurrency;
+        let passed = result.meets_slo && self.adds_throughput(&result);
+        if passed {
+            if self.pass.is_none_or(|p| c > p.concurrency) {
+                self.pass = Some(result);
+            }
+            if self.fail.is_none() {
+                // Still doubling.
+                return (c < self.max).then(|| c.saturating_mul(2).min(self.max));
+            }
+        } else if self.fail.is_none_or(|f| c < f) {
+            self.fail = Some(c);
+        }
+        self.next_bisection()
+    }
+
+    /// More streams must buy throughput: at least MIN_DOUBLING_GAIN per
+    /// doubling, in proportion for smaller steps. Past the knee they buy
+    /// only queueing, whatever the SLO says.
+    fn adds_throughput(&self, result: &ProbeResult) -> bool {
+        let Some(pass) = self.pass else { return true };
+        if result.concurrency <= pass.concurrency {
+            return true;
+        }
+        let step = f64::from(result.concurrency) / f64::from(pass.concurrency) - 1.0;
+        result.output_throughput >= pass.output_throughput * (1.0 + MIN_DOUBLING_GAIN * step)
+    }
+
+    fn next_bisection(&self) -> Option<u32> {
+        let lo = self.pass?.concurrency;
+        let hi = self.fail?;
+        let step = ((f64::from(lo) * RESOLUTION).floor() as u32).max(1);
+        if hi <= lo.saturating_add(step) {
+            return None;
+        }
+        Some(lo + (hi - lo) / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server whose throughput rises linearly to `knee` streams (10 tok/s
+    /// each) and is flat after; the SLO holds up to `slo_max` streams.
+    fn run(knee: u32, slo_max: u32, max: u32) -> (Vec<u32>, Option<u32>) {
+        let mut search = CapacitySearch::new(max);
+        let mut c = search.first();
+        let mut seen = vec![c];
+        loop {
+            let result = ProbeResult {
+                concurrency: c,
+                meets_slo: c <= slo_max,
+                output_throughput: 10.0 * f64::from(c.min(knee)),
+            };
+            match search.observe(result) {
+                Some(next) => {
+                    c = next;
+                    seen.push(c);
+                }
+                None => return (seen, search.bounds().0),
+            }
+        }
+    }
+
+    #[test]
+    fn slo_bound_found_by_doubling_then_bisecting() {
+        // SLO holds to 40: 1..32 pass, 64 fails; bisect 32..64 -> 48 fails,
+        // 32..48 -> 40 passes, 40..48 -> 44 fails; 44 <= 40 + 4 (10% of 40): done.
+        let (seen, found) = run(1000, 40, 4096);
+        assert_eq!(seen, vec![1, 2, 4, 8, 16, 32, 64, 48, 40, 44]);
+        assert_eq!(found, Some(40));
+    }
+
+    #[test]
+    fn flat_throughput_ends_doubling() {
+        // Knee at 64, SLO never binding: 1..64 double throughput, 128 adds
+        // nothing (fails); 96 adds 0% where 5% was due (fails), 80 and 72
+        // fail; 72 > 64 + 6 (10% of 64, floored) so 68 fails; 68 <= 70: done at 64.
+        let (seen, found) = run(64, 10_000, 4096);
+        assert_eq!(seen, vec![1, 2, 4, 8, 16, 32, 64, 128, 96, 80, 72, 68]);
+        assert_eq!(found, Some(64));
+    }
+
+    #[test]
+    fn nothing_passes_and_max_caps() {
+        let (seen, found) = run(100, 0, 4096);
+        assert_eq!(seen, vec![1]);
+        assert_eq!(found, None);
+        let (seen, found) = run(1000, 1000, 8);
+        assert_eq!(seen, vec![1, 2, 4, 8]);
+        assert_eq!(found, Some(8));
+    }
+}
