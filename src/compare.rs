@@ -47,23 +47,33 @@ pub fn run_name(i: usize) -> String {
     }
 }
 
-/// `in 128 / out 64, profile custom`.
+/// `in 128 / out 64, profile custom`, then range ratio and dataset when set.
 fn shape_of(run: &SavedRun) -> String {
-    format!(
+    let mut shape = format!(
         "{}, profile {}",
         run.shape(),
         run.profile.as_deref().unwrap_or("?")
-    )
+    );
+    if run.range_ratio() > 0.0 {
+        let _ = write!(shape, ", range ratio {}", run.range_ratio());
+    }
+    if let Some(d) = run.dataset() {
+        let _ = write!(shape, ", dataset {d}");
+    }
+    shape
 }
 
-/// The first run whose lengths or profile differ from the baseline's, said
+/// The first run whose lengths, profile, range ratio or dataset differ
+/// from the baseline's (the prompt source may differ), said
 /// in words; `None` when all runs share one shape.
 pub fn shape_mismatch(runs: &[SavedRun]) -> Option<String> {
     let base = runs.first()?;
     runs.iter().enumerate().skip(1).find_map(|(i, run)| {
         let same = run.input_len == base.input_len
             && run.output_len == base.output_len
-            && run.profile == base.profile;
+            && run.profile == base.profile
+            && run.range_ratio() == base.range_ratio()
+            && run.dataset() == base.dataset();
         (!same).then(|| {
             format!(
                 "{} ({}) is {} but {} ({}) is {}",

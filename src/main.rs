@@ -154,11 +154,13 @@ fn apply_demo_defaults(args: &mut SweepArgs, sub: Option<&ArgMatches>) {
         sub.and_then(|m| m.value_source(id))
             .is_none_or(|s| s == ValueSource::DefaultValue)
     };
-    if defaulted("random_input_len") {
-        args.random_input_len = 128;
+    // A --profile or --dataset sets its own lengths.
+    let shaped = args.profile.is_some() || args.dataset.is_some();
+    if defaulted("random_input_len") && !shaped {
+        args.random_input_len = Some(128);
     }
-    if defaulted("random_output_len") {
-        args.random_output_len = 128;
+    if defaulted("random_output_len") && !shaped {
+        args.random_output_len = Some(128);
     }
     if defaulted("prompts_per_stream") {
         // 5 requests per stream keeps the whole demo near two minutes.

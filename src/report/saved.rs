@@ -186,6 +186,19 @@ impl SavedRun {
         if let Some(t) = &self.target {
             parts.push(format!("target {}", code(t)));
         }
+        // The traffic shape beyond the lengths and profile in the title.
+        if let Some(d) = self.dataset() {
+            parts.push(format!("dataset {}", code(&d)));
+        }
+        match self.prompt_source() {
+            Some(s) if s != "random" && s != "dataset" => {
+                parts.push(format!("prompts {}", text(&s)))
+            }
+            _ => {}
+        }
+        if self.range_ratio() > 0.0 {
+            parts.push(format!("range ratio {}", self.range_ratio()));
+        }
         if let Some(b) = &self.backend {
             parts.push(format!("backend {}", text(b)));
         }
@@ -324,13 +337,47 @@ impl SavedRun {
         })
     }
 
-    /// `in 1024 / out 1024` (`?` for a length the file does not give).
+    /// `in 1024 / out 1024` (`?` for a length the file does not give),
+    /// then the means the requests really had when the file says:
+    /// `in 512 / out 256 (achieved 509 / 256)`.
     pub fn shape(&self) -> String {
-        format!(
+        let asked = format!(
             "in {} / out {}",
             opt_u(self.input_len),
             opt_u(self.output_len)
-        )
+        );
+        match self.achieved_means() {
+            Some((i, o)) => format!("{asked} (achieved {i:.0} / {o:.0})"),
+            None => asked,
+        }
+    }
+
+    /// Mean input and output tokens of the completed requests
+    /// (`traffic.input_mean`, `traffic.output_mean`), when recorded.
+    pub fn achieved_means(&self) -> Option<(f64, f64)> {
+        let traffic = self.raw.get("traffic")?;
+        Some((
+            float(traffic, "input_mean")?,
+            float(traffic, "output_mean")?,
+        ))
+    }
+
+    /// `--random-range-ratio` of the run (0 when the file predates it).
+    pub fn range_ratio(&self) -> f64 {
+        self.raw
+            .get("run")
+            .and_then(|r| float(r, "range_ratio"))
+            .unwrap_or(0.0)
+    }
+
+    /// The `--dataset` file name, when the run had one.
+    pub fn dataset(&self) -> Option<String> {
+        string(self.raw.get("run")?, "dataset")
+    }
+
+    /// `random`, `prose`, `corpus` or `dataset`; `None` when the file predates it.
+    pub fn prompt_source(&self) -> Option<String> {
+        string(self.raw.get("run")?, "prompt_source")
     }
 
     pub fn model_name(&self) -> &str {
