@@ -38,6 +38,10 @@ pub struct ViewArgs {
     /// A result folder (or its summary.json); a second one is overlaid for comparison.
     #[arg(required = true, num_args = 1..=2, value_name = "DIR")]
     pub runs: Vec<std::path::PathBuf>,
+
+    /// Watch a run in progress from its files (read-only): the screen follows summary.json and requests.jsonl.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

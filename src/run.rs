@@ -531,6 +531,91 @@ pub struct Prepared {
 /// Look at the server and settle model and identity. Errors here mean the
 /// run cannot start (exit 1).
 pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
+    let now = SystemTime::now();
+    let result_dir = match (&plan.resume, &plan.result_dir) {
+        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+        (None, None) => default_result_dir(Path::new("results"), now),
+    };
+    // A full disk or a read-only folder is found before anything is sent.
+    probe_writable(&result_dir)?;
+    if let Some(warning) = raise_open_file_limit(plan.max_concurrency()) {
+        eprintln!("tokbench: {warning}");
+    }
+    let prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
+    if prepared.is_err() {
+        // Nothing was measured: leave no empty folder behind.
+        let _ = std::fs::remove_dir(&result_dir);
+    }
+    prepared
+}
+
+/// Create the result folder and write (and sync) a probe file in it, so a
+/// full disk or a read-only folder fails in one line before any load.
+pub fn probe_writable(dir: &Path) -> Result<()> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)
+        .wrap_err_with(|| format!("cannot create the result folder {}", dir.display()))?;
+    let probe = dir.join(".tokbench-write-probe");
+    let result = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&probe)?;
+        // Room for a few level files: a nearly full disk fails here too.
+        file.write_all(&[b' '; 256 * 1024])?;
+        file.sync_all()
+    })();
+    let _ = std::fs::remove_file(&probe);
+    result.wrap_err_with(|| {
+        format!(
+            "cannot write in the result folder {} (full disk or no permission?); choose another with --result-dir",
+            dir.display()
+        )
+    })
+}
+
+/// Lift the soft open-file limit to the hard one: every stream holds a
+/// socket. A warning when the streams asked for still cannot fit.
+pub fn raise_open_file_limit(streams: u32) -> Option<String> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read and write the struct given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+        // Sockets plus room for files, the terminal and the probe.
+        let needed = u64::from(streams) + 64;
+        if (limit.rlim_cur as u64) < needed {
+            return Some(format!(
+                "the open-file limit ({}) is too low for {streams} streams: requests may fail with 'too many open files'; raise it (ulimit -n {needed}, or the hard limit in /etc/security/limits.conf)",
+                limit.rlim_cur
+            ));
+        }
+        None
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = streams;
+        None
+    }
+}
+
+async fn prepare_target(
+    plan: SweepPlan,
+    engine_override: Option<(&str, &str)>,
+    result_dir: PathBuf,
+    now: SystemTime,
+) -> Result<Prepared> {
     // The key rides on every request of this client, and this client talks
     // to the target only. Marked sensitive, it never shows in Debug output.
     let mut headers = reqwest::header::HeaderMap::new();
@@ -577,11 +662,6 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
         })?,
     };
     let calibration = first_guess_calibration(&client, &plan, &model).await;
-    let now = SystemTime::now();
-    let result_dir = match &plan.result_dir {
-        Some(dir) => dir.clone(),
-        None => default_result_dir(Path::new("results"), now),
-    };
     let run = RunInfo {
         target: plan.display_target.clone(),
         engine: identity.engine.clone(),

@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod draw;
+pub mod follow;
 pub mod terminal;
 pub mod theme;
 pub mod view;

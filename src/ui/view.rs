@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::app::{knob_text, Action, App, CostView, Counters, Figures, LevelRow, RunView, Side};
 use super::draw;
+use super::follow::Follower;
 use super::terminal::{TerminalGuard, Tui};
 use super::theme::{ColorMode, Palette};
 use crate::cli::{ReportFormat, ViewArgs};
@@ -32,9 +33,18 @@ use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
 const TICK: Duration = Duration::from_millis(500);
 
 pub async fn run_view(args: &ViewArgs) -> Result<i32> {
+    if args.follow && args.runs.len() != 1 {
+        bail!("--follow watches one run: give one result folder");
+    }
     let runs = load_runs(&args.runs)?;
+    let follow = args
+        .follow
+        .then(|| Follower::new(&folder_of(&args.runs[0])));
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
-        return print_reports(&runs);
+        return match follow {
+            Some(follower) => follow_headless(follower, &args.runs[0]).await,
+            None => print_reports(&runs),
+        };
     }
     let palette = Palette::new(ColorMode::from_env());
     let mut app = app_of(&runs, palette);
@@ -45,9 +55,69 @@ pub async fn run_view(args: &ViewArgs) -> Result<i32> {
             return print_reports(&runs);
         }
     };
-    let code = view_loop(&mut guard.terminal, &mut app).await;
+    let code = view_loop(&mut guard.terminal, &mut app, follow, &args.runs).await;
     drop(guard);
     code
+}
+
+/// The folder of a run given as a folder or as its summary.json.
+fn folder_of(path: &std::path::Path) -> PathBuf {
+    if path.file_name().is_some_and(|n| n == "summary.json") {
+        path.parent()
+            .map_or_else(|| PathBuf::from("."), |p| p.to_path_buf())
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// `view --follow` without a screen: a line per finished level and a
+/// progress line every few seconds, until interrupted.
+async fn follow_headless(mut follower: Follower, path: &std::path::Path) -> Result<i32> {
+    let mut interrupt = pin!(run::interrupted());
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    let mut levels_seen = 0;
+    let mut last_status = String::new();
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = &mut interrupt => return Ok(EXIT_INTERRUPTED),
+        }
+        if follower.summary_changed() {
+            if let Ok(run) = SavedRun::load(path) {
+                for level in run.levels.iter().skip(levels_seen) {
+                    println!("{}", level_line(level));
+                }
+                levels_seen = run.levels.len();
+            }
+        }
+        follower.poll_requests();
+        let status = follower.status_line(std::time::SystemTime::now());
+        // The age in the line changes every second: print when counts move.
+        let key = status.split(';').next().unwrap_or_default().to_string();
+        if key != last_status {
+            eprintln!("{status}");
+            last_status = key;
+        }
+    }
+}
+
+fn level_line(level: &crate::report::saved::SavedLevel) -> String {
+    let num = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+    format!(
+        "level done: concurrency {} {}: {} tok/s, TTFT p99 {} ms, {} failed{}",
+        level
+            .concurrency
+            .map_or_else(|| "-".into(), |c| c.to_string()),
+        level
+            .raw
+            .get("mode")
+            .and_then(Value::as_str)
+            .unwrap_or("planned"),
+        num(level.output_throughput),
+        num(level.ttft_p99_ms),
+        level.failed.unwrap_or(0),
+        if level.partial { " (partial)" } else { "" }
+    )
 }
 
 /// Every run named, or the first that cannot be read, in one line.
@@ -300,12 +370,29 @@ fn cost_of(run: &SavedRun) -> Option<CostView> {
     })
 }
 
-async fn view_loop(terminal: &mut Tui, app: &mut App) -> Result<i32> {
+async fn view_loop(
+    terminal: &mut Tui,
+    app: &mut App,
+    mut follow: Option<Follower>,
+    paths: &[PathBuf],
+) -> Result<i32> {
     let mut input = EventStream::new();
     let mut interrupt = pin!(run::interrupted());
     let mut ticks = tokio::time::interval(TICK);
     let start = Instant::now();
     loop {
+        if let Some(follower) = &mut follow {
+            // A summary caught between writes keeps the screen as it was.
+            if follower.summary_changed() {
+                if let Ok(runs) = load_runs(paths) {
+                    *app = app_of(&runs, app.palette.clone());
+                }
+            }
+            follower.poll_requests();
+            let status = follower.status_line(std::time::SystemTime::now());
+            app.verdict.retain(|l| !l.starts_with("following:"));
+            app.verdict.insert(0, status);
+        }
         app.on_tick(start.elapsed());
         terminal
             .draw(|frame| draw::draw(frame, app))
