@@ -437,6 +437,7 @@ mod tests {
         ));
         let err = run_view(&ViewArgs {
             runs: vec![missing.clone()],
+            follow: false,
         })
         .await
         .expect_err("a missing folder cannot be viewed");
@@ -452,6 +453,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let err = run_view(&ViewArgs {
             runs: vec![dir.clone()],
+            follow: false,
         })
         .await
         .expect_err("no summary.json");
