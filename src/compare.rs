@@ -47,11 +47,20 @@ pub fn run_name(i: usize) -> String {
     }
 }
 
-/// `in 128 / out 64, profile custom`, then range ratio and dataset when set.
+/// `in 128 / out 64 (achieved 127 / 64), profile custom`, then range
+/// ratio and dataset when set.
 fn shape_of(run: &SavedRun) -> String {
+    shape_text(run, run.shape())
+}
+
+/// `shape_of` without the achieved means.
+fn asked_shape_of(run: &SavedRun) -> String {
+    shape_text(run, run.asked_shape())
+}
+
+fn shape_text(run: &SavedRun, lengths: String) -> String {
     let mut shape = format!(
-        "{}, profile {}",
-        run.shape(),
+        "{lengths}, profile {}",
         run.profile.as_deref().unwrap_or("?")
     );
     if run.range_ratio() > 0.0 {
@@ -148,12 +157,13 @@ pub fn relative_change(value: f64, base: f64) -> String {
 pub fn render_compare(runs: &[SavedRun]) -> String {
     let mut out = String::new();
     let shapes: Vec<String> = runs.iter().map(shape_of).collect();
-    let one_shape = shapes.windows(2).all(|w| w[0] == w[1]);
+    // The asked shape: the achieved means differ a little from run to run.
+    let one_shape = shape_mismatch(runs).is_none();
     if one_shape {
         let _ = writeln!(
             out,
             "tokbench compare: {}",
-            shapes.first().map_or("", String::as_str)
+            runs.first().map_or_else(String::new, asked_shape_of)
         );
     } else {
         let _ = writeln!(out, "tokbench compare: runs of different shapes (--force)");
@@ -168,6 +178,8 @@ pub fn render_compare(runs: &[SavedRun]) -> String {
         );
         if !one_shape {
             let _ = write!(line, ", {}", shapes[i]);
+        } else if let Some((input, output)) = run.achieved_means() {
+            let _ = write!(line, ", achieved in {input:.0} / out {output:.0}");
         }
         if let Some(s) = &run.started_at {
             let _ = write!(line, ", started {s}");
@@ -408,6 +420,59 @@ mod tests {
         assert_eq!(
             problem,
             "B (b.json) is in 128 / out 256, profile custom but A (a.json) is in 128 / out 64, profile custom"
+        );
+    }
+
+    /// A run whose summary has the traffic keys (issue 7).
+    fn shaped(
+        name: &str,
+        profile: &str,
+        ratio: f64,
+        dataset: Option<&str>,
+        means: (f64, f64),
+    ) -> SavedRun {
+        SavedRun::from_value(
+            json!({"run": {"model": "m", "input_len": 512, "output_len": 256,
+                           "profile": profile, "range_ratio": ratio, "dataset": dataset},
+                   "traffic": {"input_mean": means.0, "output_mean": means.1},
+                   "levels": [{"max_concurrency": 1, "output_throughput": 90.0,
+                               "mode": "planned", "partial": false}]}),
+            Path::new(name),
+        )
+        .expect("summary")
+    }
+
+    #[test]
+    fn profiles_range_ratios_and_datasets_must_match() {
+        let a = shaped("a", "chat", 0.5, None, (509.6, 256.0));
+        // Achieved means differ a little from run to run: still one shape,
+        // titled by the asked lengths, each run with its own means.
+        let same = shaped("b", "chat", 0.5, None, (515.2, 251.0));
+        assert_eq!(shape_mismatch(&[a.clone(), same.clone()]), None);
+        let text = render_compare(&[a.clone(), same]);
+        assert!(
+            text.contains("tokbench compare: in 512 / out 256, profile chat, range ratio 0.5\n"),
+            "{text}"
+        );
+        assert!(text.contains("achieved in 515 / out 251"), "{text}");
+        // Same lengths, another preset's name: refused.
+        let custom = shaped("c", "custom", 0.5, None, (512.0, 256.0));
+        let why = shape_mismatch(&[a.clone(), custom]).expect("refused");
+        assert!(
+            why.contains("profile custom") && why.contains("profile chat"),
+            "{why}"
+        );
+        // Another range ratio: refused.
+        let flat = shaped("d", "chat", 0.0, None, (512.0, 256.0));
+        let why = shape_mismatch(&[a.clone(), flat]).expect("refused");
+        assert!(why.contains("range ratio 0.5"), "{why}");
+        // Other datasets: refused, named.
+        let x = shaped("x", "dataset", 0.0, Some("x.jsonl"), (40.0, 30.0));
+        let y = shaped("y", "dataset", 0.0, Some("y.jsonl"), (40.0, 30.0));
+        let why = shape_mismatch(&[x, y]).expect("refused");
+        assert!(
+            why.contains("dataset y.jsonl") && why.contains("dataset x.jsonl"),
+            "{why}"
         );
     }
 }

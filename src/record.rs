@@ -242,6 +242,8 @@ pub struct RequestRecord {
     pub reasoning_tokens: Option<u32>,
     /// Prompt tokens the server answered from its prefix cache, when it says.
     pub cached_tokens: Option<u32>,
+    /// `--save-prompts`: the prompt text sent (never kept otherwise).
+    pub prompt: Option<String>,
 }
 
 impl RequestRecord {
@@ -285,6 +287,7 @@ impl RequestRecord {
             ttfc: None,
             reasoning_tokens: None,
             cached_tokens: None,
+            prompt: None,
         }
     }
 }

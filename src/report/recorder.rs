@@ -322,7 +322,7 @@ impl Recorder {
             Outcome::Failed(class) => Value::String(class.key()),
             Outcome::Cancelled => Value::String("cancelled".into()),
         };
-        let line = json!({
+        let mut line = json!({
             "id": r.id,
             "level": r.level,
             "concurrency": concurrency,
@@ -350,6 +350,10 @@ impl Recorder {
             "reasoning_tokens": r.reasoning_tokens,
             "cached_tokens": r.cached_tokens,
         });
+        // `--save-prompts` only: prompt text never reaches a file otherwise.
+        if let (Some(prompt), Value::Object(map)) = (&r.prompt, &mut line) {
+            map.insert("prompt".into(), json!(prompt));
+        }
         serde_json::to_writer(&mut self.jsonl, &line)
             .map_err(std::io::Error::from)
             .and_then(|()| self.jsonl.write_all(b"\n"))

@@ -341,15 +341,20 @@ impl SavedRun {
     /// then the means the requests really had when the file says:
     /// `in 512 / out 256 (achieved 509 / 256)`.
     pub fn shape(&self) -> String {
-        let asked = format!(
-            "in {} / out {}",
-            opt_u(self.input_len),
-            opt_u(self.output_len)
-        );
+        let asked = self.asked_shape();
         match self.achieved_means() {
             Some((i, o)) => format!("{asked} (achieved {i:.0} / {o:.0})"),
             None => asked,
         }
+    }
+
+    /// `in 1024 / out 1024`: the lengths asked for only.
+    pub fn asked_shape(&self) -> String {
+        format!(
+            "in {} / out {}",
+            opt_u(self.input_len),
+            opt_u(self.output_len)
+        )
     }
 
     /// Mean input and output tokens of the completed requests

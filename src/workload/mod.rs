@@ -376,6 +376,7 @@ pub struct Workload {
     cursor: usize,
     /// `--random-output-len` was given: it wins over a ShareGPT length hint.
     output_len_explicit: bool,
+    save_prompts: bool,
     /// Draws the lengths, apart from the words, so that a range ratio of 0
     /// leaves the prompts as they were.
     len_rng: Rng,
@@ -396,6 +397,7 @@ impl Workload {
             dataset: None,
             cursor: 0,
             output_len_explicit: false,
+            save_prompts: false,
             len_rng: Rng::new(seed ^ 0x6c65_6e67_7468_7321),
         }
     }
@@ -407,7 +409,15 @@ impl Workload {
         self.corpus = traffic.corpus.clone();
         self.dataset = traffic.dataset.clone();
         self.output_len_explicit = traffic.output_len_explicit;
+        self.save_prompts = traffic.save_prompts;
         self
+    }
+
+    /// `--save-prompts`: the driver should keep each request's
+    /// `PromptSpec::text` in its `RequestRecord::prompt` (requests.jsonl
+    /// then has a `prompt` field).
+    pub fn save_prompts(&self) -> bool {
+        self.save_prompts
     }
 
     /// Usable records of the `--dataset`, when the run has one: each level
