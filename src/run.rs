@@ -595,7 +595,7 @@ pub fn raise_open_file_limit(streams: u32) -> Option<String> {
         }
         // Sockets plus room for files, the terminal and the probe.
         let needed = u64::from(streams) + 64;
-        if (limit.rlim_cur as u64) < needed {
+        if limit.rlim_cur < needed {
             return Some(format!(
                 "the open-file limit ({}) is too low for {streams} streams: requests may fail with 'too many open files'; raise it (ulimit -n {needed}, or the hard limit in /etc/security/limits.conf)",
                 limit.rlim_cur
@@ -735,8 +735,12 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
         client: prepared.client.clone(),
         wire: wire_of(plan.backend),
         url: plan.endpoint_url.clone(),
-        // The prepared client already sends the key on every request.
-        authorization: None,
+        // The prepared client already sends the key on every request; here
+        // it is what error messages are cleaned of (a server may quote it).
+        authorization: plan
+            .api_key
+            .as_ref()
+            .and_then(|k| Target::authorization_from_key(k.expose())),
         request_timeout: plan.request_timeout,
         stall_timeout: plan.stall_timeout,
     };
