@@ -385,7 +385,7 @@ async fn view_loop(
             // A summary caught between writes keeps the screen as it was.
             if follower.summary_changed() {
                 if let Ok(runs) = load_runs(paths) {
-                    *app = app_of(&runs, app.palette.clone());
+                    *app = app_of(&runs, app.palette);
                 }
             }
             follower.poll_requests();
