@@ -47,6 +47,28 @@ impl Target {
         value.set_sensitive(true);
         Some(value)
     }
+
+    /// The key inside `authorization`, to keep it out of error messages.
+    fn api_key(&self) -> Option<&str> {
+        let value = self.authorization.as_ref()?.to_str().ok()?;
+        value.strip_prefix("Bearer ").filter(|k| !k.is_empty())
+    }
+}
+
+/// `message` without `secret`: a server may quote the key it got back in
+/// its error ("Received API Key = ..."), and error messages are saved and
+/// shown. A key cut off by the message's length cap (`...`) goes too.
+fn redact(message: &str, secret: &str) -> String {
+    let mut out = message.replace(secret, "<redacted>");
+    if let Some(body) = out.strip_suffix("...") {
+        let cut = (4.min(secret.len())..secret.len())
+            .rev()
+            .find(|&n| secret.is_char_boundary(n) && body.ends_with(&secret[..n]));
+        if let Some(n) = cut {
+            out = format!("{}<redacted>...", &body[..body.len() - n]);
+        }
+    }
+    out
 }
 
 /// What the driver hands a load task.
@@ -261,6 +283,9 @@ pub async fn execute(
         }
         None => judge_complete_stream(&tally, output_tokens, request.max_tokens, &mut record),
     };
+    if let (Some(message), Some(key)) = (&record.error_message, target.api_key()) {
+        record.error_message = Some(redact(message, key));
+    }
     record
 }
 
