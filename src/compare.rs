@@ -47,8 +47,8 @@ pub fn run_name(i: usize) -> String {
     }
 }
 
-/// `in 128 / out 64 (achieved 127 / 64), profile custom`, then range
-/// ratio and dataset when set.
+/// `in 128 / out 64 (achieved 127 / 64), profile custom`, then the range
+/// ratio when set (a dataset run's shape names its file).
 fn shape_of(run: &SavedRun) -> String {
     shape_text(run, run.shape())
 }
@@ -65,9 +65,6 @@ fn shape_text(run: &SavedRun, lengths: String) -> String {
     );
     if run.range_ratio() > 0.0 {
         let _ = write!(shape, ", range ratio {}", run.range_ratio());
-    }
-    if let Some(d) = run.dataset() {
-        let _ = write!(shape, ", dataset {d}");
     }
     shape
 }

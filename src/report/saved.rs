@@ -187,9 +187,6 @@ impl SavedRun {
             parts.push(format!("target {}", code(t)));
         }
         // The traffic shape beyond the lengths and profile in the title.
-        if let Some(d) = self.dataset() {
-            parts.push(format!("dataset {}", code(&d)));
-        }
         match self.prompt_source() {
             Some(s) if s != "random" && s != "dataset" => {
                 parts.push(format!("prompts {}", text(&s)))
@@ -343,13 +340,20 @@ impl SavedRun {
     pub fn shape(&self) -> String {
         let asked = self.asked_shape();
         match self.achieved_means() {
+            Some((i, o)) if self.dataset().is_some() => {
+                format!("{asked} (achieved in {i:.0} / out {o:.0})")
+            }
             Some((i, o)) => format!("{asked} (achieved {i:.0} / {o:.0})"),
             None => asked,
         }
     }
 
-    /// `in 1024 / out 1024`: the lengths asked for only.
+    /// `in 1024 / out 1024`: the lengths asked for only; `dataset
+    /// FILE` for a `--dataset` run (its prompts are as long as they are).
     pub fn asked_shape(&self) -> String {
+        if let Some(dataset) = self.dataset() {
+            return format!("dataset {dataset}");
+        }
         format!(
             "in {} / out {}",
             opt_u(self.input_len),
