@@ -25,6 +25,7 @@ use crate::probe::{self, ServerIdentity};
 use crate::protocol::ollama::OllamaApi;
 use crate::protocol::openai::Api;
 use crate::report::recorder::{Recorder, RunInfo};
+use crate::report::resume::PriorRun;
 use crate::report::{text, time};
 use crate::workload::{rng, Calibration, Traffic, Workload};
 
@@ -541,6 +542,8 @@ pub struct Prepared {
     pub result_dir: PathBuf,
     /// Prompt-length model before warmup: the server's `/tokenize` when it has one.
     pub calibration: Calibration,
+    /// `--resume`: the levels kept from the run continued.
+    pub prior: Option<PriorRun>,
 }
 
 /// Look at the server and settle model and identity. Errors here mean the
@@ -631,6 +634,25 @@ async fn prepare_target(
     result_dir: PathBuf,
     now: SystemTime,
 ) -> Result<Prepared> {
+    let mut plan = plan;
+    let prior = match &plan.resume {
+        Some(dir) => {
+            if plan.search.is_some() || plan.replay.is_some() {
+                bail!("--resume continues a sweep or a rate run; a --find-capacity or --replay run starts again");
+            }
+            let prior = PriorRun::load(dir)?;
+            // Prompts follow from the first part's seed but never repeat its
+            // prompts: a server's prefix cache would answer them.
+            if let Some(seed) = prior.run.get("seed").and_then(Value::as_u64) {
+                plan.seed = seed.wrapping_add(
+                    0x9E37_79B9_7F4A_7C15u64.wrapping_mul(prior.next_level_index as u64),
+                );
+            }
+            plan.levels = prior.remaining(&plan.levels);
+            Some(prior)
+        }
+        None => None,
+    };
     // The key rides on every request of this client, and this client talks
     // to the target only. Marked sensitive, it never shows in Debug output.
     let mut headers = reqwest::header::HeaderMap::new();
@@ -701,6 +723,15 @@ async fn prepare_target(
         kind: plan.kind().into(),
         traffic: plan.traffic.clone(),
     };
+    if let Some(prior) = &prior {
+        prior.check_same(&run.to_json())?;
+        if plan.levels.is_empty() {
+            bail!(
+                "--resume {}: every level of this plan is already finished there; nothing to run",
+                result_dir.display()
+            );
+        }
+    }
     Ok(Prepared {
         plan,
         client,
@@ -709,6 +740,7 @@ async fn prepare_target(
         run,
         result_dir,
         calibration,
+        prior,
     })
 }
 
@@ -855,7 +887,12 @@ pub async fn interrupted() {
 /// table on stdout. Returns the exit code.
 pub async fn run_headless(prepared: Prepared) -> Result<i32> {
     let lag = LagMonitor::start();
-    let mut recorder = Recorder::create(&prepared.result_dir, prepared.run.clone(), lag)?;
+    let mut recorder = Recorder::open(
+        &prepared.result_dir,
+        prepared.run.clone(),
+        lag,
+        prepared.prior.clone(),
+    )?;
     let run_start = Instant::now();
     let mut driver = start_driver(&prepared, run_start);
     let mut server_samples = start_probe(&prepared, run_start);

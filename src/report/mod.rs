@@ -6,6 +6,7 @@ pub mod formats;
 pub mod html;
 pub mod markdown;
 pub mod recorder;
+pub mod resume;
 pub mod saved;
 pub mod svg;
 pub mod text;

@@ -14,6 +14,7 @@ use color_eyre::eyre::{Result, WrapErr};
 use serde_json::{json, Map, Value};
 
 use super::atomic::write_atomic;
+use super::resume::PriorRun;
 use crate::analysis::cost::{cost, Cost};
 use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
 use crate::analysis::diagnose::{
@@ -84,7 +85,7 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
-    fn to_json(&self) -> Value {
+    pub fn to_json(&self) -> Value {
         let mut run = json!({
             "target": self.target,
             "engine": self.engine,
@@ -183,18 +184,37 @@ pub struct Recorder {
     target_changes: Vec<(f64, u32)>,
     warmup: Option<Value>,
     lag: LagMonitor,
+    /// `--resume`: the run continued, whose finished levels stay in the summary.
+    prior: Option<PriorRun>,
 }
 
 impl Recorder {
     /// Create the result folder and its files. Fails (before any load is
     /// sent) when the folder cannot be written.
     pub fn create(dir: &Path, run: RunInfo, lag: LagMonitor) -> Result<Recorder> {
+        Recorder::open(dir, run, lag, None)
+    }
+
+    /// Create the files, or with a prior run (`--resume`) continue them:
+    /// requests.jsonl is appended to and the kept levels lead the summary.
+    pub fn open(
+        dir: &Path,
+        run: RunInfo,
+        lag: LagMonitor,
+        prior: Option<PriorRun>,
+    ) -> Result<Recorder> {
         fs::create_dir_all(dir)
             .wrap_err_with(|| format!("cannot create the result folder {}", dir.display()))?;
         let jsonl_path = dir.join("requests.jsonl");
-        let file = File::create(&jsonl_path)
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(prior.is_some())
+            .truncate(prior.is_none())
+            .open(&jsonl_path)
             .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
         let recorder = Recorder {
+            prior,
             dir: dir.to_path_buf(),
             run,
             open: HashMap::new(),
@@ -324,7 +344,7 @@ impl Recorder {
         };
         let mut line = json!({
             "id": r.id,
-            "level": r.level,
+            "level": r.level + self.level_offset(),
             "concurrency": concurrency,
             "start_s": round3(r.start.as_secs_f64()),
             "end_s": round3(r.end.as_secs_f64()),
@@ -434,7 +454,16 @@ impl Recorder {
         let base = level_file_base(&level.info, level.partial);
         let uses = self.name_uses.entry(base.clone()).or_insert(0);
         *uses += 1;
+        // A resumed run's folder already holds the first names.
+        while self.dir.join(level_file_name(&base, *uses)).exists() {
+            *uses += 1;
+        }
         level_file_name(&base, *uses)
+    }
+
+    /// Level indexes of a resumed run go on from the kept ones.
+    fn level_offset(&self) -> usize {
+        self.prior.as_ref().map_or(0, |p| p.next_level_index)
     }
 
     /// A level object: vLLM's keys, tokbench's, and the run's identity.
@@ -466,7 +495,10 @@ impl Recorder {
         }
         map.insert("mode".into(), json!(level.info.mode.as_str()));
         map.insert("partial".into(), json!(level.partial));
-        map.insert("level_index".into(), json!(level.info.index));
+        map.insert(
+            "level_index".into(),
+            json!(level.info.index + self.level_offset()),
+        );
         map.insert(
             "started_at_s".into(),
             json!(round3(level.info.started_at.as_secs_f64())),
@@ -515,10 +547,9 @@ impl Recorder {
     /// Knee and capacity over the levels finished so far (partial and manual
     /// ones are left out by the decision rules themselves).
     pub fn decision(&self) -> Decision {
-        let points: Vec<LevelPoint> = self
-            .saved_levels()
-            .iter()
-            .filter_map(|l| l.point())
+        let kept = self.prior.iter().flat_map(|p| p.points.iter().cloned());
+        let points: Vec<LevelPoint> = kept
+            .chain(self.saved_levels().iter().filter_map(|l| l.point()))
             .collect();
         decide(&points, &self.run.decision.slo)
     }
@@ -631,9 +662,9 @@ impl Recorder {
         let saved = self.saved_levels();
         let decision = self.decision();
         let cost = self.cost(&decision);
-        let levels: Vec<Value> = saved
-            .iter()
-            .map(|l| {
+        let kept = self.prior.iter().flat_map(|p| p.levels.iter().cloned());
+        let levels: Vec<Value> = kept
+            .chain(saved.iter().map(|l| {
                 let mut v =
                     self.level_json(l, l.stats.completed + l.stats.failed + l.stats.cancelled);
                 if let (Value::Object(map), Some(file)) = (&mut v, &l.file) {
@@ -644,7 +675,7 @@ impl Recorder {
                     map.insert("file".into(), json!(name));
                 }
                 v
-            })
+            }))
             .collect();
         let diagnoses: Vec<Value> = self
             .diagnoses_for(&decision)
@@ -677,6 +708,10 @@ impl Recorder {
             "diagnoses": diagnoses,
             "rounds": spreads,
             "warmup": self.warmup,
+            "resumed": self.prior.as_ref().map(|p| json!({
+                "first_started_at": p.run.get("started_at"),
+                "levels_kept": p.levels.len(),
+            })),
             "target_changes": self.target_changes.iter()
                 .map(|(at, c)| json!({"at_s": round3(*at), "concurrency": c}))
                 .collect::<Vec<_>>(),

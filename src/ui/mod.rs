@@ -75,7 +75,12 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     let lag = LagMonitor::start();
     // Created after the terminal is taken, so that an unwritable folder is
     // reported (by the guard's restore, then main) before any load is sent.
-    let mut recorder = Recorder::create(&prepared.result_dir, prepared.run.clone(), lag)?;
+    let mut recorder = Recorder::open(
+        &prepared.result_dir,
+        prepared.run.clone(),
+        lag,
+        prepared.prior.clone(),
+    )?;
     let palette = Palette::new(ColorMode::from_env());
     let mut app = App::new(RunView::from_prepared(&prepared), palette);
     let run_start = Instant::now();

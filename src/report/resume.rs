@@ -1,0 +1,229 @@
+//! `tokbench sweep --resume DIR`: continue a run from its last finished
+//! level. The finished levels are read back from `summary.json` and kept as
+//! they were saved; the plan runs on from the first level they do not
+//! cover; a run of another target or shape is refused, since its levels
+//! would not belong on one chart.
+
+use std::path::Path;
+
+use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use serde_json::Value;
+
+use crate::analysis::decide::{LevelKind, LevelPoint};
+use crate::load::driver::LevelPlan;
+
+/// What a resumed run keeps of the one before.
+#[derive(Clone, Debug, Default)]
+pub struct PriorRun {
+    /// Complete level objects, in run order, as summary.json held them.
+    pub levels: Vec<Value>,
+    /// The same levels as decision points (knee and capacity).
+    pub points: Vec<LevelPoint>,
+    /// The first level index free for the new levels.
+    pub next_level_index: usize,
+    /// The saved `run` object.
+    pub run: Value,
+}
+
+impl PriorRun {
+    pub fn load(dir: &Path) -> Result<PriorRun> {
+        let path = dir.join("summary.json");
+        let text = std::fs::read_to_string(&path).wrap_err_with(|| {
+            format!(
+                "--resume {}: no readable summary.json (is it a tokbench result folder?)",
+                dir.display()
+            )
+        })?;
+        let summary: Value = serde_json::from_str(&text).map_err(|e| {
+            eyre!(
+                "--resume {}: summary.json is not valid JSON ({e})",
+                dir.display()
+            )
+        })?;
+        PriorRun::from_summary(&summary).ok_or_else(|| {
+            eyre!(
+                "--resume {}: summary.json has no run or levels",
+                dir.display()
+            )
+        })
+    }
+
+    pub fn from_summary(summary: &Value) -> Option<PriorRun> {
+        let run = summary.get("run")?.clone();
+        let all = summary.get("levels")?.as_array()?;
+        let next_level_index = all
+            .iter()
+            .filter_map(|l| l.get("level_index")?.as_u64())
+            .max()
+            .map_or(0, |i| i as usize + 1);
+        // A cut-short level is measured again; its file stays on disk.
+        let levels: Vec<Value> = all
+            .iter()
+            .filter(|l| l.get("partial").and_then(Value::as_bool) == Some(false))
+            .cloned()
+            .collect();
+        let points = levels.iter().filter_map(point_of).collect();
+        Some(PriorRun {
+            levels,
+            points,
+            next_level_index,
+            run,
+        })
+    }
+
+    /// The plan's steps that the kept levels do not already cover, in order.
+    /// Each kept level covers one step of its concurrency (or rate) and kind.
+    pub fn remaining(&self, plan: &[LevelPlan]) -> Vec<LevelPlan> {
+        let mut unused: Vec<(String, Option<u64>, Option<f64>)> = self
+            .levels
+            .iter()
+            .map(|l| {
+                (
+                    l.get("mode")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    l.get("max_concurrency").and_then(Value::as_u64),
+                    l.get("request_rate").and_then(Value::as_f64),
+                )
+            })
+            .collect();
+        plan.iter()
+            .filter(|step| {
+                let found = unused.iter().position(|(mode, c, rate)| match step.rate {
+                    Some(r) => mode == "rate" && rate.is_some_and(|x| (x - r).abs() < 1e-9),
+                    None => mode == "planned" && *c == Some(u64::from(step.concurrency)),
+                });
+                match found {
+                    Some(i) => {
+                        unused.remove(i);
+                        false
+                    }
+                    None => true,
+                }
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Refuse to continue a run of another target or traffic shape.
+    pub fn check_same(&self, now: &Value) -> Result<()> {
+        let keys = [
+            "target",
+            "model",
+            "backend",
+            "profile",
+            "input_len",
+            "output_len",
+            "prefix_len",
+            "ignore_eos",
+            "kind",
+        ];
+        let differ: Vec<String> = keys
+            .iter()
+            .filter_map(|k| {
+                let (a, b) = (self.run.get(*k), now.get(*k));
+                // A key the older file lacks is not a difference.
+                (a.is_some() && a != b).then(|| {
+                    format!(
+                        "{k} {} now {}",
+                        show(a.unwrap_or(&Value::Null)),
+                        show(b.unwrap_or(&Value::Null))
+                    )
+                })
+            })
+            .collect();
+        if !differ.is_empty() {
+            bail!(
+                "--resume: the saved run was different ({}): give the flags of the first run, or start a new one",
+                differ.join("; ")
+            );
+        }
+        Ok(())
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A saved level object as a decision point.
+fn point_of(level: &Value) -> Option<LevelPoint> {
+    let f = |k: &str| level.get(k).and_then(Value::as_f64);
+    let completed = f("completed").unwrap_or(0.0);
+    let failed = f("failed").unwrap_or(0.0);
+    Some(LevelPoint {
+        concurrency: u32::try_from(level.get("max_concurrency")?.as_u64()?).ok()?,
+        kind: LevelKind::parse(level.get("mode")?.as_str()?)?,
+        partial: level.get("partial")?.as_bool()?,
+        output_throughput: f("output_throughput")?,
+        per_stream_tok_s: f("per_stream_tok_s").unwrap_or(0.0),
+        stream_decode_tok_s: f("stream_decode_tok_s"),
+        p50_ttft_ms: f("median_ttft_ms"),
+        p99_ttft_ms: f("p99_ttft_ms"),
+        p99_tpot_ms: f("p99_tpot_ms"),
+        error_rate: if completed + failed > 0.0 {
+            failed / (completed + failed)
+        } else {
+            0.0
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn level(index: u64, c: u64, partial: bool) -> Value {
+        json!({"level_index": index, "max_concurrency": c, "mode": "planned", "partial": partial,
+               "output_throughput": 100.0 * c as f64, "per_stream_tok_s": 100.0,
+               "median_ttft_ms": 10.0, "p99_ttft_ms": 20.0, "completed": 10, "failed": 0})
+    }
+
+    fn summary() -> Value {
+        json!({"run": {"target": "http://h:1", "model": "m", "input_len": 128, "output_len": 128},
+               "levels": [level(0, 1, false), level(1, 1, false), level(2, 4, false), level(3, 16, true)]})
+    }
+
+    #[test]
+    fn keeps_complete_levels_and_plans_the_rest() {
+        let prior = PriorRun::from_summary(&summary()).expect("prior");
+        assert_eq!(prior.levels.len(), 3, "the partial level is measured again");
+        assert_eq!(prior.next_level_index, 4);
+        assert_eq!(prior.points.len(), 3);
+        assert_eq!(prior.points[2].output_throughput, 400.0);
+        // Plan 1,1,4,4,16,16 (two rounds): 1,1,4 done -> 4,16,16 left.
+        let plan: Vec<LevelPlan> = [1, 1, 4, 4, 16, 16]
+            .iter()
+            .map(|&c| LevelPlan::closed(c, 10))
+            .collect();
+        let left: Vec<u32> = prior
+            .remaining(&plan)
+            .iter()
+            .map(|l| l.concurrency)
+            .collect();
+        assert_eq!(left, vec![4, 16, 16]);
+    }
+
+    #[test]
+    fn refuses_another_target_or_shape() {
+        let prior = PriorRun::from_summary(&summary()).expect("prior");
+        let same = json!({"target": "http://h:1", "model": "m", "input_len": 128, "output_len": 128, "kind": "sweep"});
+        assert!(
+            prior.check_same(&same).is_ok(),
+            "a key the old file lacks is no difference"
+        );
+        let other =
+            json!({"target": "http://h:2", "model": "m", "input_len": 128, "output_len": 256});
+        let err = prior.check_same(&other).expect_err("differs").to_string();
+        assert_eq!(
+            err,
+            "--resume: the saved run was different (target http://h:1 now http://h:2; output_len 128 now 256): \
+             give the flags of the first run, or start a new one"
+        );
+    }
+}
