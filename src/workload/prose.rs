@@ -98,12 +98,15 @@ pub fn vocabulary_len() -> usize {
 /// with a period.
 pub fn push_words(rng: &mut Rng, text: &mut String, n: usize) {
     let mut left_in_sentence = 0usize;
+    let mut in_sentence = 0usize;
     let mut sentences_left_in_paragraph = 3 + rng.below(4);
+    let mut previous = usize::MAX;
     for i in 0..n {
         let starts_sentence = left_in_sentence == 0;
         if starts_sentence {
             // 4 to 22 words, most often near the middle.
             left_in_sentence = 4 + rng.below(10) + rng.below(10);
+            in_sentence = 0;
             if i > 0 {
                 sentences_left_in_paragraph -= 1;
             }
@@ -114,7 +117,13 @@ pub fn push_words(rng: &mut Rng, text: &mut String, n: usize) {
         } else {
             text.push(' ');
         }
-        let w = word(zipf_rank(rng));
+        // No word twice in a row ("the the"): one more draw.
+        let mut rank = zipf_rank(rng);
+        if rank == previous {
+            rank = zipf_rank(rng);
+        }
+        previous = rank;
+        let w = word(rank);
         if starts_sentence {
             let mut chars = w.chars();
             if let Some(first) = chars.next() {
@@ -125,10 +134,11 @@ pub fn push_words(rng: &mut Rng, text: &mut String, n: usize) {
             text.push_str(w);
         }
         left_in_sentence -= 1;
+        in_sentence += 1;
         if left_in_sentence == 0 || i + 1 == n {
             text.push('.');
             left_in_sentence = 0;
-        } else if left_in_sentence > 2 && rng.below(9) == 0 {
+        } else if in_sentence >= 3 && left_in_sentence > 2 && rng.below(9) == 0 {
             text.push(',');
         }
     }
