@@ -576,3 +576,138 @@ fn view_of_a_missing_folder_is_one_line_and_exit_1() {
     assert!(stderr.contains("no such result folder"), "{stderr}");
     let _ = std::fs::remove_dir_all(scratch("view-missing"));
 }
+
+/// Whether the process runs (a zombie nobody reaps has exited: in a
+/// container without an init, orphans stay zombies).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// The SSH session drops (tmux kill-session hangs up the pane: SIGHUP and
+/// a dead terminal at once): the finished level's file, a partial file for
+/// the level under way and a flushed requests.jsonl are left; then
+/// `--resume` finishes the sweep and summary.json holds every level once.
+#[test]
+fn sighup_then_resume_finishes_the_sweep() {
+    let name = "sighup-resume";
+    // One batch slot: requests run one after another, 0.6 s each (200 tokens
+    // at 3 ms), so level 2 has a clear moment with one answer in and more to come.
+    let sim = Sim::with(SimConfig {
+        step_ms: 3.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 1.0,
+        max_num_seqs: 1,
+        ..SimConfig::default()
+    });
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let pidfile = dir.join("pid");
+    let flags = format!(
+        "--base-url {url} --concurrency 1,2,4 --num-prompts 3 --warmup 1 \
+         --random-input-len 16 --random-output-len 200 --seed 9",
+        url = sim.url()
+    );
+    let command = format!(
+        "sh -c 'echo $$ > {pid}; exec env TERM=xterm-256color {bin} sweep {flags} --result-dir {dir}'",
+        pid = pidfile.display(),
+        bin = bin(),
+        dir = results.display(),
+    );
+    let tmux = Tmux::start(name, 100, 30, &command);
+    // Level 1 done (3 answers), level 2 under way with one of its answers in.
+    tmux.wait_for("level 2 with an answer", Duration::from_secs(15), |s| {
+        s.contains("Concurrency 2") && ok_count(s).is_some_and(|n| n >= 4)
+    });
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file");
+    let pid = pid.trim().to_string();
+    let hung_up = Instant::now();
+    let out = tmux.run(&["kill-session"]);
+    assert!(out.status.success(), "kill-session: {}", text(&out));
+    // Gone within 2 s of the hang-up.
+    while running(&pid) {
+        assert!(
+            hung_up.elapsed() < Duration::from_secs(2),
+            "tokbench still running 2 s after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("SIGHUP -> process gone in {:?}", hung_up.elapsed());
+    drop(tmux);
+    let names = files(&results);
+    assert!(names.iter().any(|n| n == "sweep-c1.json"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "sweep-c2-partial.json"),
+        "{names:?}"
+    );
+    let lines_before = std::fs::read_to_string(results.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .count();
+    assert!(lines_before >= 4, "flushed: {lines_before} lines");
+
+    let out = Command::new(bin())
+        .arg("sweep")
+        .args(flags.split_whitespace())
+        .args(["--no-tui", "--resume"])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = read_json(&results.join("summary.json"));
+    let levels = summary["levels"].as_array().expect("levels");
+    let seen: Vec<(u64, bool)> = levels
+        .iter()
+        .map(|l| {
+            (
+                l["max_concurrency"].as_u64().unwrap_or(0),
+                l["partial"].as_bool().unwrap_or(true),
+            )
+        })
+        .collect();
+    assert_eq!(seen, vec![(1, false), (2, false), (4, false)]);
+    let indexes: Vec<u64> = levels
+        .iter()
+        .filter_map(|l| l["level_index"].as_u64())
+        .collect();
+    assert!(indexes.windows(2).all(|w| w[0] < w[1]), "{indexes:?}");
+    assert_eq!(summary["resumed"]["levels_kept"], 1);
+    let names = files(&results);
+    for file in [
+        "sweep-c1.json",
+        "sweep-c2.json",
+        "sweep-c4.json",
+        "sweep-c2-partial.json",
+    ] {
+        assert!(names.iter().any(|n| n == file), "{file}: {names:?}");
+    }
+    let lines_after = std::fs::read_to_string(results.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .count();
+    assert!(
+        lines_after >= lines_before + 6,
+        "appended: {lines_before} -> {lines_after}"
+    );
+    // A different shape is refused, in one line, before any load.
+    let out = Command::new(bin())
+        .arg("sweep")
+        .args(
+            flags
+                .replace("--random-output-len 200", "--random-output-len 100")
+                .split_whitespace(),
+        )
+        .args(["--no-tui", "--resume"])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("output_len 200 now 100"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -99,14 +99,27 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         run_start,
     )
     .await;
+    // A draw that fails means the terminal is gone: the SSH session
+    // dropped (its SIGHUP may still be on the way). Saved like a signal.
+    let terminal_lost = matches!(&ending, Err(e) if e.to_string().starts_with(DRAW_FAILED));
     if ending.is_err() {
-        // The view failed (terminal gone, disk full): stop the load too.
+        // The view failed (terminal gone, disk full): stop the load too, and
+        // take what the driver still sends so the open level keeps its records.
         let _ = driver.commands.send(Command::Stop);
+        drain_driver(&mut driver, &mut recorder).await;
     }
     // Close the books before the terminal is given back: levels still open
     // are saved as partial.
     let finished = recorder.finish();
     drop(guard);
+    if terminal_lost {
+        finished?;
+        eprintln!(
+            "tokbench: the terminal went away (SSH session dropped?); saved what was measured in {}",
+            recorder.dir().display()
+        );
+        return Ok(EXIT_INTERRUPTED);
+    }
     let ending = ending?;
     finished?;
 
@@ -120,6 +133,24 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         Ending::Signal => EXIT_INTERRUPTED,
         _ => EXIT_OK,
     })
+}
+
+/// The context of every draw error.
+const DRAW_FAILED: &str = "cannot draw on the terminal";
+
+/// After the view failed: feed the recorder what the stopped driver still
+/// sends, until its last word or the stop grace.
+async fn drain_driver(driver: &mut DriverHandle, recorder: &mut Recorder) {
+    // Well inside the 2 s a hung-up session has to save and leave.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while let Ok(Some(event)) = tokio::time::timeout_at(deadline, driver.events.recv()).await {
+        let last = matches!(event, DriverEvent::Finished { .. });
+        // A recorder error here is reported by finish() just after.
+        let _ = recorder.on_event(&event);
+        if last {
+            break;
+        }
+    }
 }
 
 /// CPU share of this process (load tasks included) over the last second.
@@ -217,7 +248,7 @@ async fn event_loop(
         }
         terminal
             .draw(|frame| draw::draw(frame, app))
-            .wrap_err("cannot draw on the terminal")?;
+            .wrap_err(DRAW_FAILED)?;
         Ok(())
     };
     redraw(terminal, app, driver)?;
