@@ -86,8 +86,8 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Read a dataset file. Errors only when the file cannot be read, a
-    /// ShareGPT file is not one valid JSON array, or no record is usable.
+    /// Read a dataset file. Errors only when the file cannot be read or no
+    /// record is usable.
     pub fn load(path: &Path) -> Result<Dataset, String> {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("cannot read the dataset {}: {e}", path.display()))?;
@@ -166,24 +166,26 @@ fn parse_jsonl(text: &str, name: &str) -> Dataset {
 }
 
 fn parse_sharegpt(text: &str, name: &str) -> Result<Dataset, String> {
-    let entries: Vec<Value> = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "the dataset {name} starts with '[' but is not one valid JSON array \
-             (ShareGPT format): {e}; for one request per line, use JSONL"
-        )
-    })?;
-    let lines = top_level_element_lines(text);
+    let (elements, closed) = top_level_elements(text);
     let mut records = Vec::new();
     let mut skipped = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        let result = match entry {
-            Value::Object(map) => record_of_object(map),
-            _ => Err("not a JSON object".to_string()),
+    for (i, element) in elements.iter().enumerate() {
+        let slice = text
+            .get(element.start..element.end)
+            .unwrap_or("")
+            .trim_end();
+        let result = match serde_json::from_str::<Value>(slice) {
+            Ok(Value::Object(map)) => record_of_object(&map),
+            Ok(_) => Err("not a JSON object".to_string()),
+            Err(_) if !closed && i + 1 == elements.len() => {
+                Err("not valid JSON (the file ends inside this entry)".to_string())
+            }
+            Err(_) => Err("not valid JSON".to_string()),
         };
         match result {
             Ok(record) => records.push(record),
             Err(reason) => skipped.push(SkippedLine {
-                line: lines.get(i).copied().unwrap_or(0),
+                line: element.line,
                 reason: format!("entry {}: {reason}", i + 1),
             }),
         }
@@ -196,14 +198,28 @@ fn parse_sharegpt(text: &str, name: &str) -> Result<Dataset, String> {
     })
 }
 
-/// The 1-based line on which each element of the top-level JSON array
-/// starts. `text` is valid JSON (checked before), so a small scanner that
-/// knows strings and nesting is enough.
-fn top_level_element_lines(text: &str) -> Vec<usize> {
-    let mut lines = Vec::new();
+/// One element of the top-level JSON array: its bytes and first line.
+#[derive(Debug, PartialEq, Eq)]
+struct Element {
+    start: usize,
+    end: usize,
+    /// 1-based line it starts on.
+    line: usize,
+}
+
+/// Split the top-level JSON array into its elements without parsing them,
+/// so a big file (ShareGPT's is hundreds of MB) is parsed one entry at a
+/// time, never as one tree in memory, and a broken or cut-off entry costs
+/// only itself. A scanner that knows strings and nesting is enough to find
+/// the boundaries; each element is then parsed for real. Returns the
+/// elements and whether the array was closed.
+fn top_level_elements(text: &str) -> (Vec<Element>, bool) {
+    let mut elements = Vec::new();
     let (mut line, mut depth) = (1usize, 0usize);
-    let (mut in_string, mut escaped, mut expecting) = (false, false, false);
-    for c in text.chars() {
+    let (mut in_string, mut escaped) = (false, false);
+    // (first byte, line) of the element being scanned.
+    let mut current: Option<(usize, usize)> = None;
+    for (i, c) in text.char_indices() {
         if c == '\n' {
             line += 1;
         }
@@ -220,24 +236,45 @@ fn top_level_element_lines(text: &str) -> Vec<usize> {
         if c.is_whitespace() {
             continue;
         }
-        if depth == 1 && expecting && c != ']' {
-            lines.push(line);
-            expecting = false;
+        if depth == 1 && current.is_none() && c != ']' && c != '}' && c != ',' {
+            current = Some((i, line));
         }
         match c {
             '"' => in_string = true,
-            '[' | '{' => {
-                depth += 1;
-                if depth == 1 {
-                    expecting = true;
+            '[' | '{' => depth += 1,
+            ']' | '}' if depth == 1 => {
+                // The end of the array (a stray '}' ends it too; the
+                // element before it then fails to parse on its own).
+                if let Some((start, line)) = current.take() {
+                    elements.push(Element {
+                        start,
+                        end: i,
+                        line,
+                    });
                 }
+                return (elements, true);
             }
             ']' | '}' => depth = depth.saturating_sub(1),
-            ',' if depth == 1 => expecting = true,
+            ',' if depth == 1 => {
+                if let Some((start, line)) = current.take() {
+                    elements.push(Element {
+                        start,
+                        end: i,
+                        line,
+                    });
+                }
+            }
             _ => {}
         }
     }
-    lines
+    if let Some((start, line)) = current {
+        elements.push(Element {
+            start,
+            end: text.len(),
+            line,
+        });
+    }
+    (elements, false)
 }
 
 /// A request from one JSON object: `prompt`, `messages` or `conversations`.
@@ -421,13 +458,52 @@ mod tests {
         assert_eq!(d.skipped.len(), 1);
         let d = Dataset::parse("\u{feff}{\"prompt\": \"a b\"}", "x").unwrap();
         assert_eq!(d.records.len(), 1);
-        assert!(Dataset::parse("[{\"conversations\": [", "x").is_err());
+        // A cut-off ShareGPT file: the entry it ends in is skipped, not the file.
+        let d = Dataset::parse("[{\"conversations\": [", "x").unwrap();
+        assert_eq!(
+            d.skipped,
+            vec![SkippedLine {
+                line: 1,
+                reason: "entry 1: not valid JSON (the file ends inside this entry)".into()
+            }]
+        );
     }
 
     #[test]
-    fn element_lines_follow_strings_and_nesting() {
+    fn elements_follow_strings_and_nesting() {
         let text = "[\n  {\"a\": \"x,\\\"]\"},\n  {\"b\": [1,\n 2]}, 3\n]";
-        assert_eq!(top_level_element_lines(text), vec![2, 3, 4]);
-        assert_eq!(top_level_element_lines("[]"), Vec::<usize>::new());
+        let (elements, closed) = top_level_elements(text);
+        assert!(closed);
+        let lines: Vec<usize> = elements.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3, 4]);
+        let slices: Vec<&str> = elements
+            .iter()
+            .map(|e| text[e.start..e.end].trim_end())
+            .collect();
+        assert_eq!(
+            slices,
+            vec!["{\"a\": \"x,\\\"]\"}", "{\"b\": [1,\n 2]}", "3"]
+        );
+        assert_eq!(top_level_elements("[]"), (Vec::new(), true));
+        assert_eq!(top_level_elements("[ ").1, false);
+    }
+
+    #[test]
+    fn a_cut_off_sharegpt_file_keeps_its_whole_entries() {
+        // Cut inside entry 4 ("maps"): entries 1 and 2 are used, 3 has no
+        // human turn, 4 is cut off.
+        let text = fixture("sharegpt.json");
+        let cut = &text[..text.find("sea monsters").expect("fixture")];
+        let d = Dataset::parse(cut, "cut.json").expect("parses");
+        assert_eq!(d.records.len(), 2);
+        let reasons: Vec<&str> = d.skipped.iter().map(|s| s.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                "entry 3: conversations has no human turn",
+                "entry 4: not valid JSON (the file ends inside this entry)"
+            ]
+        );
+        assert_eq!(d.skipped[1].line, 25);
     }
 }
