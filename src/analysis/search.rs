@@ -7,6 +7,10 @@
 /// Doubling that adds less than this share of throughput has hit the knee.
 pub const MIN_DOUBLING_GAIN: f64 = 0.10;
 
+/// A small step must still gain this much: two runs of the same level
+/// differ by a few percent, and a gain inside that says nothing.
+pub const NOISE_FLOOR: f64 = 0.03;
+
 /// Bisection stops when the bounds are this close (share of the lower one).
 pub const RESOLUTION: f64 = 0.10;
 
@@ -69,15 +73,18 @@ impl CapacitySearch {
     }
 
     /// More streams must buy throughput: at least MIN_DOUBLING_GAIN per
-    /// doubling, in proportion for smaller steps. Past the knee they buy
+    /// doubling (the decision's knee threshold), pro rata for smaller steps. Past the knee they buy
     /// only queueing, whatever the SLO says.
     fn adds_throughput(&self, result: &ProbeResult) -> bool {
         let Some(pass) = self.pass else { return true };
         if result.concurrency <= pass.concurrency {
             return true;
         }
-        let step = f64::from(result.concurrency) / f64::from(pass.concurrency) - 1.0;
-        result.output_throughput >= pass.output_throughput * (1.0 + MIN_DOUBLING_GAIN * step)
+        // Per doubling, as the knee of the decision is judged: a step of 1.5x
+        // needs 1.1^0.585 = 5.7% more.
+        let doublings = (f64::from(result.concurrency) / f64::from(pass.concurrency)).log2();
+        let due = ((1.0 + MIN_DOUBLING_GAIN).powf(doublings) - 1.0).max(NOISE_FLOOR);
+        result.output_throughput >= pass.output_throughput * (1.0 + due)
     }
 
     fn next_bisection(&self) -> Option<u32> {

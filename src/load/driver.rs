@@ -137,6 +137,8 @@ pub enum DriverEvent {
         partial: bool,
     },
     Paused(bool),
+    /// `--find-capacity` judged a probe: the bounds so far and what runs next.
+    Search(SearchProgress),
     /// The run is over; no event follows. `error` says why it could not go on.
     Finished {
         stopped_by_user: bool,
@@ -158,6 +160,17 @@ pub struct DriverConfig {
     pub replay: Option<Replay>,
     /// `--find-capacity`: levels chosen by the search, instead of the plan.
     pub search: Option<SearchPlan>,
+}
+
+/// Where `--find-capacity` stands after a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchProgress {
+    /// Highest concurrency that met the SLO and still bought throughput.
+    pub passing: Option<u32>,
+    /// Lowest concurrency that failed either.
+    pub failing: Option<u32>,
+    /// The next probe; None when the search is over.
+    pub next: Option<u32>,
 }
 
 /// A request log to send on its own timeline.
@@ -807,6 +820,13 @@ impl Driver {
             meets_slo: meets_slo(&point, &search.plan.slo),
             output_throughput: stats.output_throughput,
         });
+        let (passing, failing) = search.search.bounds();
+        let next = search.pending;
+        self.emit(DriverEvent::Search(SearchProgress {
+            passing,
+            failing,
+            next,
+        }));
     }
 
     fn announce_finished(&mut self) {

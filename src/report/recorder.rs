@@ -23,7 +23,7 @@ use crate::analysis::diagnose::{
 use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
 use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
-use crate::load::driver::{DriverEvent, LevelInfo, Mode};
+use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
@@ -186,6 +186,8 @@ pub struct Recorder {
     lag: LagMonitor,
     /// `--resume`: the run continued, whose finished levels stay in the summary.
     prior: Option<PriorRun>,
+    /// `--find-capacity`: the search's bounds so far.
+    search: Option<SearchProgress>,
 }
 
 impl Recorder {
@@ -215,6 +217,7 @@ impl Recorder {
             .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
         let recorder = Recorder {
             prior,
+            search: None,
             dir: dir.to_path_buf(),
             run,
             open: HashMap::new(),
@@ -289,6 +292,7 @@ impl Recorder {
             DriverEvent::LevelFinished { index, partial } => {
                 return self.finish_level(*index, *partial).map(Some);
             }
+            DriverEvent::Search(progress) => self.search = Some(*progress),
             DriverEvent::WarmupStarted { .. }
             | DriverEvent::Paused(_)
             | DriverEvent::Finished { .. } => {}
@@ -548,9 +552,14 @@ impl Recorder {
     /// ones are left out by the decision rules themselves).
     pub fn decision(&self) -> Decision {
         let kept = self.prior.iter().flat_map(|p| p.points.iter().cloned());
-        let points: Vec<LevelPoint> = kept
+        let mut points: Vec<LevelPoint> = kept
             .chain(self.saved_levels().iter().filter_map(|l| l.point()))
             .collect();
+        // The search's failing bound failed the SLO or bought no throughput:
+        // probes from there on are past the capacity, whatever their SLO says.
+        if let Some(failing) = self.search.and_then(|s| s.failing) {
+            points.retain(|p| p.concurrency < failing);
+        }
         decide(&points, &self.run.decision.slo)
     }
 
@@ -708,6 +717,12 @@ impl Recorder {
             "diagnoses": diagnoses,
             "rounds": spreads,
             "warmup": self.warmup,
+            "search": self.search.map(|s| json!({
+                "passing": s.passing,
+                "failing": s.failing,
+                "next": s.next,
+                "done": s.next.is_none(),
+            })),
             "resumed": self.prior.as_ref().map(|p| json!({
                 "first_started_at": p.run.get("started_at"),
                 "levels_kept": p.levels.len(),

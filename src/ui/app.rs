@@ -440,6 +440,8 @@ pub struct App {
     /// Requests in flight, read from the driver's gauge before each frame.
     pub in_flight: u32,
     pub paused: bool,
+    /// `--find-capacity`: where the search stands.
+    pub search: Option<crate::load::driver::SearchProgress>,
     /// The user asked to quit; waiting for the driver to stop.
     pub quitting: bool,
     pub show_help: bool,
@@ -491,6 +493,7 @@ impl App {
             target: 0,
             in_flight: 0,
             paused: false,
+            search: None,
             quitting: false,
             show_help: false,
             levels: Vec::new(),
@@ -656,6 +659,7 @@ impl App {
                 }
             }
             DriverEvent::Paused(paused) => self.paused = *paused,
+            DriverEvent::Search(progress) => self.search = Some(*progress),
             DriverEvent::Finished {
                 stopped_by_user,
                 error,

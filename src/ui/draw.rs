@@ -459,11 +459,12 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
             parts.push(Part::text(0, in_flight, p.text));
             if let Some(level) = app.current() {
                 if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
-                    parts.push(Part::text(
-                        1,
-                        format!("level {}/{}", k + 1, app.run.plan.len()),
-                        p.text,
-                    ));
+                    let position = if level.info.mode == Mode::Search {
+                        format!("probe {}", k + 1)
+                    } else {
+                        format!("level {}/{}", k + 1, app.run.plan.len())
+                    };
+                    parts.push(Part::text(1, position, p.text));
                     let width = if area.width >= 120 { 20 } else { 8 };
                     parts.push(Part::new(
                         3,
@@ -477,6 +478,9 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
                         p.text,
                     ));
                 }
+            }
+            if let Some(text) = app.current().and_then(|level| mode_text(app, level)) {
+                parts.push(Part::text(1, text, p.strong));
             }
             if app.quitting && !app.is_finished() {
                 parts.push(Part::text(0, " STOPPING ", p.badge_paused));
@@ -500,6 +504,34 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
         }
     }
     with_right(parts, Span::styled("? help ", p.dim), area.width)
+}
+
+/// What an open-loop level or a search probe adds to the status line:
+/// `rate 20/s`, `replay 12.3/40.0 s`, `search 8 ok, 16 no -> 12`.
+fn mode_text(app: &App, level: &LevelRow) -> Option<String> {
+    match level.info.mode {
+        Mode::Rate => level
+            .info
+            .rate
+            .map(|r| format!("rate {}/s", crate::report::recorder::rate_label(r))),
+        Mode::Replay => level.info.timeline.map(|t| {
+            let on = app.elapsed.saturating_sub(level.info.started_at).min(t);
+            format!("replay {:.1}/{:.1} s", on.as_secs_f64(), t.as_secs_f64())
+        }),
+        Mode::Search => Some(match app.search {
+            None => "search: first probe".into(),
+            Some(s) => {
+                let bound = |c: Option<u32>| c.map_or_else(|| "-".into(), |c| c.to_string());
+                format!(
+                    "search {} ok, {} no -> {}",
+                    bound(s.passing),
+                    bound(s.failing),
+                    bound(s.next)
+                )
+            }
+        }),
+        Mode::Planned | Mode::Manual => None,
+    }
 }
 
 // ---------------------------------------------------------------- latency

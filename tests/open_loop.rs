@@ -1,0 +1,462 @@
+//! Open-loop load, replay, the capacity search, a run watched from another
+//! shell, and an unwritable result folder: the real binary against the
+//! simulator (or a bare listener) on loopback, with timings short enough to
+//! run in a second or two each.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokbench::sim::{self, SimConfig, SimHandle};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokbench")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tokbench-open-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn log(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The simulator on a runtime of its own, so the test body can block.
+struct Sim {
+    runtime: tokio::runtime::Runtime,
+    handle: Option<SimHandle>,
+}
+
+impl Sim {
+    fn with(config: SimConfig) -> Sim {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let handle = runtime
+            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
+            .expect("simulator starts");
+        Sim {
+            runtime,
+            handle: Some(handle),
+        }
+    }
+
+    fn url(&self) -> String {
+        let addr = self.handle.as_ref().map(|h| h.addr).expect("running");
+        format!("http://{addr}")
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.runtime.block_on(handle.shutdown());
+        }
+    }
+}
+
+/// `step_ms` per token, nothing else: a request of N tokens takes about N steps.
+fn steps(step_ms: f64, max_num_seqs: usize) -> SimConfig {
+    SimConfig {
+        step_ms,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 0.0,
+        max_num_seqs,
+        ..SimConfig::default()
+    }
+}
+
+fn sweep(sim: &Sim, dir: &Path, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            &sim.url(),
+            "--no-tui",
+            "--seed",
+            "11",
+        ])
+        .args(["--random-input-len", "16", "--result-dir"])
+        .arg(dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tokbench runs")
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn rate_levels_go_out_on_schedule() {
+    let sim = Sim::with(steps(2.0, 256));
+    let dir = scratch("rate");
+    let out = sweep(
+        &sim,
+        &dir,
+        &[
+            "--request-rate",
+            "50,100",
+            "--num-prompts",
+            "40",
+            "--random-output-len",
+            "8",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    for (rate, file) in [(50.0, "sweep-rate50.json"), (100.0, "sweep-rate100.json")] {
+        let level = read_json(&dir.join(file));
+        assert_eq!(level["mode"], "rate");
+        assert_eq!(f(&level, "request_rate"), rate);
+        assert_eq!(level["completed"], 40);
+        let late = &level["send_lateness"];
+        eprintln!(
+            "rate {rate}: send lateness {late}, request throughput {}",
+            level["request_throughput"]
+        );
+        assert_eq!(late["scheduled"], 40);
+        // Nothing holds requests back: the schedule is kept to the timer's millisecond.
+        assert!(f(late, "p99_ms") < 5.0, "{late}");
+        // 40 Poisson gaps: their sum has a 16% relative spread; the
+        // measured rate is within 40% of the asked one.
+        let achieved = f(&level, "request_throughput");
+        assert!(
+            (achieved - rate).abs() < 0.4 * rate,
+            "asked {rate}/s, sent {achieved}/s"
+        );
+    }
+    let summary = read_json(&dir.join("summary.json"));
+    assert_eq!(summary["run"]["kind"], "rate");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Coordinated omission: a server that takes 100 ms per request and one
+/// request at a time, asked for one every 25 ms. Request i is meant to go
+/// at 25i ms but goes at about 100i ms, so its wait (75i ms) is in its TTFT
+/// and counted as lateness, instead of hidden by a client that waited.
+#[test]
+fn a_slow_server_cannot_hide_behind_a_waiting_client() {
+    // 20 tokens at 5 ms a step, one sequence at a time.
+    let sim = Sim::with(steps(5.0, 1));
+    let dir = scratch("omission");
+    let out = sweep(
+        &sim,
+        &dir,
+        &[
+            "--request-rate",
+            "40",
+            "--burstiness",
+            "1000",
+            "--max-concurrency",
+            "1",
+            "--num-prompts",
+            "10",
+            "--random-output-len",
+            "20",
+            "--warmup",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&dir.join("sweep-rate40.json"));
+    let late = &level["send_lateness"];
+    eprintln!("send lateness {late}; TTFT p99 {} ms", level["p99_ttft_ms"]);
+    // Requests 1..9 are late; the last by about 9 x 75 = 675 ms.
+    assert!(late["late"].as_u64().unwrap_or(0) >= 8, "{late}");
+    let max = f(late, "max_ms");
+    assert!((500.0..1000.0).contains(&max), "{late}");
+    // TTFT counts from the intended send: it holds the wait.
+    assert!(f(&level, "p99_ttft_ms") >= 0.9 * max, "{level}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("client lagging"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn write_log(path: &Path, entries: usize, gap_s: f64, output_len: u32) {
+    let text: String = (0..entries)
+        .map(|i| {
+            format!(
+                "{{\"t\": {:.4}, \"input_len\": 16, \"output_len\": {output_len}}}\n",
+                i as f64 * gap_s
+            )
+        })
+        .collect();
+    std::fs::write(path, text).expect("write log");
+}
+
+#[test]
+fn a_replay_is_sent_on_its_timeline() {
+    let sim = Sim::with(steps(1.0, 256));
+    let dir = scratch("replay");
+    let log_path = dir.join("log.jsonl");
+    // 200 requests, 5 ms apart: a one-second timeline.
+    write_log(&log_path, 200, 0.005, 4);
+    let results = dir.join("results");
+    let started = Instant::now();
+    let out = sweep(
+        &sim,
+        &results,
+        &["--replay", &log_path.display().to_string()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    eprintln!("replay of 200 over 1 s took {:?} in all", started.elapsed());
+    let level = read_json(&results.join("sweep-replay.json"));
+    assert_eq!(level["mode"], "replay");
+    assert_eq!(level["completed"], 200);
+    assert!(
+        (f(&level, "replay_timeline_s") - 0.995).abs() < 1e-9,
+        "{level}"
+    );
+    let late = &level["send_lateness"];
+    eprintln!("replay send lateness {late}");
+    assert!(f(late, "p99_ms") < 5.0, "{late}");
+    // Twice as fast: the same log in half the time.
+    let fast = dir.join("fast");
+    let out = sweep(
+        &sim,
+        &fast,
+        &[
+            "--replay",
+            &log_path.display().to_string(),
+            "--replay-speed",
+            "2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&fast.join("sweep-replay.json"));
+    // 0.995 s / 2, saved to the millisecond.
+    assert!(
+        (f(&level, "replay_timeline_s") - 0.4975).abs() <= 0.0005 + 1e-9,
+        "{level}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_replay_on_a_slow_server_counts_the_wait() {
+    // 10 tokens at 5 ms, one at a time: 50 ms each; the log asks every 10 ms.
+    let sim = Sim::with(steps(5.0, 1));
+    let dir = scratch("replay-slow");
+    let log_path = dir.join("log.jsonl");
+    write_log(&log_path, 12, 0.010, 10);
+    let results = dir.join("results");
+    let out = sweep(
+        &sim,
+        &results,
+        &[
+            "--replay",
+            &log_path.display().to_string(),
+            "--max-concurrency",
+            "1",
+            "--warmup",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&results.join("sweep-replay.json"));
+    let late = &level["send_lateness"];
+    // Request 11 goes at about 11 x 50 ms but was due at 110 ms: 440 ms late.
+    let max = f(late, "max_ms");
+    eprintln!("slow replay: {late}; TTFT p99 {}", level["p99_ttft_ms"]);
+    assert!((300.0..800.0).contains(&max), "{late}");
+    assert!(f(&level, "p99_ttft_ms") >= 0.9 * max, "{level}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_replay_line_stops_before_any_load() {
+    let dir = scratch("replay-bad");
+    let log_path = dir.join("log.jsonl");
+    std::fs::write(
+        &log_path,
+        "{\"t\": 0, \"input_len\": 8}\n{\"t\": \"soon\"}\n",
+    )
+    .expect("write");
+    let out = Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--no-tui",
+            "--replay",
+        ])
+        .arg(&log_path)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("replay line 2: \"t\" must be a number of seconds >= 0"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server with 16 batch slots: throughput rises with streams up to 16
+/// and is flat after (the rest queue; they only save the client's turnaround
+/// gap, 1 step in 65 = 1.5%). The search finds 16 to within 10%.
+#[test]
+fn find_capacity_converges_on_the_knee() {
+    let sim = Sim::with(steps(2.0, 16));
+    let dir = scratch("search");
+    let out = sweep(
+        &sim,
+        &dir,
+        &[
+            "--find-capacity",
+            "--random-output-len",
+            "64",
+            "--prompts-per-stream",
+            "3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let summary = read_json(&dir.join("summary.json"));
+    let probes: Vec<u64> = summary["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .map(|l| {
+            assert_eq!(l["mode"], "search", "{l}");
+            l["max_concurrency"].as_u64().unwrap_or(0)
+        })
+        .collect();
+    let capacity = summary["capacity"]["concurrency"].as_u64();
+    eprintln!(
+        "probes {probes:?} -> capacity {capacity:?}; search {}",
+        summary["search"]
+    );
+    // Doubling to 32 (flat: it fails), then bisecting between 16 and 32.
+    assert_eq!(&probes[..6], &[1, 2, 4, 8, 16, 32]);
+    assert_eq!(probes[6], 24);
+    let found = capacity.expect("a capacity");
+    assert!((16..=17).contains(&found), "capacity {found}, knee 16");
+    assert_eq!(summary["search"]["passing"].as_u64(), Some(found));
+    let failing = summary["search"]["failing"].as_u64().expect("bound");
+    assert!(
+        failing <= found + 1,
+        "bounded within one stream: {}",
+        summary["search"]
+    );
+    assert_eq!(summary["search"]["done"], true);
+    // A fixed sweep finding 16 to within 10% would step 1, 2, ..., 10, 11,
+    // 12, 13, 14, 15, 16, 17 (every step +10% or +1): 17 levels; the search
+    // ran fewer.
+    let fixed_grid_levels = {
+        let (mut c, mut n) = (1.0f64, 0);
+        while c <= 17.0 {
+            c = (c * 1.1).max(c + 1.0).floor();
+            n += 1;
+        }
+        n
+    };
+    assert!(
+        probes.len() < fixed_grid_levels,
+        "{probes:?} vs {fixed_grid_levels}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A result folder that cannot be written is reported in one line, and
+/// the server never sees a request.
+#[test]
+fn an_unwritable_result_folder_fails_before_any_load() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("addr");
+    let dir = scratch("unwritable");
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "not a folder").expect("write");
+    let out = Command::new(bin())
+        .args(["sweep", "--base-url", &format!("http://{addr}"), "--no-tui"])
+        .arg("--result-dir")
+        .arg(blocker.join("results"))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot create the result folder"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        listener.accept().is_err(),
+        "the server was contacted before the folder was checked"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `view --follow` from another process: a line per level as the run
+/// writes it, and exit 130 on SIGTERM.
+#[test]
+fn view_follow_shows_levels_as_they_finish() {
+    let sim = Sim::with(steps(2.0, 256));
+    let dir = scratch("follow");
+    let results = dir.join("results");
+    let mut run = Command::new(bin())
+        .args(["sweep", "--base-url", &sim.url(), "--no-tui"])
+        .args(["--concurrency", "1,2,4", "--num-prompts", "8"])
+        .args(["--random-input-len", "16", "--random-output-len", "16"])
+        .arg("--result-dir")
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sweep starts");
+    let started = Instant::now();
+    while !results.join("summary.json").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no summary.json"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let viewer = Command::new(bin())
+        .args(["view", "--follow"])
+        .arg(&results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("viewer starts");
+    let status = run.wait().expect("sweep ends");
+    assert!(status.success());
+    // The viewer polls once a second: give it two to see the last level.
+    std::thread::sleep(Duration::from_millis(2200));
+    let _ = Command::new("kill")
+        .args(["-TERM", &viewer.id().to_string()])
+        .status();
+    let out = viewer.wait_with_output().expect("viewer ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{}", log(&out));
+    for c in [1, 2, 4] {
+        assert!(
+            stdout.contains(&format!("level done: concurrency {c} planned")),
+            "{stdout}"
+        );
+    }
+    assert_eq!(stdout.lines().count(), 3, "each level once: {stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
