@@ -359,11 +359,8 @@ async fn stream_request(
 
     let status = response.status();
     if !status.is_success() {
-        let body = read_error_body(response, target.stall_timeout).await;
-        return Some(Stop::Failed(
-            ErrorClass::Http(status.as_u16()),
-            error_message_from_body(status.as_u16(), &body),
-        ));
+        let message = http_error_message(status.as_u16(), response, target.stall_timeout).await;
+        return Some(Stop::Failed(ErrorClass::Http(status.as_u16()), message));
     }
 
     let mut decoder = Decoder::new(target.wire);
@@ -420,20 +417,55 @@ async fn stream_request(
     }
 }
 
-async fn read_error_body(response: reqwest::Response, limit: Duration) -> Vec<u8> {
+/// One line for an HTTP error answer: the message in its body, or what
+/// became of a body that did not come whole within `limit` (a half-sent
+/// `{"error":` is no message).
+async fn http_error_message(status: u16, response: reqwest::Response, limit: Duration) -> String {
+    let (body, complete) = read_error_body(response, limit).await;
+    if complete {
+        error_message_from_body(status, &body)
+    } else if body.is_empty() {
+        format!("HTTP {status}, no error body within {}", seconds(limit))
+    } else {
+        format!(
+            "HTTP {status}, error body cut short: {}",
+            error_message_from_body(status, &body)
+        )
+    }
+}
+
+/// The error body, at most `ERROR_BODY_LIMIT` bytes of it, and whether it
+/// came whole (or filled the limit) rather than stopping or breaking off.
+async fn read_error_body(response: reqwest::Response, limit: Duration) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     let read = async {
-        while let Some(Ok(bytes)) = stream.next().await {
-            let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
-            body.extend_from_slice(&bytes[..bytes.len().min(room)]);
-            if body.len() >= ERROR_BODY_LIMIT {
-                break;
+        loop {
+            match stream.next().await {
+                Some(Ok(bytes)) => {
+                    let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
+                    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    if body.len() >= ERROR_BODY_LIMIT {
+                        return true;
+                    }
+                }
+                Some(Err(_)) => return false,
+                None => return true,
             }
         }
     };
-    let _ = tokio::time::timeout(limit, read).await;
-    body
+    let complete = tokio::time::timeout(limit, read).await.unwrap_or(false);
+    (body, complete)
+}
+
+/// Seconds for a message: `0.3 s`, `60 s`.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 10.0 || s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{} s", (s * 100.0).round() / 100.0)
+    }
 }
 
 /// Name the failure by the innermost error that says what happened.
@@ -482,8 +514,45 @@ pub fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
         source = e.source();
     }
     match class {
-        ErrorClass::ConnectRefused => format!("connection refused ({innermost})"),
+        ErrorClass::ConnectRefused => say_once("connection refused", &innermost),
         ErrorClass::ConnectionClosed => format!("connection closed mid-request ({innermost})"),
         _ => innermost,
+    }
+}
+
+/// `what (detail)`, or `what` and the rest of `detail` when `detail` starts
+/// with the same words: `connection refused (os error 111)`, not
+/// `connection refused (Connection refused (os error 111))`.
+fn say_once(what: &str, detail: &str) -> String {
+    match detail.get(..what.len()) {
+        Some(head) if head.eq_ignore_ascii_case(what) => {
+            format!("{what}{}", &detail[what.len()..])
+        }
+        _ => format!("{what} ({detail})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_things_once_and_seconds_plainly() {
+        assert_eq!(
+            say_once("connection refused", "Connection refused (os error 111)"),
+            "connection refused (os error 111)"
+        );
+        assert_eq!(
+            say_once("connection refused", "tcp connect error"),
+            "connection refused (tcp connect error)"
+        );
+        assert_eq!(
+            say_once("connection refused", "é"),
+            "connection refused (é)"
+        );
+        assert_eq!(seconds(Duration::from_millis(300)), "0.3 s");
+        assert_eq!(seconds(Duration::from_millis(2500)), "2.5 s");
+        assert_eq!(seconds(Duration::from_secs(60)), "60 s");
+        assert_eq!(seconds(Duration::from_secs_f64(12.7)), "13 s");
     }
 }
