@@ -303,6 +303,10 @@ pub struct SweepArgs {
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub replay_speed: f64,
 
+    /// Multi-turn conversations of K turns: each turn re-sends the history plus a new user message (prefix caches on purpose).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub turns: u32,
+
     /// Search for the capacity under the SLOs (double from 1, then bisect to 10%) instead of a fixed sweep.
     #[arg(long)]
     pub find_capacity: bool,

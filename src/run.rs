@@ -96,6 +96,8 @@ pub struct SweepPlan {
     pub insecure: bool,
     /// `--resume DIR`: the run to continue.
     pub resume: Option<PathBuf>,
+    /// `--turns`: requests per conversation.
+    pub turns: u32,
     /// Profile, range ratio, prompt source, dataset (issue 7).
     pub traffic: Traffic,
 }
@@ -143,6 +145,12 @@ impl SweepPlan {
         }
         if let Some(bad) = args.request_rate.iter().find(|r| r.is_nan() || **r <= 0.0) {
             bail!("--request-rate {bad} must be a positive number of requests per second (or inf)");
+        }
+        if args.turns == 0 || args.turns > 100 {
+            bail!("--turns must be between 1 and 100");
+        }
+        if args.turns > 1 && (open_loop || args.dataset.is_some()) {
+            bail!("--turns runs closed-loop conversations of generated prompts: not with --request-rate, --replay or --dataset");
         }
         if !(args.burstiness.is_finite() && args.burstiness > 0.0 && args.burstiness <= 1000.0) {
             bail!("--burstiness must be a positive number (1 is Poisson), e.g. --burstiness 0.5");
@@ -320,6 +328,7 @@ impl SweepPlan {
             http2: args.http2,
             insecure: args.insecure,
             resume: args.resume.clone(),
+            turns: args.turns,
             traffic,
         })
     }
@@ -721,6 +730,7 @@ async fn prepare_target(
         connect_probe_ms: identity.connect_probe_ms,
         burstiness: plan.burstiness,
         kind: plan.kind().into(),
+        turns: plan.turns,
         traffic: plan.traffic.clone(),
     };
     if let Some(prior) = &prior {
@@ -813,6 +823,7 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
             burstiness: plan.burstiness,
             replay: plan.replay.clone(),
             search: plan.search.clone(),
+            turns: plan.turns,
         },
         run_start,
     )

@@ -469,6 +469,7 @@ mod steering {
             burstiness: 1.0,
             replay: None,
             search: None,
+            turns: 1,
         }
     }
 

@@ -94,7 +94,12 @@ fn sweep(sim: &Sim, dir: &Path, extra: &[&str]) -> Output {
             "--seed",
             "11",
         ])
-        .args(["--random-input-len", "16", "--result-dir"])
+        .args(if extra.contains(&"--random-input-len") {
+            &[][..]
+        } else {
+            &["--random-input-len", "16"][..]
+        })
+        .arg("--result-dir")
         .arg(dir)
         .args(extra)
         .stdin(Stdio::null())
@@ -458,5 +463,111 @@ fn view_follow_shows_levels_as_they_finish() {
         );
     }
     assert_eq!(stdout.lines().count(), 3, "each level once: {stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Prefix caching on purpose: the same 1536-token prompt length, once all
+/// unique and once with a shared 512-token prefix (vLLM's meaning: prefix +
+/// input). The simulator's cache answers the prefix, so there is less to
+/// prefill (20 ms per 1k tokens) and TTFT drops by about a third.
+#[test]
+fn a_shared_prefix_lowers_ttft() {
+    let sim = Sim::with(SimConfig {
+        step_ms: 2.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 20.0,
+        ..SimConfig::default()
+    });
+    let dir = scratch("prefix");
+    let mut ttft = Vec::new();
+    for (prefix, input) in [("0", "1536"), ("512", "1024")] {
+        let results = dir.join(prefix);
+        let out = sweep(
+            &sim,
+            &results,
+            &[
+                "--concurrency",
+                "4",
+                "--num-prompts",
+                "24",
+                "--prefix-len",
+                prefix,
+                "--random-input-len",
+                input,
+                "--random-output-len",
+                "8",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+        let level = read_json(&results.join("sweep-c4.json"));
+        eprintln!(
+            "prefix {prefix} + input {input}: median TTFT {} ms, prompt tokens {}, cache hit rate {}",
+            level["median_ttft_ms"], level["input_len"]["mean"], level["prefix_cache_hit_rate"]
+        );
+        let prompt = f(&level["input_len"], "mean");
+        assert!((prompt - 1536.0).abs() <= 0.02 * 1536.0, "prompt {prompt}");
+        ttft.push(f(&level, "median_ttft_ms"));
+        if prefix == "512" {
+            // 512 of 1536 prompt tokens are shared: a third at most.
+            let rate = f(&level, "prefix_cache_hit_rate");
+            assert!((0.25..=0.34).contains(&rate), "hit rate {rate}");
+        }
+    }
+    assert!(ttft[1] < 0.85 * ttft[0], "TTFT {ttft:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--turns 4`: each turn re-sends the history, so the cache answers a
+/// growing share of its prompt: the hit rate rises turn by turn.
+#[test]
+fn turns_raise_the_cache_hit_rate_turn_by_turn() {
+    let sim = Sim::with(steps(2.0, 256));
+    let dir = scratch("turns");
+    let out = sweep(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "4",
+            "--num-prompts",
+            "32",
+            "--turns",
+            "4",
+            "--random-input-len",
+            "256",
+            "--random-output-len",
+            "32",
+            "--save-prompts",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&dir.join("sweep-c4.json"));
+    let turns = level["turns"].as_array().expect("turns");
+    let rates: Vec<f64> = turns.iter().map(|t| f(t, "cache_hit_rate")).collect();
+    let inputs: Vec<f64> = turns.iter().map(|t| f(t, "mean_input_tokens")).collect();
+    eprintln!("hit rate by turn {rates:?}, prompt tokens {inputs:?}");
+    assert_eq!(turns.len(), 4);
+    assert_eq!(rates[0], 0.0, "a first turn is new to the cache");
+    assert!(rates.windows(2).all(|w| w[1] > w[0]), "{rates:?}");
+    // Turn k sends k user messages of 256 and k-1 replies of 32: 256 + 288 (k-1).
+    for (k, mean) in inputs.iter().enumerate() {
+        let want = 256.0 + 288.0 * k as f64;
+        assert!(
+            (mean - want).abs() <= 0.02 * want,
+            "turn {}: {mean} vs {want}",
+            k + 1
+        );
+    }
+    // --save-prompts: each request's prompt is in requests.jsonl, the last
+    // turns holding the whole history.
+    let jsonl = std::fs::read_to_string(dir.join("requests.jsonl")).expect("jsonl");
+    let fourth = jsonl
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["turn"] == 4)
+        .expect("a fourth turn");
+    let prompt = fourth["prompt"].as_str().expect("prompt saved");
+    assert_eq!(prompt.matches("user: ").count(), 4, "{prompt}");
+    assert_eq!(prompt.matches("assistant: ").count(), 3);
     let _ = std::fs::remove_dir_all(&dir);
 }

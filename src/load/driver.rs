@@ -22,7 +22,8 @@ use crate::analysis::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
 use crate::analysis::search::{CapacitySearch, ProbeResult};
 use crate::record::{Outcome, RequestRecord};
 use crate::stats::summary::level_stats;
-use crate::workload::{Calibration, PromptSpec, Workload};
+use crate::workload::dataset::flatten_messages;
+use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 
 /// Highest concurrency a user can ask for by hand.
 pub const MAX_CONCURRENCY: u32 = 4096;
@@ -160,6 +161,8 @@ pub struct DriverConfig {
     pub replay: Option<Replay>,
     /// `--find-capacity`: levels chosen by the search, instead of the plan.
     pub search: Option<SearchPlan>,
+    /// `--turns`: requests per multi-turn conversation (1: none).
+    pub turns: u32,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -238,6 +241,9 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
         run_ok: 0,
         last_level_all_failed: false,
         fatal: None,
+        turns: config.turns.max(1),
+        conversations: HashMap::new(),
+        ready_turns: std::collections::VecDeque::new(),
         run_start,
         events: event_tx,
         cancel: cancel_tx,
@@ -323,6 +329,16 @@ impl OpenLoop {
     }
 }
 
+/// A `--turns` conversation between its turns.
+#[derive(Default)]
+struct Conversation {
+    /// Turns sent so far.
+    turn: u32,
+    messages: Vec<ChatMessage>,
+    /// Estimated prompt tokens of the history plus the new message.
+    input_tokens: u32,
+}
+
 /// `--find-capacity` as it runs.
 struct SearchState {
     search: CapacitySearch,
@@ -379,6 +395,12 @@ struct Driver {
     last_level_all_failed: bool,
     /// Why the run stops on its own (every request failing).
     fatal: Option<String>,
+    /// `--turns`: requests per conversation (1: single requests).
+    turns: u32,
+    /// Conversations with a turn in flight, by request id.
+    conversations: HashMap<u64, Conversation>,
+    /// Conversations whose answer is back, waiting for a free stream.
+    ready_turns: std::collections::VecDeque<Conversation>,
 }
 
 /// Warmup records carry this level index; they never reach the recorder.
@@ -487,8 +509,11 @@ impl Driver {
             while sent < total && (self.tasks.len() as u32) < concurrency && !self.stopping {
                 let words = self.workload.warmup_words(sent as usize);
                 let prompt = self.workload.prompt_of_words(words);
-                let id = self.spawn_request(WARMUP_LEVEL, &prompt, None);
-                words_of.insert(id, words);
+                let id = self.spawn_request(WARMUP_LEVEL, &prompt, None, None);
+                // All the words sent, the shared prefix's too: fitted on the
+                // unique part alone, the prefix would pass for template
+                // overhead and every prompt would come out short by it.
+                words_of.insert(id, prompt.words);
                 sent += 1;
             }
             if self.tasks.is_empty() {
@@ -555,6 +580,7 @@ impl Driver {
         level: usize,
         prompt: &PromptSpec,
         scheduled: Option<Instant>,
+        turn: Option<u32>,
     ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
@@ -565,15 +591,19 @@ impl Driver {
             input_tokens_target: prompt.input_tokens_target,
             max_tokens: prompt.max_tokens,
             scheduled,
-            turn: None,
+            turn,
         };
         let target = self.target.clone();
         let cancel = self.cancel.subscribe();
         let run_start = self.run_start;
+        // --save-prompts only (never by default: prompts can be private data).
+        let saved_prompt = self.workload.save_prompts().then(|| prompt.text.clone());
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let handle = self
-            .tasks
-            .spawn(async move { execute(&target, request, run_start, cancel).await });
+        let handle = self.tasks.spawn(async move {
+            let mut record = execute(&target, request, run_start, cancel).await;
+            record.prompt = saved_prompt;
+            record
+        });
         self.task_levels.insert(handle.id(), level);
         id
     }
@@ -734,8 +764,21 @@ impl Driver {
             } else {
                 None
             };
-            let prompt = self.prompt_for(index);
-            self.spawn_request(index, &prompt, scheduled);
+            let (prompt, conversation) = if self.turns > 1 {
+                let (prompt, conversation) = self.next_turn();
+                (prompt, Some(conversation))
+            } else {
+                (self.prompt_for(index), None)
+            };
+            let id = self.spawn_request(
+                index,
+                &prompt,
+                scheduled,
+                conversation.as_ref().map(|c| c.turn),
+            );
+            if let Some(conversation) = conversation {
+                self.conversations.insert(id, conversation);
+            }
             if let Some(open) = self.open_loop.as_mut().filter(|_| open_loop) {
                 open.advance();
             }
@@ -743,6 +786,53 @@ impl Driver {
             level.dispatched += 1;
             level.in_flight += 1;
         }
+    }
+
+    /// `--turns`: the next turn of a conversation whose answer is back, or
+    /// the first of a new one. Each turn re-sends the history and adds a new
+    /// user message of the input length.
+    fn next_turn(&mut self) -> (PromptSpec, Conversation) {
+        let mut conversation = self.ready_turns.pop_front().unwrap_or_default();
+        let user = self.workload.next_prompt();
+        conversation.turn += 1;
+        conversation.input_tokens += user.input_tokens_target;
+        conversation.messages.push(ChatMessage {
+            role: "user".into(),
+            content: user.text,
+        });
+        let prompt = PromptSpec {
+            text: flatten_messages(&conversation.messages),
+            words: user.words,
+            input_tokens_target: conversation.input_tokens,
+            max_tokens: user.max_tokens,
+            messages: Some(conversation.messages.clone()),
+        };
+        (prompt, conversation)
+    }
+
+    /// A turn came back: its conversation goes on with the answer in its
+    /// history, unless it failed or was the last turn.
+    fn continue_conversation(&mut self, record: &RequestRecord) {
+        let Some(mut conversation) = self.conversations.remove(&record.id) else {
+            return;
+        };
+        if !record.is_ok() || conversation.turn >= self.turns {
+            return;
+        }
+        // The reply's text is not kept (the hot path keeps no content); a
+        // stand-in of the same length takes its place. A prefix cache then
+        // hits through the previous user message, not through the reply.
+        let words = self
+            .workload
+            .calibration
+            .words_for(record.output_tokens.max(1));
+        let reply = self.workload.prompt_of_words(words);
+        conversation.input_tokens += record.output_tokens;
+        conversation.messages.push(ChatMessage {
+            role: "assistant".into(),
+            content: reply.text,
+        });
+        self.ready_turns.push_back(conversation);
     }
 
     /// The next measured prompt: a replay entry's lengths (or text), else
@@ -914,6 +1004,9 @@ impl Driver {
             }
         }
         if let Some(record) = record {
+            if self.turns > 1 {
+                self.continue_conversation(&record);
+            }
             self.emit(DriverEvent::Record(record));
         }
     }

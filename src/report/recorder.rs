@@ -31,6 +31,7 @@ use crate::run::DecisionConfig;
 use crate::stats::lateness::Lateness;
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::summary::{level_stats, LevelStats};
+use crate::stats::turns::{by_turn, cache_hit_rate, TurnStats};
 use crate::workload::profile::AchievedLengths;
 use crate::workload::Calibration;
 
@@ -82,6 +83,8 @@ pub struct RunInfo {
     pub burstiness: f64,
     /// `--find-capacity`, `--request-rate`, `--replay`, or "sweep".
     pub kind: String,
+    /// `--turns`: requests per conversation (1: single requests).
+    pub turns: u32,
 }
 
 impl RunInfo {
@@ -105,6 +108,7 @@ impl RunInfo {
             "rounds": self.decision.rounds,
             "connect_probe_ms": self.connect_probe_ms.map(round3),
             "kind": self.kind,
+            "turns": self.turns,
             "burstiness": self.burstiness,
             "slo": {
                 "ttft_p99_ms": self.decision.slo.ttft_p99_ms,
@@ -150,6 +154,10 @@ pub struct FinishedLevel {
     pub achieved: AchievedLengths,
     /// Open loop: how late requests went out against their schedule.
     pub lateness: Option<Lateness>,
+    /// `--turns`: TTFT and prefix-cache hits turn by turn.
+    pub turns: Vec<TurnStats>,
+    /// Prompt tokens the server's prefix cache answered, where it said.
+    pub cache_hit_rate: Option<f64>,
 }
 
 impl FinishedLevel {
@@ -437,6 +445,8 @@ impl Recorder {
             file: None,
             achieved: achieved_lengths(&open.records),
             lateness,
+            turns: by_turn(&open.records),
+            cache_hit_rate: cache_hit_rate(&open.records.iter().collect::<Vec<_>>()),
         };
         if level.stats.completed + level.stats.failed > 0 {
             let name = self.next_level_file_name(&level);
@@ -490,6 +500,18 @@ impl Recorder {
         }
         if let Some(lateness) = &level.lateness {
             map.insert("send_lateness".into(), lateness.to_json());
+        }
+        if !level.turns.is_empty() {
+            map.insert(
+                "turns".into(),
+                Value::Array(level.turns.iter().map(TurnStats::to_json).collect()),
+            );
+        }
+        if let Some(rate) = level.cache_hit_rate {
+            map.insert(
+                "prefix_cache_hit_rate".into(),
+                json!((rate * 10_000.0).round() / 10_000.0),
+            );
         }
         if let Some(timeline) = level.info.timeline {
             map.insert(

@@ -45,6 +45,36 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     if s.cancelled > 0 {
         line(&mut out, "Cancelled requests:", s.cancelled.to_string());
     }
+    if !level.turns.is_empty() {
+        let _ = writeln!(out, "{:-^50}", "By turn");
+        for t in &level.turns {
+            line(
+                &mut out,
+                &format!(
+                    "Turn {} ({} done) TTFT p50 / p99 (ms):",
+                    t.turn, t.completed
+                ),
+                format!("{} / {}", opt2(t.p50_ttft_ms), opt2(t.p99_ttft_ms)),
+            );
+            if let Some(rate) = t.cache_hit_rate {
+                line(
+                    &mut out,
+                    &format!("Turn {} prefix cache hits:", t.turn),
+                    format!(
+                        "{:.1}% of {:.0} prompt tokens",
+                        rate * 100.0,
+                        t.mean_input_tokens
+                    ),
+                );
+            }
+        }
+    } else if let Some(rate) = level.cache_hit_rate {
+        line(
+            &mut out,
+            "Prefix cache hits:",
+            format!("{:.1}% of prompt tokens", rate * 100.0),
+        );
+    }
     if let Some(late) = &level.lateness {
         line(
             &mut out,

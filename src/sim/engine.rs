@@ -171,6 +171,8 @@ pub(crate) struct Seq<T> {
     /// Preempted at least once (its readmissions stay out of the prefix-cache
     /// counters, as vLLM keeps them out of its main ones).
     pub preempted: bool,
+    /// Prompt tokens the prefix cache answered at admission (None: no cache).
+    pub cached: Option<u64>,
 }
 
 impl<T> Seq<T> {
@@ -181,6 +183,7 @@ impl<T> Seq<T> {
             generated: 0,
             payload,
             blocks: Vec::new(),
+            cached: None,
             booked: 0,
             preempted: false,
         }
@@ -299,9 +302,11 @@ impl<T> Scheduler<T> {
 
     /// The payloads of the last `n` sequences to join the batch (those a
     /// [`Scheduler::begin_step`] that admitted `n` has just added).
-    pub fn newest_running_mut(&mut self, n: usize) -> impl Iterator<Item = &mut T> {
+    pub fn newest_running_mut(&mut self, n: usize) -> impl Iterator<Item = (&mut T, Option<u64>)> {
         let from = self.running.len().saturating_sub(n);
-        self.running[from..].iter_mut().map(|s| &mut s.payload)
+        self.running[from..]
+            .iter_mut()
+            .map(|s| (&mut s.payload, s.cached))
     }
 
     /// Drop waiting sequences for which `keep` is false (e.g. the client went away).
@@ -356,6 +361,7 @@ impl<T> Scheduler<T> {
                 if !seq.preempted {
                     cache_queries = cache_queries.saturating_add(seq.prompt_tokens);
                     cache_hits += hit;
+                    seq.cached = Some(hit);
                 }
                 self.cache.touch(&seq.blocks);
             }
@@ -424,6 +430,9 @@ pub(crate) trait TokenSink: Send + 'static {
     /// (the prefill of the prompts admitted with it, noise included) were prefill: the
     /// personalities that report server-side timings start their clocks here.
     fn admitted(&mut self, _at: Instant, _prefill_ms: f64) {}
+    /// The prefix cache answered `tokens` of the prompt (vLLM reports them in
+    /// `usage.prompt_tokens_details.cached_tokens`).
+    fn prompt_cached(&mut self, _tokens: u64) {}
 }
 
 /// A request handed to the engine.
@@ -516,8 +525,11 @@ pub(crate) async fn run<S: TokenSink>(
                 0.0
             };
             let at = Instant::now();
-            for sink in sched.newest_running_mut(plan.admitted) {
+            for (sink, cached) in sched.newest_running_mut(plan.admitted) {
                 sink.admitted(at, prefill_ms);
+                if let Some(tokens) = cached {
+                    sink.prompt_cached(tokens);
+                }
             }
         }
         elapsed_ms += step_ms;

@@ -322,6 +322,8 @@ pub(crate) struct ChunkFormat {
     /// (`delta.reasoning_content`), and usage reports them in
     /// `completion_tokens_details.reasoning_tokens` ([`super::SimConfig::reasoning_tokens`]).
     reasoning: u64,
+    /// Prompt tokens the prefix cache answered, once admitted with a cache on.
+    pub cached_tokens: Option<u64>,
 }
 
 impl ChunkFormat {
@@ -343,6 +345,7 @@ impl ChunkFormat {
             continuous_usage: req.continuous_usage,
             finish_reason: "length",
             reasoning: 0,
+            cached_tokens: None,
         }
     }
 
@@ -375,6 +378,12 @@ impl ChunkFormat {
                 buf,
                 ",\"completion_tokens_details\":{{\"reasoning_tokens\":{}}}",
                 self.reasoning.min(completion_tokens)
+            );
+        }
+        if let Some(cached) = self.cached_tokens {
+            let _ = write!(
+                buf,
+                ",\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}"
             );
         }
         buf.put_slice(b"}");
@@ -518,6 +527,12 @@ pub(crate) fn eos_length(mean: f64, seed: u64, n: u64) -> Option<u64> {
 }
 
 impl TokenSink for Sink {
+    fn prompt_cached(&mut self, tokens: u64) {
+        if let Sink::Stream(s) = self {
+            s.fmt.cached_tokens = Some(tokens);
+        }
+    }
+
     fn admitted(&mut self, at: std::time::Instant, prefill_ms: f64) {
         match self {
             Sink::Ollama(s) => s.admitted(at, prefill_ms),

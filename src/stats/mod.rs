@@ -14,6 +14,7 @@ pub mod live;
 pub mod metrics;
 pub mod percentile;
 pub mod summary;
+pub mod turns;
 
 pub use live::{LiveWindow, Quantiles, SecondStats};
 pub use metrics::{request_timing, RequestTiming};

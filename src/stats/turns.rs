@@ -1,0 +1,126 @@
+//! Multi-turn runs (`--turns`) and prefix caches: time to first token and
+//! the share of prompt tokens the server's cache answered, turn by turn.
+//! The hit rate counts only requests whose server said how many prompt
+//! tokens came from its cache (vLLM's `prompt_tokens_details.cached_tokens`,
+//! llama.cpp's `cache_n`).
+
+use serde_json::{json, Value};
+
+use crate::record::RequestRecord;
+use crate::stats::percentile::percentile_sorted;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnStats {
+    /// 1-based; 0 gathers requests outside any conversation.
+    pub turn: u32,
+    /// Completed requests of this turn.
+    pub completed: usize,
+    pub p50_ttft_ms: Option<f64>,
+    pub p99_ttft_ms: Option<f64>,
+    /// Mean prompt tokens (the server's count where given).
+    pub mean_input_tokens: f64,
+    /// cached / prompt tokens, over the requests whose server said.
+    pub cache_hit_rate: Option<f64>,
+}
+
+impl TurnStats {
+    pub fn to_json(&self) -> Value {
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+        json!({
+            "turn": self.turn,
+            "completed": self.completed,
+            "p50_ttft_ms": self.p50_ttft_ms.map(r3),
+            "p99_ttft_ms": self.p99_ttft_ms.map(r3),
+            "mean_input_tokens": r3(self.mean_input_tokens),
+            "cache_hit_rate": self.cache_hit_rate.map(|x| (x * 10_000.0).round() / 10_000.0),
+        })
+    }
+}
+
+/// Completed requests grouped by turn, in turn order. Empty when no
+/// request belongs to a conversation.
+pub fn by_turn(records: &[RequestRecord]) -> Vec<TurnStats> {
+    let mut turns: Vec<u32> = records.iter().filter_map(|r| r.turn).collect();
+    turns.sort_unstable();
+    turns.dedup();
+    turns
+        .into_iter()
+        .filter_map(|turn| {
+            let of_turn: Vec<&RequestRecord> = records
+                .iter()
+                .filter(|r| r.turn == Some(turn) && r.is_ok())
+                .collect();
+            (!of_turn.is_empty()).then(|| stats_of(turn, &of_turn))
+        })
+        .collect()
+}
+
+/// cached / prompt tokens over completed requests whose server said.
+pub fn cache_hit_rate(records: &[&RequestRecord]) -> Option<f64> {
+    let (mut cached, mut prompt) = (0u64, 0u64);
+    for r in records.iter().filter(|r| r.is_ok()) {
+        if let (Some(c), Some(p)) = (r.cached_tokens, r.input_tokens_reported) {
+            cached += u64::from(c);
+            prompt += u64::from(p);
+        }
+    }
+    (prompt > 0).then(|| cached as f64 / prompt as f64)
+}
+
+fn stats_of(turn: u32, records: &[&RequestRecord]) -> TurnStats {
+    let mut ttft: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.ttft)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .collect();
+    ttft.sort_by(f64::total_cmp);
+    let inputs: f64 = records.iter().map(|r| f64::from(r.input_tokens())).sum();
+    TurnStats {
+        turn,
+        completed: records.len(),
+        p50_ttft_ms: percentile_sorted(&ttft, 50.0),
+        p99_ttft_ms: percentile_sorted(&ttft, 99.0),
+        mean_input_tokens: inputs / records.len() as f64,
+        cache_hit_rate: cache_hit_rate(records),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn rec(turn: u32, ttft_ms: u64, prompt: u32, cached: Option<u32>) -> RequestRecord {
+        let mut r = RequestRecord::empty(0, 0);
+        r.turn = Some(turn);
+        r.ttft = Some(Duration::from_millis(ttft_ms));
+        r.input_tokens_reported = Some(prompt);
+        r.cached_tokens = cached;
+        r
+    }
+
+    #[test]
+    fn ttft_and_hit_rate_by_turn() {
+        let records = [
+            rec(1, 10, 100, Some(0)),
+            rec(1, 20, 100, Some(0)),
+            rec(2, 8, 300, Some(96)),
+            rec(2, 12, 300, Some(160)),
+            // A server that did not say: left out of the rate, not counted as 0.
+            rec(2, 30, 300, None),
+        ];
+        let turns = by_turn(&records);
+        assert_eq!(turns.len(), 2);
+        assert_eq!(turns[0].turn, 1);
+        assert_eq!(turns[0].p50_ttft_ms, Some(15.0));
+        assert_eq!(turns[0].cache_hit_rate, Some(0.0));
+        assert_eq!(turns[1].completed, 3);
+        // (96 + 160) / (300 + 300) = 0.42666...
+        let rate = turns[1].cache_hit_rate.expect("rate");
+        assert!((rate - 256.0 / 600.0).abs() < 1e-12, "{rate}");
+        assert_eq!(turns[1].mean_input_tokens, 300.0);
+        // p50 of [8, 12, 30] = 12.
+        assert_eq!(turns[1].p50_ttft_ms, Some(12.0));
+        assert!(by_turn(&[RequestRecord::empty(0, 0)]).is_empty());
+    }
+}
