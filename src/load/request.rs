@@ -5,6 +5,9 @@
 //! downstream measures.
 
 use std::error::Error as StdError;
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,6 +26,35 @@ use crate::stats::metrics::request_timing;
 /// Fresh-connection retries of a request whose pooled connection was closed
 /// before any response byte.
 const STALE_CONNECTION_RETRIES: u8 = 1;
+
+/// Names each request, so a server's logs (vLLM with
+/// `--enable-request-id-headers`, the simulator's `--emission-log`) can be
+/// matched to `requests.jsonl`: `tokbench-<process nonce>-<record id>`.
+const X_REQUEST_ID: &str = "x-request-id";
+
+/// The `X-Request-Id` of record `id`: unique across processes too (a
+/// server that uses it as its own request id must not see one twice).
+pub fn request_id_header(id: u64) -> HeaderValue {
+    static NONCE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let nonce = *NONCE.get_or_init(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() ^ d.as_secs() as u32);
+        t ^ std::process::id().rotate_left(16)
+    });
+    HeaderValue::try_from(format!("tokbench-{nonce:08x}-{id}"))
+        .expect("ASCII letters, digits and dashes make a header value")
+}
+
+/// The record id at the end of an `X-Request-Id` that tokbench sent.
+pub fn record_id_of_request_id(request_id: &str) -> Option<u64> {
+    request_id
+        .strip_prefix("tokbench-")?
+        .rsplit_once('-')?
+        .1
+        .parse()
+        .ok()
+}
 
 /// Most bytes of an HTTP error body we read to find its message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -247,15 +279,8 @@ pub async fn execute(
         arrivals: Vec::with_capacity(request.max_tokens.min(4096) as usize + 2),
         ..StreamTally::default()
     };
-    let stop = tokio::select! {
-        biased;
-        _ = cancelled(&mut cancel) => Some(Stop::Cancelled),
-        _ = tokio::time::sleep_until(deadline) => Some(Stop::Failed(
-            ErrorClass::Timeout,
-            format!("no complete answer within {:.0} s (--request-timeout)", target.request_timeout.as_secs_f64()),
-        )),
-        stop = stream_request(target, request.body, t0, &mut record, &mut tally) => stop,
-    };
+    let work = stream_request(target, request.body, t0, &mut record, &mut tally);
+    let stop = unless_cancelled_or_late(&mut cancel, deadline, target.request_timeout, work).await;
     record.end = run_start.elapsed();
 
     let (output_tokens, source) = tally.output_tokens();
@@ -318,6 +343,46 @@ async fn cancelled(cancel: &mut watch::Receiver<bool>) {
     let _ = cancel.wait_for(|stop| *stop).await;
 }
 
+/// `work`'s result, unless the run is cancelled or `deadline` passes first
+/// (checked in that order, as a biased `select!` would). Unlike `select!`,
+/// which polls every branch on every wakeup (a lock in the watch's notifier
+/// and a timer-waker registration per chunk), the cancel signal and the
+/// deadline are polled once to register their wakers, and again only when
+/// they can have fired: an atomic load each per wakeup.
+async fn unless_cancelled_or_late(
+    cancel: &mut watch::Receiver<bool>,
+    deadline: tokio::time::Instant,
+    limit: Duration,
+    work: impl Future<Output = Option<Stop>>,
+) -> Option<Stop> {
+    let signal = cancel.clone();
+    let mut cancelled = pin!(cancelled(cancel));
+    let mut late = pin!(tokio::time::sleep_until(deadline));
+    let mut work = pin!(work);
+    let mut first = true;
+    poll_fn(|cx| {
+        // `has_changed` is Ok(false) until a value is sent, Err once the
+        // driver is gone: either way the cancel future then decides.
+        if (first || !matches!(signal.has_changed(), Ok(false)))
+            && cancelled.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Some(Stop::Cancelled));
+        }
+        if (first || late.is_elapsed()) && late.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Stop::Failed(
+                ErrorClass::Timeout,
+                format!(
+                    "no complete answer within {:.0} s (--request-timeout)",
+                    limit.as_secs_f64()
+                ),
+            )));
+        }
+        first = false;
+        work.as_mut().poll(cx)
+    })
+    .await
+}
+
 /// Send the request and read its stream into `tally`. Returns None when the
 /// stream ended by itself (judged by the caller), or how it broke.
 async fn stream_request(
@@ -333,11 +398,13 @@ async fn stream_request(
     // comes back. Like curl, send once more on a fresh connection; the
     // request was never read, and t0 stays the first attempt's.
     let mut attempt = 0;
+    let request_id = request_id_header(record.id);
     let response = loop {
         let mut builder = target
             .client
             .post(target.url.clone())
             .header(CONTENT_TYPE, "application/json")
+            .header(X_REQUEST_ID, request_id.clone())
             .body(body.clone());
         if let Some(auth) = &target.authorization {
             builder = builder.header(AUTHORIZATION, auth.clone());
@@ -366,23 +433,48 @@ async fn stream_request(
     let mut decoder = Decoder::new(target.wire);
     let mut events = Vec::with_capacity(4);
     let mut stream = response.bytes_stream();
+    // The stall timer: one per stream, armed for the last bytes' time plus
+    // the limit and re-armed only when it fires (a timer per read would cost
+    // a wheel insert and removal per chunk).
+    let mut last_bytes = Instant::now();
+    let mut stall = pin!(tokio::time::sleep_until(
+        (last_bytes + target.stall_timeout).into()
+    ));
+    let mut stall_armed = false;
     loop {
-        let next = match tokio::time::timeout(target.stall_timeout, stream.next()).await {
-            Ok(next) => next,
-            Err(_) => {
-                return Some(Stop::Failed(
-                    ErrorClass::Stalled,
-                    format!(
-                        "stream sent nothing for {:.0} s (--stall-timeout)",
-                        target.stall_timeout.as_secs_f64()
-                    ),
-                ))
+        let next = poll_fn(|cx| {
+            if let Poll::Ready(next) = stream.poll_next_unpin(cx) {
+                return Poll::Ready(Some(next));
             }
+            if !stall_armed || stall.is_elapsed() {
+                let due = last_bytes + target.stall_timeout;
+                if Instant::now() >= due {
+                    return Poll::Ready(None);
+                }
+                stall.as_mut().reset(due.into());
+                stall_armed = true;
+                if stall.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        let Some(next) = next else {
+            return Some(Stop::Failed(
+                ErrorClass::Stalled,
+                format!(
+                    "stream sent nothing for {:.0} s (--stall-timeout)",
+                    target.stall_timeout.as_secs_f64()
+                ),
+            ));
         };
         match next {
             Some(Ok(bytes)) => {
                 // The arrival time is taken before the bytes are parsed.
-                let at = t0.elapsed();
+                let now = Instant::now();
+                let at = now.saturating_duration_since(t0);
+                last_bytes = now;
                 if let Err(e) = decoder.feed(&bytes, &mut events) {
                     return Some(Stop::Failed(ErrorClass::MalformedStream, e));
                 }

@@ -187,7 +187,7 @@ impl SseParser {
                 bytes = &bytes[1..];
             }
         }
-        while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(end) = find_line_end(bytes) {
             let line = &bytes[..end];
             let mut next = end + 1;
             if bytes[end] == b'\r' {
@@ -283,9 +283,65 @@ impl SseParser {
     }
 }
 
+/// Index of the first `\n` or `\r`: eight bytes at a time (SWAR), since
+/// every byte of the stream passes through here.
+#[inline]
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const LF: u64 = ONES * b'\n' as u64;
+    const CR: u64 = ONES * b'\r' as u64;
+    // A byte of `w` is zero -> its high bit is set in the result (exact for
+    // the lowest such byte, which is the one we want).
+    let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let mut i = 0;
+    while i + 8 <= bytes.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[i..i + 8]);
+        let w = u64::from_le_bytes(word);
+        let hits = zero(w ^ LF) | zero(w ^ CR);
+        if hits != 0 {
+            return Some(i + (hits.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    bytes[i..]
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|p| i + p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_end_search_agrees_with_a_byte_loop() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'\n' || c == b'\r');
+        // Every position of each line ending, in buffers of every length up
+        // to 40, with bytes around that differ from the ending by one bit
+        // (0x0B, 0x0C, 0x0E, 0x8A, 0x8D) to catch a sloppy zero-byte test.
+        for len in 0..40 {
+            for fill in [b'a', 0x0B, 0x0C, 0x0E, 0x8A, 0x8D, 0x00, 0xFF] {
+                let mut buf = vec![fill; len];
+                assert_eq!(find_line_end(&buf), naive(&buf));
+                for pos in 0..len {
+                    for end in [b'\n', b'\r'] {
+                        buf[pos] = end;
+                        assert_eq!(find_line_end(&buf), naive(&buf), "{len} {pos} {fill}");
+                        // A second ending after the first changes nothing.
+                        if pos + 1 < len {
+                            let keep = buf[pos + 1];
+                            buf[pos + 1] = b'\n';
+                            assert_eq!(find_line_end(&buf), Some(pos));
+                            buf[pos + 1] = keep;
+                        }
+                        buf[pos] = fill;
+                    }
+                }
+            }
+        }
+    }
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum Ev {
