@@ -266,7 +266,10 @@ async fn default_timings_show_the_article_shape() {
     );
     // Stdout ends with the sweep table titled with the shape.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("in 128 / out 128, ignore_eos"), "{stdout}");
+    assert!(
+        stdout.contains("in 128 / out 128, profile custom, ignore_eos"),
+        "{stdout}"
+    );
     assert!(stdout.contains("TTFT p99 ms"), "{stdout}");
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);

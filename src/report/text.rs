@@ -8,12 +8,20 @@ use crate::load::driver::Mode;
 use crate::stats::percentile::percentile_label;
 use crate::stats::summary::Distribution;
 
-/// `in 1024 / out 1024, ignore_eos`: written next to every table of numbers.
+/// `in 1024 / out 1024, profile balanced, ignore_eos`: written next to every table of numbers.
 pub fn shape_line(run: &RunInfo) -> String {
+    let shape = match &run.traffic.dataset {
+        Some(d) => format!(
+            "dataset {}, out {} unless the record says",
+            d.name, run.output_len
+        ),
+        None => format!(
+            "in {} / out {}, profile {}",
+            run.input_len, run.output_len, run.traffic.profile
+        ),
+    };
     format!(
-        "in {} / out {}{}",
-        run.input_len,
-        run.output_len,
+        "{shape}{}",
         if run.ignore_eos {
             ", ignore_eos"
         } else {

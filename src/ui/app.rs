@@ -52,6 +52,8 @@ pub struct RunView {
     /// When the run started (`run.started_at` of a saved summary); the live
     /// view shows its clock instead.
     pub started_at: Option<String>,
+    /// The traffic shape's name (`--profile`, or `dataset FILE`), when known.
+    pub profile: Option<String>,
 }
 
 /// `k=v` pairs of a JSON object, one space apart; `None` when empty.
@@ -82,6 +84,10 @@ impl RunView {
             plan: p.plan.levels.iter().map(|l| l.concurrency).collect(),
             result_dir: p.result_dir.display().to_string(),
             started_at: None,
+            profile: Some(match &p.plan.traffic.dataset {
+                Some(d) => format!("dataset {}", d.name),
+                None => format!("profile {}", p.plan.traffic.profile),
+            }),
         }
         .sanitized()
     }
@@ -97,6 +103,7 @@ impl RunView {
         ] {
             *s = one_line(s);
         }
+        self.profile = self.profile.as_deref().map(one_line);
         self.engine_version = self.engine_version.as_deref().map(one_line);
         self.knobs = self.knobs.as_deref().map(one_line);
         self.started_at = self.started_at.as_deref().map(one_line);
@@ -934,6 +941,7 @@ pub(crate) mod tests {
             plan: vec![1, 4, 16, 32, 64, 128],
             result_dir: "results/20261129-191400".into(),
             started_at: None,
+            profile: None,
         }
     }
 

@@ -359,6 +359,13 @@ fn header_parts(
         p.strong,
     ));
     parts.push(Part::text(0, run.shape(), p.strong));
+    if let Some(profile) = &run.profile {
+        parts.push(Part::text(
+            prio(3, 9, |r| format!("{:?}", r.profile)),
+            ellipsize(profile, name_room),
+            p.text,
+        ));
+    }
     if let Some(ignore_eos) = run.ignore_eos {
         parts.push(Part::text(
             prio(4, 10, |r| format!("{:?}", r.ignore_eos)),

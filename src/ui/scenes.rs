@@ -271,6 +271,7 @@ pub fn article_run(simulated: bool) -> RunView {
         plan: ARTICLE.iter().map(|s| s.concurrency).collect(),
         result_dir: "results/20261129-191400".into(),
         started_at: None,
+        profile: None,
     }
 }
 

@@ -205,6 +205,7 @@ fn empty_run() -> RunView {
         plan: Vec::new(),
         result_dir: String::new(),
         started_at: None,
+        profile: None,
     }
 }
 
@@ -326,6 +327,10 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
         plan,
         result_dir: folder.display().to_string(),
         started_at: run.started_at.clone(),
+        profile: run
+            .dataset()
+            .map(|d| format!("dataset {d}"))
+            .or_else(|| run.profile.as_ref().map(|p| format!("profile {p}"))),
     }
     .sanitized();
 
