@@ -5,16 +5,25 @@
 //!
 //! Run: `cargo bench --bench client_cpu` (prints a table; asserts nothing).
 //! The figure is the whole `tokbench sweep` process as the kernel accounts
-//! it (getrusage of the waited child): start-up, preflight, warmup, every
-//! statistic and every `requests.jsonl` line included.
+//! it (getrusage of the waited child, user + system): start-up, preflight,
+//! warmup, every statistic and every `requests.jsonl` line included. The
+//! simulator is another process and is not counted. The first row is a
+//! one-request sweep: the fixed cost of a run (start-up, preflight, files),
+//! which the other rows include once.
+//!
+//! `TOKBENCH_BIN=path/to/tokbench` measures another build (an A/B of two
+//! commits on the same machine state).
 
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tokbench");
 const OUTPUT_LEN: u32 = 1000;
+
+fn bin() -> String {
+    std::env::var("TOKBENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tokbench").to_owned())
+}
 
 fn main() {
     let pin = has_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
@@ -53,7 +62,15 @@ fn main() {
         "{:>11} {:>9} {:>10} {:>14} {:>15} {:>14}",
         "concurrency", "requests", "tokens", "client CPU s", "CPU s/M tokens", "tokens/s/core"
     );
-    for (concurrency, requests) in [(1u32, 40u32), (256, 1024)] {
+    // (concurrency, measured requests of OUTPUT_LEN tokens, plus a warmup of
+    // one request per stream); 0 requests: the fixed cost of a run, one
+    // request of 16 tokens and no warmup.
+    for (concurrency, requests) in [(1u32, 0u32), (1, 250), (256, 1024)] {
+        let (requests, warmup, output_len) = if requests == 0 {
+            (1, 0, 16)
+        } else {
+            (requests, concurrency, OUTPUT_LEN)
+        };
         let dir = std::env::temp_dir().join(format!(
             "tokbench-bench-{}-{concurrency}",
             std::process::id()
@@ -73,11 +90,11 @@ fn main() {
                 "--num-prompts",
                 &requests.to_string(),
                 "--warmup",
-                &concurrency.to_string(),
+                &warmup.to_string(),
                 "--random-input-len",
                 "16",
                 "--random-output-len",
-                &OUTPUT_LEN.to_string(),
+                &output_len.to_string(),
                 "--result-dir",
                 &dir.display().to_string(),
             ],
@@ -89,7 +106,7 @@ fn main() {
         assert!(status.success(), "sweep failed: {status}");
         // Warmup requests stream too: count their tokens with the measured ones.
         let measured = total_output_tokens(&dir.join(format!("sweep-c{concurrency}.json")));
-        let tokens = measured + u64::from(concurrency) * u64::from(OUTPUT_LEN);
+        let tokens = measured + u64::from(warmup) * u64::from(output_len);
         println!(
             "{:>11} {:>9} {:>10} {:>14.3} {:>15.3} {:>14.0}",
             concurrency,
@@ -119,10 +136,10 @@ fn spawn_pinned(core: Option<&str>, args: &[&str]) -> Child {
     let mut cmd = match core {
         Some(core) => {
             let mut c = Command::new("taskset");
-            c.args(["-c", core, BIN]);
+            c.args(["-c", core, &bin()]);
             c
         }
-        None => Command::new(BIN),
+        None => Command::new(bin()),
     };
     cmd.args(args)
         .stdin(Stdio::null())

@@ -1,0 +1,379 @@
+//! Timing error: how late tokbench's real request path sees each chunk, against
+//! a paced simulator that records when it wrote every chunk.
+//!
+//! Run: `cargo bench --bench timing_error` (prints a table; asserts nothing).
+//!
+//! In one process: the simulator (`--step-ms 20`, nothing else costs time, its
+//! emission log on) runs on its own tokio runtime on a thread pinned to core 1;
+//! the client is tokbench's own load path (`load::request::execute` with the
+//! HTTP client settings of a sweep) on a multi-thread runtime pinned to core 0,
+//! as `taskset -c 0 tokbench sweep` would run. Both clocks are CLOCK_MONOTONIC,
+//! so the client's recorded figures can be compared with the simulator's
+//! write times directly:
+//! - lateness: each chunk's arrival (t0 + TTFT + the recorded gaps) minus the
+//!   time the simulator handed that chunk to its connection;
+//! - TTFT error: the first chunk's lateness, one sample per request;
+//! - ITL error: each recorded gap minus the emitted gap (absolute value).
+//!
+//! Streams are matched by the `X-Request-Id` tokbench sends; chunk k of a
+//! stream is frame k of the simulator's response. Each stream first sends one
+//! unmeasured warmup request (as a sweep's `--warmup` does), so connections
+//! are open when the measured requests go out together.
+//!
+//! The figures include whatever else the machine is doing: on a shared or
+//! virtual machine, run it quiet, or under `chrt -f 20` to keep other
+//! processes from preempting the client and simulator threads.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokbench::load::request::{execute, record_id_of_request_id, PreparedRequest, Target};
+use tokbench::load::Wire;
+use tokbench::protocol::openai::{request_body, Api};
+use tokbench::record::RequestRecord;
+use tokbench::sim::emission::monotonic_ns;
+use tokbench::sim::{self, EmissionLog, SimConfig};
+
+const STEP_MS: f64 = 20.0;
+const OUTPUT_LEN: u32 = 100;
+/// Warmup requests' ids start here.
+const WARMUP_IDS: u64 = 1 << 40;
+
+/// (concurrency, rounds): every stream sends `rounds` requests back to back.
+const LEVELS: [(usize, usize); 3] = [(1, 10), (256, 2), (1024, 1)];
+
+fn main() {
+    let fd_limit = raise_fd_limit();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pinned = cores >= 2;
+    if !pinned {
+        eprintln!("note: one core only: client and simulator are not pinned apart");
+    }
+
+    let log = EmissionLog::in_memory();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let sim_log = log.clone();
+    let sim_thread = std::thread::spawn(move || {
+        if pinned {
+            pin_to_core(1);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("simulator runtime");
+        rt.block_on(async move {
+            let cfg = SimConfig {
+                step_ms: STEP_MS,
+                step_ms_per_seq: 0.0,
+                prefill_ms_per_1k: 0.0,
+                max_num_seqs: 4096,
+                kv_tokens: 1_000_000_000,
+                emission_log: Some(sim_log),
+                ..SimConfig::default()
+            };
+            let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
+                .await
+                .expect("simulator starts");
+            addr_tx.send(sim.addr).expect("main thread waits");
+            let _ = stop_rx.await;
+            sim.shutdown().await;
+        });
+    });
+    let addr: SocketAddr = addr_rx.recv().expect("simulator address");
+
+    if pinned {
+        pin_to_core(0);
+    }
+    // Like `tokbench`'s own runtime: workers = the cores this thread may use.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+
+    println!(
+        "timing error of tokbench's request path against the simulator at --step-ms {STEP_MS} \
+         (ms; client on core 0, simulator on core 1; {OUTPUT_LEN} tokens per request)"
+    );
+    println!(
+        "{:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
+        "conc",
+        "streams",
+        "chunks",
+        "TTFT err p50/p99/max",
+        "ITL err p50/p99/max",
+        "lateness p50/p99/max"
+    );
+    let mut next_id = 0u64;
+    for (concurrency, rounds) in LEVELS {
+        if concurrency as u64 + 64 > fd_limit {
+            println!(
+                "{concurrency:>6} skipped: the open-file limit ({fd_limit}) is too low for it"
+            );
+            continue;
+        }
+        let first_id = next_id;
+        next_id += (concurrency * rounds) as u64;
+        let records = rt.block_on(run_level(addr, concurrency, rounds, first_id));
+        // A stream's times reach the log when the simulator sees its body end,
+        // a moment after the client has read the last chunk.
+        std::thread::sleep(Duration::from_millis(300));
+        let emitted: HashMap<u64, Vec<u64>> = log
+            .take()
+            .into_iter()
+            .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s.t_ns)))
+            .collect();
+        report(concurrency, &records, &emitted);
+    }
+    let _ = stop_tx.send(());
+    sim_thread.join().expect("simulator thread");
+}
+
+async fn run_level(
+    addr: SocketAddr,
+    concurrency: usize,
+    rounds: usize,
+    first_id: u64,
+) -> Vec<(RequestRecord, Instant)> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(concurrency)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .http1_only()
+        .build()
+        .expect("client");
+    let target = Target {
+        client,
+        wire: Wire::OpenAi(Api::Chat),
+        url: format!("http://{addr}/v1/chat/completions")
+            .parse()
+            .expect("url"),
+        authorization: None,
+        request_timeout: Duration::from_secs(600),
+        stall_timeout: Duration::from_secs(60),
+    };
+    let (_cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let run_start = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for stream in 0..concurrency {
+        let target = target.clone();
+        let cancel = cancel_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::with_capacity(rounds);
+            // Round 0 is the warmup, as in a sweep: it opens the connection
+            // and is not measured (its ids are out of the measured range).
+            for round in 0..=rounds {
+                let id = match round {
+                    0 => WARMUP_IDS + first_id + stream as u64,
+                    _ => first_id + ((round - 1) * concurrency + stream) as u64,
+                };
+                let prompt = format!("request {id} please say something");
+                let body = request_body(Api::Chat, "sim", &prompt, OUTPUT_LEN, true, None);
+                let request = PreparedRequest {
+                    id,
+                    level: 0,
+                    body: body.into(),
+                    input_tokens_target: 4,
+                    max_tokens: OUTPUT_LEN,
+                    scheduled: None,
+                    turn: None,
+                };
+                let record = execute(&target, request, run_start, cancel.clone()).await;
+                if round > 0 {
+                    out.push((record, run_start));
+                }
+            }
+            out
+        }));
+    }
+    let mut records = Vec::new();
+    for t in tasks {
+        records.extend(t.await.expect("load task"));
+    }
+    records
+}
+
+/// Monotonic nanoseconds of an `Instant` (both are CLOCK_MONOTONIC on Linux):
+/// the offset is read from the tightest of a few back-to-back pairs.
+fn instant_to_ns() -> impl Fn(Instant) -> i128 {
+    let mut best: Option<(Instant, u64, Duration)> = None;
+    for _ in 0..50 {
+        let a = Instant::now();
+        let ns = monotonic_ns();
+        let b = Instant::now();
+        let width = b - a;
+        if best.is_none_or(|(_, _, w)| width < w) {
+            best = Some((a + width / 2, ns, width));
+        }
+    }
+    let (base, base_ns, _) = best.expect("sampled");
+    move |t: Instant| {
+        if t >= base {
+            base_ns as i128 + (t - base).as_nanos() as i128
+        } else {
+            base_ns as i128 - (base - t).as_nanos() as i128
+        }
+    }
+}
+
+fn report(
+    concurrency: usize,
+    records: &[(RequestRecord, Instant)],
+    emitted: &HashMap<u64, Vec<u64>>,
+) {
+    let to_ns = instant_to_ns();
+    let mut ttft_err = Vec::new();
+    let mut itl_err = Vec::new();
+    let mut lateness = Vec::new();
+    let mut unmatched = 0;
+    let mut failed = 0;
+    for (r, run_start) in records {
+        let Some(ttft) = r.ttft.filter(|_| r.is_ok()) else {
+            failed += 1;
+            continue;
+        };
+        let Some(frames) = emitted.get(&r.id) else {
+            unmatched += 1;
+            continue;
+        };
+        if frames.len() != r.itl_ms.len() + 1 {
+            unmatched += 1;
+            continue;
+        }
+        let t0 = to_ns(*run_start + r.start);
+        let mut arrival = t0 as f64 + ttft.as_nanos() as f64;
+        let first = (arrival - frames[0] as f64) / 1e6;
+        ttft_err.push(first);
+        lateness.push(first);
+        for (k, gap_ms) in r.itl_ms.iter().enumerate() {
+            arrival += gap_ms * 1e6;
+            let late = (arrival - frames[k + 1] as f64) / 1e6;
+            lateness.push(late);
+            let emitted_gap = (frames[k + 1] - frames[k]) as f64 / 1e6;
+            itl_err.push((gap_ms - emitted_gap).abs());
+        }
+    }
+    let cell = |v: &mut Vec<f64>| -> String {
+        if v.is_empty() {
+            return "-".into();
+        }
+        v.sort_by(f64::total_cmp);
+        let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        format!("{:.3}/{:.3}/{:.3}", p(0.5), p(0.99), v[v.len() - 1])
+    };
+    if std::env::var_os("TIMING_ERROR_DEBUG").is_some() {
+        debug_by_rank(records, emitted, &to_ns);
+    }
+    let chunks = lateness.len();
+    println!(
+        "{:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
+        concurrency,
+        records.len(),
+        chunks,
+        cell(&mut ttft_err),
+        cell(&mut itl_err),
+        cell(&mut lateness)
+    );
+    if unmatched + failed > 0 {
+        println!("       ({failed} requests failed, {unmatched} not matched to the emission log)");
+    }
+}
+
+/// Pin the calling thread (and the threads it starts later) to one core.
+fn pin_to_core(core: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it
+    // and sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!(
+                "note: could not pin to core {core}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Raise the open-file limit to its hard limit (1,024 streams need more than the
+/// usual soft 1,024). Returns the limit in force.
+fn raise_fd_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+        lim.rlim_cur as u64
+    }
+}
+
+/// Lateness by the chunk's rank among the frames the simulator emitted in the
+/// same step (debugging: a client backlog shows as lateness growing with rank).
+fn debug_by_rank(
+    records: &[(RequestRecord, Instant)],
+    emitted: &HashMap<u64, Vec<u64>>,
+    to_ns: &impl Fn(Instant) -> i128,
+) {
+    let mut all: Vec<(u64, f64)> = Vec::new();
+    for (r, run_start) in records {
+        let (Some(ttft), Some(frames)) = (r.ttft, emitted.get(&r.id)) else {
+            continue;
+        };
+        if frames.len() != r.itl_ms.len() + 1 {
+            continue;
+        }
+        let mut arrival = to_ns(*run_start + r.start) as f64 + ttft.as_nanos() as f64;
+        all.push((frames[0], (arrival - frames[0] as f64) / 1e6));
+        for (k, gap) in r.itl_ms.iter().enumerate() {
+            arrival += gap * 1e6;
+            all.push((frames[k + 1], (arrival - frames[k + 1] as f64) / 1e6));
+        }
+    }
+    all.sort_by_key(|a| a.0);
+    // Steps: emissions more than 5 ms apart start a new one.
+    let mut by_rank: Vec<Vec<f64>> = vec![Vec::new(); 8];
+    let mut spreads = Vec::new();
+    let mut start = 0;
+    for i in 1..=all.len() {
+        if i == all.len() || all[i].0 - all[i - 1].0 > 5_000_000 {
+            let n = i - start;
+            spreads.push((all[i - 1].0 - all[start].0) as f64 / 1e6);
+            for (j, (_, late)) in all[start..i].iter().enumerate() {
+                by_rank[j * 8 / n.max(1)].push(*late);
+            }
+            start = i;
+        }
+    }
+    spreads.sort_by(f64::total_cmp);
+    eprintln!(
+        "  steps {}, emission spread within a step p50 {:.3} max {:.3} ms",
+        spreads.len(),
+        spreads[spreads.len() / 2],
+        spreads[spreads.len() - 1]
+    );
+    for (i, v) in by_rank.iter_mut().enumerate() {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            continue;
+        }
+        eprintln!(
+            "  rank octile {i}: lateness p50 {:.3} p99 {:.3} max {:.3}",
+            v[v.len() / 2],
+            v[(v.len() - 1) * 99 / 100],
+            v[v.len() - 1]
+        );
+    }
+}
