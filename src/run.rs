@@ -909,10 +909,12 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
     let mut server_samples = start_probe(&prepared, run_start);
     let progress = Progress::new(prepared.plan.levels.len());
     eprintln!(
-        "tokbench: {} ({} {}), model {}, {}; results in {}",
+        "tokbench: {} ({}), model {}, {}; results in {}",
         prepared.plan.display_target,
-        prepared.identity.engine,
-        prepared.identity.engine_version.as_deref().unwrap_or(""),
+        match prepared.identity.engine_version.as_deref() {
+            Some(version) => format!("{} {version}", prepared.identity.engine),
+            None => prepared.identity.engine.clone(),
+        },
         prepared.model,
         text::shape_line(&prepared.run),
         recorder.dir().display()

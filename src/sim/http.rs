@@ -14,10 +14,10 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
@@ -208,7 +208,9 @@ pub(crate) async fn serve(
                     )
                 })
             };
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            // HTTP/1.1, or HTTP/2 with prior knowledge (`tokbench sweep --http2`).
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             loop {
                 tokio::select! {

@@ -1,0 +1,246 @@
+//! The transport options: `--http2` really speaks HTTP/2, and TLS checks
+//! certificates unless `--insecure` (said loudly) turns that off.
+//!
+//! The TLS test needs `openssl` (a throwaway certificate) and `socat` (TLS in
+//! front of the simulator); `.ci/run` installs both.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokbench::sim::{self, SimConfig, SimHandle};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokbench")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("tokbench-transport-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn log(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+struct Sim {
+    runtime: tokio::runtime::Runtime,
+    handle: Option<SimHandle>,
+}
+
+impl Sim {
+    fn start() -> Sim {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let config = SimConfig {
+            step_ms: 1.0,
+            step_ms_per_seq: 0.0,
+            prefill_ms_per_1k: 0.0,
+            ..SimConfig::default()
+        };
+        let handle = runtime
+            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
+            .expect("simulator starts");
+        Sim {
+            runtime,
+            handle: Some(handle),
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.handle.as_ref().map(|h| h.addr).expect("running")
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.runtime.block_on(handle.shutdown());
+        }
+    }
+}
+
+fn sweep(base_url: &str, dir: &Path, extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args(["sweep", "--base-url", base_url, "--no-tui", "--no-probe"])
+        .args(["--concurrency", "2", "--num-prompts", "6", "--warmup", "1"])
+        .args(["--random-input-len", "16", "--random-output-len", "8"])
+        .arg("--result-dir")
+        .arg(dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tokbench runs")
+}
+
+/// The bytes tokbench opens a connection with under `--http2`: the HTTP/2
+/// client preface, not an HTTP/1.1 request line.
+#[test]
+fn http2_sends_the_http2_preface() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let reader = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("a connection");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut first = [0u8; 24];
+        stream.read_exact(&mut first).expect("24 bytes");
+        first
+    });
+    let dir = scratch("h2-preface");
+    let mut child = Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            &format!("http://{addr}"),
+            "--no-tui",
+            "--http2",
+        ])
+        .arg("--result-dir")
+        .arg(dir.join("r"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let first = reader.join().expect("reader");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(&first, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sweep_over_http2_measures_like_http1() {
+    let sim = Sim::start();
+    let dir = scratch("h2-run");
+    let url = format!("http://{}", sim.addr());
+    let out = sweep(&url, &dir.join("h2"), &["--http2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&dir.join("h2").join("sweep-c2.json"));
+    assert_eq!(level["completed"], 6, "{level}");
+    // One token per 1 ms step: TPOT is the step, whatever the framing.
+    let tpot = level["median_tpot_ms"].as_f64().expect("tpot");
+    assert!((0.9..1.6).contains(&tpot), "TPOT {tpot} ms");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn need(tool: &str) {
+    let found = Command::new(tool)
+        .arg(if tool == "socat" { "-V" } else { "version" })
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{tool} is not installed: this test needs it (apt-get install {tool}, or run .ci/run which installs it)"
+    );
+}
+
+/// socat terminating TLS in front of the simulator; killed on drop.
+struct TlsFront {
+    child: Child,
+    port: u16,
+}
+
+impl TlsFront {
+    fn start(dir: &Path, backend: SocketAddr) -> TlsFront {
+        need("openssl");
+        need("socat");
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+            .args([
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl runs");
+        assert!(made.status.success(), "openssl: {}", log(&made));
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new("socat")
+            .arg(format!(
+                "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
+                cert.display(),
+                key.display()
+            ))
+            .arg(format!("TCP:{backend}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("socat starts");
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "socat did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        TlsFront { child, port }
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tls_checks_certificates_unless_insecure() {
+    let sim = Sim::start();
+    let dir = scratch("tls");
+    let front = TlsFront::start(&dir, sim.addr());
+    let url = format!("https://127.0.0.1:{}", front.port);
+
+    // A self-signed certificate is refused, in one line, before any load.
+    let out = sweep(&url, &dir.join("checked"), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("certificate"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+
+    // --insecure: the run goes through TLS, and says what it gave up.
+    let results = dir.join("insecure");
+    let out = sweep(&url, &results, &["--insecure"]);
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WARNING --insecure"), "{stderr}");
+    let level = read_json(&results.join("sweep-c2.json"));
+    assert_eq!(level["completed"], 6, "{level}");
+    let summary = read_json(&results.join("summary.json"));
+    assert_eq!(summary["run"]["target"], url.as_str());
+    drop(front);
+    let _ = std::fs::remove_dir_all(&dir);
+}
