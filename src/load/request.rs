@@ -372,8 +372,8 @@ async fn unless_cancelled_or_late(
             return Poll::Ready(Some(Stop::Failed(
                 ErrorClass::Timeout,
                 format!(
-                    "no complete answer within {:.0} s (--request-timeout)",
-                    limit.as_secs_f64()
+                    "no complete answer within {} (--request-timeout)",
+                    seconds(limit)
                 ),
             )));
         }
@@ -395,8 +395,9 @@ async fn stream_request(
     // Some servers (llama.cpp's llama-server among them) close a connection
     // after a streamed answer while advertising keep-alive; a pooled
     // connection can then die under the next request before a single byte
-    // comes back. Like curl, send once more on a fresh connection; the
-    // request was never read, and t0 stays the first attempt's.
+    // comes back. Like curl, send once more on a fresh connection; t0
+    // stays the first attempt's. (A server that read the request and then
+    // died gets it twice: the record's `retries` says so.)
     let mut attempt = 0;
     let request_id = request_id_header(record.id);
     let response = loop {
@@ -464,8 +465,8 @@ async fn stream_request(
             return Some(Stop::Failed(
                 ErrorClass::Stalled,
                 format!(
-                    "stream sent nothing for {:.0} s (--stall-timeout)",
-                    target.stall_timeout.as_secs_f64()
+                    "stream sent nothing for {} (--stall-timeout)",
+                    seconds(target.stall_timeout)
                 ),
             ));
         };
