@@ -154,12 +154,17 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     {
         line(&mut out, "Server decode speed (tok/s):", format!("{v:.2}"));
     }
-    let sections: [(&str, &str, &Option<Distribution>); 4] = [
-        ("Time to First Token", "TTFT", &s.ttft),
+    let mut sections: Vec<(&str, &str, &Option<Distribution>)> =
+        vec![("Time to First Token", "TTFT", &s.ttft)];
+    // Reasoning models: the first content token, when reasoning came first.
+    if s.ttfc.is_some() {
+        sections.push(("Time to First Content token", "TTFC", &s.ttfc));
+    }
+    sections.extend([
         ("Time per Output Token (excl. 1st token)", "TPOT", &s.tpot),
         ("Inter-token Latency", "ITL", &s.itl),
         ("End-to-end Latency", "E2EL", &s.e2el),
-    ];
+    ]);
     for (heading, short, dist) in sections {
         let _ = writeln!(out, "{:-^50}", heading);
         match dist {

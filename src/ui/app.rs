@@ -111,6 +111,12 @@ impl RunView {
     }
 
     /// `in 1024 / out 1024`, `?` for a length not known.
+    /// `(achieved 516 / 265)` once requests completed.
+    pub fn achieved_text(achieved: (u64, u64, u64)) -> Option<String> {
+        let (input, output, n) = achieved;
+        (n > 0).then(|| format!("(achieved {} / {})", input / n, output / n))
+    }
+
     pub fn shape(&self) -> String {
         let n = |x: u32| {
             if x == 0 {
@@ -449,6 +455,9 @@ pub struct App {
     pub paused: bool,
     /// `--find-capacity`: where the search stands.
     pub search: Option<crate::load::driver::SearchProgress>,
+    /// Input and output tokens of the completed requests, and their count:
+    /// the achieved lengths beside the asked ones in the header.
+    pub achieved: (u64, u64, u64),
     /// The user asked to quit; waiting for the driver to stop.
     pub quitting: bool,
     pub show_help: bool,
@@ -501,6 +510,7 @@ impl App {
             in_flight: 0,
             paused: false,
             search: None,
+            achieved: (0, 0, 0),
             quitting: false,
             show_help: false,
             levels: Vec::new(),
@@ -645,7 +655,12 @@ impl App {
                     level.add(r);
                 }
                 match r.outcome {
-                    Outcome::Ok => self.counters.ok += 1,
+                    Outcome::Ok => {
+                        self.counters.ok += 1;
+                        self.achieved.0 += u64::from(r.input_tokens());
+                        self.achieved.1 += u64::from(r.output_tokens);
+                        self.achieved.2 += 1;
+                    }
                     Outcome::Failed(class) => {
                         self.counters.failed += 1;
                         *self.counters.by_class.entry(class.key()).or_insert(0) += 1;

@@ -232,6 +232,18 @@ fn header_line(
     let room = usize::from(area.width.saturating_sub(right.width() as u16 + 2));
     let w = usize::from(area.width);
     let p = &app.palette;
+    // A live run: what the requests really had, beside the profile.
+    let extended;
+    let run = match (&run.profile, RunView::achieved_text(app.achieved)) {
+        (Some(profile), Some(achieved)) if label.is_none() => {
+            extended = RunView {
+                profile: Some(format!("{profile} {achieved}")),
+                ..run.clone()
+            };
+            &extended
+        }
+        _ => run,
+    };
     if label.is_some() {
         // Two runs: what sets this one apart is worth an ellipsis on the
         // names; what both share goes first.
@@ -366,6 +378,7 @@ fn header_parts(
             p.text,
         ));
     }
+
     if let Some(ignore_eos) = run.ignore_eos {
         parts.push(Part::text(
             prio(4, 10, |r| format!("{:?}", r.ignore_eos)),

@@ -330,7 +330,11 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
         profile: run
             .dataset()
             .map(|d| format!("dataset {d}"))
-            .or_else(|| run.profile.as_ref().map(|p| format!("profile {p}"))),
+            .or_else(|| run.profile.as_ref().map(|p| format!("profile {p}")))
+            .map(|shape| match run.achieved_means() {
+                Some((input, output)) => format!("{shape} (achieved {input:.0} / {output:.0})"),
+                None => shape,
+            }),
     }
     .sanitized();
 
