@@ -648,4 +648,68 @@ mod tests {
         assert_eq!(seconds(Duration::from_secs(60)), "60 s");
         assert_eq!(seconds(Duration::from_secs_f64(12.7)), "13 s");
     }
+
+    #[test]
+    fn request_ids_name_the_record() {
+        let v = request_id_header(42);
+        let text = v.to_str().unwrap();
+        assert!(text.starts_with("tokbench-"), "{text}");
+        assert_eq!(record_id_of_request_id(text), Some(42));
+        // The same process, the same nonce: ids differ only by the record.
+        assert_eq!(
+            request_id_header(7).to_str().unwrap(),
+            text.replace("-42", "-7")
+        );
+        assert_eq!(record_id_of_request_id("chatcmpl-abc"), None);
+        assert_eq!(record_id_of_request_id("tokbench-x-y"), None);
+    }
+
+    fn output(reasoning: bool, tokens: Option<u32>) -> StreamEvent {
+        StreamEvent::Output { tokens, reasoning }
+    }
+
+    fn usage(reasoning: Option<u32>, cached: Option<u32>) -> StreamEvent {
+        StreamEvent::Usage {
+            prompt_tokens: Some(10),
+            completion_tokens: Some(5),
+            reasoning_tokens: reasoning,
+            cached_tokens: cached,
+        }
+    }
+
+    #[test]
+    fn ttfc_and_reasoning_tokens_from_the_events() {
+        let ms = Duration::from_millis;
+        // Reasoning first: TTFC is the first content chunk; the server's
+        // reasoning count wins over the chunks counted.
+        let mut t = StreamTally::default();
+        t.apply(output(true, None), ms(10));
+        t.apply(output(true, None), ms(20));
+        t.apply(output(false, None), ms(30));
+        t.apply(output(true, None), ms(40));
+        assert_eq!(t.ttfc(), Some(ms(30)));
+        assert_eq!(t.reasoning_tokens(), Some(3));
+        t.apply(usage(Some(7), Some(4)), ms(50));
+        assert_eq!(t.reasoning_tokens(), Some(7));
+        assert_eq!(t.cached_tokens, Some(4));
+        // A later usage without the figures keeps them.
+        t.apply(usage(None, None), ms(60));
+        assert_eq!((t.reasoning_tokens(), t.cached_tokens), (Some(7), Some(4)));
+
+        // Content first: no TTFC (it is the TTFT), reasoning still counted,
+        // by tokens when the chunk's count is known.
+        let mut t = StreamTally::default();
+        t.apply(output(false, Some(1)), ms(10));
+        t.apply(output(true, Some(2)), ms(20));
+        assert_eq!(t.ttfc(), None);
+        assert_eq!(t.reasoning_tokens(), Some(2));
+
+        // Only reasoning: no TTFC; no reasoning at all: no count.
+        let mut t = StreamTally::default();
+        t.apply(output(true, None), ms(10));
+        assert_eq!(t.ttfc(), None);
+        let mut t = StreamTally::default();
+        t.apply(output(false, None), ms(10));
+        assert_eq!(t.reasoning_tokens(), None);
+    }
 }

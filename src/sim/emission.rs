@@ -136,3 +136,44 @@ impl Drop for StreamRecorder {
         self.log.record(times);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_handed_over_when_they_end() {
+        let log = EmissionLog::in_memory();
+        let mut rec = StreamRecorder::new(log.clone(), "tokbench-1-7".into(), 4);
+        rec.frame();
+        rec.frame();
+        assert!(log.take().is_empty(), "nothing until the stream ends");
+        drop(rec);
+        let streams = log.take();
+        assert_eq!(streams.len(), 1);
+        assert_eq!(streams[0].request, "tokbench-1-7");
+        assert_eq!(streams[0].t_ns.len(), 2);
+        assert!(streams[0].t_ns[0] <= streams[0].t_ns[1]);
+        assert!(log.take().is_empty());
+    }
+
+    #[test]
+    fn a_file_log_is_one_json_line_per_stream() {
+        let path =
+            std::env::temp_dir().join(format!("tokbench-emission-{}.jsonl", std::process::id()));
+        let log = EmissionLog::create(&path).unwrap();
+        for id in ["a", "b"] {
+            let mut rec = StreamRecorder::new(log.clone(), id.into(), 1);
+            rec.frame();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["request"], "b");
+        assert!(lines[1]["t_ns"][0].as_u64().unwrap() > 0);
+        let _ = std::fs::remove_file(&path);
+    }
+}
