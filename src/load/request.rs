@@ -33,8 +33,9 @@ const STALE_CONNECTION_RETRIES: u8 = 1;
 const X_REQUEST_ID: &str = "x-request-id";
 
 /// The `X-Request-Id` of record `id`: unique across processes too (a
-/// server that uses it as its own request id must not see one twice).
-pub fn request_id_header(id: u64) -> HeaderValue {
+/// server that uses it as its own request id must not see one twice, so a
+/// resend on a fresh connection gets `.<attempt>` added).
+pub fn request_id_header(id: u64, attempt: u8) -> HeaderValue {
     static NONCE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let nonce = *NONCE.get_or_init(|| {
         let t = std::time::SystemTime::now()
@@ -42,18 +43,18 @@ pub fn request_id_header(id: u64) -> HeaderValue {
             .map_or(0, |d| d.subsec_nanos() ^ d.as_secs() as u32);
         t ^ std::process::id().rotate_left(16)
     });
-    HeaderValue::try_from(format!("tokbench-{nonce:08x}-{id}"))
-        .expect("ASCII letters, digits and dashes make a header value")
+    let text = if attempt == 0 {
+        format!("tokbench-{nonce:08x}-{id}")
+    } else {
+        format!("tokbench-{nonce:08x}-{id}.{attempt}")
+    };
+    HeaderValue::try_from(text).expect("ASCII letters, digits, dots and dashes make a header value")
 }
 
-/// The record id at the end of an `X-Request-Id` that tokbench sent.
+/// The record id in an `X-Request-Id` that tokbench sent.
 pub fn record_id_of_request_id(request_id: &str) -> Option<u64> {
-    request_id
-        .strip_prefix("tokbench-")?
-        .rsplit_once('-')?
-        .1
-        .parse()
-        .ok()
+    let (_, id) = request_id.strip_prefix("tokbench-")?.rsplit_once('-')?;
+    id.split_once('.').map_or(id, |(id, _)| id).parse().ok()
 }
 
 /// Most bytes of an HTTP error body we read to find its message.
@@ -399,13 +400,12 @@ async fn stream_request(
     // stays the first attempt's. (A server that read the request and then
     // died gets it twice: the record's `retries` says so.)
     let mut attempt = 0;
-    let request_id = request_id_header(record.id);
     let response = loop {
         let mut builder = target
             .client
             .post(target.url.clone())
             .header(CONTENT_TYPE, "application/json")
-            .header(X_REQUEST_ID, request_id.clone())
+            .header(X_REQUEST_ID, request_id_header(record.id, attempt))
             .body(body.clone());
         if let Some(auth) = &target.authorization {
             builder = builder.header(AUTHORIZATION, auth.clone());
@@ -651,15 +651,19 @@ mod tests {
 
     #[test]
     fn request_ids_name_the_record() {
-        let v = request_id_header(42);
+        let v = request_id_header(42, 0);
         let text = v.to_str().unwrap();
         assert!(text.starts_with("tokbench-"), "{text}");
         assert_eq!(record_id_of_request_id(text), Some(42));
         // The same process, the same nonce: ids differ only by the record.
         assert_eq!(
-            request_id_header(7).to_str().unwrap(),
+            request_id_header(7, 0).to_str().unwrap(),
             text.replace("-42", "-7")
         );
+        // A resend is another id for the server, the same record for us.
+        let resent = request_id_header(42, 1);
+        assert_eq!(resent.to_str().unwrap(), format!("{text}.1"));
+        assert_eq!(record_id_of_request_id(resent.to_str().unwrap()), Some(42));
         assert_eq!(record_id_of_request_id("chatcmpl-abc"), None);
         assert_eq!(record_id_of_request_id("tokbench-x-y"), None);
     }
