@@ -81,6 +81,9 @@ struct ChunkState {
     /// not, counts on later chunks (say, usage on a final chunk that also
     /// carries text) are totals, not per-chunk steps: `tokens` stays `None`.
     every_output_counted: bool,
+    /// The fast reader's memory of the bytes every chunk of this stream
+    /// starts with.
+    prefix: fast::Prefix,
 }
 
 impl Default for ChunkState {
@@ -89,6 +92,7 @@ impl Default for ChunkState {
             chunks: 0,
             last_cumulative: None,
             every_output_counted: true,
+            prefix: fast::Prefix::default(),
         }
     }
 }
@@ -152,7 +156,7 @@ impl ChunkState {
             // A bare `data:` carries nothing; not worth failing a request over.
             return Ok(());
         }
-        if let Some(chunk) = fast::chunk(payload) {
+        if let Some(chunk) = fast::chunk(payload, &mut self.prefix) {
             self.on_chunk(chunk, out);
             return Ok(());
         }
@@ -853,14 +857,74 @@ mod fast {
 
     const MAX_DEPTH: usize = 100;
 
-    pub(super) fn chunk(payload: &str) -> Option<Chunk<'_>> {
+    /// A prefix shorter than this is not worth remembering.
+    const MIN_PREFIX: usize = 16;
+
+    /// The bytes before the first key that matters, as the last chunk read
+    /// had them: in a vLLM stream every chunk starts with the same
+    /// `{"id":..,"object":..,"created":..,"model":..,`. A chunk that starts
+    /// with the same bytes is read from where they end: the reader's state
+    /// there (inside the object, a key next, `object` read) depends on those
+    /// bytes alone, and they were valid JSON up to there when first read.
+    #[derive(Debug, Default)]
+    pub(super) struct Prefix {
+        bytes: Vec<u8>,
+        /// Known keys among them (`Seen` bits).
+        seen: u32,
+        /// Where `object`'s string lies in them, when it is there.
+        object: Option<(usize, usize)>,
+    }
+
+    impl Prefix {
+        /// How many bytes are remembered.
+        #[cfg(test)]
+        pub(super) fn len(&self) -> usize {
+            self.bytes.len()
+        }
+    }
+
+    pub(super) fn chunk<'a>(payload: &'a str, prefix: &mut Prefix) -> Option<Chunk<'a>> {
         let mut r = Reader {
             b: payload.as_bytes(),
             i: 0,
         };
         let mut c = Chunk::default();
         let mut seen = Seen(0);
-        r.object(|r, key| {
+        let resumed = !prefix.bytes.is_empty() && r.b.starts_with(&prefix.bytes);
+        // While only keys that can be remembered have been read: the object
+        // string's place, then where the first other key starts.
+        let mut plain = !resumed;
+        let mut object_at = None;
+        let mut boundary = None;
+        if resumed {
+            r.i = prefix.bytes.len();
+            seen.0 = prefix.seen;
+            if let Some((start, end)) = prefix.object {
+                c.object = Text(Some(Cow::Borrowed(payload.get(start..end)?)));
+            }
+        } else {
+            if !r.eat(b'{') {
+                return None;
+            }
+            if r.eat(b'}') {
+                r.ws();
+                return (r.i == r.b.len()).then_some(c);
+            }
+        }
+        loop {
+            r.ws();
+            let key_start = r.i;
+            let (key, escaped) = r.string()?;
+            if escaped || !r.eat(b':') {
+                return None;
+            }
+            match key {
+                b"choices" | b"usage" if plain => {
+                    plain = false;
+                    boundary = Some((key_start, seen.0));
+                }
+                _ => {}
+            }
             match key {
                 b"choices" => {
                     seen.once(0)?;
@@ -873,16 +937,35 @@ mod fast {
                 b"object" => {
                     seen.once(2)?;
                     c.object = r.text()?;
+                    if let (true, Text(Some(Cow::Borrowed(text)))) = (plain, &c.object) {
+                        let start = text.as_ptr() as usize - payload.as_ptr() as usize;
+                        object_at = Some((start, start + text.len()));
+                    }
                 }
                 b"error" | b"message" | b"timings" | b"content" | b"stop" | b"stop_type"
                 | b"stopped_eos" | b"stopped_limit" | b"stopped_word" | b"tokens_predicted"
                 | b"tokens_evaluated" | b"tokens_cached" => return None,
                 _ => r.skip(0)?,
             }
-            Some(())
-        })?;
+            if r.eat(b',') {
+                continue;
+            }
+            if r.eat(b'}') {
+                break;
+            }
+            return None;
+        }
         r.ws();
-        (r.i == r.b.len()).then_some(c)
+        if r.i != r.b.len() {
+            return None;
+        }
+        if let Some((end, seen)) = boundary.filter(|&(end, _)| end >= MIN_PREFIX) {
+            prefix.bytes.clear();
+            prefix.bytes.extend_from_slice(&r.b[..end]);
+            prefix.seen = seen;
+            prefix.object = object_at;
+        }
+        Some(c)
     }
 
     /// Known keys of one object seen so far (serde fails on a duplicate).

@@ -873,7 +873,12 @@ fn serde_events(payload: &str) -> Result<Vec<StreamEvent>, ()> {
 /// When the fast path reads a payload, its events are the full decoder's.
 /// Returns whether it read it.
 fn check_fast(payload: &str) -> bool {
-    let Some(chunk) = fast::chunk(payload) else {
+    check_fast_after(payload, &mut fast::Prefix::default())
+}
+
+/// `check_fast` with the prefix memory of the chunks read before.
+fn check_fast_after(payload: &str, prefix: &mut fast::Prefix) -> bool {
+    let Some(chunk) = fast::chunk(payload, prefix) else {
         return false;
     };
     let mut fast_out = Vec::new();
@@ -1033,6 +1038,73 @@ fn plain_run_stops_at_what_a_string_must_look_at() {
                     buf[pos] = special;
                     check(&buf);
                     buf[pos] = fill;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn remembered_prefix_changes_nothing() {
+    // A stream whose chunks share their first bytes (vLLM's id, object,
+    // created, model): the second and later chunks resume after them.
+    let head = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","#;
+    let tails = [
+        r#""choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        r#""choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        r#""choices":[{"index":0,"delta":{"reasoning_content":"b"}}]}"#,
+        r#""choices":[{"index":0,"delta":{"content":"c"},"finish_reason":"length"}]}"#,
+        r#""choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3}}"#,
+        // What must not slip through on the remembered prefix.
+        r#""object":"error","message":"x"}"#,
+        r#""object":"x","choices":[]}"#,
+        r#""choices":[]"#,
+        r#""choices":[]}}"#,
+        r#"}"#,
+        r#""usage":{"completion_tokens":1},"error":"boom"}"#,
+    ];
+    let mut prefix = fast::Prefix::default();
+    let mut read = 0;
+    for tail in tails {
+        if check_fast_after(&format!("{head}{tail}"), &mut prefix) {
+            read += 1;
+        }
+        // Whatever the chunk was, a full chunk right after still agrees.
+        check_fast_after(&format!("{head}{}", tails[1]), &mut prefix);
+    }
+    assert!(read >= 5, "read {read}");
+    // What was remembered is the head, up to the `"choices"` key.
+    assert_eq!(prefix.len(), head.len());
+    // The object string comes back from the remembered place.
+    let mut prefix = fast::Prefix::default();
+    for _ in 0..2 {
+        let payload = format!("{head}{}", tails[0]);
+        let c = fast::chunk(&payload, &mut prefix).unwrap();
+        assert_eq!(c.object.0.as_deref(), Some("chat.completion.chunk"));
+    }
+
+    // Every mutation of a chunk, read after an intact one primed the
+    // prefix: bytes inside the remembered prefix make it a fresh read,
+    // bytes after it a resumed one; both must agree with serde.
+    let bytes: &[u8] = b"\"\\{}[],:0-e.5 xnu\n";
+    for base in [
+        format!("{head}{}", tails[1]),
+        format!("{head}{}", tails[4]),
+        r#"{"id":"cmpl-9","object":"text_completion","created":5,"model":"m","choices":[{"index":0,"text":"x","finish_reason":null}]}"#.to_owned(),
+    ] {
+        let b = base.as_bytes();
+        for i in 0..b.len() {
+            let mut variants = vec![[&b[..i], &b[i + 1..]].concat()];
+            for &c in bytes {
+                variants.push([&b[..i], &[c], &b[i + 1..]].concat());
+                variants.push([&b[..i], &[c], &b[i..]].concat());
+            }
+            for v in variants {
+                if let Ok(s) = std::str::from_utf8(&v) {
+                    let mut prefix = fast::Prefix::default();
+                    assert!(check_fast_after(&base, &mut prefix));
+                    check_fast_after(s, &mut prefix);
+                    check_fast_after(&base, &mut prefix);
                 }
             }
         }
