@@ -343,6 +343,19 @@ fn debug_by_rank(
         }
     }
     all.sort_by_key(|a| a.0);
+    let mut worst: Vec<(f64, u64)> = all.iter().map(|&(t, late)| (late, t)).collect();
+    worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let t_first = all.first().map_or(0, |a| a.0);
+    for (late, t) in worst.iter().take(12) {
+        eprintln!(
+            "  late {late:.3} ms at {:.3} ms (emission gap before it {:.3} ms)",
+            (t - t_first) as f64 / 1e6,
+            all.iter()
+                .rev()
+                .find(|a| a.0 < *t)
+                .map_or(0.0, |a| (t - a.0) as f64 / 1e6)
+        );
+    }
     // Steps: emissions more than 5 ms apart start a new one.
     let mut by_rank: Vec<Vec<f64>> = vec![Vec::new(); 8];
     let mut spreads = Vec::new();
