@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use color_eyre::eyre::Result;
+use color_eyre::eyre::{Result, WrapErr};
 
 use tokbench::cli::{Cli, Command, SimTimingArgs, SweepArgs};
 use tokbench::run::{self, SweepPlan, EXIT_FAILED};
@@ -67,9 +67,16 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 .kv_policy
                 .parse()
                 .map_err(|_| color_eyre::eyre::eyre!("--kv-policy must be reserve or grow"))?;
+            let emission_log = match &args.timing.emission_log {
+                Some(path) => Some(sim::EmissionLog::create(path).wrap_err_with(|| {
+                    format!("cannot write the emission log {}", path.display())
+                })?),
+                None => None,
+            };
             sim::run_forever(
                 SocketAddr::new(args.host, args.port),
                 SimConfig {
+                    emission_log,
                     api_key: args.api_key.clone(),
                     kv_policy,
                     engine: match args.engine {
@@ -143,6 +150,7 @@ fn sim_config(t: &SimTimingArgs) -> SimConfig {
         disconnect_rate: t.disconnect_rate,
         malformed_rate: t.malformed_rate,
         fault_seed: t.fault_seed,
+        reasoning_tokens: t.reasoning_tokens,
         ..SimConfig::default()
     }
 }
