@@ -152,8 +152,12 @@ fn rate_levels_go_out_on_schedule() {
             level["request_throughput"]
         );
         assert_eq!(late["scheduled"], 40);
-        // Nothing holds requests back: the schedule is kept to the timer's millisecond.
-        assert!(f(late, "p99_ms") < 5.0, "{late}");
+        // Nothing holds requests back: the schedule is kept to a few timer
+        // ticks when the client's event loop is not starved of CPU (a debug
+        // build on a busy machine shows in the loop's own lag).
+        let lag = f(&level["client"], "loop_lag_ms_p99");
+        let bound = if lag < 2.0 { 5.0 } else { 25.0 };
+        assert!(f(late, "p99_ms") < bound, "{late}, loop lag p99 {lag} ms");
         // 40 Poisson gaps: their sum has a 16% relative spread; the
         // measured rate is within 40% of the asked one.
         let achieved = f(&level, "request_throughput");
@@ -249,9 +253,10 @@ fn a_replay_is_sent_on_its_timeline() {
     let late = &level["send_lateness"];
     let lag = f(&level["client"], "loop_lag_ms_p99");
     eprintln!("replay send lateness {late}; client loop lag p99 {lag} ms");
-    // On schedule to 5 ms when the client is not starved of CPU; a busy
-    // machine shows in the event loop's own lag, and then only a bound holds.
-    let bound = if lag < 1.0 { 5.0 } else { 25.0 };
+    // On schedule to 5 ms when the client is not starved of CPU (its own
+    // 10 ms timer fires less than 2 ms late at p99); a busy machine shows in
+    // that lag, and then only a looser bound holds.
+    let bound = if lag < 2.0 { 5.0 } else { 25.0 };
     assert!(f(late, "p99_ms") < bound, "{late}, loop lag p99 {lag} ms");
     // Twice as fast: the same log in half the time.
     let fast = dir.join("fast");
