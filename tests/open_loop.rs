@@ -3,13 +3,15 @@
 //! simulator (or a bare listener) on loopback, with timings short enough to
 //! run in a second or two each.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::SimConfig;
+
+mod support;
+use support::{bin, read_json, Sim};
 
 /// The tests here time a schedule to the millisecond: they take turns,
 /// so that two of them never share the two cores.
@@ -21,66 +23,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-open-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+    support::scratch("open", name)
 }
 
 fn log(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The simulator on a runtime of its own, so the test body can block.
-struct Sim {
-    runtime: tokio::runtime::Runtime,
-    handle: Option<SimHandle>,
-}
-
-impl Sim {
-    fn with(config: SimConfig) -> Sim {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let handle = runtime
-            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
-            .expect("simulator starts");
-        Sim {
-            runtime,
-            handle: Some(handle),
-        }
-    }
-
-    fn url(&self) -> String {
-        let addr = self.handle.as_ref().map(|h| h.addr).expect("running");
-        format!("http://{addr}")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.runtime.block_on(handle.shutdown());
-        }
-    }
+    support::text(out)
 }
 
 /// `step_ms` per token, nothing else: a request of N tokens takes about N steps.

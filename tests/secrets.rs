@@ -12,7 +12,10 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::SimConfig;
+
+mod support;
+use support::{bin, text, Sim, Tmux};
 
 /// Distinctive strings: none may show up anywhere.
 const KEY: &str = "SECRET-XYZ-h1k-9f4c2a7e51";
@@ -20,58 +23,19 @@ const WRONG_KEY: &str = "SECRET-XYZ-wrong-h1k-33d0b6";
 const USER: &str = "tokuser-h1k";
 const PASS: &str = "pass-h1k-7Qz2x";
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-secrets-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch("secrets", name)
 }
 
-/// The simulator on a runtime of its own (the test body blocks on the
-/// child process). Short requests: 16 tokens at 1 ms a step.
-struct Sim {
-    runtime: tokio::runtime::Runtime,
-    handle: Option<SimHandle>,
-}
-
-impl Sim {
-    fn start(api_key: Option<&str>) -> Sim {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let config = SimConfig {
-            step_ms: 1.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 1.0,
-            api_key: api_key.map(str::to_owned),
-            ..SimConfig::default()
-        };
-        let handle = runtime
-            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
-            .expect("simulator starts");
-        Sim {
-            runtime,
-            handle: Some(handle),
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.handle.as_ref().map(|h| h.addr).expect("running")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.runtime.block_on(handle.shutdown());
-        }
-    }
+/// The simulator, short requests: 16 tokens at 1 ms a step.
+fn start_sim(api_key: Option<&str>) -> Sim {
+    Sim::with(SimConfig {
+        step_ms: 1.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 1.0,
+        api_key: api_key.map(str::to_owned),
+        ..SimConfig::default()
+    })
 }
 
 /// A short headless sweep; `OPENAI_API_KEY` is cleared unless `env_key`.
@@ -120,16 +84,6 @@ fn sweep_warmup(
     cmd.output().expect("tokbench runs")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Every file under `dir`, recursively.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -185,7 +139,7 @@ fn summary(dir: &Path) -> Value {
 
 #[test]
 fn api_key_flag_is_never_printed_or_saved() {
-    let sim = Sim::start(Some(KEY));
+    let sim = start_sim(Some(KEY));
     let dir = scratch("flag");
     let out = sweep(&format!("http://{}", sim.addr()), &dir, Some(KEY), None);
     assert!(out.status.success(), "{}", text(&out));
@@ -200,7 +154,7 @@ fn api_key_flag_is_never_printed_or_saved() {
 
 #[test]
 fn api_key_from_the_environment_is_never_printed_or_saved() {
-    let sim = Sim::start(Some(KEY));
+    let sim = start_sim(Some(KEY));
     let dir = scratch("env");
     let out = sweep(&format!("http://{}", sim.addr()), &dir, None, Some(KEY));
     assert!(out.status.success(), "{}", text(&out));
@@ -210,7 +164,7 @@ fn api_key_from_the_environment_is_never_printed_or_saved() {
 
 #[test]
 fn credentials_in_the_base_url_are_stripped_everywhere() {
-    let sim = Sim::start(None);
+    let sim = start_sim(None);
     let dir = scratch("userinfo");
     let url = format!("http://{USER}:{PASS}@{}", sim.addr());
     let out = sweep(&url, &dir, None, None);
@@ -226,7 +180,7 @@ fn credentials_in_the_base_url_are_stripped_everywhere() {
 
 #[test]
 fn a_wrong_key_fails_without_echoing_either_key() {
-    let sim = Sim::start(Some(KEY));
+    let sim = start_sim(Some(KEY));
     let dir = scratch("wrong");
     let out = sweep(
         &format!("http://{}", sim.addr()),
@@ -362,75 +316,9 @@ fn a_server_quoting_the_key_back_does_not_leak_it() {
 // ---------------------------------------------------------------------------
 // The live view, in tmux.
 
-/// A tmux server of our own; killed on drop.
-struct Tmux {
-    socket: String,
-    socket_path: Option<PathBuf>,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str) -> Tmux {
-        match Command::new("tmux").arg("-V").output() {
-            Ok(out) if out.status.success() => {}
-            _ => panic!(
-                "tmux is not installed: this test runs the live view inside tmux \
-                 (apt-get install tmux, or run .ci/run which installs it)"
-            ),
-        }
-        let mut tmux = Tmux {
-            socket: format!("tokbench-secrets-{}-{name}", std::process::id()),
-            socket_path: None,
-        };
-        let out = tmux.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {}", text(&out));
-        let path = tmux.run(&["display-message", "-p", "#{socket_path}"]);
-        let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
-        tmux.socket_path = (!path.is_empty()).then(|| PathBuf::from(path));
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs")
-    }
-
-    /// The visible pane, plus the scrollback when `history`.
-    fn screen(&self, history: bool) -> String {
-        let args: &[&str] = if history {
-            &["capture-pane", "-p", "-S", "-"]
-        } else {
-            &["capture-pane", "-p"]
-        };
-        String::from_utf8_lossy(&self.run(args).stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-        if let Some(path) = &self.socket_path {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 #[test]
 fn the_live_view_never_shows_the_key() {
-    let sim = Sim::start(Some(KEY));
+    let sim = start_sim(Some(KEY));
     let dir = scratch("tui");
     let results = dir.join("results");
     let command = format!(
@@ -442,12 +330,12 @@ fn the_live_view_never_shows_the_key() {
         addr = sim.addr(),
         dir = results.display(),
     );
-    let tmux = Tmux::start("tui", &command);
+    let tmux = Tmux::start("secrets-tui", 120, 40, &command);
     let started = Instant::now();
     let mut frames = 0;
     let mut live_frames = 0;
     loop {
-        let screen = tmux.screen(false);
+        let screen = tmux.screen();
         frames += 1;
         assert!(!screen.contains(KEY), "the key on screen:\n{screen}");
         if screen.contains("output tok/s") {
@@ -469,7 +357,7 @@ fn the_live_view_never_shows_the_key() {
     let _ = tmux.run(&["send-keys", "-l", "q"]);
     let started = Instant::now();
     let end = loop {
-        let screen = tmux.screen(true);
+        let screen = tmux.screen_with_history();
         if screen.contains("TOKBENCH_EXIT=") {
             break screen;
         }

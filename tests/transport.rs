@@ -10,74 +10,29 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::SimConfig;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
+mod support;
+use support::{bin, read_json, Sim};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("tokbench-transport-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch("transport", name)
 }
 
 fn log(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    support::text(out)
 }
 
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
-struct Sim {
-    runtime: tokio::runtime::Runtime,
-    handle: Option<SimHandle>,
-}
-
-impl Sim {
-    fn start() -> Sim {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let config = SimConfig {
-            step_ms: 1.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 0.0,
-            ..SimConfig::default()
-        };
-        let handle = runtime
-            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
-            .expect("simulator starts");
-        Sim {
-            runtime,
-            handle: Some(handle),
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.handle.as_ref().map(|h| h.addr).expect("running")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.runtime.block_on(handle.shutdown());
-        }
-    }
+/// The simulator at 5 ms a token (long enough that a late wake-up on a
+/// busy machine, which the simulator's schedule then catches up, moves TPOT
+/// by a few percent, not by a third).
+fn start_sim() -> Sim {
+    Sim::with(SimConfig {
+        step_ms: 5.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 0.0,
+        ..SimConfig::default()
+    })
 }
 
 fn sweep(base_url: &str, dir: &Path, extra: &[&str]) -> Output {
@@ -132,16 +87,16 @@ fn http2_sends_the_http2_preface() {
 
 #[test]
 fn a_sweep_over_http2_measures_like_http1() {
-    let sim = Sim::start();
+    let sim = start_sim();
     let dir = scratch("h2-run");
     let url = format!("http://{}", sim.addr());
     let out = sweep(&url, &dir.join("h2"), &["--http2"]);
     assert_eq!(out.status.code(), Some(0), "{}", log(&out));
     let level = read_json(&dir.join("h2").join("sweep-c2.json"));
     assert_eq!(level["completed"], 6, "{level}");
-    // One token per 1 ms step: TPOT is the step, whatever the framing.
+    // One token per 5 ms step: TPOT is the step, whatever the framing.
     let tpot = level["median_tpot_ms"].as_f64().expect("tpot");
-    assert!((0.9..1.6).contains(&tpot), "TPOT {tpot} ms");
+    assert!((4.5..6.0).contains(&tpot), "TPOT {tpot} ms");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -219,7 +174,7 @@ impl Drop for TlsFront {
 
 #[test]
 fn tls_checks_certificates_unless_insecure() {
-    let sim = Sim::start();
+    let sim = start_sim();
     let dir = scratch("tls");
     let front = TlsFront::start(&dir, sim.addr());
     let url = format!("https://127.0.0.1:{}", front.port);

@@ -5,113 +5,14 @@
 //! Needs tmux (`.ci/run` installs it). Each test has its own tmux server
 //! (`-L` socket), killed on the way out even when the test fails.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::SimConfig;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-tui-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-/// A tmux server of our own; killed on drop, whatever happened.
-struct Tmux {
-    socket: String,
-    /// The socket file, which `kill-server` leaves behind.
-    socket_path: Option<PathBuf>,
-}
-
-impl Tmux {
-    fn start(name: &str, width: u16, height: u16, command: &str) -> Tmux {
-        match Command::new("tmux").arg("-V").output() {
-            Ok(out) if out.status.success() => {}
-            _ => panic!(
-                "tmux is not installed: this test runs the live view inside tmux \
-                 (apt-get install tmux, or run .ci/run which installs it)"
-            ),
-        }
-        let mut tmux = Tmux {
-            socket: format!("tokbench-test-{}-{name}", std::process::id()),
-            socket_path: None,
-        };
-        let out = tmux.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            &width.to_string(),
-            "-y",
-            &height.to_string(),
-            command,
-        ]);
-        assert!(out.status.success(), "tmux new-session: {}", text(&out));
-        let path = tmux.run(&["display-message", "-p", "#{socket_path}"]);
-        let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
-        tmux.socket_path = (!path.is_empty()).then(|| PathBuf::from(path));
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs")
-    }
-
-    /// What the pane shows now.
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
-    }
-
-    /// Whether the pane is on the alternate screen (the live view is up).
-    fn alternate_on(&self) -> bool {
-        let out = self.run(&["display-message", "-p", "#{alternate_on}"]);
-        String::from_utf8_lossy(&out.stdout).trim() == "1"
-    }
-
-    /// Type `keys` literally.
-    fn keys(&self, keys: &str) {
-        let out = self.run(&["send-keys", "-l", keys]);
-        assert!(out.status.success(), "send-keys: {}", text(&out));
-    }
-
-    /// Poll until `want` holds for the screen; the time it took.
-    fn wait_for(&self, what: &str, limit: Duration, want: impl Fn(&str) -> bool) -> Duration {
-        let started = Instant::now();
-        loop {
-            let screen = self.screen();
-            if want(&screen) {
-                return started.elapsed();
-            }
-            if started.elapsed() > limit {
-                panic!("{what}: not seen within {limit:?}; the screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-        if let Some(path) = &self.socket_path {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
+mod support;
+use support::{bin, read_json, text, Sim, Tmux};
 
 /// The `ok N` counter on the screen.
 fn ok_count(screen: &str) -> Option<u64> {
@@ -124,59 +25,18 @@ fn ok_count(screen: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+/// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step).
+fn quick_sim() -> Sim {
+    Sim::with(SimConfig {
+        step_ms: 3.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 1.0,
+        ..SimConfig::default()
+    })
 }
 
-/// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step),
-/// on a runtime of its own: the test's body blocks on tmux.
-struct Sim {
-    runtime: tokio::runtime::Runtime,
-    handle: Option<SimHandle>,
-}
-
-impl Sim {
-    fn start() -> Sim {
-        Sim::with(SimConfig {
-            step_ms: 3.0,
-            step_ms_per_seq: 0.0,
-            prefill_ms_per_1k: 1.0,
-            ..SimConfig::default()
-        })
-    }
-
-    fn with(config: SimConfig) -> Sim {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let handle = runtime
-            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
-            .expect("simulator starts");
-        Sim {
-            runtime,
-            handle: Some(handle),
-        }
-    }
-
-    fn url(&self) -> String {
-        let addr = self.handle.as_ref().map(|h| h.addr).expect("running");
-        format!("http://{addr}")
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
-            self.runtime.block_on(handle.shutdown());
-        }
-    }
+fn scratch(name: &str) -> PathBuf {
+    support::scratch("tui", name)
 }
 
 /// The shell command for the pane: tokbench with `term`, its pid in
@@ -195,12 +55,6 @@ fn pane_command(term: &str, sim: &Sim, dir: &Path, pidfile: &Path) -> String {
     )
 }
 
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
 fn files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|it| {
@@ -216,7 +70,7 @@ fn files(dir: &Path) -> Vec<String> {
 /// The live view comes up, follows `+`, and `q` leaves a restored terminal,
 /// the final table and every file, the level cut short saved as partial.
 fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
-    let sim = Sim::start();
+    let sim = quick_sim();
     let dir = scratch(name);
     let results = dir.join("results");
     let tmux = Tmux::start(
@@ -318,7 +172,7 @@ fn steer_and_quit_160x48_xterm_256color() {
 #[test]
 fn sigterm_saves_and_exits_130() {
     let name = "sigterm";
-    let sim = Sim::start();
+    let sim = quick_sim();
     let dir = scratch(name);
     let results = dir.join("results");
     let pidfile = dir.join("pid");
@@ -431,7 +285,7 @@ fn fixture(name: &str) -> PathBuf {
 #[test]
 fn view_shows_a_saved_run_and_quits_on_q() {
     let name = "view";
-    let sim = Sim::start();
+    let sim = quick_sim();
     let dir = scratch(name);
     let results = dir.join("results");
     let out = Command::new(bin())

@@ -1,0 +1,177 @@
+//! What the end-to-end test files share: the binary under test, scratch
+//! folders, the simulator on a runtime of its own, and a tmux server to
+//! drive the live view. Each test file takes what it needs (`mod support;`),
+//! so some of it is unused in any one of them.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokbench::sim::{self, SimConfig, SimHandle};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tokbench")
+}
+
+/// A fresh folder under the temp dir, named by the test file and case.
+pub fn scratch(file: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tokbench-{file}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+/// A finished process's status and output, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The simulator on a runtime of its own, so the test body can block on
+/// child processes; shut down on drop.
+pub struct Sim {
+    runtime: tokio::runtime::Runtime,
+    handle: Option<SimHandle>,
+}
+
+impl Sim {
+    pub fn with(config: SimConfig) -> Sim {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let handle = runtime
+            .block_on(sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config))
+            .expect("simulator starts");
+        Sim {
+            runtime,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.handle.as_ref().map(|h| h.addr).expect("running")
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.runtime.block_on(handle.shutdown());
+        }
+    }
+}
+
+/// A tmux server of our own (`-L` socket), killed on drop whatever happened.
+pub struct Tmux {
+    socket: String,
+    /// The socket file, which `kill-server` leaves behind.
+    socket_path: Option<PathBuf>,
+}
+
+impl Tmux {
+    /// A detached session of `width` x `height` running `command`. Fails
+    /// naming tmux when it is not installed.
+    pub fn start(name: &str, width: u16, height: u16, command: &str) -> Tmux {
+        match Command::new("tmux").arg("-V").output() {
+            Ok(out) if out.status.success() => {}
+            _ => panic!(
+                "tmux is not installed: this test runs the live view inside tmux \
+                 (apt-get install tmux, or run .ci/run which installs it)"
+            ),
+        }
+        let mut tmux = Tmux {
+            socket: format!("tokbench-test-{}-{name}", std::process::id()),
+            socket_path: None,
+        };
+        let out = tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            command,
+        ]);
+        assert!(out.status.success(), "tmux new-session: {}", text(&out));
+        let path = tmux.run(&["display-message", "-p", "#{socket_path}"]);
+        let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
+        tmux.socket_path = (!path.is_empty()).then(|| PathBuf::from(path));
+        tmux
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// What the pane shows now.
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    /// The pane with its scrollback.
+    pub fn screen_with_history(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-S", "-"]).stdout).into_owned()
+    }
+
+    /// Whether the pane is on the alternate screen (the live view is up).
+    pub fn alternate_on(&self) -> bool {
+        let out = self.run(&["display-message", "-p", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
+    /// Type `keys` literally.
+    pub fn keys(&self, keys: &str) {
+        let out = self.run(&["send-keys", "-l", keys]);
+        assert!(out.status.success(), "send-keys: {}", text(&out));
+    }
+
+    /// Poll until `want` holds for the screen; the time it took.
+    pub fn wait_for(&self, what: &str, limit: Duration, want: impl Fn(&str) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            let screen = self.screen();
+            if want(&screen) {
+                return started.elapsed();
+            }
+            if started.elapsed() > limit {
+                panic!("{what}: not seen within {limit:?}; the screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+        if let Some(path) = &self.socket_path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
