@@ -86,7 +86,7 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     if let Some(late) = &level.lateness {
         line(
             &mut out,
-            "Sent late (> 2 ms after schedule):",
+            "Sent late (> 5 ms after schedule):",
             format!("{} of {}", late.late, late.scheduled),
         );
         line(

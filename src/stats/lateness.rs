@@ -1,7 +1,8 @@
 //! Open-loop send lateness: how far behind its schedule the client sent.
 //! A request is late when it left more than `LATE_AFTER` after its intended
-//! time (tokio's timer has 1 ms granularity, so below that is the clock's
-//! noise, not a lagging client or a full cap).
+//! time. tokio's timer has 1 ms granularity and a busy machine adds a
+//! millisecond or two: below 5 ms (the replay acceptance's "on schedule") is
+//! the clock's noise, not a lagging client or a full cap.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use serde_json::{json, Value};
 use crate::record::{Outcome, RequestRecord};
 use crate::stats::percentile::percentile_sorted;
 
-pub const LATE_AFTER: Duration = Duration::from_millis(2);
+pub const LATE_AFTER: Duration = Duration::from_millis(5);
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lateness {
@@ -111,7 +112,7 @@ mod tests {
 
     #[test]
     fn counts_late_sends_and_their_spread() {
-        // Lags 0, 1, 3, 840 ms: late (> 2 ms) are 3 and 840. numpy-linear
+        // Lags 0, 1, 3, 840 ms: late (> 5 ms) is 840 alone. numpy-linear
         // p50 of [0,1,3,840] = 1 + 0.5 * (3 - 1) = 2; p99 = 3 + 0.97 * 837 = 814.89.
         let records = [
             rec(Some(0)),
@@ -121,13 +122,13 @@ mod tests {
             rec(None),
         ];
         let l = Lateness::of(&records).expect("scheduled");
-        assert_eq!((l.scheduled, l.late), (4, 2));
+        assert_eq!((l.scheduled, l.late), (4, 1));
         assert!((l.p50_ms - 2.0).abs() < 1e-9);
         assert!((l.p99_ms - 814.89).abs() < 1e-6, "{}", l.p99_ms);
         assert_eq!(l.max_ms, 840.0);
         assert_eq!(
             l.warning().as_deref(),
-            Some("client lagging: 2 of 4 requests sent late, max 840 ms")
+            Some("client lagging: 1 of 4 requests sent late, max 840 ms")
         );
         assert_eq!(Lateness::of(&[rec(None)]), None);
     }
