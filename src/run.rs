@@ -173,7 +173,7 @@ impl SweepPlan {
         if args.num_prompts == Some(0) {
             bail!("--num-prompts must be at least 1");
         }
-        let (input_len, output_len, traffic) = traffic_config(args)?;
+        let (mut input_len, mut output_len, mut traffic) = traffic_config(args)?;
         if output_len == 0 || output_len > 10_000_000 {
             bail!("--random-output-len must be between 1 and 10,000,000");
         }
@@ -198,6 +198,28 @@ impl SweepPlan {
             }
             None => None,
         };
+        // A replay's lengths are the log's: its medians stand for the run
+        // (the warmup, the shape line) unless lengths were given.
+        if let Some(replay) = &replay {
+            let median = |lens: Vec<u32>| -> Option<u32> {
+                let mut lens = lens;
+                lens.sort_unstable();
+                lens.get(lens.len() / 2).copied()
+            };
+            let from_log = args.profile.is_none();
+            if let Some(m) = median(replay.entries.iter().filter_map(|e| e.input_len).collect())
+                .filter(|_| from_log && args.random_input_len.is_none())
+            {
+                input_len = m;
+                traffic.profile = "replay".into();
+            }
+            if let Some(m) = median(replay.entries.iter().filter_map(|e| e.output_len).collect())
+                .filter(|_| from_log && args.random_output_len.is_none())
+            {
+                output_len = m;
+                traffic.profile = "replay".into();
+            }
+        }
         // Rounds run back to back: 1,1,1,4,4,4,...
         let levels: Vec<LevelPlan> = if let Some(replay) = &replay {
             vec![LevelPlan::closed(
@@ -1085,6 +1107,44 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan_of(args: &[&str]) -> Result<SweepPlan> {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(
+            ["tokbench", "sweep", "--base-url", "http://127.0.0.1:9"]
+                .iter()
+                .chain(args),
+        )
+        .map_err(|e| eyre!("{e}"))?;
+        match cli.command {
+            crate::cli::Command::Sweep(sweep) => SweepPlan::from_args(&sweep),
+            _ => bail!("not a sweep"),
+        }
+    }
+
+    #[test]
+    fn a_replay_takes_its_lengths_from_the_log_unless_given() {
+        let dir = std::env::temp_dir().join(format!("tokbench-replay-len-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = dir.join("log.jsonl");
+        // Input lengths 10, 30, 20 (median 20); outputs 5 and 7 (median of two: the upper, 7).
+        std::fs::write(
+            &log,
+            "{\"t\":0,\"input_len\":10,\"output_len\":5}\n{\"t\":1,\"input_len\":30}\n{\"t\":2,\"input_len\":20,\"output_len\":7}\n",
+        )
+        .expect("write");
+        let path = log.display().to_string();
+        let plan = plan_of(&["--replay", &path]).expect("plan");
+        assert_eq!((plan.input_len, plan.output_len), (20, 7));
+        assert_eq!(plan.traffic.profile, "replay");
+        assert_eq!(plan.levels.len(), 1);
+        assert_eq!(plan.levels[0].num_prompts, 3);
+        let plan = plan_of(&["--replay", &path, "--random-output-len", "64"]).expect("plan");
+        assert_eq!((plan.input_len, plan.output_len), (20, 64));
+        let err = plan_of(&["--replay", &path, "--request-rate", "2"]).expect_err("exclusive");
+        assert!(err.to_string().contains("choose one"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn base_url_forms() {
