@@ -4,20 +4,16 @@
 //! token count the server reports.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig};
 
+mod support;
+use support::{bin, read_json, text};
+
 const STEP_MS: f64 = 5.0;
 const REASONING: u64 = 10;
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -72,7 +68,7 @@ async fn ttfc_trails_ttft_by_the_reasoning_steps() {
     .map(|s| s.to_string())
     .collect();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_tokbench"))
+        Command::new(bin())
             .args(&args)
             .stdin(Stdio::null())
             .output()
@@ -80,13 +76,7 @@ async fn ttfc_trails_ttft_by_the_reasoning_steps() {
     })
     .await
     .expect("join");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
     let want = REASONING as f64 * STEP_MS;
     let lines = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
