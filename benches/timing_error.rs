@@ -145,12 +145,16 @@ async fn run_level(
         .http1_only()
         .build()
         .expect("client");
+    let url: reqwest::Url = format!("http://{addr}/v1/chat/completions")
+        .parse()
+        .expect("url");
     let target = Target {
         client,
+        // The lean HTTP/1.1 client, as a sweep on plain HTTP uses.
+        h1: tokbench::load::h1::Connections::for_url(&url, None, concurrency)
+            .map(std::sync::Arc::new),
         wire: Wire::OpenAi(Api::Chat),
-        url: format!("http://{addr}/v1/chat/completions")
-            .parse()
-            .expect("url"),
+        url,
         authorization: None,
         request_timeout: Duration::from_secs(600),
         stall_timeout: Duration::from_secs(60),

@@ -18,6 +18,7 @@ use crate::cli::{Backend, SweepArgs};
 use crate::load::driver::{
     self, Command, DriverConfig, DriverEvent, LevelPlan, Replay, SearchPlan,
 };
+use crate::load::h1::Connections;
 use crate::load::request::Target;
 use crate::load::{BodySpec, Wire};
 use crate::probe::client::LagMonitor;
@@ -810,16 +811,26 @@ fn wire_of(backend: Backend) -> Wire {
 /// Start the driver for a prepared run.
 pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
     let plan = &prepared.plan;
+    let authorization = plan
+        .api_key
+        .as_ref()
+        .and_then(|k| Target::authorization_from_key(k.expose()));
+    // Measured requests over plain HTTP/1.1 take the lean client (src/load/h1.rs).
+    let h1 = (!plan.http2)
+        .then(|| {
+            let auth = authorization.as_ref().and_then(|a| a.to_str().ok());
+            Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
+        })
+        .flatten()
+        .map(Arc::new);
     let target = Target {
         client: prepared.client.clone(),
+        h1,
         wire: wire_of(plan.backend),
         url: plan.endpoint_url.clone(),
         // The prepared client already sends the key on every request; here
         // it is what error messages are cleaned of (a server may quote it).
-        authorization: plan
-            .api_key
-            .as_ref()
-            .and_then(|k| Target::authorization_from_key(k.expose())),
+        authorization,
         request_timeout: plan.request_timeout,
         stall_timeout: plan.stall_timeout,
     };

@@ -442,6 +442,7 @@ mod steering {
     use tokbench::load::driver::{
         self, Command as Cmd, DriverConfig, DriverEvent, LevelPlan, Mode,
     };
+    use tokbench::load::h1::Connections;
     use tokbench::load::request::Target;
     use tokbench::load::{BodySpec, Wire};
     use tokbench::protocol::openai::Api;
@@ -455,6 +456,7 @@ mod steering {
             warmup: 0,
             target: Arc::new(Target {
                 client: reqwest::Client::new(),
+                h1: Connections::for_url(&url, None, 16).map(Arc::new),
                 wire: Wire::OpenAi(Api::Chat),
                 url,
                 authorization: None,
@@ -833,41 +835,52 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
         }
     });
 
-    let target = Target {
-        wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
-        client: reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client"),
-        url: reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url"),
-        authorization: None,
-        request_timeout: Duration::from_secs(10),
-        stall_timeout: Duration::from_secs(5),
-    };
-    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let start = Instant::now();
-    let mut retries = 0;
-    for id in 0..3 {
-        let request = PreparedRequest {
-            id,
-            level: 0,
-            body: bytes::Bytes::from_static(b"{}"),
-            input_tokens_target: 38,
-            max_tokens: 64,
-            scheduled: None,
-            turn: None,
+    let url = reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url");
+    // Both HTTP clients: the lean one of plain-HTTP runs, and reqwest.
+    for lean in [true, false] {
+        let target = Target {
+            wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("client"),
+            h1: lean
+                .then(|| tokbench::load::h1::Connections::for_url(&url, None, 4))
+                .flatten()
+                .map(std::sync::Arc::new),
+            url: url.clone(),
+            authorization: None,
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(5),
         };
-        let record = execute(&target, request, start, cancel.clone()).await;
-        assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error_message);
-        // The capture: 64 content chunks after a role-only one, no usage,
-        // a finish chunk with timings.predicted_n = 64.
-        assert_eq!(record.output_tokens, 64);
-        assert_eq!(record.chunks, 64);
-        assert_eq!(record.token_source, TokenSource::LlamacppTimings);
-        assert_eq!(record.server_timings.and_then(|t| t.prompt_n), Some(38));
-        retries += record.retries;
+        let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+        let start = Instant::now();
+        let mut retries = 0;
+        for id in 0..3 {
+            let request = PreparedRequest {
+                id,
+                level: 0,
+                body: bytes::Bytes::from_static(b"{}"),
+                input_tokens_target: 38,
+                max_tokens: 64,
+                scheduled: None,
+                turn: None,
+            };
+            let record = execute(&target, request, start, cancel.clone()).await;
+            assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error_message);
+            // The capture: 64 content chunks after a role-only one, no usage,
+            // a finish chunk with timings.predicted_n = 64.
+            assert_eq!(record.output_tokens, 64);
+            assert_eq!(record.chunks, 64);
+            assert_eq!(record.token_source, TokenSource::LlamacppTimings);
+            assert_eq!(record.server_timings.and_then(|t| t.prompt_n), Some(38));
+            retries += record.retries;
+        }
+        assert!(
+            retries >= 1,
+            "the dead pooled connection was never hit (lean client: {lean})"
+        );
     }
-    assert!(retries >= 1, "the dead pooled connection was never hit");
 }
 
 /// Ollama, natively: with one parallel slot the sweep shows flat throughput,

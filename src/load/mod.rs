@@ -3,6 +3,7 @@
 
 pub mod arrivals;
 pub mod driver;
+pub mod h1;
 pub mod replay;
 pub mod request;
 

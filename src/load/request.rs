@@ -6,15 +6,17 @@
 
 use std::error::Error as StdError;
 use std::future::{poll_fn, Future};
-use std::pin::pin;
-use std::task::Poll;
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::sync::watch;
 
+use super::h1::{self, BodyError, Connections, Consumed, Polled};
 use super::Wire;
 use crate::protocol::openai::error_message_from_body;
 use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
@@ -66,6 +68,9 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 #[derive(Clone, Debug)]
 pub struct Target {
     pub client: reqwest::Client,
+    /// The lean HTTP/1.1 client that measured requests take on plain
+    /// `http://` targets ([`h1`]); None: `client` carries them.
+    pub h1: Option<Arc<Connections>>,
     /// How the answer is framed (SSE or NDJSON).
     pub wire: Wire,
     /// Full request URL (base + endpoint).
@@ -402,40 +407,31 @@ async fn stream_request(
     // stays the first attempt's. (A server that read the request and then
     // died gets it twice: the record's `retries` says so.)
     let mut attempt = 0;
-    let response = loop {
-        let mut builder = target
-            .client
-            .post(target.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(X_REQUEST_ID, request_id_header(record.id, attempt))
-            .body(body.clone());
-        if let Some(auth) = &target.authorization {
-            builder = builder.header(AUTHORIZATION, auth.clone());
-        }
-        match builder.send().await {
-            Ok(r) => break r,
-            Err(e) => {
-                let class = classify_transport_error(&e);
-                if class == ErrorClass::ConnectionClosed && attempt < STALE_CONNECTION_RETRIES {
-                    attempt += 1;
-                    record.retries += 1;
-                    continue;
-                }
-                return Some(Stop::Failed(class, transport_message(&e, class)));
+    let (status, mut answer) = loop {
+        let sent = match &target.h1 {
+            Some(h1) => send_h1(h1, &body, record.id, attempt).await,
+            None => send_reqwest(target, &body, record.id, attempt).await,
+        };
+        match sent {
+            Ok(answer) => break answer,
+            Err((class, _))
+                if class == ErrorClass::ConnectionClosed && attempt < STALE_CONNECTION_RETRIES =>
+            {
+                attempt += 1;
+                record.retries += 1;
             }
+            Err((class, message)) => return Some(Stop::Failed(class, message)),
         }
     };
     record.ttfb = Some(t0.elapsed());
 
-    let status = response.status();
-    if !status.is_success() {
-        let message = http_error_message(status.as_u16(), response, target.stall_timeout).await;
-        return Some(Stop::Failed(ErrorClass::Http(status.as_u16()), message));
+    if !(200..300).contains(&status) {
+        let message = http_error_message(status, &mut answer, target.stall_timeout).await;
+        return Some(Stop::Failed(ErrorClass::Http(status), message));
     }
 
     let mut decoder = Decoder::new(target.wire);
     let mut events = Vec::with_capacity(4);
-    let mut stream = response.bytes_stream();
     // The stall timer: one per stream, armed for the last bytes' time plus
     // the limit and re-armed only when it fires (a timer per read would cost
     // a wheel insert and removal per chunk).
@@ -446,7 +442,7 @@ async fn stream_request(
     let mut stall_armed = false;
     loop {
         let next = poll_fn(|cx| {
-            if let Poll::Ready(next) = stream.poll_next_unpin(cx) {
+            if let Poll::Ready(next) = answer.poll_body(cx) {
                 return Poll::Ready(Some(next));
             }
             if !stall_armed || stall.is_elapsed() {
@@ -472,41 +468,139 @@ async fn stream_request(
                 ),
             ));
         };
-        match next {
-            Some(Ok(bytes)) => {
+        let ended = match next {
+            Ok(Polled::Bytes) => {
                 // The arrival time is taken before the bytes are parsed.
                 let now = Instant::now();
                 let at = now.saturating_duration_since(t0);
                 last_bytes = now;
-                if let Err(e) = decoder.feed(&bytes, &mut events) {
-                    return Some(Stop::Failed(ErrorClass::MalformedStream, e));
-                }
                 let outputs_before = tally.arrivals.len();
-                for event in events.drain(..) {
-                    tally.apply(event, at);
-                }
+                let consumed = answer.consume(|bytes| {
+                    let fed = decoder.feed(bytes, &mut events);
+                    for event in events.drain(..) {
+                        tally.apply(event, at);
+                    }
+                    fed
+                });
                 if tally.arrivals.len() > outputs_before {
                     tally.output_reads += 1;
                 }
-            }
-            Some(Err(e)) => {
-                let class = match classify_transport_error(&e) {
-                    ErrorClass::Connect | ErrorClass::ConnectRefused => {
-                        ErrorClass::ConnectionClosed
+                match consumed {
+                    Ok(Consumed::More) => false,
+                    Ok(Consumed::End) => true,
+                    Err(BodyError::Sink(e)) => {
+                        return Some(Stop::Failed(ErrorClass::MalformedStream, e))
                     }
-                    other => other,
-                };
-                return Some(Stop::Failed(class, transport_message(&e, class)));
+                    Err(BodyError::Transport(e)) => return Some(Stop::Failed(e.class, e.message)),
+                }
             }
-            None => {
-                let at = t0.elapsed();
-                if let Err(e) = decoder.finish(&mut events) {
-                    return Some(Stop::Failed(ErrorClass::MalformedStream, e));
+            Ok(Polled::End) => true,
+            Err((class, message)) => return Some(Stop::Failed(class, message)),
+        };
+        if ended {
+            let at = t0.elapsed();
+            if let Err(e) = decoder.finish(&mut events) {
+                return Some(Stop::Failed(ErrorClass::MalformedStream, e));
+            }
+            for event in events.drain(..) {
+                tally.apply(event, at);
+            }
+            return None;
+        }
+    }
+}
+
+/// A response status and its body, from either HTTP client.
+type Sent = Result<(u16, Answer), (ErrorClass, String)>;
+
+async fn send_h1(h1: &Arc<Connections>, body: &[u8], id: u64, attempt: u8) -> Sent {
+    let request_id = request_id_header(id, attempt);
+    let request_id = request_id.to_str().unwrap_or("tokbench");
+    match h1.send(body, request_id, attempt > 0).await {
+        Ok(response) => Ok((response.status, Answer::H1(response))),
+        Err(e) => Err((e.class, e.message)),
+    }
+}
+
+async fn send_reqwest(target: &Target, body: &Bytes, id: u64, attempt: u8) -> Sent {
+    let mut builder = target
+        .client
+        .post(target.url.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(X_REQUEST_ID, request_id_header(id, attempt))
+        .body(body.clone());
+    if let Some(auth) = &target.authorization {
+        builder = builder.header(AUTHORIZATION, auth.clone());
+    }
+    match builder.send().await {
+        Ok(response) => Ok((
+            response.status().as_u16(),
+            Answer::Reqwest {
+                stream: Box::pin(response.bytes_stream()),
+                waiting: None,
+            },
+        )),
+        Err(e) => {
+            let class = classify_transport_error(&e);
+            Err((class, transport_message(&e, class)))
+        }
+    }
+}
+
+/// A response body being read: by the lean HTTP/1.1 client, or by reqwest
+/// (TLS, HTTP/2, credentials in the URL).
+enum Answer {
+    H1(h1::Response),
+    Reqwest {
+        stream: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+        /// A read that `consume` has not handed on yet.
+        waiting: Option<Bytes>,
+    },
+}
+
+impl Answer {
+    /// Wait for the next bytes of the body, or its end.
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Polled, (ErrorClass, String)>> {
+        match self {
+            Answer::H1(response) => response.poll_body(cx).map_err(|e| (e.class, e.message)),
+            Answer::Reqwest { stream, waiting } => {
+                if waiting.is_some() {
+                    return Poll::Ready(Ok(Polled::Bytes));
                 }
-                for event in events.drain(..) {
-                    tally.apply(event, at);
+                match stream.poll_next_unpin(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(None) => Poll::Ready(Ok(Polled::End)),
+                    Poll::Ready(Some(Ok(bytes))) => {
+                        *waiting = Some(bytes);
+                        Poll::Ready(Ok(Polled::Bytes))
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        let class = match classify_transport_error(&e) {
+                            ErrorClass::Connect | ErrorClass::ConnectRefused => {
+                                ErrorClass::ConnectionClosed
+                            }
+                            other => other,
+                        };
+                        Poll::Ready(Err((class, transport_message(&e, class))))
+                    }
                 }
-                return None;
+            }
+        }
+    }
+
+    /// Hand the bytes `poll_body` found to `sink` (the body's payload only).
+    fn consume<E>(
+        &mut self,
+        mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<Consumed, BodyError<E>> {
+        match self {
+            Answer::H1(response) => response.consume(sink),
+            Answer::Reqwest { waiting, .. } => {
+                if let Some(bytes) = waiting.take() {
+                    sink(&bytes).map_err(BodyError::Sink)?;
+                }
+                // reqwest says the end at the next poll.
+                Ok(Consumed::More)
             }
         }
     }
@@ -515,8 +609,8 @@ async fn stream_request(
 /// One line for an HTTP error answer: the message in its body, or what
 /// became of a body that did not come whole within `limit` (a half-sent
 /// `{"error":` is no message).
-async fn http_error_message(status: u16, response: reqwest::Response, limit: Duration) -> String {
-    let (body, complete) = read_error_body(response, limit).await;
+async fn http_error_message(status: u16, answer: &mut Answer, limit: Duration) -> String {
+    let (body, complete) = read_error_body(answer, limit).await;
     if complete {
         error_message_from_body(status, &body)
     } else if body.is_empty() {
@@ -531,21 +625,25 @@ async fn http_error_message(status: u16, response: reqwest::Response, limit: Dur
 
 /// The error body, at most `ERROR_BODY_LIMIT` bytes of it, and whether it
 /// came whole (or filled the limit) rather than stopping or breaking off.
-async fn read_error_body(response: reqwest::Response, limit: Duration) -> (Vec<u8>, bool) {
+async fn read_error_body(answer: &mut Answer, limit: Duration) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
     let read = async {
         loop {
-            match stream.next().await {
-                Some(Ok(bytes)) => {
-                    let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
-                    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
-                    if body.len() >= ERROR_BODY_LIMIT {
-                        return true;
+            match poll_fn(|cx| answer.poll_body(cx)).await {
+                Ok(Polled::Bytes) => {
+                    let consumed = answer.consume(|bytes| {
+                        let room = ERROR_BODY_LIMIT.saturating_sub(body.len());
+                        body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        Ok::<(), ()>(())
+                    });
+                    match consumed {
+                        Ok(Consumed::More) if body.len() < ERROR_BODY_LIMIT => {}
+                        Ok(_) => return true,
+                        Err(_) => return false,
                     }
                 }
-                Some(Err(_)) => return false,
-                None => return true,
+                Ok(Polled::End) => return true,
+                Err(_) => return false,
             }
         }
     };
@@ -618,7 +716,7 @@ pub fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
 /// `what (detail)`, or `what` and the rest of `detail` when `detail` starts
 /// with the same words: `connection refused (os error 111)`, not
 /// `connection refused (Connection refused (os error 111))`.
-fn say_once(what: &str, detail: &str) -> String {
+pub(crate) fn say_once(what: &str, detail: &str) -> String {
     match detail.get(..what.len()) {
         Some(head) if head.eq_ignore_ascii_case(what) => {
             format!("{what}{}", &detail[what.len()..])
