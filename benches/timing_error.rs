@@ -20,6 +20,11 @@
 //! unmeasured warmup request (as a sweep's `--warmup` does), so connections
 //! are open when the measured requests go out together.
 //!
+//! The first row, `floor`, is the machine's own: a plain blocking TCP read
+//! of one small message per step between two threads pinned the same way,
+//! no runtime and no parsing, so whatever lateness it shows no client could
+//! beat on this machine.
+//!
 //! The figures include whatever else the machine is doing: on a shared or
 //! virtual machine, run it quiet, or under `chrt -f 20` to keep other
 //! processes from preempting the client and simulator threads.
@@ -104,6 +109,14 @@ fn main() {
         "TTFT err p50/p99/max",
         "ITL err p50/p99/max",
         "lateness p50/p99/max"
+    );
+    println!(
+        "  floor {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
+        "",
+        FLOOR_MESSAGES,
+        "",
+        "",
+        floor_lateness(pinned)
     );
     let mut next_id = 0u64;
     for (concurrency, rounds) in LEVELS {
@@ -284,6 +297,47 @@ fn report(
     if unmatched + failed > 0 {
         println!("       ({failed} requests failed, {unmatched} not matched to the emission log)");
     }
+}
+
+/// Messages of the floor row: one every step, 5 s in all.
+const FLOOR_MESSAGES: usize = 250;
+
+/// The machine's own floor: a plain blocking loopback TCP connection, the
+/// writer thread on the simulator's core and the reader on the client's, one
+/// 8-byte message (its write time) every step. No runtime, no parsing: the
+/// lateness of its reads (p50/p99/max) is what any client on this machine
+/// would see at least, the kernel's and the (virtual) machine's wake-up time.
+fn floor_lateness(pinned: bool) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let writer = std::thread::spawn(move || {
+        if pinned {
+            pin_to_core(1);
+        }
+        let (mut socket, _) = listener.accept().expect("accept");
+        let _ = socket.set_nodelay(true);
+        let start = Instant::now();
+        for k in 1..=FLOOR_MESSAGES {
+            let due = start + Duration::from_secs_f64(STEP_MS / 1000.0 * k as f64);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            socket
+                .write_all(&monotonic_ns().to_le_bytes())
+                .expect("write");
+        }
+    });
+    let mut socket = std::net::TcpStream::connect(addr).expect("connect");
+    let mut late = Vec::with_capacity(FLOOR_MESSAGES);
+    let mut message = [0u8; 8];
+    for _ in 0..FLOOR_MESSAGES {
+        socket.read_exact(&mut message).expect("read");
+        let now = monotonic_ns();
+        late.push(now.saturating_sub(u64::from_le_bytes(message)) as f64 / 1e6);
+    }
+    writer.join().expect("writer");
+    late.sort_by(f64::total_cmp);
+    let p = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
+    format!("{:.3}/{:.3}/{:.3}", p(0.5), p(0.99), late[late.len() - 1])
 }
 
 /// Pin the calling thread (and the threads it starts later) to one core.
