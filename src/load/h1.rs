@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::request::say_once;
@@ -162,24 +162,30 @@ impl Connections {
         request.extend_from_slice(body.len().to_string().as_bytes());
         request.extend_from_slice(b"\r\n\r\n");
         request.extend_from_slice(body);
-        if let Err(e) = conn.stream.write_all(&request).await {
-            return Err(H1Error::closed("writing the request", &e));
-        }
+        let whole = match conn.write_request(&request).await {
+            Ok(whole) => whole,
+            // The server may have answered (401, 413) and closed before
+            // reading it all: its answer can still be in the socket.
+            Err(e) => match conn.read_head().await {
+                Ok(head) => return Ok(Response::new(head, conn, false, self)),
+                Err(_) => return Err(H1Error::closed("writing the request", &e)),
+            },
+        };
         let head = conn.read_head().await?;
-        Ok(Response {
-            status: head.status,
-            framing: head.framing,
-            keep_alive: head.keep_alive,
-            conn: Some(conn),
-            pool: Arc::clone(self),
-        })
+        Ok(Response::new(head, conn, whole, self))
     }
 
     fn take_idle(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(entry) = idle.pop() {
-            if entry.since.elapsed() < IDLE_TIMEOUT {
-                return Some(entry.conn);
+            if entry.since.elapsed() >= IDLE_TIMEOUT {
+                continue;
+            }
+            // Closed by the server while idle (uvicorn and cpp-httplib after
+            // 5 s), or bytes nobody asked for: not at a clean boundary.
+            match entry.conn.stream.try_read(&mut [0u8; 1]) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(entry.conn),
+                _ => continue,
             }
         }
         None
@@ -297,6 +303,33 @@ impl Conn {
         }
     }
 
+    /// Write the request; stop early (Ok(false)) if the server starts
+    /// answering before it has read it all.
+    async fn write_request(&mut self, request: &[u8]) -> io::Result<bool> {
+        let mut written = 0;
+        std::future::poll_fn(|cx| {
+            while written < request.len() {
+                match Pin::new(&mut self.stream).poll_write(cx, &request[written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(n)) => written += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {
+                        if self.end < self.buf.len() {
+                            if let Poll::Ready(Ok(n)) = self.poll_fill(cx) {
+                                if n > 0 {
+                                    return Poll::Ready(Ok(false));
+                                }
+                            }
+                        }
+                        return Poll::Pending;
+                    }
+                }
+            }
+            Poll::Ready(Ok(true))
+        })
+        .await
+    }
+
     /// Read once into the free end of the buffer.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let mut read = ReadBuf::new(&mut self.buf[self.end..]);
@@ -346,9 +379,23 @@ pub enum BodyError<E> {
 }
 
 impl Response {
+    fn new(head: Head, conn: Conn, whole_request: bool, pool: &Arc<Connections>) -> Self {
+        Response {
+            status: head.status,
+            framing: head.framing,
+            keep_alive: head.keep_alive && whole_request,
+            conn: Some(conn),
+            pool: Arc::clone(pool),
+        }
+    }
+
     /// Wait for body bytes (none are read while some are still waiting).
     pub fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Polled, H1Error>> {
         if matches!(self.framing, Framing::Length(0)) || self.framing == Framing::Done {
+            if self.conn.as_ref().is_some_and(|c| c.start < c.end) {
+                // Bytes past the body: the connection is out of step.
+                self.keep_alive = false;
+            }
             self.finish();
             return Poll::Ready(Ok(Polled::End));
         }
@@ -462,10 +509,13 @@ fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, H1Error> {
     let http10 = response.version == Some(0);
     let mut length = None;
     let mut chunked = false;
-    let mut close = http10;
+    let mut te = false;
+    let mut saw_close = false;
+    let mut saw_keep_alive = false;
     for h in response.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let value = std::str::from_utf8(h.value).ok().map(str::trim);
+            let value = value.filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()));
             match value.and_then(|v| v.parse::<u64>().ok()) {
                 Some(n) if length.is_none_or(|l| l == n) => length = Some(n),
                 _ => {
@@ -476,6 +526,7 @@ fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, H1Error> {
                 }
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            te = true;
             chunked = h
                 .value
                 .split(|&b| b == b',')
@@ -485,18 +536,28 @@ fn parse_head(bytes: &[u8]) -> Result<Option<(Head, usize)>, H1Error> {
             for token in h.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") && http10 {
-                    close = false;
+                    saw_close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    saw_keep_alive = true;
                 }
             }
         }
     }
+    // RFC 9112 6.1: TE with CL (or in HTTP/1.0) is faulty framing: close
+    // after it. 101: the connection no longer speaks HTTP/1.1.
+    let mut close = saw_close
+        || (http10 && !saw_keep_alive)
+        || status == 101
+        || (te && (length.is_some() || http10));
     let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
         Framing::Length(0)
     } else if chunked {
         // Transfer-Encoding wins over Content-Length (RFC 9112 6.3).
         Framing::Chunked(Chunked::default())
+    } else if te {
+        // RFC 9112 6.3 (4): not chunked last: to the connection's end.
+        close = true;
+        Framing::Close
     } else if let Some(n) = length {
         Framing::Length(n)
     } else {
@@ -623,6 +684,7 @@ impl Chunked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
 
     /// Decode `input` cut into pieces of `step` bytes; the data and whether
     /// the body ended.
@@ -861,5 +923,214 @@ mod tests {
         let e = c.send(b"{}", "id", false).await.err().unwrap();
         assert_eq!(e.class, ErrorClass::ConnectRefused);
         assert_eq!(e.message.matches("refused").count(), 1, "{}", e.message);
+    }
+
+    // Found in review: idle connections, early answers, odd heads.
+
+    /// A server that answers the first request on each connection with
+    /// `first`, then runs `after` on the socket.
+    async fn one_shot_server<F, Fut>(
+        first: &'static [u8],
+        after: F,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>)
+    where
+        F: Fn(tokio::net::TcpStream) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        let after = Arc::new(after);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let after = Arc::clone(&after);
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        let r = socket.read(&mut buf).await.unwrap_or(0);
+                        if r == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..r]);
+                        if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            if seen.len() >= end + 6 {
+                                break;
+                            }
+                        }
+                    }
+                    if n == 0 {
+                        socket.write_all(first).await.unwrap();
+                        after(socket).await;
+                    } else {
+                        socket
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                            .await
+                            .unwrap();
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// uvicorn (vLLM, SGLang) and cpp-httplib (llama-server) close idle
+    /// keep-alive connections after 5 s; the pool keeps them 90 s and
+    /// hands a dead one out: the send fails and the caller must retry
+    /// (record.retries += 1, TTFB includes the failed round trip).
+    #[tokio::test]
+    async fn a_pooled_connection_the_server_closed_is_not_handed_out() {
+        let (base, _) = one_shot_server(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+            |s| async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(s)
+            },
+        )
+        .await;
+        let c =
+            Arc::new(Connections::for_url(&reqwest::Url::parse(&base).unwrap(), None, 4).unwrap());
+        assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = c.send(b"{}", "id", false).await;
+        assert!(
+            r.is_ok(),
+            "the dead pooled connection was used: {:?}",
+            r.err()
+        );
+    }
+
+    /// Bytes a server sent on an idle connection (Node's 408 on its
+    /// keep-alive timeout, or junk after a body) are taken as the next
+    /// request's answer.
+    #[tokio::test]
+    async fn bytes_that_arrived_on_an_idle_connection_are_not_the_next_answer() {
+        let (base, _) = one_shot_server(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+            |mut s| async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = s.write_all(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            },
+        ).await;
+        let c =
+            Arc::new(Connections::for_url(&reqwest::Url::parse(&base).unwrap(), None, 4).unwrap());
+        assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (status, _) = fetch(&c).await;
+        assert_eq!(
+            status, 200,
+            "a stale 408 was taken as this request's answer"
+        );
+    }
+
+    /// A server that answers early (401 from vLLM's --api-key middleware,
+    /// 413) without reading a large body and then closes: write_all fails
+    /// and the answer, already in the receive buffer, is never read.
+    #[tokio::test]
+    async fn an_early_answer_to_a_large_upload_is_read_after_a_reset() {
+        let (base, _) = one_shot_server_head_only(true).await;
+        let c =
+            Arc::new(Connections::for_url(&reqwest::Url::parse(&base).unwrap(), None, 4).unwrap());
+        let body = vec![b'x'; 64 << 20];
+        let r = tokio::time::timeout(Duration::from_secs(5), c.send(&body, "id", true)).await;
+        match r {
+            Ok(Ok(resp)) => assert_eq!(resp.status, 413),
+            Ok(Err(e)) => panic!("early 413 lost: {e:?}"),
+            Err(_) => panic!("hung"),
+        }
+    }
+
+    /// Same, but the server keeps the socket open without reading: the
+    /// write blocks until --request-timeout (a Timeout, not HTTP 413).
+    #[tokio::test]
+    async fn an_early_answer_to_a_large_upload_is_read_while_writing() {
+        let (base, _) = one_shot_server_head_only(false).await;
+        let c =
+            Arc::new(Connections::for_url(&reqwest::Url::parse(&base).unwrap(), None, 4).unwrap());
+        let body = vec![b'x'; 64 << 20];
+        let r = tokio::time::timeout(Duration::from_secs(5), c.send(&body, "id", true)).await;
+        match r {
+            Ok(Ok(resp)) => assert_eq!(resp.status, 413),
+            Ok(Err(e)) => panic!("early 413 lost: {e:?}"),
+            Err(_) => panic!("hung: the early answer is never read while the body is written"),
+        }
+    }
+
+    async fn one_shot_server_head_only(close: bool) -> (String, ()) {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                seen.extend_from_slice(&buf[..n]);
+            }
+            socket.write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await.unwrap();
+            if close {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                drop(socket);
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            } else {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        });
+        (url, ())
+    }
+
+    #[test]
+    fn odd_heads_close_the_connection() {
+        let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().0;
+        let mut bad = Vec::new();
+        // HTTP/1.0 with both tokens: close must win whatever the order.
+        if head("HTTP/1.0 200 OK\r\nConnection: close, keep-alive\r\nContent-Length: 2\r\n\r\n")
+            .keep_alive
+        {
+            bad.push("1.0 close,keep-alive kept alive");
+        }
+        // 101: the connection no longer speaks HTTP/1.1; it must not be pooled.
+        if head("HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\n")
+            .keep_alive
+        {
+            bad.push("101 kept alive");
+        }
+        // RFC 9112 6.3(3): TE present, chunked not last => read to close.
+        if head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n").framing
+            != Framing::Close
+        {
+            bad.push("TE gzip + CL used CL");
+        }
+        // RFC 9112 6.1: TE and CL both present => close after the response.
+        if head("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .keep_alive
+        {
+            bad.push("TE+CL kept alive");
+        }
+        // Content-Length is 1*DIGIT.
+        if parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n").is_ok() {
+            bad.push("CL +5 accepted");
+        }
+        assert!(bad.is_empty(), "{bad:?}");
+    }
+
+    /// A zero-length body followed by more bytes: the connection is out of
+    /// step but goes back to the pool (Length(n>0) drops it in that case).
+    #[tokio::test]
+    async fn bytes_after_an_empty_body_keep_the_connection_out_of_the_pool() {
+        let (base, accepted) = server(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\nHTTP/1.1 500 X\r\ncontent-length: 0\r\n\r\n").await;
+        let c =
+            Arc::new(Connections::for_url(&reqwest::Url::parse(&base).unwrap(), None, 4).unwrap());
+        let _ = fetch(&c).await;
+        let pooled = c.idle.lock().unwrap().len();
+        let _ = accepted;
+        assert_eq!(pooled, 0, "an out-of-step connection was pooled");
     }
 }
