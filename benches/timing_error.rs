@@ -119,7 +119,7 @@ fn main() {
         floor_lateness(pinned)
     );
     let mut next_id = 0u64;
-    for (concurrency, rounds) in LEVELS {
+    for (concurrency, rounds) in levels() {
         if concurrency as u64 + 64 > fd_limit {
             println!(
                 "{concurrency:>6} skipped: the open-file limit ({fd_limit}) is too low for it"
@@ -297,6 +297,20 @@ fn report(
     if unmatched + failed > 0 {
         println!("       ({failed} requests failed, {unmatched} not matched to the emission log)");
     }
+}
+
+/// `LEVELS`, or `TIMING_ERROR_LEVELS=256x1,1024x1` (streams x rounds).
+fn levels() -> Vec<(usize, usize)> {
+    let Ok(text) = std::env::var("TIMING_ERROR_LEVELS") else {
+        return LEVELS.to_vec();
+    };
+    text.split(',')
+        .map(|level| {
+            let (c, r) = level.trim().split_once('x').unwrap_or((level.trim(), "1"));
+            let parse = |v: &str| v.parse().expect("TIMING_ERROR_LEVELS: streams x rounds");
+            (parse(c), parse(r))
+        })
+        .collect()
 }
 
 /// Messages of the floor row: one every step, 5 s in all.
