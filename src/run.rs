@@ -815,13 +815,17 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
         .api_key
         .as_ref()
         .and_then(|k| Target::authorization_from_key(k.expose()));
-    // Measured requests over plain HTTP/1.1 take the lean client (src/load/h1.rs).
-    let h1 = (!plan.http2)
-        .then(|| {
-            let auth = authorization.as_ref().and_then(|a| a.to_str().ok());
+    // Measured requests over plain HTTP/1.1 take the lean client (src/load/h1.rs);
+    // a key that is not visible ASCII stays with reqwest, which sends its bytes.
+    let auth = match &authorization {
+        Some(a) => a.to_str().ok().map(Some),
+        None => Some(None),
+    };
+    let h1 = auth
+        .filter(|_| !plan.http2)
+        .and_then(|auth| {
             Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
         })
-        .flatten()
         .map(Arc::new);
     let target = Target {
         client: prepared.client.clone(),
