@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokbench::sim::{spawn, SimConfig, SimHandle};
+use tokbench::sim::{spawn, EmissionLog, SimConfig, SimHandle};
 
 fn cfg(step_ms: f64, step_ms_per_seq: f64, prefill_ms_per_1k: f64) -> SimConfig {
     SimConfig {
@@ -84,14 +84,6 @@ impl Trace {
 
     fn ttft_ms(&self) -> f64 {
         ms(self.output_times()[0] - self.t0)
-    }
-
-    fn first_output(&self) -> Instant {
-        self.output_times()[0]
-    }
-
-    fn last_output(&self) -> Instant {
-        *self.output_times().last().unwrap()
     }
 
     fn gaps_ms(&self) -> Vec<f64> {
@@ -365,14 +357,20 @@ async fn measure_four_streams(c: &reqwest::Client, url: &str) -> Result<(), Stri
 }
 
 /// KV budget for two: each request reserves 100 + 10 = 110 tokens of 300. The other two
-/// wait (FIFO) and are admitted only when the first two have finished. Steps are 10 ms,
-/// so a queued request's first token comes a whole step after the freeing one's last:
-/// client-side receipt jitter on a loaded machine does not reorder them.
+/// wait (FIFO) and are admitted only when the first two have finished.
+///
+/// The order is read from the simulator's own emission log (when each frame was handed
+/// to its connection), not from client receipt: on a loaded machine the client can
+/// take two streams' bytes in one late wake-up, in either order (CI once saw a queued
+/// first token and the freeing last token both arrive at 132.1 ms). Steps are 20 ms, so
+/// a queued request's first frame is written a whole step after the freeing one's last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_limit_queues_the_rest_until_the_first_finish() {
+    let log = EmissionLog::in_memory();
     let sim = start(SimConfig {
         kv_tokens: 300,
-        ..cfg(10.0, 0.0, 0.0)
+        emission_log: Some(log.clone()),
+        ..cfg(20.0, 0.0, 0.0)
     })
     .await;
     let base = format!("http://{}", sim.addr);
@@ -384,7 +382,7 @@ async fn kv_limit_queues_the_rest_until_the_first_finish() {
     let streams = futures_util::future::join_all((0..4).map(|_| stream(&c, &url, &body)));
     // Meanwhile, watch /metrics for the state "2 running, 2 waiting, KV 220/300".
     let watch = async {
-        let deadline = Instant::now() + Duration::from_millis(500);
+        let deadline = Instant::now() + Duration::from_millis(1000);
         while Instant::now() < deadline {
             let text = c
                 .get(format!("{base}/metrics"))
@@ -403,37 +401,49 @@ async fn kv_limit_queues_the_rest_until_the_first_finish() {
         }
         panic!("never saw 2 running and 2 waiting");
     };
-    let (mut traces, kv) = tokio::join!(streams, watch);
+    let (traces, kv) = tokio::join!(streams, watch);
     assert!(
         (kv - 220.0 / 300.0).abs() < 1e-9,
         "KV usage {kv}, expected 220/300"
     );
-
-    traces.sort_by_key(|t| t.first_output());
     for t in &traces {
         assert_eq!(t.status, 200);
         assert_eq!(t.output_times().len(), 10);
     }
+
+    // Server side: each stream's first and last frame times, in order of first frame.
+    let mut emitted: Vec<(u64, u64)> = log
+        .take()
+        .iter()
+        .map(|s| (s.t_ns[0], s.t_ns[s.t_ns.len() - 1]))
+        .collect();
+    assert_eq!(emitted.len(), 4, "every stream logged its frames");
+    emitted.sort();
     // The two admitted first need not share a step (the second may arrive just after
     // the first's step began), so each queued request is paired with the early one whose
     // KV it takes: the i-th queued starts only after the i-th early one has finished.
-    let (early, late) = traces.split_at(2);
-    let mut early_done: Vec<Instant> = early.iter().map(Trace::last_output).collect();
+    let (early, late) = emitted.split_at(2);
+    let mut early_done: Vec<u64> = early.iter().map(|&(_, last)| last).collect();
     early_done.sort();
-    for (l, done) in late.iter().zip(&early_done) {
+    let since_start = |t: u64| (t - emitted[0].0) as f64 / 1e6;
+    for (&(first, _), &done) in late.iter().zip(&early_done) {
         println!(
-            "queued request: first token at {:.1} ms, its slot freed at {:.1} ms (from the first send)",
-            ms(l.first_output() - traces[0].t0),
-            ms(*done - traces[0].t0)
+            "queued request: first frame written at {:.1} ms, its slot freed at {:.1} ms \
+             (from the first stream's first frame)",
+            since_start(first),
+            since_start(done)
         );
         assert!(
-            l.first_output() > *done,
+            first > done,
             "a queued request started before a running one finished"
         );
     }
-    // The early pair's E2E is 10 steps of 10 ms (100 ms); a queued TTFT is at least that.
-    for l in late {
-        assert!(l.ttft_ms() >= 95.0, "queued TTFT {} ms", l.ttft_ms());
+    // Client side: the early pair's E2E is 10 steps of 20 ms (200 ms); the two queued
+    // requests' TTFT is at least that.
+    let mut ttfts: Vec<f64> = traces.iter().map(Trace::ttft_ms).collect();
+    ttfts.sort_by(f64::total_cmp);
+    for ttft in &ttfts[2..] {
+        assert!(*ttft >= 190.0, "queued TTFT {ttft} ms; all: {ttfts:?}");
     }
 
     let text = c
