@@ -282,15 +282,17 @@ async fn two_at_once(base: &str) -> (Decoded, Decoded) {
 async fn ollama_num_parallel_one_serializes_and_two_does_not() {
     let (sim, base) = start(cfg(SimEngine::Ollama)).await;
     let (first, second) = two_at_once(&base).await;
-    // The second waits for the only slot: its first token comes after the first
-    // answer has ended (one step after its last token, at most a ms of skew).
+    // The second waits for the only slot: its first token is written a step after the
+    // first answer's last. The client may take both in one late wake-up on a loaded
+    // box and read them in either order, so the check allows 2 ms of skew; without
+    // the wait the second's TTFT would be about 10 ms against a 110 ms answer.
+    let skew = Duration::from_millis(2);
     assert!(
-        second.outputs[0] >= *first.outputs.last().unwrap(),
+        second.outputs[0] + skew >= *first.outputs.last().unwrap(),
         "first {:.1} ms, second TTFT {:.1} ms",
         first.e2e_ms(),
         second.ttft_ms()
     );
-    assert!(second.ttft_ms() >= first.e2e_ms() - 2.0);
     // Its slot wait shows as total - load - prompt_eval - eval.
     let t = second.timings.unwrap();
     let wait = f64::from(t.total_ms) - t.prompt_ms.unwrap() - t.predicted_ms.unwrap();
@@ -443,7 +445,9 @@ async fn llamacpp_streams_carry_timings_that_match_the_client() {
         ..cfg(SimEngine::Llamacpp)
     })
     .await;
-    let (url, body) = llama_chat(&base, 24, false, true);
+    // 96 tokens (about 530 ms of decode), so a 10% bound leaves room for a ~50 ms
+    // stall of the client on a loaded box at either end of the stream.
+    let (url, body) = llama_chat(&base, 96, false, true);
     let d = stream(url, body, false).await;
     assert_eq!(d.status, 200);
     let ev = d.sse();
@@ -458,7 +462,7 @@ async fn llamacpp_streams_carry_timings_that_match_the_client() {
     assert_eq!(d.finish, Some(FinishReason::Length));
     let t = d.timings.unwrap();
     assert_eq!(t.predicted_n, Some(d.outputs.len() as u32));
-    assert_eq!(t.predicted_n, Some(24));
+    assert_eq!(t.predicted_n, Some(96));
     assert_eq!(t.prompt_n, Some(30));
     let server = t.decode_tok_s().unwrap();
     let client_rate = d.stream_tok_s();
