@@ -319,9 +319,24 @@ pub struct SweepArgs {
     #[arg(long)]
     pub http2: bool,
 
+    /// Client for measured requests: auto (tokbench's lean HTTP/1.1 reader on plain http://, reqwest otherwise) or reqwest (always).
+    #[arg(long, value_enum, value_name = "CLIENT", default_value_t = HttpClient::Auto)]
+    pub http_client: HttpClient,
+
     /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
     #[arg(long)]
     pub insecure: bool,
+}
+
+/// `--http-client`: which client reads the measured streams.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HttpClient {
+    /// The lean HTTP/1.1 reader (src/load/h1.rs) wherever it applies: plain http://,
+    /// no --http2, no credentials in the URL, a visible-ASCII key.
+    Auto,
+    /// reqwest for every request: the escape hatch if a server and the lean reader
+    /// disagree.
+    Reqwest,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use reqwest::header::HeaderValue;
 use serde_json::{Map, Value};
 
 use crate::analysis::decide::CapacitySlo;
 use crate::analysis::goodput::Slo as GoodputSlo;
-use crate::cli::{Backend, SweepArgs};
+use crate::cli::{Backend, HttpClient, SweepArgs};
 use crate::load::driver::{
     self, Command, DriverConfig, DriverEvent, LevelPlan, Replay, SearchPlan,
 };
@@ -93,6 +94,8 @@ pub struct SweepPlan {
     /// `--find-capacity`: the search, instead of the levels.
     pub search: Option<SearchPlan>,
     pub http2: bool,
+    /// `--http-client`: whether measured requests may take the lean reader.
+    pub http_client: HttpClient,
     /// `--insecure`: TLS certificates are not checked.
     pub insecure: bool,
     /// `--resume DIR`: the run to continue.
@@ -349,6 +352,7 @@ impl SweepPlan {
             replay,
             search,
             http2: args.http2,
+            http_client: args.http_client,
             insecure: args.insecure,
             resume: args.resume.clone(),
             turns: args.turns,
@@ -808,6 +812,21 @@ fn wire_of(backend: Backend) -> Wire {
     }
 }
 
+/// The lean client (src/load/h1.rs) for measured requests over plain HTTP/1.1, unless
+/// `--http2` or `--http-client reqwest` asks otherwise. A key that is not visible
+/// ASCII stays with reqwest, which sends its bytes as given; so do https:// and URLs
+/// with credentials ([`Connections::for_url`] declines those).
+fn lean_connections(plan: &SweepPlan, authorization: Option<&HeaderValue>) -> Option<Connections> {
+    if plan.http2 || plan.http_client == HttpClient::Reqwest {
+        return None;
+    }
+    let auth = match authorization {
+        Some(a) => Some(a.to_str().ok()?),
+        None => None,
+    };
+    Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
+}
+
 /// Start the driver for a prepared run.
 pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
     let plan = &prepared.plan;
@@ -815,18 +834,7 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
         .api_key
         .as_ref()
         .and_then(|k| Target::authorization_from_key(k.expose()));
-    // Measured requests over plain HTTP/1.1 take the lean client (src/load/h1.rs);
-    // a key that is not visible ASCII stays with reqwest, which sends its bytes.
-    let auth = match &authorization {
-        Some(a) => a.to_str().ok().map(Some),
-        None => Some(None),
-    };
-    let h1 = auth
-        .filter(|_| !plan.http2)
-        .and_then(|auth| {
-            Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
-        })
-        .map(Arc::new);
+    let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
     let target = Target {
         client: prepared.client.clone(),
         h1,
@@ -1186,5 +1194,25 @@ mod tests {
         let second = default_result_dir(&root, now);
         assert!(second.ends_with("19700101-000000-2"));
         std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn measured_requests_take_the_lean_client_only_where_it_applies() {
+        let lean = |args: &[&str], url: Option<&str>, key: Option<&str>| {
+            let mut plan = plan_of(args).expect("plan");
+            if let Some(url) = url {
+                plan.endpoint_url = url.parse().expect("url");
+            }
+            let auth = key.and_then(Target::authorization_from_key);
+            lean_connections(&plan, auth.as_ref()).is_some()
+        };
+        assert!(lean(&[], None, None));
+        assert!(lean(&["--http-client", "auto"], None, Some("sk-visible")));
+        assert!(!lean(&["--http-client", "reqwest"], None, None));
+        assert!(!lean(&["--http2"], None, None));
+        assert!(!lean(&[], Some("https://h/v1/chat/completions"), None));
+        assert!(!lean(&[], Some("http://u:p@h/v1/chat/completions"), None));
+        // Valid in a header, but not visible ASCII: reqwest sends it as given.
+        assert!(!lean(&[], None, Some("s\u{e9}same")));
     }
 }

@@ -85,18 +85,26 @@ fn http2_sends_the_http2_preface() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--http2` and `--http-client reqwest` both move the measured requests off the
+/// lean HTTP/1.1 reader onto reqwest; the figures stay the same.
 #[test]
-fn a_sweep_over_http2_measures_like_http1() {
+fn a_sweep_over_http2_or_reqwest_measures_like_the_lean_reader() {
     let sim = start_sim();
     let dir = scratch("h2-run");
     let url = format!("http://{}", sim.addr());
-    let out = sweep(&url, &dir.join("h2"), &["--http2"]);
-    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
-    let level = read_json(&dir.join("h2").join("sweep-c2.json"));
-    assert_eq!(level["completed"], 6, "{level}");
-    // One token per 5 ms step: TPOT is the step, whatever the framing.
-    let tpot = level["median_tpot_ms"].as_f64().expect("tpot");
-    assert!((4.5..6.0).contains(&tpot), "TPOT {tpot} ms");
+    for (name, extra) in [
+        ("lean", &[][..]),
+        ("h2", &["--http2"][..]),
+        ("reqwest", &["--http-client", "reqwest"][..]),
+    ] {
+        let out = sweep(&url, &dir.join(name), extra);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", log(&out));
+        let level = read_json(&dir.join(name).join("sweep-c2.json"));
+        assert_eq!(level["completed"], 6, "{name}: {level}");
+        // One token per 5 ms step: TPOT is the step, whatever the client or framing.
+        let tpot = level["median_tpot_ms"].as_f64().expect("tpot");
+        assert!((4.5..6.0).contains(&tpot), "{name}: TPOT {tpot} ms");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
