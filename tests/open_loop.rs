@@ -414,22 +414,44 @@ fn view_follow_shows_levels_as_they_finish() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let viewer = Command::new(bin())
+    let mut viewer = Command::new(bin())
         .args(["view", "--follow"])
         .arg(&results)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("viewer starts");
+    // The viewer's lines as they come (its stdout is line-buffered).
+    let viewer_stdout = viewer.stdout.take().expect("piped stdout");
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(viewer_stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
     let status = run.wait().expect("sweep ends");
     assert!(status.success());
-    // The viewer polls once a second: give it two to see the last level.
-    std::thread::sleep(Duration::from_millis(2200));
+    // The viewer polls once a second; wait for its third level line, not a fixed time.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("the viewer printed {seen:?} in 10 s"),
+        }
+    }
     let _ = Command::new("kill")
         .args(["-TERM", &viewer.id().to_string()])
         .status();
     let out = viewer.wait_with_output().expect("viewer ends");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    reader.join().expect("reader");
+    seen.extend(lines.try_iter());
+    let stdout = seen.join("\n");
     assert_eq!(out.status.code(), Some(130), "{}", log(&out));
     for c in [1, 2, 4] {
         assert!(
