@@ -326,6 +326,10 @@ pub struct SweepArgs {
     /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
     #[arg(long)]
     pub insecure: bool,
+
+    /// Also trust the CA certificates in this PEM file (a private CA), with every check kept.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
 }
 
 /// `--http-client`: which client reads the measured streams.

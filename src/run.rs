@@ -98,6 +98,8 @@ pub struct SweepPlan {
     pub http_client: HttpClient,
     /// `--insecure`: TLS certificates are not checked.
     pub insecure: bool,
+    /// `--cacert`: a PEM file of extra trusted CA certificates.
+    pub cacert: Option<PathBuf>,
     /// `--resume DIR`: the run to continue.
     pub resume: Option<PathBuf>,
     /// `--turns`: requests per conversation.
@@ -354,6 +356,7 @@ impl SweepPlan {
             http2: args.http2,
             http_client: args.http_client,
             insecure: args.insecure,
+            cacert: args.cacert.clone(),
             resume: args.resume.clone(),
             turns: args.turns,
             traffic,
@@ -699,7 +702,9 @@ async fn prepare_target(
     {
         headers.insert(reqwest::header::AUTHORIZATION, auth);
     }
-    let mut builder = reqwest::Client::builder()
+    let tls = TlsTrust::of(&plan)?;
+    let mut builder = tls
+        .apply(reqwest::Client::builder())
         .default_headers(headers)
         .no_proxy()
         .tcp_nodelay(true)
@@ -714,10 +719,17 @@ async fn prepare_target(
     };
     if plan.insecure {
         eprintln!("tokbench: WARNING --insecure: TLS certificates are NOT checked; the API key could reach an impostor");
-        builder = builder.danger_accept_invalid_certs(true);
     }
     let client = builder.build().wrap_err("cannot build the HTTP client")?;
-    let mut identity = probe::preflight(&client, &plan.base_url).await?;
+    // The connect probe opens a fresh connection per sample, under the same trust.
+    let fresh_connections = tls
+        .apply(reqwest::Client::builder())
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(0)
+        .build()
+        .wrap_err("cannot build the HTTP client")?;
+    let mut identity = probe::preflight(&client, &fresh_connections, &plan.base_url).await?;
     if let Some((engine, version)) = engine_override {
         identity.engine = engine.to_string();
         identity.engine_version = Some(version.to_string());
@@ -809,6 +821,49 @@ fn wire_of(backend: Backend) -> Wire {
         Backend::OpenaiCompletions => Wire::OpenAi(Api::Completions),
         Backend::OllamaGenerate => Wire::Ollama(OllamaApi::Generate),
         Backend::OllamaChat => Wire::Ollama(OllamaApi::Chat),
+    }
+}
+
+/// Which TLS certificates every client of a run accepts: the Mozilla roots, plus
+/// `--cacert`'s, or anything at all under `--insecure`.
+struct TlsTrust {
+    insecure: bool,
+    extra_roots: Vec<reqwest::Certificate>,
+}
+
+impl TlsTrust {
+    fn of(plan: &SweepPlan) -> Result<TlsTrust> {
+        let extra_roots = match &plan.cacert {
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .wrap_err_with(|| format!("cannot read --cacert {}", path.display()))?;
+                let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                    eyre!(
+                        "--cacert {}: not a PEM certificate file ({e})",
+                        path.display()
+                    )
+                })?;
+                if certs.is_empty() {
+                    bail!(
+                        "--cacert {}: no certificate in it (expected PEM, -----BEGIN CERTIFICATE-----)",
+                        path.display()
+                    );
+                }
+                certs
+            }
+            None => Vec::new(),
+        };
+        Ok(TlsTrust {
+            insecure: plan.insecure,
+            extra_roots,
+        })
+    }
+
+    fn apply(&self, mut builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+        for cert in &self.extra_roots {
+            builder = builder.add_root_certificate(cert.clone());
+        }
+        builder.danger_accept_invalid_certs(self.insecure)
     }
 }
 

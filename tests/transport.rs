@@ -1,5 +1,6 @@
 //! The transport options: `--http2` really speaks HTTP/2, and TLS checks
-//! certificates unless `--insecure` (said loudly) turns that off.
+//! certificates unless `--insecure` (said loudly) turns that off; `--cacert`
+//! adds a private CA.
 //!
 //! The TLS test needs `openssl` (a throwaway certificate) and `socat` (TLS in
 //! front of the simulator); `.ci/run` installs both.
@@ -119,33 +120,78 @@ fn need(tool: &str) {
     );
 }
 
-/// socat terminating TLS in front of the simulator; killed on drop.
+/// socat terminating TLS in front of the simulator, with a certificate for
+/// 127.0.0.1 from a throwaway private CA (`ca`); killed on drop.
 struct TlsFront {
     child: Child,
     port: u16,
+    ca: PathBuf,
+}
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", log(&out));
 }
 
 impl TlsFront {
     fn start(dir: &Path, backend: SocketAddr) -> TlsFront {
         need("openssl");
         need("socat");
+        std::fs::create_dir_all(dir).expect("scratch dir");
+        let new_key = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca_args = vec![
+            "req",
+            "-x509",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=tokbench test CA",
+        ];
+        ca_args.extend(new_key);
+        ca_args.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+        ca_args.extend(["-addext", "keyUsage=critical,keyCertSign"]);
+        ca_args.extend(["-keyout", "ca-key.pem", "-out", "ca.pem"]);
+        openssl(&ca_args, dir);
+        let mut csr_args = vec!["req", "-subj", "/CN=localhost"];
+        csr_args.extend(new_key);
+        csr_args.extend(["-keyout", "key.pem", "-out", "leaf.csr"]);
+        openssl(&csr_args, dir);
+        std::fs::write(
+            dir.join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .expect("ext file");
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                "leaf.ext",
+                "-out",
+                "cert.pem",
+            ],
+            dir,
+        );
         let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-        let made = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-            .args([
-                "-subj",
-                "/CN=localhost",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .expect("openssl runs");
-        assert!(made.status.success(), "openssl: {}", log(&made));
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -169,7 +215,11 @@ impl TlsFront {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        TlsFront { child, port }
+        TlsFront {
+            child,
+            port,
+            ca: dir.join("ca.pem"),
+        }
     }
 }
 
@@ -184,10 +234,10 @@ impl Drop for TlsFront {
 fn tls_checks_certificates_unless_insecure() {
     let sim = start_sim();
     let dir = scratch("tls");
-    let front = TlsFront::start(&dir, sim.addr());
+    let front = TlsFront::start(&dir.join("pki"), sim.addr());
     let url = format!("https://127.0.0.1:{}", front.port);
 
-    // A self-signed certificate is refused, in one line, before any load.
+    // A certificate from an unknown CA is refused, in one line, before any load.
     let out = sweep(&url, &dir.join("checked"), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", log(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -204,6 +254,32 @@ fn tls_checks_certificates_unless_insecure() {
     assert_eq!(level["completed"], 6, "{level}");
     let summary = read_json(&results.join("summary.json"));
     assert_eq!(summary["run"]["target"], url.as_str());
+    // The connect probe trusts what the run trusts (it once failed its handshakes).
+    assert!(summary["run"]["connect_probe_ms"].is_number(), "{summary}");
+
+    // --cacert: the private CA is trusted, every check kept, nothing to warn about.
+    let results = dir.join("cacert");
+    let ca = front.ca.display().to_string();
+    let out = sweep(&url, &results, &["--cacert", &ca]);
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("WARNING"), "{stderr}");
+    let level = read_json(&results.join("sweep-c2.json"));
+    assert_eq!(level["completed"], 6, "{level}");
+    let summary = read_json(&results.join("summary.json"));
+    assert!(summary["run"]["connect_probe_ms"].is_number(), "{summary}");
+
+    // A --cacert that is not a certificate file: one line, before any load.
+    let not_pem = dir.join("pki").join("leaf.ext");
+    let out = sweep(
+        &url,
+        &dir.join("bad-ca"),
+        &["--cacert", &not_pem.display().to_string()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", log(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--cacert"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     drop(front);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -30,7 +30,14 @@ pub struct ServerIdentity {
 ///
 /// Connection failures are errors (the run cannot start); a server that lacks
 /// `/v1/models` or `/version` is fine.
-pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<ServerIdentity> {
+///
+/// `fresh_connections` is a client that keeps no idle connection (with the run's TLS
+/// trust), for [`connect_probe`].
+pub async fn preflight(
+    client: &reqwest::Client,
+    fresh_connections: &reqwest::Client,
+    base_url: &str,
+) -> Result<ServerIdentity> {
     let models_url = format!("{base_url}/v1/models");
     let models = match get_json(client, &models_url).await {
         Ok(Some(body)) => model_ids(&body),
@@ -55,7 +62,7 @@ pub async fn preflight(client: &reqwest::Client, base_url: &str) -> Result<Serve
         engine: engine.into(),
         engine_version: version,
         models,
-        connect_probe_ms: connect_probe(&format!("{base_url}/v1/models")).await,
+        connect_probe_ms: connect_probe(fresh_connections, &format!("{base_url}/v1/models")).await,
     })
 }
 
@@ -106,13 +113,8 @@ async fn detect_engine(client: &reqwest::Client, base_url: &str) -> (&'static st
 /// How far the server is: the median of five tiny requests, each on a new
 /// connection, from connect to the first response byte. A client far from
 /// the server puts this inside every TTFT it measures.
-pub async fn connect_probe(url: &str) -> Option<f64> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(0)
-        .build()
-        .ok()?;
+/// `client` must keep no idle connection (`pool_max_idle_per_host(0)`).
+pub async fn connect_probe(client: &reqwest::Client, url: &str) -> Option<f64> {
     let mut samples = Vec::with_capacity(5);
     for _ in 0..5 {
         let started = std::time::Instant::now();
