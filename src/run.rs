@@ -767,6 +767,7 @@ async fn prepare_target(
         decision: plan.decision.clone(),
         warmup_requests: plan.warmup,
         connect_probe_ms: identity.connect_probe_ms,
+        http_client: http_client_label(&plan),
         burstiness: plan.burstiness,
         kind: plan.kind().into(),
         turns: plan.turns,
@@ -880,6 +881,21 @@ fn lean_connections(plan: &SweepPlan, authorization: Option<&HeaderValue>) -> Op
         None => None,
     };
     Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
+}
+
+/// `run.http_client`: which client [`start_driver`] gives the measured requests.
+fn http_client_label(plan: &SweepPlan) -> &'static str {
+    let authorization = plan
+        .api_key
+        .as_ref()
+        .and_then(|k| Target::authorization_from_key(k.expose()));
+    if lean_connections(plan, authorization.as_ref()).is_some() {
+        "lean-http1"
+    } else if plan.http2 {
+        "reqwest-http2"
+    } else {
+        "reqwest-http1"
+    }
 }
 
 /// Start the driver for a prepared run.

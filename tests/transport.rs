@@ -93,13 +93,19 @@ fn a_sweep_over_http2_or_reqwest_measures_like_the_lean_reader() {
     let sim = start_sim();
     let dir = scratch("h2-run");
     let url = format!("http://{}", sim.addr());
-    for (name, extra) in [
-        ("lean", &[][..]),
-        ("h2", &["--http2"][..]),
-        ("reqwest", &["--http-client", "reqwest"][..]),
+    for (name, extra, recorded) in [
+        ("lean", &[][..], "lean-http1"),
+        ("h2", &["--http2"][..], "reqwest-http2"),
+        (
+            "reqwest",
+            &["--http-client", "reqwest"][..],
+            "reqwest-http1",
+        ),
     ] {
         let out = sweep(&url, &dir.join(name), extra);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", log(&out));
+        let summary = read_json(&dir.join(name).join("summary.json"));
+        assert_eq!(summary["run"]["http_client"], recorded, "{name}");
         let level = read_json(&dir.join(name).join("sweep-c2.json"));
         assert_eq!(level["completed"], 6, "{name}: {level}");
         // One token per 5 ms step: TPOT is the step, whatever the client or framing.
@@ -256,6 +262,7 @@ fn tls_checks_certificates_unless_insecure() {
     assert_eq!(summary["run"]["target"], url.as_str());
     // The connect probe trusts what the run trusts (it once failed its handshakes).
     assert!(summary["run"]["connect_probe_ms"].is_number(), "{summary}");
+    assert_eq!(summary["run"]["http_client"], "reqwest-http1");
 
     // --cacert: the private CA is trusted, every check kept, nothing to warn about.
     let results = dir.join("cacert");

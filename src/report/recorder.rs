@@ -77,6 +77,9 @@ pub struct RunInfo {
     pub warmup_requests: u32,
     /// Median connect + first byte of a tiny request before the run, ms.
     pub connect_probe_ms: Option<f64>,
+    /// What read the measured streams: `lean-http1` (src/load/h1.rs),
+    /// `reqwest-http1` or `reqwest-http2`.
+    pub http_client: &'static str,
     /// Profile, range ratio, prompt source, dataset (issue 7).
     pub traffic: crate::workload::Traffic,
     /// Open loop: gamma shape of the request gaps (1 when closed loop).
@@ -107,6 +110,7 @@ impl RunInfo {
             "prefix_len": self.prefix_len,
             "rounds": self.decision.rounds,
             "connect_probe_ms": self.connect_probe_ms.map(round3),
+            "http_client": self.http_client,
             "kind": self.kind,
             "turns": self.turns,
             "burstiness": self.burstiness,
