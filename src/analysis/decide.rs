@@ -239,7 +239,8 @@ pub fn is_flat(points: &[SweepPoint]) -> bool {
 pub fn no_rise_message(lowest_concurrency: u32) -> String {
     if lowest_concurrency <= 1 {
         "throughput does not rise with concurrency: the server runs one request at a time \
-         (OLLAMA_NUM_PARALLEL=1?); more streams only queue"
+         (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1?) or one \
+         stream already uses all its compute; more streams only queue"
             .to_string()
     } else {
         format!(
@@ -751,7 +752,8 @@ mod tests {
         assert_eq!(
             knee.reason,
             "throughput does not rise with concurrency: the server runs one request at a time \
-             (OLLAMA_NUM_PARALLEL=1?); more streams only queue"
+             (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1?) or one \
+             stream already uses all its compute; more streams only queue"
         );
         assert!(is_flat(&d.points));
         // No TTFT SLO: capped at 1; decode 30 >= 20 -> capacity 1, 30/30.5 = 98%.
