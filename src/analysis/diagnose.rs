@@ -661,22 +661,15 @@ mod tests {
 
     #[test]
     fn client_saturated_by_level() {
-        let quiet = ClientLevelLoad {
-            concurrency: 4,
-            cpu_percent: Some(35.0),
-            loop_lag_ms_p99: Some(0.8),
+        let load = |concurrency, cpu, lag| ClientLevelLoad {
+            concurrency,
+            cpu_percent: Some(cpu),
+            loop_lag_ms_p99: Some(lag),
         };
+        let quiet = load(4, 35.0, 0.8);
         assert!(client_saturated(&[quiet]).is_none());
-        let cpu = ClientLevelLoad {
-            concurrency: 64,
-            cpu_percent: Some(93.0),
-            loop_lag_ms_p99: Some(2.0),
-        };
-        let lag = ClientLevelLoad {
-            concurrency: 128,
-            cpu_percent: Some(70.0),
-            loop_lag_ms_p99: Some(12.0),
-        };
+        let cpu = load(64, 93.0, 2.0);
+        let lag = load(128, 70.0, 12.0);
         let d = client_saturated(&[quiet, cpu]).expect("fires");
         assert!(
             d.message.starts_with(
@@ -691,11 +684,7 @@ mod tests {
         ));
         assert_eq!(d.evidence["levels"].as_array().map(Vec::len), Some(2));
         // Lag while the client's CPU stays low: something else held the core.
-        let held_up = ClientLevelLoad {
-            concurrency: 1,
-            cpu_percent: Some(2.0),
-            loop_lag_ms_p99: Some(8.5),
-        };
+        let held_up = load(1, 2.0, 8.5);
         let d = client_saturated(&[quiet, held_up]).expect("fires");
         assert!(
             d.message.starts_with(
@@ -710,11 +699,7 @@ mod tests {
             .message
             .starts_with("the client itself was saturated at 1, 64 streams"));
         // Exactly at the limits is not over them.
-        let edge = ClientLevelLoad {
-            concurrency: 8,
-            cpu_percent: Some(80.0),
-            loop_lag_ms_p99: Some(5.0),
-        };
+        let edge = load(8, 80.0, 5.0);
         assert!(client_saturated(&[edge]).is_none());
     }
 
