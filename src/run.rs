@@ -840,8 +840,9 @@ impl TlsTrust {
                     .wrap_err_with(|| format!("cannot read --cacert {}", path.display()))?;
                 let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
                     eyre!(
-                        "--cacert {}: not a PEM certificate file ({e})",
-                        path.display()
+                        "--cacert {}: not a PEM certificate file ({})",
+                        path.display(),
+                        innermost(&e)
                     )
                 })?;
                 if certs.is_empty() {
@@ -849,6 +850,23 @@ impl TlsTrust {
                         "--cacert {}: no certificate in it (expected PEM, -----BEGIN CERTIFICATE-----)",
                         path.display()
                     );
+                }
+                // PEM armour around bytes that are not X.509 passes the parse above and
+                // fails only when a client is built, in words about a "peer" certificate:
+                // try each one here, so the error names the file and the certificate.
+                let count = certs.len();
+                for (index, cert) in certs.iter().enumerate() {
+                    if let Err(e) = reqwest::Client::builder()
+                        .add_root_certificate(cert.clone())
+                        .build()
+                    {
+                        bail!(
+                            "--cacert {}: certificate {} of {count} is not a valid X.509 certificate ({})",
+                            path.display(),
+                            index + 1,
+                            innermost(&e)
+                        );
+                    }
                 }
                 certs
             }
@@ -866,6 +884,16 @@ impl TlsTrust {
         }
         builder.danger_accept_invalid_certs(self.insecure)
     }
+}
+
+/// The most specific message in an error's chain (reqwest's own says only
+/// "builder error").
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = error;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
 }
 
 /// The lean client (src/load/h1.rs) for measured requests over plain HTTP/1.1, unless

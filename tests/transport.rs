@@ -276,17 +276,31 @@ fn tls_checks_certificates_unless_insecure() {
     let summary = read_json(&results.join("summary.json"));
     assert!(summary["run"]["connect_probe_ms"].is_number(), "{summary}");
 
-    // A --cacert that is not a certificate file: one line, before any load.
-    let not_pem = dir.join("pki").join("leaf.ext");
-    let out = sweep(
-        &url,
-        &dir.join("bad-ca"),
-        &["--cacert", &not_pem.display().to_string()],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", log(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--cacert"), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    // A --cacert that is not a certificate file, or PEM armour around bytes that are
+    // not X.509: one line naming the flag, before any load.
+    let not_x509 = dir.join("pki").join("not-x509.pem");
+    std::fs::write(
+        &not_x509,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write");
+    for (bad, says) in [
+        (dir.join("pki").join("leaf.ext"), "no certificate in it"),
+        (
+            not_x509,
+            "certificate 1 of 1 is not a valid X.509 certificate",
+        ),
+    ] {
+        let cacert = bad.display().to_string();
+        let out = sweep(&url, &dir.join("bad-ca"), &["--cacert", &cacert]);
+        assert_eq!(out.status.code(), Some(1), "{}", log(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--cacert") && stderr.contains(says),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
     drop(front);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,6 +22,9 @@ pub const CLIENT_FAR_TTFT_SHARE: f64 = 0.10;
 pub const CLIENT_CPU_PERCENT_LIMIT: f64 = 80.0;
 /// ... and so does an event-loop lag p99 above this many ms.
 pub const CLIENT_LOOP_LAG_MS_LIMIT: f64 = 5.0;
+/// Event-loop lag while the client's CPU stays under this share of a core is
+/// taken as other work holding the core, not the client's own.
+pub const CLIENT_LOW_CPU_PERCENT: f64 = 25.0;
 /// A median of at most this many reads per answer looks buffered ...
 pub const BUFFERED_MAX_READS: f64 = 2.0;
 /// ... when the median TTFT is also within this share of the median E2EL.
@@ -349,29 +352,32 @@ pub fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
                    "loop_lag_ms_p99": opt_num(l.loop_lag_ms_p99)})
         })
         .collect();
-    // Lag with little CPU is not tokbench's own work: something else held the core.
-    let own_cpu = busy
-        .iter()
-        .any(|l| l.cpu_percent.is_some_and(|c| c > CLIENT_CPU_PERCENT_LIMIT));
-    let message = if own_cpu || max(|l| l.cpu_percent).is_none() {
-        format!(
-            "the client itself was saturated at {at} ({}): its own delays are inside these numbers; \
-             run it on a less busy machine or with fewer streams",
-            parts.join(", ")
-        )
-    } else {
-        format!(
+    // Over the CPU limit the client is its own bottleneck. Lag at little CPU is not
+    // its own work: something else held the core. In between, it could be either.
+    let message = match max(|l| l.cpu_percent) {
+        Some(cpu) if cpu < CLIENT_LOW_CPU_PERCENT => format!(
             "the client was held up at {at} ({}) by other work on this machine, not its own: \
              those delays are inside these numbers; pin it apart from the server (taskset) or run it \
              on a quieter machine",
             parts.join(", ")
-        )
+        ),
+        Some(cpu) if cpu <= CLIENT_CPU_PERCENT_LIMIT => format!(
+            "the client was busy or held up at {at} ({}): its delays are inside these numbers; \
+             pin it apart from the server (taskset), run it on a quieter machine or with fewer streams",
+            parts.join(", ")
+        ),
+        _ => format!(
+            "the client itself was saturated at {at} ({}): its own delays are inside these numbers; \
+             run it on a less busy machine or with fewer streams",
+            parts.join(", ")
+        ),
     };
     Some(Diagnosis {
         id: "client_saturated",
         message,
         evidence: json!({
             "cpu_percent_limit": CLIENT_CPU_PERCENT_LIMIT,
+            "low_cpu_percent": CLIENT_LOW_CPU_PERCENT,
             "loop_lag_ms_limit": CLIENT_LOOP_LAG_MS_LIMIT,
             "levels": levels,
         }),
@@ -690,6 +696,21 @@ mod tests {
             d.message.starts_with(
                 "the client was held up at 1 stream (CPU up to 2% of a core, event-loop lag p99 up to 8.5 ms) by other work on this machine, not its own"
             ),
+            "{}",
+            d.message
+        );
+        // Between low and the limit: it could be either, and the message says so.
+        let d = client_saturated(&[load(256, 79.0, 40.0)]).expect("fires");
+        assert!(
+            d.message.starts_with(
+                "the client was busy or held up at 256 streams (CPU up to 79% of a core"
+            ),
+            "{}",
+            d.message
+        );
+        let d = client_saturated(&[load(1, 25.0, 8.0)]).expect("fires");
+        assert!(
+            d.message.starts_with("the client was busy or held up"),
             "{}",
             d.message
         );
