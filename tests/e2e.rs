@@ -7,7 +7,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::{self, EmissionLog, SimConfig, SimHandle};
+
+mod support;
+use support::{against_server, median, AgainstServer};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokbench")
@@ -97,9 +100,20 @@ fn text(out: &Output) -> String {
 /// in 500 / out 64. At concurrency 1 the contract gives TTFT = 5 + 0 + 500/1000*10
 /// = 10 ms and TPOT = 5 ms; at 4, four sequences share each 5 ms step, so the
 /// output throughput is 4x (3.5x allows for the tail of the level).
+///
+/// The client's own error is measured too, against what the simulator logged it
+/// did (its emission log): each request's TTFT minus the server's (first chunk
+/// handed to the connection minus the request reaching its handler) and its TPOT
+/// minus the mean gap the server wrote. A starved simulator moves the figures
+/// above; it cannot move these.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measures_the_simulator_timing_it_was_given() {
-    let sim = start_sim(fast_sim(5.0)).await;
+    let log = EmissionLog::in_memory();
+    let sim = start_sim(SimConfig {
+        emission_log: Some(log.clone()),
+        ..fast_sim(5.0)
+    })
+    .await;
     let dir = scratch("timing");
     let out = run_tokbench(sweep_args(
         &sim,
@@ -122,6 +136,9 @@ async fn measures_the_simulator_timing_it_was_given() {
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
+    let measured = against_server(&dir, &log.take());
+    // 8 requests at each of the two levels, every one matched to its stream.
+    assert_eq!(measured.len(), 16);
     let c1 = read_json(&dir.join("sweep-c1.json"));
     // The probe scraped the simulator's vLLM /metrics while the level ran:
     // one sequence at a time at concurrency 1, so running never exceeds 1.
@@ -133,15 +150,51 @@ async fn measures_the_simulator_timing_it_was_given() {
     let c4 = read_json(&dir.join("sweep-c4.json"));
     let tpot = num(&c1, "median_tpot_ms");
     let ttft = num(&c1, "median_ttft_ms");
-    eprintln!("c1: median TPOT {tpot:.3} ms (want 5), median TTFT {ttft:.3} ms (want 10)");
+    let at_c1 = |f: fn(&AgainstServer) -> f64| -> Vec<f64> {
+        measured
+            .iter()
+            .filter(|r| r.concurrency == 1)
+            .map(f)
+            .collect()
+    };
+    let server_ttft = at_c1(|r| r.server_ttft_ms);
+    let fastest = server_ttft.iter().copied().fold(f64::MAX, f64::min);
+    eprintln!(
+        "c1: median TPOT {tpot:.3} ms (want 5), median TTFT {ttft:.3} ms (want 10; the \
+         simulator's own: median {:.3}, fastest {fastest:.3})",
+        median(&server_ttft)
+    );
     assert!(
         (tpot - 5.0).abs() <= 0.5,
         "median TPOT {tpot} not within 0.5 ms of 5"
     );
+    // The simulator kept its contract: its fastest TTFT is the formula's 10 ms (plus
+    // reading the request). Its median drifts when a loaded box starves the test
+    // process (14.5 ms seen), which no client could help; the client is checked
+    // against what the simulator did instead.
     assert!(
-        (ttft - 10.0).abs() <= 3.0,
-        "median TTFT {ttft} not within 3 ms of 10"
+        (9.5..=13.0).contains(&fastest),
+        "the simulator's fastest TTFT {fastest} ms is not 10 (+3)"
     );
+    let ttft_err: Vec<f64> = measured.iter().map(AgainstServer::ttft_err_ms).collect();
+    let tpot_err: Vec<f64> = measured.iter().map(|r| r.tpot_abs_err_ms).collect();
+    let c1_ttft_err = median(&at_c1(AgainstServer::ttft_err_ms));
+    eprintln!(
+        "client error against the emission log: TTFT median {c1_ttft_err:.3} ms at c1, \
+         {:.3} ms over all 16 (max {:.3}); |TPOT| median {:.4} ms (max {:.4})",
+        median(&ttft_err),
+        ttft_err.iter().copied().fold(f64::MIN, f64::max),
+        median(&tpot_err),
+        tpot_err.iter().copied().fold(f64::MIN, f64::max),
+    );
+    // One clock: the client starts before the server sees the request and reads the
+    // first chunk after it was handed over, so the error is never negative.
+    assert!(ttft_err.iter().all(|e| *e >= 0.0), "{ttft_err:?}");
+    // Quiet, the median is 0.2-0.3 ms (debug build); a starved box has pushed it to
+    // 2.3 ms at c1. A client that counted a 5 ms step too many would fail here.
+    assert!(c1_ttft_err <= 2.5, "TTFT errors {ttft_err:?} ms");
+    assert!(median(&ttft_err) <= 5.0, "TTFT errors {ttft_err:?} ms");
+    assert!(median(&tpot_err) <= 0.2, "TPOT errors {tpot_err:?} ms");
     assert_eq!(num(&c1, "completed"), 8.0);
     assert_eq!(num(&c1, "total_output_tokens"), 8.0 * 64.0);
     // Calibration on the simulator's word tokenizer lands on the target exactly.

@@ -11,7 +11,12 @@
 //! A request is keyed by its `X-Request-Id` header (tokbench sends one), else by the
 //! simulator's own response id. Times are kept per stream and handed over once, when the
 //! stream ends: one lock per request, none per chunk. With a file, each finished stream
-//! is one JSONL line, `{"request":"..","t_ns":[..]}`, written and flushed at once.
+//! is one JSONL line, `{"request":"..","arrived_ns":..,"t_ns":[..]}`, written and
+//! flushed at once.
+//!
+//! `arrived_ns` is when the request reached its handler (head parsed, body not yet
+//! read), so `t_ns[0] - arrived_ns` is the server's own TTFT: a client's TTFT minus it
+//! is the client's error plus the loopback hop.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -23,6 +28,8 @@ use std::sync::{Arc, Mutex};
 pub struct StreamEmissions {
     /// `X-Request-Id`, or the simulator's response id.
     pub request: String,
+    /// `CLOCK_MONOTONIC` nanoseconds at which the request reached its handler.
+    pub arrived_ns: u64,
     /// `CLOCK_MONOTONIC` nanoseconds at which each frame was handed to the connection.
     pub t_ns: Vec<u64>,
 }
@@ -75,7 +82,11 @@ impl EmissionLog {
     pub(crate) fn record(&self, stream: StreamEmissions) {
         match &self.shared.file {
             Some(file) => {
-                let line = serde_json::json!({ "request": stream.request, "t_ns": stream.t_ns });
+                let line = serde_json::json!({
+                    "request": stream.request,
+                    "arrived_ns": stream.arrived_ns,
+                    "t_ns": stream.t_ns,
+                });
                 let mut w = file.lock().unwrap_or_else(|e| e.into_inner());
                 // The simulator keeps serving when its log cannot be written.
                 let _ = writeln!(w, "{line}").and_then(|()| w.flush());
@@ -108,11 +119,12 @@ pub(crate) struct StreamRecorder {
 }
 
 impl StreamRecorder {
-    pub fn new(log: EmissionLog, request: String, capacity: usize) -> Self {
+    pub fn new(log: EmissionLog, request: String, arrived_ns: u64, capacity: usize) -> Self {
         StreamRecorder {
             log,
             times: StreamEmissions {
                 request,
+                arrived_ns,
                 t_ns: Vec::with_capacity(capacity.min(1 << 16)),
             },
         }
@@ -130,6 +142,7 @@ impl Drop for StreamRecorder {
             &mut self.times,
             StreamEmissions {
                 request: String::new(),
+                arrived_ns: 0,
                 t_ns: Vec::new(),
             },
         );
@@ -144,7 +157,7 @@ mod tests {
     #[test]
     fn streams_are_handed_over_when_they_end() {
         let log = EmissionLog::in_memory();
-        let mut rec = StreamRecorder::new(log.clone(), "tokbench-1-7".into(), 4);
+        let mut rec = StreamRecorder::new(log.clone(), "tokbench-1-7".into(), 5, 4);
         rec.frame();
         rec.frame();
         assert!(log.take().is_empty(), "nothing until the stream ends");
@@ -152,6 +165,7 @@ mod tests {
         let streams = log.take();
         assert_eq!(streams.len(), 1);
         assert_eq!(streams[0].request, "tokbench-1-7");
+        assert_eq!(streams[0].arrived_ns, 5);
         assert_eq!(streams[0].t_ns.len(), 2);
         assert!(streams[0].t_ns[0] <= streams[0].t_ns[1]);
         assert!(log.take().is_empty());
@@ -163,7 +177,7 @@ mod tests {
             std::env::temp_dir().join(format!("tokbench-emission-{}.jsonl", std::process::id()));
         let log = EmissionLog::create(&path).unwrap();
         for id in ["a", "b"] {
-            let mut rec = StreamRecorder::new(log.clone(), id.into(), 1);
+            let mut rec = StreamRecorder::new(log.clone(), id.into(), 42, 1);
             rec.frame();
         }
         let text = std::fs::read_to_string(&path).unwrap();
@@ -173,6 +187,7 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["request"], "b");
+        assert_eq!(lines[1]["arrived_ns"], 42);
         assert!(lines[1]["t_ns"][0].as_u64().unwrap() > 0);
         let _ = std::fs::remove_file(&path);
     }

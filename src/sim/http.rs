@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use super::emission::StreamRecorder;
+use super::emission::{monotonic_ns, StreamRecorder};
 use super::engine::Submission;
 use super::metrics::Metrics;
 use super::wire::{self, Api, ChunkFormat, Sink, StreamSink};
@@ -406,6 +406,11 @@ fn authorized(req: &Request<Incoming>, key: &str) -> bool {
 
 /// `/v1/chat/completions` and `/v1/completions`.
 async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
+    let arrived_ns = state
+        .cfg
+        .emission_log
+        .as_ref()
+        .map_or(0, |_| monotonic_ns());
     let request_id = state.cfg.emission_log.as_ref().and_then(|_| {
         req.headers()
             .get("x-request-id")
@@ -452,6 +457,7 @@ async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Respons
             body = body.recording(StreamRecorder::new(
                 log.clone(),
                 key,
+                arrived_ns,
                 gen.max_tokens as usize,
             ));
         }

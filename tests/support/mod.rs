@@ -4,13 +4,15 @@
 //! so some of it is unused in any one of them.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::load::request::record_id_of_request_id;
+use tokbench::sim::{self, SimConfig, SimHandle, StreamEmissions};
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokbench")
@@ -31,6 +33,64 @@ pub fn read_json(path: &Path) -> Value {
 }
 
 /// A finished process's status and output, for assertion messages.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One measured request of a run beside what the simulator's emission log says
+/// it did (matched by the id tokbench sends), in ms.
+pub struct AgainstServer {
+    pub concurrency: u64,
+    pub client_ttft_ms: f64,
+    /// First frame handed to the connection minus the request reaching its handler.
+    pub server_ttft_ms: f64,
+    /// |client TPOT minus the mean gap between the first and last frames written|.
+    pub tpot_abs_err_ms: f64,
+}
+
+impl AgainstServer {
+    /// The client's TTFT error: never negative on one clock (the client starts
+    /// before the server sees the request and reads after the frame is handed over).
+    pub fn ttft_err_ms(&self) -> f64 {
+        self.client_ttft_ms - self.server_ttft_ms
+    }
+}
+
+pub fn against_server(run_dir: &Path, streams: &[StreamEmissions]) -> Vec<AgainstServer> {
+    let server: HashMap<u64, &StreamEmissions> = streams
+        .iter()
+        .filter(|s| s.t_ns.len() > 1)
+        .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s)))
+        .collect();
+    let jsonl = std::fs::read_to_string(run_dir.join("requests.jsonl")).expect("requests.jsonl");
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut out = Vec::new();
+    for line in jsonl.lines() {
+        let r: Value = serde_json::from_str(line).expect("a JSON line");
+        let Some(s) = r["id"].as_u64().and_then(|id| server.get(&id)) else {
+            continue;
+        };
+        let (Some(ttft), Some(tpot)) = (r["ttft_ms"].as_f64(), r["tpot_ms"].as_f64()) else {
+            continue;
+        };
+        let (first, last) = (s.t_ns[0], s.t_ns[s.t_ns.len() - 1]);
+        let gaps = (s.t_ns.len() - 1) as f64;
+        out.push(AgainstServer {
+            concurrency: r["concurrency"].as_u64().unwrap_or(0),
+            client_ttft_ms: ttft,
+            server_ttft_ms: ms(first - s.arrived_ns),
+            tpot_abs_err_ms: (tpot - ms(last - first) / gaps).abs(),
+        });
+    }
+    out
+}
+
 pub fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
