@@ -167,6 +167,13 @@ fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
 }
 
+/// A duration the simulator measured on its own clock against its plan: its
+/// steps run to absolute deadlines, so it is never early (1 ms for rounding),
+/// but a starved test process can make it late, by up to `late_ms`.
+fn on_schedule(measured_ms: f64, planned_ms: f64, late_ms: f64) -> bool {
+    (planned_ms - 1.0..=planned_ms + late_ms).contains(&measured_ms)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollama_streams_parse_and_their_durations_add_up() {
     let (sim, base) = start(cfg(SimEngine::Ollama)).await;
@@ -210,7 +217,7 @@ async fn ollama_streams_parse_and_their_durations_add_up() {
         assert_eq!((t.prompt_n, t.predicted_n), (Some(100), Some(10)));
         // Prefill of 100 tokens: 2 ms; ten steps of 5.5 ms decode.
         assert!(close(t.prompt_ms.unwrap(), 2.0, 0.5), "{t:?}");
-        assert!(close(t.predicted_ms.unwrap(), 55.0, 8.0), "{t:?}");
+        assert!(on_schedule(t.predicted_ms.unwrap(), 55.0, 30.0), "{t:?}");
         assert!(f64::from(t.total_ms) <= d.e2e_ms() + 1.0, "{t:?} {d:?}");
     }
     // "stream": false: one object with the whole answer and the same figures.
@@ -421,8 +428,7 @@ async fn ollama_ps_reports_the_vram_share_and_it_slows_decode() {
     // Half the model on the GPU: steps take twice as long (11 ms instead of 5.5).
     let (url, body) = generate(&base, 10, 10);
     let t = stream(url, body, true).await.timings.unwrap();
-    let per_token = t.predicted_ms.unwrap() / 10.0;
-    assert!(close(per_token, 11.0, 1.5), "{t:?}");
+    assert!(on_schedule(t.predicted_ms.unwrap(), 110.0, 30.0), "{t:?}");
     sim.shutdown().await;
 }
 
