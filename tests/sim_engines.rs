@@ -208,9 +208,11 @@ async fn ollama_streams_parse_and_their_durations_add_up() {
         let eval = last["eval_duration"].as_u64().unwrap();
         assert_eq!(last["eval_count"], 10);
         assert_eq!(last["prompt_eval_count"], 100);
-        // Alone on the engine: no slot wait, so the parts make the whole.
+        // Alone on the engine: no slot wait, so the parts make the whole. (Under 1 ms
+        // quiet; a starved test process can start the idle engine's step late, which
+        // shows as a wait: 3.8 ms seen. A real slot wait is a whole answer, ~57 ms.)
         assert!(
-            total >= prompt + eval && total - prompt - eval < 1_000_000,
+            total >= prompt + eval && total - prompt - eval < 30_000_000,
             "{last}"
         );
         let t = d.timings.unwrap();
