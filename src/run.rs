@@ -363,6 +363,13 @@ impl SweepPlan {
         })
     }
 
+    /// The `Authorization` header the API key makes (marked sensitive), if any.
+    fn authorization(&self) -> Option<HeaderValue> {
+        self.api_key
+            .as_ref()
+            .and_then(|k| Target::authorization_from_key(k.expose()))
+    }
+
     /// What kind of run this is, saved as `run.kind`.
     pub fn kind(&self) -> &'static str {
         if self.replay.is_some() {
@@ -695,11 +702,7 @@ async fn prepare_target(
     // The key rides on every request of this client, and this client talks
     // to the target only. Marked sensitive, it never shows in Debug output.
     let mut headers = reqwest::header::HeaderMap::new();
-    if let Some(auth) = plan
-        .api_key
-        .as_ref()
-        .and_then(|k| Target::authorization_from_key(k.expose()))
-    {
+    if let Some(auth) = plan.authorization() {
         headers.insert(reqwest::header::AUTHORIZATION, auth);
     }
     let tls = TlsTrust::of(&plan)?;
@@ -913,11 +916,7 @@ fn lean_connections(plan: &SweepPlan, authorization: Option<&HeaderValue>) -> Op
 
 /// `run.http_client`: which client [`start_driver`] gives the measured requests.
 fn http_client_label(plan: &SweepPlan) -> &'static str {
-    let authorization = plan
-        .api_key
-        .as_ref()
-        .and_then(|k| Target::authorization_from_key(k.expose()));
-    if lean_connections(plan, authorization.as_ref()).is_some() {
+    if lean_connections(plan, plan.authorization().as_ref()).is_some() {
         "lean-http1"
     } else if plan.http2 {
         "reqwest-http2"
@@ -929,10 +928,7 @@ fn http_client_label(plan: &SweepPlan) -> &'static str {
 /// Start the driver for a prepared run.
 pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
     let plan = &prepared.plan;
-    let authorization = plan
-        .api_key
-        .as_ref()
-        .and_then(|k| Target::authorization_from_key(k.expose()));
+    let authorization = plan.authorization();
     let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
     let target = Target {
         client: prepared.client.clone(),

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokbench::sim::{self, EmissionLog, SimConfig, SimHandle};
 
 mod support;
-use support::{against_server, median, AgainstServer};
+use support::{against_server, median, paced, AgainstServer};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokbench")
@@ -30,21 +30,11 @@ async fn start_sim(cfg: SimConfig) -> SimHandle {
 
 /// Fixed step time only: no per-sequence or prefill cost.
 fn steps_only(step_ms: f64) -> SimConfig {
-    SimConfig {
-        step_ms,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
-        ..SimConfig::default()
-    }
+    paced(step_ms, 0.0)
 }
 
 fn fast_sim(step_ms: f64) -> SimConfig {
-    SimConfig {
-        step_ms,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 10.0,
-        ..SimConfig::default()
-    }
+    paced(step_ms, 10.0)
 }
 
 /// Run the binary to completion off the async runtime (the simulator lives on it).

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokbench::sim::SimConfig;
 
 mod support;
-use support::{bin, read_json, Sim};
+use support::{bin, paced, read_json, Sim};
 
 /// The tests here time a schedule to the millisecond: they take turns,
 /// so that two of them never share the two cores.
@@ -34,11 +34,8 @@ fn log(out: &Output) -> String {
 /// `step_ms` per token, nothing else: a request of N tokens takes about N steps.
 fn steps(step_ms: f64, max_num_seqs: usize) -> SimConfig {
     SimConfig {
-        step_ms,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
         max_num_seqs,
-        ..SimConfig::default()
+        ..paced(step_ms, 0.0)
     }
 }
 
@@ -470,12 +467,7 @@ fn view_follow_shows_levels_as_they_finish() {
 #[test]
 fn a_shared_prefix_lowers_ttft() {
     let _serial = serial();
-    let sim = Sim::with(SimConfig {
-        step_ms: 2.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 20.0,
-        ..SimConfig::default()
-    });
+    let sim = Sim::with(paced(2.0, 20.0));
     let dir = scratch("prefix");
     let mut ttft = Vec::new();
     for (prefix, input) in [("0", "1536"), ("512", "1024")] {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokbench::sim::{self, SimConfig};
 
 mod support;
-use support::{bin, read_json, text};
+use support::{bin, paced, read_json, text};
 
 const STEP_MS: f64 = 5.0;
 const REASONING: u64 = 10;
@@ -35,11 +35,8 @@ fn median(v: &mut [f64]) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttfc_trails_ttft_by_the_reasoning_steps() {
     let cfg = SimConfig {
-        step_ms: STEP_MS,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
         reasoning_tokens: REASONING,
-        ..SimConfig::default()
+        ..paced(STEP_MS, 0.0)
     };
     let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
         .await

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokbench::sim::SimConfig;
 
 mod support;
-use support::{bin, text, Sim, Tmux};
+use support::{bin, paced, text, Sim, Tmux};
 
 /// Distinctive strings: none may show up anywhere.
 const KEY: &str = "SECRET-XYZ-h1k-9f4c2a7e51";
@@ -30,11 +30,8 @@ fn scratch(name: &str) -> PathBuf {
 /// The simulator, short requests: 16 tokens at 1 ms a step.
 fn start_sim(api_key: Option<&str>) -> Sim {
     Sim::with(SimConfig {
-        step_ms: 1.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1.0,
         api_key: api_key.map(str::to_owned),
-        ..SimConfig::default()
+        ..paced(1.0, 1.0)
     })
 }
 

@@ -11,10 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tokbench::sim::SimConfig;
-
 mod support;
-use support::{bin, read_json, Sim};
+use support::{bin, paced, read_json, Sim};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("transport", name)
@@ -28,12 +26,7 @@ fn log(out: &Output) -> String {
 /// busy machine, which the simulator's schedule then catches up, moves TPOT
 /// by a few percent, not by a third).
 fn start_sim() -> Sim {
-    Sim::with(SimConfig {
-        step_ms: 5.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
-        ..SimConfig::default()
-    })
+    Sim::with(paced(5.0, 0.0))
 }
 
 fn sweep(base_url: &str, dir: &Path, extra: &[&str]) -> Output {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokbench::sim::{EmissionLog, SimConfig};
 
 mod support;
-use support::{against_server, bin, median, read_json, text, Sim, Tmux};
+use support::{against_server, bin, median, paced, read_json, text, Sim, Tmux};
 
 /// The `ok N` counter on the screen.
 fn ok_count(screen: &str) -> Option<u64> {
@@ -27,12 +27,7 @@ fn ok_count(screen: &str) -> Option<u64> {
 
 /// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step).
 fn quick_sim() -> Sim {
-    Sim::with(SimConfig {
-        step_ms: 3.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1.0,
-        ..SimConfig::default()
-    })
+    Sim::with(paced(3.0, 1.0))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -217,11 +212,8 @@ fn sigterm_saves_and_exits_130() {
 fn tpot_is_the_same_with_and_without_the_view() {
     let log = EmissionLog::in_memory();
     let sim = Sim::with(SimConfig {
-        step_ms: 10.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1.0,
         emission_log: Some(log.clone()),
-        ..SimConfig::default()
+        ..paced(10.0, 1.0)
     });
     let dir = scratch("tpot");
     let args = |out: &Path| {
@@ -474,11 +466,8 @@ fn sighup_then_resume_finishes_the_sweep() {
     // One batch slot: requests run one after another, 0.6 s each (200 tokens
     // at 3 ms), so level 2 has a clear moment with one answer in and more to come.
     let sim = Sim::with(SimConfig {
-        step_ms: 3.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1.0,
         max_num_seqs: 1,
-        ..SimConfig::default()
+        ..paced(3.0, 1.0)
     });
     let dir = scratch(name);
     let results = dir.join("results");

@@ -33,6 +33,17 @@ pub fn read_json(path: &Path) -> Value {
 }
 
 /// A finished process's status and output, for assertion messages.
+/// A simulator paced by a fixed step and a prefill cost only (no per-sequence
+/// cost): the timing the tests work out by hand.
+pub fn paced(step_ms: f64, prefill_ms_per_1k: f64) -> SimConfig {
+    SimConfig {
+        step_ms,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k,
+        ..SimConfig::default()
+    }
+}
+
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
