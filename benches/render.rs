@@ -129,6 +129,7 @@ async fn run(mut face: Face) -> Outcome {
         num_prompts: None,
         plan_index: None,
         started_at: Duration::ZERO,
+        series: 0,
     }));
     app.on_driver_event(&DriverEvent::TargetChanged {
         at: Duration::ZERO,

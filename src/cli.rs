@@ -279,6 +279,18 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fps: u32,
 
+    /// Live view: concurrency (or rate) keys pressed within this many seconds of each other make one change.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub settle_s: f64,
+
+    /// A hand-set level is steady after this many completed requests per stream ...
+    #[arg(long, value_name = "K", default_value_t = 2)]
+    pub steady_completions: u32,
+
+    /// ... and once its per-second throughput's relative standard error is below this (0.05: ±5%).
+    #[arg(long, value_name = "R", default_value_t = 0.05)]
+    pub steady_rse: f64,
+
     /// Give up on a request after this many seconds in total.
     #[arg(long, value_name = "S", default_value_t = 600.0)]
     pub request_timeout: f64,

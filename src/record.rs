@@ -54,6 +54,8 @@ pub enum ErrorClass {
     StreamError,
     /// The stream ended with no finish reason, short of the requested length.
     Truncated,
+    /// Lost while the server was gone (restarted): charged to no level.
+    ServerRestart,
 }
 
 impl ErrorClass {
@@ -68,6 +70,7 @@ impl ErrorClass {
             ErrorClass::MalformedStream => "malformed_stream".into(),
             ErrorClass::StreamError => "stream_error".into(),
             ErrorClass::Truncated => "truncated".into(),
+            ErrorClass::ServerRestart => "restart".into(),
         }
     }
 }
@@ -244,6 +247,10 @@ pub struct RequestRecord {
     pub cached_tokens: Option<u32>,
     /// `--save-prompts`: the prompt text sent (never kept otherwise).
     pub prompt: Option<String>,
+    /// In flight across a concurrency change (sent before a manual level
+    /// reached its target, or still out when its level was left): saved in
+    /// `requests.jsonl` with its level, left out of the level's statistics.
+    pub transition: bool,
 }
 
 impl RequestRecord {
@@ -288,6 +295,7 @@ impl RequestRecord {
             reasoning_tokens: None,
             cached_tokens: None,
             prompt: None,
+            transition: false,
         }
     }
 }

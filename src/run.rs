@@ -79,6 +79,12 @@ pub struct SweepPlan {
     pub stall_timeout: Duration,
     /// The live view's frame rate.
     pub fps: u32,
+    /// Key presses this close together make one change.
+    pub settle: Duration,
+    /// Steady-state rule for hand-set levels: completions per stream, and
+    /// the largest relative standard error of per-second throughput.
+    pub steady_completions: u32,
+    pub steady_rse: f64,
     /// Headless output even on a terminal.
     pub no_tui: bool,
     /// The target is the built-in simulator (demo): the view says so.
@@ -337,6 +343,23 @@ impl SweepPlan {
             request_timeout: Duration::from_secs_f64(args.request_timeout),
             stall_timeout: Duration::from_secs_f64(args.stall_timeout),
             fps: args.fps.clamp(1, 60),
+            settle: if args.settle_s.is_finite() && args.settle_s >= 0.0 {
+                Duration::from_secs_f64(args.settle_s.min(60.0))
+            } else {
+                bail!(
+                    "--settle-s {}: give a number of seconds, 0 or more",
+                    args.settle_s
+                )
+            },
+            steady_completions: args.steady_completions.max(1),
+            steady_rse: if args.steady_rse > 0.0 && args.steady_rse < 1.0 {
+                args.steady_rse
+            } else {
+                bail!(
+                    "--steady-rse {}: give a fraction between 0 and 1 (0.05 is ±5%)",
+                    args.steady_rse
+                )
+            },
             no_tui: args.no_tui,
             simulated: false,
             decision,
@@ -926,7 +949,11 @@ fn http_client_label(plan: &SweepPlan) -> &'static str {
 }
 
 /// Start the driver for a prepared run.
-pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHandle {
+pub fn start_driver(
+    prepared: &Prepared,
+    run_start: Instant,
+    watch_server: bool,
+) -> driver::DriverHandle {
     let plan = &prepared.plan;
     let authorization = plan.authorization();
     let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
@@ -964,6 +991,8 @@ pub fn start_driver(prepared: &Prepared, run_start: Instant) -> driver::DriverHa
             replay: plan.replay.clone(),
             search: plan.search.clone(),
             turns: plan.turns,
+            watch_server,
+            first_series: prepared.prior.as_ref().map_or(0, |p| p.last_series),
         },
         run_start,
     )
@@ -1045,7 +1074,7 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
         prepared.prior.clone(),
     )?;
     let run_start = Instant::now();
-    let mut driver = start_driver(&prepared, run_start);
+    let mut driver = start_driver(&prepared, run_start, false);
     let mut server_samples = start_probe(&prepared, run_start);
     let progress = Progress::new(prepared.plan.levels.len());
     eprintln!(

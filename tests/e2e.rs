@@ -518,6 +518,8 @@ mod steering {
             replay: None,
             search: None,
             turns: 1,
+            watch_server: false,
+            first_series: 0,
         }
     }
 

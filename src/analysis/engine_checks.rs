@@ -27,6 +27,8 @@ pub struct ServerView {
     /// Failures by class key (`http_503`, `http_429`, ...).
     pub http_503: usize,
     pub http_429: usize,
+    /// Mean requests streaming over the level (first token had, not done).
+    pub streaming_mean: Option<f64>,
 }
 
 /// Everything the engine checks need, passed once.
@@ -80,13 +82,23 @@ pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
     // Throughput per stream at the lowest level is one slot's worth.
     let per_slot = first.output_throughput / f64::from(first.concurrency.max(1));
     let slots = (peak / per_slot).round().max(1.0);
+    // What the client saw streaming at once, when the levels say.
+    let in_use = flat_streaming(
+        &levels
+            .iter()
+            .filter_map(|l| Some((l.concurrency, l.streaming_mean?)))
+            .collect::<Vec<_>>(),
+    );
+    let seen = in_use.map_or_else(String::new, |s| {
+        format!(" (slots in use ~{s:.0}: requests streaming at once, mean over the levels)")
+    });
     let message = if input.engine == "ollama" {
         format!(
-            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably {}; effective parallel slots about {slots:.0}",
+            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably {}; effective parallel slots about {slots:.0}{seen}",
             if slots <= 1.0 { "1".to_string() } else { format!("about {slots:.0}") }
         )
     } else {
-        format!("requests are waiting for a slot: the server runs about {slots:.0} at a time (parallel slots, max-num-seqs or -np)")
+        format!("requests are waiting for a slot: the server runs about {slots:.0} at a time (parallel slots, max-num-seqs or -np){seen}")
     };
     Some(Diagnosis {
         id: "slot_queueing",
@@ -95,8 +107,32 @@ pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
             "from_concurrency": first.concurrency, "to_concurrency": second.concurrency,
             "throughput_gain": gain, "p99_ttft_growth": growth, "effective_slots": slots,
             "slot_wait_ms_median": second.slot_wait_ms_median,
+            "slots_in_use": in_use,
         }),
     })
+}
+
+/// The effective slot count when requests queue: the mean number streaming
+/// stayed flat (within 25% and half a slot) over at least two levels while
+/// concurrency grew past it. `levels`: (concurrency, mean streaming).
+pub fn flat_streaming(levels: &[(u32, f64)]) -> Option<f64> {
+    let mut levels = levels.to_vec();
+    levels.sort_by_key(|l| l.0);
+    levels.dedup_by_key(|l| l.0);
+    let (last_c, last_s) = *levels.last()?;
+    // The levels at or above the slot count: they are the flat stretch.
+    let flat: Vec<f64> = levels
+        .iter()
+        .filter(|(c, _)| f64::from(*c) >= last_s.round())
+        .map(|l| l.1)
+        .collect();
+    if flat.len() < 2 || f64::from(last_c) < last_s * 1.5 {
+        return None;
+    }
+    let (lo, hi) = flat.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
+        (lo.min(*s), hi.max(*s))
+    });
+    (hi - lo <= (0.25 * hi).max(0.5)).then_some(last_s)
 }
 
 /// Part of the model sits in system memory (Ollama `/api/ps` size_vram < size).

@@ -16,11 +16,11 @@ use tokio::task::JoinSet;
 
 use super::arrivals::Arrivals;
 use super::replay::ReplayEntry;
-use super::request::{execute, PreparedRequest, Target};
+use super::request::{execute_counted, PreparedRequest, Target};
 use super::BodySpec;
 use crate::analysis::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
 use crate::analysis::search::{CapacitySearch, ProbeResult};
-use crate::record::{Outcome, RequestRecord};
+use crate::record::{ErrorClass, Outcome, RequestRecord};
 use crate::stats::summary::level_stats;
 use crate::workload::dataset::flatten_messages;
 use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
@@ -96,13 +96,21 @@ pub struct LevelInfo {
     pub rate: Option<f64>,
     /// Replay: length of the log's timeline at the replay speed.
     pub timeline: Option<Duration>,
+    /// The series it belongs to (0 first): a stretch of the run against
+    /// one server configuration.
+    pub series: usize,
 }
 
 /// What the user (or the headless runner) can ask of the driver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Command {
     /// Take over by hand at this concurrency: a manual level starts.
     SetConcurrency(u32),
+    /// Open loop: take over by hand at this request rate (requests/s).
+    SetRate(f64),
+    /// A new series: the plan starts again from its first level, against
+    /// what is now a differently configured server.
+    NewSeries,
     /// Planned level: end it early (partial). Manual level: end it and resume the plan.
     NextLevel,
     /// Stop or resume dispatching; requests in flight finish either way.
@@ -138,6 +146,29 @@ pub enum DriverEvent {
         partial: bool,
     },
     Paused(bool),
+    /// A manual level's requests in flight first reached its target: the
+    /// level's steady-state measurement starts here.
+    TargetReached {
+        index: usize,
+        at: Duration,
+    },
+    /// Every request failed to connect (or was cut) for a while: dispatch
+    /// waits for the server to answer again.
+    ServerGone {
+        since: Duration,
+    },
+    /// The server answers again; nothing is sent until a new series starts.
+    ServerBack {
+        at: Duration,
+    },
+    /// The plan ran out; the driver stays, watching the server, for a new
+    /// series (only when it watches the server).
+    PlanDone,
+    /// A new series began; the plan starts again.
+    SeriesStarted {
+        series: usize,
+        at: Duration,
+    },
     /// `--find-capacity` judged a probe: the bounds so far and what runs next.
     Search(SearchProgress),
     /// The run is over; no event follows. `error` says why it could not go on.
@@ -163,6 +194,13 @@ pub struct DriverConfig {
     pub search: Option<SearchPlan>,
     /// `--turns`: requests per multi-turn conversation (1: none).
     pub turns: u32,
+    /// The live view: a server that goes away pauses the run until it
+    /// answers again (a restart with a new setting), and the driver waits
+    /// after the plan for a new series. Headless runs stop instead.
+    pub watch_server: bool,
+    /// The series the first level belongs to (a resumed run goes on in
+    /// the series it stopped in).
+    pub first_series: usize,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -209,6 +247,9 @@ pub struct DriverHandle {
     pub events: mpsc::UnboundedReceiver<DriverEvent>,
     /// Requests in flight right now, all levels together.
     pub in_flight: Arc<AtomicU32>,
+    /// Of those, the ones whose first output token has arrived; the rest
+    /// wait in the server's queue (or its prefill).
+    pub streaming: Arc<AtomicU32>,
     pub task: tokio::task::JoinHandle<()>,
 }
 
@@ -218,6 +259,7 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
     let (command_tx, command_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let in_flight = Arc::new(AtomicU32::new(0));
+    let streaming = Arc::new(AtomicU32::new(0));
     let (cancel_tx, _) = watch::channel(false);
     let search = config.search.map(|plan| SearchState {
         search: CapacitySearch::new(plan.max_concurrency),
@@ -258,18 +300,29 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
         paused: false,
         stopping: false,
         in_flight: in_flight.clone(),
+        streaming: streaming.clone(),
+        watch_server: config.watch_server,
+        server: ServerState::Up,
+        next_poll: None,
+        poll: None,
+        plan_done_sent: false,
+        series: config.first_series,
     };
     let task = tokio::spawn(driver.run(command_rx));
     DriverHandle {
         commands: command_tx,
         events: event_rx,
         in_flight,
+        streaming,
         task,
     }
 }
 
 struct LevelState {
     info: LevelInfo,
+    /// Manual levels: in flight first reached the target, so requests
+    /// sent from now on measure the steady state.
+    reached_target: bool,
     dispatched: u32,
     in_flight: u32,
     closed: bool,
@@ -370,8 +423,9 @@ struct Driver {
     cancel: watch::Sender<bool>,
     tasks: JoinSet<RequestRecord>,
     /// Level of each task in flight, so a task that dies without a record
-    /// (a panic) still leaves its level's count right.
-    task_levels: HashMap<tokio::task::Id, usize>,
+    /// (a panic) still leaves its level's count right, and whether it is
+    /// in flight across a concurrency change.
+    task_levels: HashMap<tokio::task::Id, TaskMeta>,
     /// Steering asked for during warmup, applied when the first level starts.
     deferred: Vec<Command>,
     next_id: u64,
@@ -383,6 +437,7 @@ struct Driver {
     paused: bool,
     stopping: bool,
     in_flight: Arc<AtomicU32>,
+    streaming: Arc<AtomicU32>,
     seed: u64,
     burstiness: f64,
     replay: Option<Replay>,
@@ -401,7 +456,47 @@ struct Driver {
     conversations: HashMap<u64, Conversation>,
     /// Conversations whose answer is back, waiting for a free stream.
     ready_turns: std::collections::VecDeque<Conversation>,
+    watch_server: bool,
+    server: ServerState,
+    /// When to ask the server's root next, if at all.
+    next_poll: Option<Instant>,
+    /// The question asked, while it is out.
+    poll: Option<tokio::task::JoinHandle<bool>>,
+    plan_done_sent: bool,
+    /// The series running (0 first).
+    series: usize,
 }
+
+/// What the driver knows of a request in flight.
+#[derive(Clone, Copy)]
+struct TaskMeta {
+    level: usize,
+    transition: bool,
+}
+
+/// Whether the server is there, as the requests' outcomes tell.
+enum ServerState {
+    Up,
+    /// Every request back since `since` failed to connect or was cut: the
+    /// records wait here, not yet charged to a level, until the outage
+    /// proves real (then they are restart failures) or a request gets
+    /// through (then they count as they are).
+    Suspect {
+        since: Instant,
+        held: Vec<RequestRecord>,
+    },
+    /// Nothing is sent; the server's root is polled until it answers.
+    Gone,
+    /// It answered; the next series may start.
+    Back,
+}
+
+/// How long every request must fail to connect before the server counts as gone.
+pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
+/// How often a gone server is asked whether it is back.
+const SERVER_POLL_EVERY: Duration = Duration::from_millis(500);
+/// How often an idle driver (the plan done) checks the server is still there.
+const IDLE_POLL_EVERY: Duration = Duration::from_secs(1);
 
 /// Warmup records carry this level index; they never reach the recorder.
 const WARMUP_LEVEL: usize = usize::MAX;
@@ -432,15 +527,34 @@ impl Driver {
             self.handle(command);
         }
         loop {
+            self.check_outage();
             // Settle first: it may start the next level, which dispatch then fills.
-            self.settle_levels();
+            if !matches!(self.server, ServerState::Suspect { .. }) {
+                self.settle_levels();
+            }
             self.dispatch();
             if self.current.is_none() && self.tasks.is_empty() {
-                break;
+                if !self.watch_server || self.stopping || !commands_open {
+                    break;
+                }
+                if !self.plan_done_sent && matches!(self.server, ServerState::Up) {
+                    self.plan_done_sent = true;
+                    self.emit(DriverEvent::PlanDone);
+                    self.next_poll = Some(Instant::now() + IDLE_POLL_EVERY);
+                }
             }
-            let wake = self.next_send_time();
+            if self.poll.is_none() && self.next_poll.is_some_and(|at| at <= Instant::now()) {
+                self.start_poll();
+            }
+            let wake = [self.next_send_time(), self.next_watch_time()]
+                .into_iter()
+                .flatten()
+                .min();
             tokio::select! {
                 _ = sleep_until_opt(wake), if wake.is_some() => {}
+                answered = poll_result(&mut self.poll), if self.poll.is_some() => {
+                    self.on_poll(answered);
+                }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => self.handle(command),
                     // Nobody can steer any more: let the plan run out.
@@ -596,15 +710,21 @@ impl Driver {
         let target = self.target.clone();
         let cancel = self.cancel.subscribe();
         let run_start = self.run_start;
+        let streaming = self.streaming.clone();
         // --save-prompts only (never by default: prompts can be private data).
         let saved_prompt = self.workload.save_prompts().then(|| prompt.text.clone());
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let handle = self.tasks.spawn(async move {
-            let mut record = execute(&target, request, run_start, cancel).await;
+            let mut record =
+                execute_counted(&target, request, run_start, cancel, Some(&streaming)).await;
             record.prompt = saved_prompt;
             record
         });
-        self.task_levels.insert(handle.id(), level);
+        // Sent before a manual level filled up: it shares the server with
+        // the last level's requests, so it is transition, not steady state.
+        let transition = self.levels.get(level).is_some_and(|l| !l.reached_target);
+        self.task_levels
+            .insert(handle.id(), TaskMeta { level, transition });
         id
     }
 
@@ -629,7 +749,7 @@ impl Driver {
         let index = self.levels.len();
         let now = Instant::now();
         self.open_loop = match (mode, rate, &self.replay) {
-            (Mode::Rate, Some(rate), _) => Some(OpenLoop {
+            (Mode::Rate | Mode::Manual, Some(rate), _) => Some(OpenLoop {
                 level: index,
                 next_at: now,
                 source: Schedule::Rate(Arrivals::new(
@@ -669,11 +789,13 @@ impl Driver {
             started_at: self.now(),
             rate,
             timeline,
+            series: self.series,
         };
         self.current = Some(info.index);
         self.emit(DriverEvent::LevelStarted(info.clone()));
         self.levels.push(LevelState {
             info,
+            reached_target: mode != Mode::Manual,
             dispatched: 0,
             in_flight: 0,
             closed: false,
@@ -743,14 +865,24 @@ impl Driver {
             let level = &mut self.levels[index];
             level.closed = true;
             level.partial = partial;
+            // A hand-set level's requests still out finish under the next
+            // level's load: transition, left out of this level's figures.
+            if level.info.mode == Mode::Manual {
+                for meta in self.task_levels.values_mut() {
+                    if meta.level == index {
+                        meta.transition = true;
+                    }
+                }
+            }
         }
     }
 
     fn dispatch(&mut self) {
-        if self.paused || self.stopping {
+        if self.paused || self.stopping || !matches!(self.server, ServerState::Up) {
             return;
         }
         let Some(index) = self.current else { return };
+        self.note_target_reached(index);
         let open_loop = self.open_loop.as_ref().is_some_and(|o| o.level == index);
         let now = Instant::now();
         while (self.tasks.len() as u32) < self.concurrency_target
@@ -785,6 +917,29 @@ impl Driver {
             let level = &mut self.levels[index];
             level.dispatched += 1;
             level.in_flight += 1;
+        }
+        self.note_target_reached(index);
+    }
+
+    /// A manual level's steady state starts once in flight first reaches
+    /// its target (closed loop), or once nothing of the levels before it
+    /// is still out (open loop, where the rate sets what is in flight).
+    fn note_target_reached(&mut self, index: usize) {
+        let level = &self.levels[index];
+        if level.reached_target {
+            return;
+        }
+        let reached = if level.info.rate.is_some() {
+            self.task_levels.values().all(|m| m.level == index)
+        } else {
+            self.tasks.len() as u32 >= self.concurrency_target
+        };
+        if reached {
+            self.levels[index].reached_target = true;
+            self.emit(DriverEvent::TargetReached {
+                index,
+                at: self.now(),
+            });
         }
     }
 
@@ -973,11 +1128,8 @@ impl Driver {
                 (error.id(), None)
             }
         };
-        if let Some(level) = self
-            .task_levels
-            .remove(&task)
-            .and_then(|l| self.levels.get_mut(l))
-        {
+        let meta = self.task_levels.remove(&task);
+        if let Some(level) = meta.and_then(|m| self.levels.get_mut(m.level)) {
             level.in_flight = level.in_flight.saturating_sub(1);
             if let Some(record) = &record {
                 match record.outcome {
@@ -1003,12 +1155,170 @@ impl Driver {
                 }
             }
         }
-        if let Some(record) = record {
+        if let Some(mut record) = record {
             if self.turns > 1 {
                 self.continue_conversation(&record);
             }
-            self.emit(DriverEvent::Record(record));
+            record.transition = meta.is_some_and(|m| m.transition);
+            self.pass_on(record);
         }
+    }
+
+    /// A record on its way out, through the watch on the server: failures
+    /// to connect are held while an outage may be starting.
+    fn pass_on(&mut self, mut record: RequestRecord) {
+        if !self.watch_server {
+            self.emit(DriverEvent::Record(record));
+            return;
+        }
+        let lost = matches!(
+            record.outcome,
+            Outcome::Failed(ErrorClass::ConnectRefused | ErrorClass::ConnectionClosed)
+        );
+        match (&mut self.server, lost) {
+            (ServerState::Up, true) => {
+                self.server = ServerState::Suspect {
+                    since: Instant::now(),
+                    held: vec![record],
+                };
+            }
+            (ServerState::Suspect { held, .. }, true) => held.push(record),
+            (ServerState::Suspect { .. }, false) => {
+                // Something got through: the failures count as they are.
+                if let ServerState::Suspect { held, .. } =
+                    std::mem::replace(&mut self.server, ServerState::Up)
+                {
+                    for held in held {
+                        self.emit(DriverEvent::Record(held));
+                    }
+                }
+                self.emit(DriverEvent::Record(record));
+            }
+            (ServerState::Gone | ServerState::Back, true) => {
+                Self::as_restart(&mut record);
+                self.emit(DriverEvent::Record(record));
+            }
+            _ => self.emit(DriverEvent::Record(record)),
+        }
+    }
+
+    /// A failure of the restart window: saved as such, charged to no level.
+    fn as_restart(record: &mut RequestRecord) {
+        record.outcome = Outcome::Failed(ErrorClass::ServerRestart);
+        record.transition = true;
+    }
+
+    /// An outage held for `SERVER_GONE_AFTER` with nothing in flight is the
+    /// server gone: its failures become restart failures, the level running
+    /// is cut short, and dispatch waits.
+    fn check_outage(&mut self) {
+        let ServerState::Suspect { since, .. } = &self.server else {
+            return;
+        };
+        if since.elapsed() < SERVER_GONE_AFTER {
+            return;
+        }
+        let since = self.run_start.elapsed().saturating_sub(since.elapsed());
+        let state = std::mem::replace(&mut self.server, ServerState::Gone);
+        if !self.tasks.is_empty() {
+            // Requests still streaming: the server is there after all.
+            self.server = ServerState::Up;
+            if let ServerState::Suspect { held, .. } = state {
+                for held in held {
+                    self.emit(DriverEvent::Record(held));
+                }
+            }
+            return;
+        }
+        if let ServerState::Suspect { held, .. } = state {
+            for mut held in held {
+                Self::as_restart(&mut held);
+                self.emit(DriverEvent::Record(held));
+            }
+        }
+        let manual = self
+            .current
+            .is_some_and(|i| self.levels[i].info.mode == Mode::Manual);
+        self.close_current(!manual);
+        self.next_poll = Some(Instant::now());
+        self.emit(DriverEvent::ServerGone { since });
+    }
+
+    /// When the driver next wakes for the server watch: the end of an
+    /// outage's grace, or the next poll.
+    fn next_watch_time(&self) -> Option<Instant> {
+        match &self.server {
+            ServerState::Suspect { since, .. } => Some(*since + SERVER_GONE_AFTER),
+            _ => self.next_poll.filter(|_| self.poll.is_none()),
+        }
+    }
+
+    /// Ask the server's root whether anyone answers.
+    fn start_poll(&mut self) {
+        let client = self.target.client.clone();
+        let mut root = self.target.url.clone();
+        root.set_path("/");
+        root.set_query(None);
+        self.poll = Some(tokio::spawn(async move {
+            let answer = client
+                .get(root)
+                .timeout(Duration::from_secs(1))
+                .send()
+                .await;
+            // Any HTTP answer, even a 404, means something listens.
+            answer.is_ok()
+        }));
+    }
+
+    fn on_poll(&mut self, answered: bool) {
+        self.poll = None;
+        let idle = self.current.is_none() && self.tasks.is_empty();
+        match (&self.server, answered) {
+            (ServerState::Gone, true) => {
+                self.server = ServerState::Back;
+                self.next_poll = None;
+                self.emit(DriverEvent::ServerBack { at: self.now() });
+            }
+            (ServerState::Gone, false) => {
+                self.next_poll = Some(Instant::now() + SERVER_POLL_EVERY);
+            }
+            // The plan is done and the server went away: the same wait.
+            (ServerState::Up, false) if idle => {
+                self.server = ServerState::Gone;
+                self.next_poll = Some(Instant::now() + SERVER_POLL_EVERY);
+                self.emit(DriverEvent::ServerGone { since: self.now() });
+            }
+            (ServerState::Up, true) if idle => {
+                self.next_poll = Some(Instant::now() + IDLE_POLL_EVERY);
+            }
+            _ => self.next_poll = None,
+        }
+    }
+
+    /// Start the plan again from its first level, as a new series.
+    fn new_series(&mut self) {
+        let index = self.current;
+        let partial = index.is_some_and(|i| self.levels[i].info.mode != Mode::Manual);
+        self.close_current(partial);
+        if let Some(index) = index {
+            self.judge_probe(index);
+        }
+        self.series += 1;
+        self.next_plan = 0;
+        self.plan_done_sent = false;
+        self.next_poll = None;
+        if let Some(search) = &mut self.search {
+            search.search = CapacitySearch::new(search.plan.max_concurrency);
+            search.pending = None;
+            search.records.clear();
+            search.probes = 0;
+        }
+        self.server = ServerState::Up;
+        self.emit(DriverEvent::SeriesStarted {
+            series: self.series,
+            at: self.now(),
+        });
+        self.start_next_planned();
     }
 
     fn handle(&mut self, command: Command) {
@@ -1016,6 +1326,26 @@ impl Driver {
             return;
         }
         match command {
+            Command::NewSeries => self.new_series(),
+            Command::SetRate(rate) => {
+                let rate = if rate.is_finite() {
+                    rate.clamp(0.01, 100_000.0)
+                } else {
+                    return;
+                };
+                let current = self.current.map(|i| &self.levels[i].info);
+                if current.is_some_and(|l| l.mode == Mode::Manual && l.rate == Some(rate)) {
+                    return;
+                }
+                let cap = current.map_or(self.concurrency_target, |l| l.concurrency);
+                let index = self.current;
+                let manual = current.is_some_and(|l| l.mode == Mode::Manual);
+                self.close_current(!manual);
+                if let Some(index) = index {
+                    self.judge_probe(index);
+                }
+                self.start_level(cap.max(1), Mode::Manual, None, None, Some(rate));
+            }
             Command::SetConcurrency(n) => {
                 let n = n.clamp(1, MAX_CONCURRENCY);
                 let current_mode = self.current.map(|i| self.levels[i].info.mode);
@@ -1075,6 +1405,14 @@ impl Driver {
                 self.cancel.send_replace(true);
             }
         }
+    }
+}
+
+/// The poll's answer; a poll task that died counts as no answer.
+async fn poll_result(poll: &mut Option<tokio::task::JoinHandle<bool>>) -> bool {
+    match poll {
+        Some(handle) => handle.await.unwrap_or(false),
+        None => std::future::pending().await,
     }
 }
 

@@ -7,6 +7,7 @@
 use std::error::Error as StdError;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -258,8 +259,49 @@ pub async fn execute(
     target: &Target,
     request: PreparedRequest,
     run_start: Instant,
-    mut cancel: watch::Receiver<bool>,
+    cancel: watch::Receiver<bool>,
 ) -> RequestRecord {
+    execute_counted(target, request, run_start, cancel, None).await
+}
+
+/// Counts one request in `streaming` from its first output chunk until it
+/// ends, however it ends (the task may be dropped mid-stream).
+struct StreamingMark<'a> {
+    gauge: Option<&'a AtomicU32>,
+    counted: bool,
+}
+
+impl StreamingMark<'_> {
+    fn first_output(&mut self) {
+        if let (Some(gauge), false) = (self.gauge, self.counted) {
+            gauge.fetch_add(1, Ordering::Relaxed);
+            self.counted = true;
+        }
+    }
+}
+
+impl Drop for StreamingMark<'_> {
+    fn drop(&mut self) {
+        if let (Some(gauge), true) = (self.gauge, self.counted) {
+            gauge.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// [`execute`], also counting the request in `streaming` while it streams:
+/// in flight minus streaming is what waits for a first token, the client's
+/// view of the server's queue (the only one Ollama gives).
+pub async fn execute_counted(
+    target: &Target,
+    request: PreparedRequest,
+    run_start: Instant,
+    mut cancel: watch::Receiver<bool>,
+    streaming: Option<&AtomicU32>,
+) -> RequestRecord {
+    let mut mark = StreamingMark {
+        gauge: streaming,
+        counted: false,
+    };
     let mut record = RequestRecord::empty(request.id, request.level);
     record.input_tokens_target = request.input_tokens_target;
     record.output_tokens_requested = request.max_tokens;
@@ -287,7 +329,7 @@ pub async fn execute(
         arrivals: Vec::with_capacity(request.max_tokens.min(4096) as usize + 2),
         ..StreamTally::default()
     };
-    let work = stream_request(target, request.body, t0, &mut record, &mut tally);
+    let work = stream_request(target, request.body, t0, &mut record, &mut tally, &mut mark);
     let stop = unless_cancelled_or_late(&mut cancel, deadline, target.request_timeout, work).await;
     record.end = run_start.elapsed();
 
@@ -399,6 +441,7 @@ async fn stream_request(
     t0: Instant,
     record: &mut RequestRecord,
     tally: &mut StreamTally,
+    mark: &mut StreamingMark<'_>,
 ) -> Option<Stop> {
     // Some servers (llama.cpp's llama-server among them) close a connection
     // after a streamed answer while advertising keep-alive; a pooled
@@ -484,6 +527,7 @@ async fn stream_request(
                 });
                 if tally.arrivals.len() > outputs_before {
                     tally.output_reads += 1;
+                    mark.first_output();
                 }
                 match consumed {
                     Ok(Consumed::More) => false,

@@ -5,6 +5,7 @@ pub mod gauges;
 pub mod gpu;
 pub mod live;
 pub mod prometheus;
+pub mod series;
 
 use std::time::Duration;
 
@@ -69,7 +70,10 @@ pub async fn preflight(
 /// Which engine answers, from the endpoints only it has: Ollama's
 /// `/api/version`, llama.cpp's `/props`, SGLang's `/get_server_info`, TGI's
 /// `/info`, vLLM's `/version`; anything else is `openai-compatible`.
-async fn detect_engine(client: &reqwest::Client, base_url: &str) -> (&'static str, Option<String>) {
+pub(crate) async fn detect_engine(
+    client: &reqwest::Client,
+    base_url: &str,
+) -> (&'static str, Option<String>) {
     let field = |v: Option<Value>, key: &str| {
         v.and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
     };
@@ -171,7 +175,7 @@ pub fn token_count_of(body: &[u8]) -> Option<u32> {
 }
 
 /// GET a JSON document. Ok(None): the server answered but not with JSON 2xx.
-async fn get_json(
+pub(crate) async fn get_json(
     client: &reqwest::Client,
     url: &str,
 ) -> std::result::Result<Option<Value>, String> {

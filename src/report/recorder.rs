@@ -29,7 +29,11 @@ use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
 use crate::run::DecisionConfig;
 use crate::stats::lateness::Lateness;
+use crate::stats::occupancy::{occupancy, Occupancy, RequestSpan};
 use crate::stats::percentile::percentile_sorted;
+use crate::stats::steady::{
+    judge, Steadiness, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE,
+};
 use crate::stats::summary::{level_stats, LevelStats};
 use crate::stats::turns::{by_turn, cache_hit_rate, TurnStats};
 use crate::workload::profile::AchievedLengths;
@@ -162,6 +166,21 @@ pub struct FinishedLevel {
     pub turns: Vec<TurnStats>,
     /// Prompt tokens the server's prefix cache answered, where it said.
     pub cache_hit_rate: Option<f64>,
+    /// Requests waiting for a first token and streaming, over the level.
+    pub occupancy: Option<Occupancy>,
+    /// Records of the level left out of its statistics as transition.
+    pub transition: u32,
+    /// Relative standard error of its per-second output throughput.
+    pub throughput_rse: Option<f64>,
+    /// Hand-set levels: whether they measured a steady state.
+    pub steadiness: Option<Steadiness>,
+}
+
+impl FinishedLevel {
+    /// A hand-set level left before it settled: listed, never a result.
+    pub fn is_unsteady(&self) -> bool {
+        self.steadiness.as_ref().is_some_and(|s| !s.steady)
+    }
 }
 
 impl FinishedLevel {
@@ -180,7 +199,10 @@ impl FinishedLevel {
 struct OpenLevel {
     info: LevelInfo,
     server: GaugeSummary,
+    /// Its records, transition ones left out.
     records: Vec<RequestRecord>,
+    transition: u32,
+    steady: SteadyEstimator,
     cpu_at_start: Duration,
     wall_start: Instant,
 }
@@ -200,6 +222,23 @@ pub struct Recorder {
     prior: Option<PriorRun>,
     /// `--find-capacity`: the search's bounds so far.
     search: Option<SearchProgress>,
+    /// Every request back since the oldest open level started, any level:
+    /// a level's queue counts include requests of its neighbours.
+    spans: Vec<RequestSpan>,
+    /// When each level started (run clock), by index.
+    level_starts: BTreeMap<usize, Duration>,
+    /// Every series so far, by index: its label and what the probe saw.
+    series: BTreeMap<usize, SeriesInfo>,
+    steady_per_stream: u32,
+    steady_rse: f64,
+}
+
+/// One stretch of the run against one server configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesInfo {
+    pub label: String,
+    /// What the probe saw of the server (engine version, slots, model).
+    pub server: Value,
 }
 
 impl Recorder {
@@ -227,6 +266,19 @@ impl Recorder {
             .truncate(prior.is_none())
             .open(&jsonl_path)
             .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
+        let series = prior
+            .iter()
+            .flat_map(|p| p.series_labels.iter())
+            .map(|(index, label)| {
+                (
+                    *index,
+                    SeriesInfo {
+                        label: label.clone(),
+                        server: Value::Null,
+                    },
+                )
+            })
+            .collect();
         let recorder = Recorder {
             prior,
             search: None,
@@ -240,6 +292,11 @@ impl Recorder {
             target_changes: Vec::new(),
             warmup: None,
             lag,
+            spans: Vec::new(),
+            level_starts: BTreeMap::new(),
+            series,
+            steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
+            steady_rse: STEADY_RSE,
         };
         recorder.write_summary()?;
         Ok(recorder)
@@ -268,12 +325,23 @@ impl Recorder {
         match event {
             DriverEvent::LevelStarted(info) => {
                 let _ = self.lag.take();
+                self.level_starts.insert(info.index, info.started_at);
                 self.open.insert(
                     info.index,
                     OpenLevel {
                         info: info.clone(),
                         server: GaugeSummary::default(),
                         records: Vec::new(),
+                        transition: 0,
+                        steady: {
+                            // A hand-set level's steady stretch starts when
+                            // it fills; any other level's at its start.
+                            let mut steady = SteadyEstimator::default();
+                            if info.mode != Mode::Manual {
+                                steady.start(info.started_at);
+                            }
+                            steady
+                        },
                         cpu_at_start: process_cpu_time(),
                         wall_start: Instant::now(),
                     },
@@ -281,8 +349,24 @@ impl Recorder {
             }
             DriverEvent::Record(record) => {
                 self.write_request_line(record)?;
+                self.spans.push(RequestSpan::of(record));
+                if let (true, Some(ttft)) = (record.is_ok(), record.ttft) {
+                    for (index, level) in self.open.iter_mut() {
+                        level.steady.add(
+                            record.start,
+                            record.start + ttft,
+                            record.end,
+                            record.output_tokens,
+                            *index == record.level && !record.transition,
+                        );
+                    }
+                }
                 if let Some(level) = self.open.get_mut(&record.level) {
-                    level.records.push(record.clone());
+                    if record.transition {
+                        level.transition += 1;
+                    } else {
+                        level.records.push(record.clone());
+                    }
                 }
             }
             DriverEvent::TargetChanged { at, target } => {
@@ -305,6 +389,20 @@ impl Recorder {
                 return self.finish_level(*index, *partial).map(Some);
             }
             DriverEvent::Search(progress) => self.search = Some(*progress),
+            DriverEvent::TargetReached { index, at } => {
+                if let Some(level) = self.open.get_mut(index) {
+                    level.steady.start(*at);
+                }
+            }
+            DriverEvent::SeriesStarted { series, .. } => {
+                self.series.entry(*series).or_insert_with(|| SeriesInfo {
+                    label: format!("series {}", series + 1),
+                    server: Value::Null,
+                });
+            }
+            DriverEvent::ServerGone { .. }
+            | DriverEvent::ServerBack { .. }
+            | DriverEvent::PlanDone => {}
             DriverEvent::WarmupStarted { .. }
             | DriverEvent::Paused(_)
             | DriverEvent::Finished { .. } => {}
@@ -385,6 +483,7 @@ impl Recorder {
             "ttfc_ms": ms(r.ttfc),
             "reasoning_tokens": r.reasoning_tokens,
             "cached_tokens": r.cached_tokens,
+            "transition": r.transition,
         });
         // `--save-prompts` only: prompt text never reaches a file otherwise.
         if let (Some(prompt), Value::Object(map)) = (&r.prompt, &mut line) {
@@ -437,7 +536,31 @@ impl Recorder {
             .iter()
             .filter_map(StreamShape::from_record)
             .collect();
+        let occupancy = self.occupancy_of(&open);
+        let window_end = self.window_end(&open);
+        let estimate = window_end.and_then(|end| open.steady.estimate(end, true));
+        let steadiness = (open.info.mode == Mode::Manual).then(|| {
+            let min = match open.info.rate {
+                // Two seconds of arrivals at the level's rate.
+                Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
+                None => open.info.concurrency.saturating_mul(self.steady_per_stream),
+            };
+            let lasted = window_end
+                .unwrap_or(open.info.started_at)
+                .saturating_sub(open.info.started_at);
+            judge(
+                estimate,
+                open.steady.completions,
+                min,
+                self.steady_rse,
+                lasted,
+            )
+        });
         let mut level = FinishedLevel {
+            occupancy,
+            transition: open.transition,
+            throughput_rse: estimate.map(|e| e.rse),
+            steadiness,
             info: open.info,
             partial,
             stats,
@@ -466,6 +589,73 @@ impl Recorder {
         self.finished
             .last()
             .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was not kept"))
+    }
+
+    /// Waiting and streaming over the level: from its start to its last
+    /// answer, or to when the next level started if that came first (the
+    /// next level's requests still out are not known yet).
+    fn occupancy_of(&mut self, open: &OpenLevel) -> Option<Occupancy> {
+        let from = open.info.started_at;
+        let to = self.window_end(open)?;
+        let found = occupancy(&self.spans, from, to);
+        // Spans that ended before every open level began count for none.
+        let oldest_open = self.open.values().map(|l| l.info.started_at).min();
+        let keep_from = oldest_open.map_or(to, |at| at.min(to));
+        self.spans.retain(|s| s.end >= keep_from);
+        found
+    }
+
+    /// Where a level's measurement window ends: its last answer, or when
+    /// the next level started if that came first.
+    fn window_end(&self, open: &OpenLevel) -> Option<Duration> {
+        let last_end = open.records.iter().map(|r| r.end).max()?;
+        let next_start = self
+            .level_starts
+            .range(open.info.index + 1..)
+            .next()
+            .map(|(_, at)| *at);
+        Some(next_start.map_or(last_end, |next| {
+            next.min(last_end).max(open.info.started_at)
+        }))
+    }
+
+    /// Name a series before it starts (the live view's `s`, or a restart):
+    /// its label and what the probe saw of the server.
+    pub fn set_series(&mut self, index: usize, label: String, server: Value) {
+        self.series.insert(index, SeriesInfo { label, server });
+    }
+
+    pub fn series_label(&self, index: usize) -> String {
+        self.series
+            .get(&index)
+            .map_or_else(|| format!("series {}", index + 1), |s| s.label.clone())
+    }
+
+    /// Series indexes with a saved level, in order.
+    pub fn series_indexes(&self) -> Vec<usize> {
+        let mut indexes: Vec<usize> = self
+            .prior_series()
+            .into_iter()
+            .chain(self.saved_levels().iter().map(|l| l.info.series))
+            .chain(self.series.keys().copied())
+            .collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        indexes
+    }
+
+    fn prior_series(&self) -> Vec<usize> {
+        self.prior
+            .iter()
+            .flat_map(|p| p.point_series.iter().copied())
+            .collect()
+    }
+
+    /// How a hand-set level is judged steady (`--steady-completions`,
+    /// `--steady-rse`).
+    pub fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
+        self.steady_per_stream = per_stream.max(1);
+        self.steady_rse = rse;
     }
 
     fn next_level_file_name(&mut self, level: &FinishedLevel) -> String {
@@ -505,6 +695,26 @@ impl Recorder {
         if let Some(lateness) = &level.lateness {
             map.insert("send_lateness".into(), lateness.to_json());
         }
+        if let Some(o) = &level.occupancy {
+            map.insert("waiting".into(), o.waiting_json());
+            map.insert("streaming".into(), o.streaming_json());
+        }
+        map.insert("transition_requests".into(), json!(level.transition));
+        map.insert(
+            "throughput_rse".into(),
+            json!(level
+                .throughput_rse
+                .map(|r| (r * 10_000.0).round() / 10_000.0)),
+        );
+        if let Some(steadiness) = &level.steadiness {
+            map.insert("steady".into(), json!(steadiness.steady));
+            map.insert("steady_reason".into(), json!(steadiness.reason));
+        }
+        map.insert("series".into(), json!(level.info.series));
+        map.insert(
+            "series_label".into(),
+            json!(self.series_label(level.info.series)),
+        );
         if !level.turns.is_empty() {
             map.insert(
                 "turns".into(),
@@ -577,9 +787,26 @@ impl Recorder {
     /// Knee and capacity over the levels finished so far (partial and manual
     /// ones are left out by the decision rules themselves).
     pub fn decision(&self) -> Decision {
-        let kept = self.prior.iter().flat_map(|p| p.points.iter().cloned());
+        let latest = self.series_indexes().last().copied().unwrap_or(0);
+        self.decision_of(latest)
+    }
+
+    /// Knee and capacity of one series' levels.
+    pub fn decision_of(&self, series: usize) -> Decision {
+        let kept = self.prior.iter().flat_map(|p| {
+            p.points
+                .iter()
+                .zip(&p.point_series)
+                .filter(|(_, s)| **s == series)
+                .map(|(point, _)| point.clone())
+        });
         let mut points: Vec<LevelPoint> = kept
-            .chain(self.saved_levels().iter().filter_map(|l| l.point()))
+            .chain(
+                self.saved_levels()
+                    .iter()
+                    .filter(|l| l.info.series == series)
+                    .filter_map(|l| l.point()),
+            )
             .collect();
         // The search's failing bound failed the SLO or bought no throughput:
         // probes from there on are past the capacity, whatever their SLO says.
@@ -617,7 +844,14 @@ impl Recorder {
 
     /// `diagnoses` with a decision already at hand.
     pub fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
-        let saved = self.saved_levels();
+        // The latest series' levels: another series ran against another
+        // server configuration.
+        let latest = self.series_indexes().last().copied().unwrap_or(0);
+        let saved: Vec<&FinishedLevel> = self
+            .saved_levels()
+            .into_iter()
+            .filter(|l| l.info.series == latest && !l.is_unsteady())
+            .collect();
         let complete: Vec<&FinishedLevel> = saved.iter().copied().filter(|l| !l.partial).collect();
         let basis = if complete.is_empty() {
             saved.clone()
@@ -693,6 +927,26 @@ impl Recorder {
         diagnoses
     }
 
+    /// `summary.json`'s `series`: each series' label, what the probe saw of
+    /// the server, and its knee and capacity.
+    fn series_json(&self) -> Value {
+        Value::Array(
+            self.series_indexes()
+                .into_iter()
+                .map(|index| {
+                    let decision = self.decision_of(index);
+                    json!({
+                        "index": index,
+                        "label": self.series_label(index),
+                        "server": self.series.get(&index).map_or(Value::Null, |s| s.server.clone()),
+                        "knee": decision.knee_json(),
+                        "capacity": decision.capacity_json(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
     fn write_summary(&self) -> Result<()> {
         let saved = self.saved_levels();
         let decision = self.decision();
@@ -738,6 +992,7 @@ impl Recorder {
             "levels": levels,
             "knee": decision.knee_json(),
             "capacity": decision.capacity_json(),
+            "series": self.series_json(),
             "capacity_reason": decision.capacity_line(),
             "cost": cost.as_ref().map_or(Value::Null, Cost::to_json),
             "diagnoses": diagnoses,
@@ -793,6 +1048,7 @@ fn server_view(l: &FinishedLevel) -> ServerView {
             .and_then(Value::as_f64),
         http_503: error("http_503"),
         http_429: error("http_429"),
+        streaming_mean: l.occupancy.map(|o| o.streaming_mean),
     }
 }
 
@@ -846,9 +1102,12 @@ fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> V
 pub fn level_file_base(info: &LevelInfo, partial: bool) -> String {
     let mut name = match (info.mode, info.rate) {
         (Mode::Replay, _) => "sweep-replay".to_string(),
-        (Mode::Rate, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
+        (Mode::Rate | Mode::Manual, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
         _ => format!("sweep-c{}", info.concurrency),
     };
+    if info.series > 0 {
+        name.push_str(&format!("-s{}", info.series + 1));
+    }
     if info.mode == Mode::Manual {
         name.push_str("-manual");
     }
@@ -944,6 +1203,7 @@ mod tests {
             started_at: Duration::ZERO,
             rate,
             timeline: None,
+            series: 0,
         }
     }
 }

@@ -19,6 +19,12 @@ pub struct PriorRun {
     pub levels: Vec<Value>,
     /// The same levels as decision points (knee and capacity).
     pub points: Vec<LevelPoint>,
+    /// The series of each point, in the same order.
+    pub point_series: Vec<usize>,
+    /// The series the run was in when it stopped; it goes on there.
+    pub last_series: usize,
+    /// Labels of the series so far.
+    pub series_labels: Vec<(usize, String)>,
     /// The first level index free for the new levels.
     pub next_level_index: usize,
     /// The saved `run` object.
@@ -62,10 +68,30 @@ impl PriorRun {
             .filter(|l| l.get("partial").and_then(Value::as_bool) == Some(false))
             .cloned()
             .collect();
-        let points = levels.iter().filter_map(point_of).collect();
+        let series_of = |l: &Value| l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let (points, point_series) = levels
+            .iter()
+            .filter_map(|l| Some((point_of(l)?, series_of(l))))
+            .unzip();
+        let last_series = levels.iter().map(series_of).max().unwrap_or(0);
+        let series_labels = summary
+            .get("series")
+            .and_then(Value::as_array)
+            .map(|all| {
+                all.iter()
+                    .filter_map(|s| {
+                        let index = s.get("index")?.as_u64()? as usize;
+                        Some((index, s.get("label")?.as_str()?.to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(PriorRun {
             levels,
             points,
+            point_series,
+            last_series,
+            series_labels,
             next_level_index,
             run,
         })
@@ -74,9 +100,14 @@ impl PriorRun {
     /// The plan's steps that the kept levels do not already cover, in order.
     /// Each kept level covers one step of its concurrency (or rate) and kind.
     pub fn remaining(&self, plan: &[LevelPlan]) -> Vec<LevelPlan> {
+        // Only the series it stopped in: an earlier series ran its plan
+        // against another server configuration.
         let mut unused: Vec<(String, Option<u64>, Option<f64>)> = self
             .levels
             .iter()
+            .filter(|l| {
+                l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize == self.last_series
+            })
             .map(|l| {
                 (
                     l.get("mode")

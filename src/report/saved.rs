@@ -40,6 +40,12 @@ pub struct SavedLevel {
     pub tpot_p50_ms: Option<f64>,
     /// The level file's name (`sweep-c64-r2.json`), when recorded.
     pub file: Option<String>,
+    /// Hand-set levels: whether they measured a steady state (None: not
+    /// said, as in files from before it was).
+    pub steady: Option<bool>,
+    /// The series it belongs to (0 when the file does not say).
+    pub series: usize,
+    pub series_label: Option<String>,
 }
 
 impl SavedLevel {
@@ -70,6 +76,11 @@ impl SavedLevel {
             ttft_p99_ms: float(v, "p99_ttft_ms"),
             tpot_p50_ms,
             file: string(v, "file"),
+            steady: v.get("steady").and_then(Value::as_bool),
+            series: uint(v, "series")
+                .and_then(|s| usize::try_from(s).ok())
+                .unwrap_or(0),
+            series_label: string(v, "series_label"),
             raw,
         })
     }
@@ -82,6 +93,12 @@ impl SavedLevel {
 
     pub fn is_manual(&self) -> bool {
         self.mode == "manual"
+    }
+
+    /// A hand-set level left before it settled: listed, never a result
+    /// (chart, knee, capacity, cost, compare).
+    pub fn is_unsteady(&self) -> bool {
+        self.steady == Some(false)
     }
 
     /// `-r2` -> 2 from the file name; 1 for a first (or unnamed) level.
@@ -102,6 +119,9 @@ impl SavedLevel {
         }
         if self.partial {
             notes.push("partial".into());
+        }
+        if self.is_unsteady() {
+            notes.push("not steady".into());
         }
         let round = self.round();
         if round > 1 {

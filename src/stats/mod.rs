@@ -12,7 +12,9 @@
 pub mod lateness;
 pub mod live;
 pub mod metrics;
+pub mod occupancy;
 pub mod percentile;
+pub mod steady;
 pub mod summary;
 pub mod turns;
 

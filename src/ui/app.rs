@@ -14,13 +14,23 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::analysis::cost::Cost;
 use crate::load::driver::{Command, DriverEvent, LevelInfo, Mode, MAX_CONCURRENCY};
-use crate::record::{Outcome, RequestRecord};
+use crate::record::{ErrorClass, Outcome, RequestRecord};
 use crate::report::recorder::FinishedLevel;
 use crate::run::Prepared;
 use crate::stats::live::{LiveWindow, DEFAULT_WINDOW_SECS};
 use crate::stats::percentile::percentile_sorted;
+use crate::stats::steady::SteadyEstimator;
 
 use super::theme::Palette;
+
+/// Seconds over which 503, 429 and timeout rates are averaged.
+const RATE_WINDOW_S: u64 = 5;
+/// The client's waiting count and the server's queue gauge may differ by
+/// this much (requests in prefill count as waiting on the client's side,
+/// and the scrape is up to a second old) ...
+const QUEUE_DISAGREE_BY: f64 = 2.0;
+/// ... for this long before the view says so.
+const QUEUE_DISAGREE_FOR_S: u64 = 5;
 
 /// How long a one-line status note stays in the footer.
 const STATUS_FOR: Duration = Duration::from_secs(4);
@@ -155,12 +165,88 @@ pub enum Phase {
 }
 
 /// What a key press asks of the loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Send this to the driver.
     Send(Command),
+    /// Start a new series with this label (the loop names it for the
+    /// recorder, then tells the driver).
+    NewSeries(String),
+    /// The user asked for a new series: look at the server for a label.
+    ProbeForLabel,
     /// Leave the view (the run is already over).
     Exit,
+}
+
+/// A change of concurrency or rate waiting out the settle window, so that
+/// several quick presses make one level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pending {
+    Concurrency(u32),
+    Rate(f64),
+}
+
+/// The one-line prompt of `s`: a label for the next series.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LabelPrompt {
+    pub text: String,
+    /// The user typed: a default that arrives later does not overwrite it.
+    pub edited: bool,
+    /// Why the last Enter was refused.
+    pub error: Option<String>,
+}
+
+/// Longest series label the prompt takes.
+pub const MAX_LABEL_CHARS: usize = 60;
+
+/// One series' result so far, for the "so far" panel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesResult {
+    pub index: usize,
+    pub label: String,
+    pub capacity: Option<u32>,
+    pub knee: Option<(u32, u32)>,
+    /// Highest output tok/s of its complete levels.
+    pub peak_tok_s: Option<f64>,
+}
+
+/// The "so far" lines of a run of several series: each one's capacity and
+/// peak, then the latest against the first
+/// (`NUM_PARALLEL=4 vs NUM_PARALLEL=1: capacity 4 vs 1 streams, peak 388 vs 97 tok/s`).
+pub fn series_lines(results: &[SeriesResult]) -> Vec<String> {
+    let capacity = |r: &SeriesResult| r.capacity.map_or_else(|| "-".into(), |c| c.to_string());
+    let peak = |r: &SeriesResult| {
+        r.peak_tok_s
+            .map_or_else(|| "-".into(), |t| format!("{t:.0}"))
+    };
+    let mut lines: Vec<String> = results
+        .iter()
+        .map(|r| {
+            let knee = r
+                .knee
+                .map_or_else(String::new, |(a, b)| format!(", knee {a} → {b}"));
+            format!(
+                "{}: capacity {} streams, peak {} tok/s{knee}",
+                r.label,
+                capacity(r),
+                peak(r)
+            )
+        })
+        .collect();
+    if let (Some(first), Some(last)) = (results.first(), results.last()) {
+        if results.len() > 1 {
+            lines.push(format!(
+                "{} vs {}: capacity {} vs {} streams, peak {} vs {} tok/s",
+                last.label,
+                first.label,
+                capacity(last),
+                capacity(first),
+                peak(last),
+                peak(first)
+            ));
+        }
+    }
+    lines
 }
 
 /// The figures of one row of the level table.
@@ -205,6 +291,21 @@ pub struct LevelRow {
     ttft_ms: Vec<f64>,
     /// Records arrived since `figures` was computed.
     stale: bool,
+    /// In flight across a concurrency change: not in the figures.
+    pub transition: u32,
+    /// Per-second throughput since the level's steady stretch began.
+    pub steady: SteadyEstimator,
+    /// The live estimate: (tok/s, relative standard error).
+    pub estimate: Option<(f64, f64)>,
+    /// Hand-set levels: steady once enough completed and the estimate
+    /// settled; from the recorder's verdict once finished.
+    pub is_steady: bool,
+    /// A hand-set level left before it settled: dimmed, never charted.
+    pub unsteady: bool,
+    /// Mean requests waiting for a first token over the level.
+    pub waiting_mean: Option<f64>,
+    /// Mean requests streaming over the level (effective slots in use).
+    pub streaming_mean: Option<f64>,
 }
 
 impl LevelRow {
@@ -242,10 +343,21 @@ impl LevelRow {
             output_tokens: 0,
             ttft_ms: Vec::new(),
             stale: false,
+            transition: 0,
+            steady: SteadyEstimator::default(),
+            estimate: None,
+            is_steady: false,
+            unsteady: false,
+            waiting_mean: None,
+            streaming_mean: None,
         }
     }
 
     fn add(&mut self, r: &RequestRecord) {
+        if r.transition {
+            self.transition += 1;
+            return;
+        }
         self.done += 1;
         self.stale = true;
         match r.outcome {
@@ -317,6 +429,14 @@ impl LevelRow {
     pub fn is_partial(&self) -> bool {
         matches!(self.state, LevelState::Finished { partial: true })
     }
+
+    /// Completed requests a hand-set level needs before it can be steady.
+    pub fn min_completions(&self, per_stream: u32) -> u32 {
+        match self.info.rate {
+            Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
+            None => self.info.concurrency.saturating_mul(per_stream),
+        }
+    }
 }
 
 /// Request outcomes over the whole run (warmup excluded).
@@ -367,6 +487,9 @@ pub struct SparkPoint {
     /// Requests queued inside the server this second (vLLM waiting,
     /// llama.cpp deferred), from the probe.
     pub server_queue: Option<u64>,
+    /// Requests sent that had no first token yet (the client's view of the
+    /// queue), mean over the frames of this second.
+    pub waiting: Option<u64>,
 }
 
 /// The latency panels: the per-second series and the window-wide quantiles.
@@ -420,6 +543,9 @@ pub struct Side {
     /// `A` for the first folder given, `B` for the second.
     pub label: char,
     pub run: RunView,
+    /// Series labels by index, and each series' result.
+    pub series_labels: BTreeMap<usize, String>,
+    pub series_results: Vec<SeriesResult>,
     pub levels: Vec<LevelRow>,
     pub counters: Counters,
     pub capacity: Option<u32>,
@@ -452,6 +578,17 @@ pub struct App {
     pub target: u32,
     /// Requests in flight, read from the driver's gauge before each frame.
     pub in_flight: u32,
+    /// Of those, the ones that had their first token; the rest wait.
+    pub streaming: u32,
+    /// Second of the run -> (sum, frames) of the waiting count sampled each
+    /// frame, for the queue bars; the last two minutes only.
+    waiting_seconds: BTreeMap<u64, (f64, u32)>,
+    /// Second of the run -> failures of the classes shown as rates
+    /// (503, 429, timeout), the last minute only.
+    failure_seconds: BTreeMap<u64, [u32; 3]>,
+    /// Seconds the client's and the server's queue counts have disagreed
+    /// by more than `QUEUE_DISAGREE_BY`, in a row.
+    queue_disagree_since: Option<u64>,
     pub paused: bool,
     /// `--find-capacity`: where the search stands.
     pub search: Option<crate::load::driver::SearchProgress>,
@@ -489,6 +626,36 @@ pub struct App {
     pub cost: Option<CostView>,
     /// `Some` for a run read back from disk (`tokbench view`).
     pub saved: Option<Saved>,
+    /// A concurrency or rate change waiting out the settle window, and when
+    /// it goes.
+    pub pending: Option<(Pending, Duration)>,
+    /// How long after the last press a change goes (`--settle-s`).
+    pub settle: Duration,
+    /// Steady-state rule: completions per stream, largest relative error.
+    pub steady_per_stream: u32,
+    pub steady_rse: f64,
+    /// What the last step did, once its level settled:
+    /// `64 → 128 streams: +0.4% tok/s, p99 TTFT ×11.5, queue +64`.
+    pub step_summary: Option<String>,
+    /// The level the step summary was last written for.
+    step_summary_for: Option<usize>,
+    /// Open loop: the rate the running level sends at.
+    pub rate: Option<f64>,
+    /// Series labels by index.
+    pub series_labels: BTreeMap<usize, String>,
+    /// The series running now.
+    pub series: usize,
+    /// Capacity and knee of each series so far (label, capacity, knee,
+    /// peak tok/s), for the comparison line.
+    pub series_results: Vec<SeriesResult>,
+    /// The server went away at this offset; dispatch waits.
+    pub server_gone_since: Option<Duration>,
+    /// It answered again: the loop looks at it and starts a series.
+    pub server_back: bool,
+    /// The `s` prompt, while open.
+    pub prompt: Option<LabelPrompt>,
+    /// Why the last new series was refused.
+    pub series_refused: Option<String>,
     status: Option<(String, Duration)>,
     window: LiveWindow,
     /// Seconds at which the target changed, oldest first, pruned to the window.
@@ -508,6 +675,10 @@ impl App {
             phase: Phase::Starting,
             target: 0,
             in_flight: 0,
+            streaming: 0,
+            waiting_seconds: BTreeMap::new(),
+            failure_seconds: BTreeMap::new(),
+            queue_disagree_since: None,
             paused: false,
             search: None,
             achieved: (0, 0, 0),
@@ -527,6 +698,20 @@ impl App {
             verdict: Vec::new(),
             cost: None,
             saved: None,
+            pending: None,
+            settle: Duration::from_secs(1),
+            steady_per_stream: crate::stats::steady::STEADY_COMPLETIONS_PER_STREAM,
+            steady_rse: crate::stats::steady::STEADY_RSE,
+            step_summary: None,
+            step_summary_for: None,
+            rate: None,
+            series_labels: BTreeMap::new(),
+            series: 0,
+            series_results: Vec::new(),
+            server_gone_since: None,
+            server_back: false,
+            prompt: None,
+            series_refused: None,
             status: None,
             window: LiveWindow::new(DEFAULT_WINDOW_SECS),
             target_changes: VecDeque::new(),
@@ -545,6 +730,8 @@ impl App {
         palette: Palette,
     ) -> App {
         let mut app = App::new(shown.run, palette);
+        app.series_labels = shown.series_labels;
+        app.series_results = shown.series_results;
         app.phase = Phase::Finished {
             stopped_by_user: false,
             error: None,
@@ -630,9 +817,14 @@ impl App {
             }
             DriverEvent::WarmupFinished { .. } => self.phase = Phase::Running,
             DriverEvent::LevelStarted(info) => {
-                if matches!(self.phase, Phase::Starting | Phase::Warmup { .. }) {
+                if matches!(
+                    self.phase,
+                    Phase::Starting | Phase::Warmup { .. } | Phase::Finished { error: None, .. }
+                ) {
                     self.phase = Phase::Running;
                 }
+                self.rate = info.rate;
+                self.series = info.series;
                 // The driver closes the running level before it starts the
                 // next one; it keeps draining until LevelFinished.
                 for level in &mut self.levels {
@@ -640,7 +832,50 @@ impl App {
                         level.state = LevelState::Draining;
                     }
                 }
-                self.levels.push(LevelRow::new(info.clone()));
+                let mut row = LevelRow::new(info.clone());
+                if info.mode != Mode::Manual {
+                    row.steady.start(info.started_at);
+                }
+                self.levels.push(row);
+            }
+            DriverEvent::TargetReached { index, at } => {
+                if let Some(level) = self.levels.get_mut(*index) {
+                    level.steady.start(*at);
+                }
+            }
+            DriverEvent::ServerGone { since } => {
+                self.server_gone_since = Some(*since);
+                self.server_back = false;
+                if self.is_finished() {
+                    self.phase = Phase::Running;
+                }
+                for level in &mut self.levels {
+                    if level.state == LevelState::Running {
+                        level.state = LevelState::Draining;
+                    }
+                }
+            }
+            DriverEvent::ServerBack { .. } => self.server_back = true,
+            DriverEvent::PlanDone => {
+                self.stopped_at = Some(self.elapsed);
+                self.phase = Phase::Finished {
+                    stopped_by_user: false,
+                    error: None,
+                };
+            }
+            DriverEvent::SeriesStarted { series, .. } => {
+                self.series = *series;
+                self.server_gone_since = None;
+                self.server_back = false;
+                self.stopped_at = None;
+                self.series_labels
+                    .entry(*series)
+                    .or_insert_with(|| format!("series {}", series + 1));
+                self.phase = Phase::Running;
+                self.note(format!(
+                    "new series: {}",
+                    self.series_labels.get(series).cloned().unwrap_or_default()
+                ));
             }
             DriverEvent::TargetChanged { at, target } => {
                 self.target = *target;
@@ -654,6 +889,19 @@ impl App {
                 if let Some(level) = self.levels.get_mut(r.level) {
                     level.add(r);
                 }
+                if let (true, Some(ttft)) = (r.is_ok(), r.ttft) {
+                    // Every level still measuring shares the server with it.
+                    for level in self
+                        .levels
+                        .iter_mut()
+                        .filter(|l| !matches!(l.state, LevelState::Finished { .. }))
+                    {
+                        let counted = level.info.index == r.level && !r.transition;
+                        level
+                            .steady
+                            .add(r.start, r.start + ttft, r.end, r.output_tokens, counted);
+                    }
+                }
                 match r.outcome {
                     Outcome::Ok => {
                         self.counters.ok += 1;
@@ -664,6 +912,24 @@ impl App {
                     Outcome::Failed(class) => {
                         self.counters.failed += 1;
                         *self.counters.by_class.entry(class.key()).or_insert(0) += 1;
+                        let column = match class {
+                            ErrorClass::Http(503) => Some(0),
+                            ErrorClass::Http(429) => Some(1),
+                            ErrorClass::Timeout => Some(2),
+                            _ => None,
+                        };
+                        if let Some(column) = column {
+                            let second = r.end.as_secs();
+                            self.failure_seconds.entry(second).or_insert([0; 3])[column] += 1;
+                            let keep_from = second.saturating_sub(60);
+                            if self
+                                .failure_seconds
+                                .first_key_value()
+                                .is_some_and(|(s, _)| *s < keep_from)
+                            {
+                                self.failure_seconds = self.failure_seconds.split_off(&keep_from);
+                            }
+                        }
                         let message = r.error_message.as_deref().unwrap_or("no message");
                         self.counters.last_error = Some(one_line(&format!("{class}: {message}")));
                     }
@@ -709,6 +975,13 @@ impl App {
         };
         let s = &finished.stats;
         level.saved = Some(finished.file.is_some());
+        level.unsteady = finished.is_unsteady();
+        level.is_steady = finished.steadiness.as_ref().is_some_and(|s| s.steady);
+        if let Some(rse) = finished.throughput_rse {
+            level.estimate = Some((finished.stats.output_throughput, rse));
+        }
+        level.waiting_mean = finished.occupancy.map(|o| o.waiting_mean);
+        level.streaming_mean = finished.occupancy.map(|o| o.streaming_mean);
         level.figures = Figures {
             output_tok_s: s.output_throughput,
             per_stream_tok_s: s.per_stream_tok_s,
@@ -740,6 +1013,65 @@ impl App {
 
     pub fn set_in_flight(&mut self, n: u32) {
         self.in_flight = n;
+    }
+
+    /// The driver's gauges before a frame: in flight, and of those the ones
+    /// streaming. Samples the waiting count for this second's bar.
+    pub fn set_queue(&mut self, in_flight: u32, streaming: u32) {
+        self.in_flight = in_flight;
+        self.streaming = streaming.min(in_flight);
+        let second = self.elapsed.as_secs();
+        let waiting = f64::from(self.waiting());
+        let slot = self.waiting_seconds.entry(second).or_insert((0.0, 0));
+        slot.0 += waiting;
+        slot.1 += 1;
+        if self.waiting_seconds.len() > 120 {
+            let keep_from = second.saturating_sub(120);
+            self.waiting_seconds = self.waiting_seconds.split_off(&keep_from);
+        }
+    }
+
+    /// Requests sent that have not had their first token.
+    pub fn waiting(&self) -> u32 {
+        self.in_flight.saturating_sub(self.streaming)
+    }
+
+    /// Failures per second of 503, 429 and timeouts over the last
+    /// `RATE_WINDOW_S` complete seconds; None for a class with none.
+    pub fn failure_rates(&self) -> [Option<f64>; 3] {
+        let now = self.elapsed.as_secs();
+        let from = now.saturating_sub(RATE_WINDOW_S);
+        let span = (now - from).max(1) as f64;
+        let mut sums = [0u32; 3];
+        for (_, counts) in self.failure_seconds.range(from..now) {
+            for (sum, n) in sums.iter_mut().zip(counts) {
+                *sum += n;
+            }
+        }
+        sums.map(|n| (n > 0).then(|| f64::from(n) / span))
+    }
+
+    /// The client's and the server's queue counts have disagreed by more
+    /// than `QUEUE_DISAGREE_BY` for `QUEUE_DISAGREE_FOR_S` seconds or more.
+    pub fn queue_disagrees(&self) -> bool {
+        self.queue_disagree_since.is_some_and(|since| {
+            self.elapsed.as_secs().saturating_sub(since) >= QUEUE_DISAGREE_FOR_S
+        })
+    }
+
+    fn track_queue_disagreement(&mut self, second: u64) {
+        let client = self
+            .waiting_seconds
+            .get(&second)
+            .map(|(sum, n)| sum / f64::from((*n).max(1)));
+        let server = self.server_queue.get(&second).copied();
+        match (client, server) {
+            (Some(c), Some(s)) if (c - s).abs() > QUEUE_DISAGREE_BY => {
+                self.queue_disagree_since.get_or_insert(second);
+            }
+            (Some(_), Some(_)) => self.queue_disagree_since = None,
+            _ => {}
+        }
     }
 
     pub fn set_client_cpu(&mut self, percent: Option<f64>) {
@@ -775,6 +1107,10 @@ impl App {
             None => now,
         };
         let new_second = now.as_secs() != self.elapsed.as_secs();
+        if new_second {
+            // The second just ended has all its samples.
+            self.track_queue_disagreement(self.elapsed.as_secs());
+        }
         self.elapsed = self.elapsed.max(now);
         if self
             .status
@@ -794,17 +1130,161 @@ impl App {
     /// Bring every derived figure up to date now.
     pub fn recompute(&mut self, now: Duration) {
         self.last_recompute = Some(now);
+        let (per_stream, max_rse) = (self.steady_per_stream, self.steady_rse);
         for level in &mut self.levels {
             // Finished levels were computed once, when they finished.
             if !matches!(level.state, LevelState::Finished { .. }) {
                 level.recompute();
+                level.estimate = level.steady.estimate(now, false).map(|e| (e.tok_s, e.rse));
+                if level.info.mode == Mode::Manual && !level.is_steady {
+                    level.is_steady = level.steady.completions >= level.min_completions(per_stream)
+                        && level.estimate.is_some_and(|(_, rse)| rse < max_rse);
+                }
             }
         }
+        self.update_step_summary();
         let before = self.window.now_sec();
         self.window.advance(now);
         if self.latency_stale || self.window.now_sec() != before {
             self.latency_stale = false;
             self.rebuild_latency();
+        }
+    }
+
+    /// Once a hand-set level settles, say in one line what the step from
+    /// the level before did.
+    fn update_step_summary(&mut self) {
+        let Some(new) = self.levels.last() else {
+            return;
+        };
+        if new.info.mode != Mode::Manual
+            || !new.is_steady
+            || self.step_summary_for == Some(new.info.index)
+        {
+            return;
+        }
+        let Some(old) = self.levels.iter().rev().skip(1).find(|l| l.has_results()) else {
+            return;
+        };
+        let from_to = match (old.info.rate, new.info.rate) {
+            (Some(a), Some(b)) => format!(
+                "{}/s → {}/s",
+                crate::report::recorder::rate_label(a),
+                crate::report::recorder::rate_label(b)
+            ),
+            _ => format!(
+                "{} → {} streams",
+                old.info.concurrency, new.info.concurrency
+            ),
+        };
+        let mut parts = vec![from_to];
+        let (a, b) = (old.figures.output_tok_s, new.figures.output_tok_s);
+        if a > 0.0 {
+            parts.push(format!("{:+.1}% tok/s", (b / a - 1.0) * 100.0));
+        }
+        if let (Some(a), Some(b)) = (old.figures.ttft_p99_ms, new.figures.ttft_p99_ms) {
+            if a > 0.0 {
+                parts.push(format!("p99 TTFT ×{:.1}", b / a));
+            }
+        }
+        let new_waiting =
+            self.mean_waiting_since(new.steady.started().unwrap_or(new.info.started_at));
+        if let (Some(a), Some(b)) = (old.waiting_mean, new_waiting) {
+            parts.push(format!("queue {:+.0}", b - a));
+        }
+        let line = format!("{}: {}", parts[0], parts[1..].join(", "));
+        self.step_summary_for = Some(new.info.index);
+        self.step_summary = Some(line);
+    }
+
+    /// Mean of the waiting counts sampled since `from`.
+    fn mean_waiting_since(&self, from: Duration) -> Option<f64> {
+        let (sum, n) = self
+            .waiting_seconds
+            .range(from.as_secs()..)
+            .fold((0.0, 0u32), |(s, n), (_, (sum, k))| (s + sum, n + k));
+        (n > 0).then(|| sum / f64::from(n))
+    }
+
+    /// The settle window is over: the change waiting in it goes.
+    pub fn due_command(&mut self) -> Option<Command> {
+        let (pending, at) = self.pending?;
+        if self.elapsed < at {
+            return None;
+        }
+        self.pending = None;
+        Some(match pending {
+            Pending::Concurrency(n) => Command::SetConcurrency(n),
+            Pending::Rate(r) => Command::SetRate(r),
+        })
+    }
+
+    /// The `s` prompt's default label, when the loop has looked at the
+    /// server; a label the user already typed stays.
+    pub fn offer_label(&mut self, label: String) {
+        if let Some(prompt) = self.prompt.as_mut().filter(|p| !p.edited) {
+            prompt.text = one_line(&label);
+        }
+    }
+
+    /// A new series was refused (another engine answers): said in the
+    /// footer; the run stays where it is.
+    pub fn refuse_series(&mut self, why: &str) {
+        self.note(one_line(why));
+        self.series_refused = Some(one_line(why));
+    }
+
+    /// Name a series (before its first level starts).
+    pub fn set_series_label(&mut self, index: usize, label: &str) {
+        self.series_labels.insert(index, one_line(label));
+    }
+
+    pub fn series_label(&self, index: usize) -> String {
+        self.series_labels
+            .get(&index)
+            .cloned()
+            .unwrap_or_else(|| format!("series {}", index + 1))
+    }
+
+    /// A key while the label prompt is open.
+    fn prompt_key(&mut self, key: KeyEvent) -> Option<Action> {
+        let prompt = self.prompt.as_mut()?;
+        match key.code {
+            KeyCode::Esc => {
+                self.prompt = None;
+                self.note("new series cancelled");
+                None
+            }
+            KeyCode::Enter => {
+                let label = one_line(&prompt.text);
+                if label.is_empty() {
+                    prompt.error = Some("a label cannot be empty".into());
+                    return None;
+                }
+                if label.chars().count() > MAX_LABEL_CHARS {
+                    prompt.error = Some(format!("at most {MAX_LABEL_CHARS} characters"));
+                    return None;
+                }
+                self.prompt = None;
+                Some(Action::NewSeries(label))
+            }
+            KeyCode::Backspace => {
+                prompt.text.pop();
+                prompt.edited = true;
+                prompt.error = None;
+                None
+            }
+            KeyCode::Char(c) if !c.is_control() => {
+                if !prompt.edited {
+                    // The first key replaces the offered default.
+                    prompt.text.clear();
+                    prompt.edited = true;
+                }
+                prompt.text.push(c);
+                prompt.error = None;
+                None
+            }
+            _ => None,
         }
     }
 
@@ -830,6 +1310,10 @@ impl App {
                         .server_queue
                         .get(&s.second)
                         .map(|v| v.max(0.0).round() as u64),
+                    waiting: self
+                        .waiting_seconds
+                        .get(&s.second)
+                        .map(|(sum, n)| (sum / f64::from((*n).max(1))).round() as u64),
                 })
                 .collect(),
             ttft_p50_ms: ttft.map(|q| ms(q.p50_us)),
@@ -846,6 +1330,9 @@ impl App {
             return None;
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if self.prompt.is_some() && !(ctrl && key.code == KeyCode::Char('c')) {
+            return self.prompt_key(key);
+        }
         match key.code {
             // Raw mode turns Ctrl-C into a key, not a signal.
             KeyCode::Char('c') | KeyCode::Char('C') if ctrl => self.quit(),
@@ -865,15 +1352,33 @@ impl App {
                 }
                 None
             }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.step(|t| t.saturating_add(1)),
-            KeyCode::Char('-') | KeyCode::Char('_') => self.step(|t| t.saturating_sub(1)),
-            KeyCode::Char(']') => self.step(|t| t.saturating_mul(2)),
-            KeyCode::Char('[') => self.step(|t| t / 2),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.step(|t| t.saturating_add(1), 1.1),
+            KeyCode::Char('-') | KeyCode::Char('_') => {
+                self.step(|t| t.saturating_sub(1), 1.0 / 1.1)
+            }
+            KeyCode::Char(']') => self.step(|t| t.saturating_mul(2), 2.0),
+            KeyCode::Char('[') => self.step(|t| t / 2, 0.5),
             KeyCode::Char('n') | KeyCode::Char('N') => {
                 if !self.can_steer() {
                     return None;
                 }
+                self.pending = None;
                 Some(Action::Send(Command::NextLevel))
+            }
+            KeyCode::Char('s') | KeyCode::Char('S') => {
+                if self.quitting || self.is_saved() {
+                    return None;
+                }
+                if self.server_gone_since.is_some() && !self.server_back {
+                    self.note("the server is gone: the next series starts when it answers");
+                    return None;
+                }
+                self.pending = None;
+                self.prompt = Some(LabelPrompt {
+                    text: format!("series {}", self.series + 2),
+                    ..LabelPrompt::default()
+                });
+                Some(Action::ProbeForLabel)
             }
             KeyCode::Char('p') | KeyCode::Char('P') => {
                 if !self.can_steer() {
@@ -907,7 +1412,11 @@ impl App {
             return false;
         }
         if self.is_finished() {
-            self.note("the sweep is over: q to quit");
+            self.note("the sweep is over: s starts a new series, q quits");
+            return false;
+        }
+        if self.server_gone_since.is_some() {
+            self.note("the server is gone: waiting for it to answer");
             return false;
         }
         if self.current().is_none() {
@@ -917,28 +1426,62 @@ impl App {
         true
     }
 
-    fn step(&mut self, f: impl Fn(u32) -> u32) -> Option<Action> {
+    fn step(&mut self, f: impl Fn(u32) -> u32, rate_factor: f64) -> Option<Action> {
         if !self.can_steer() {
             return None;
         }
-        let wanted = f(self.target).clamp(1, MAX_CONCURRENCY);
-        if wanted == self.target {
+        let deadline = self.elapsed + self.settle;
+        // Open loop: the keys step the rate, by the factor.
+        if let Some(rate) = self.pending_rate().or(self.rate) {
+            let wanted = (rate * rate_factor).clamp(0.01, 100_000.0);
+            let wanted = (wanted * 1000.0).round() / 1000.0;
+            if (wanted - rate).abs() < 1e-9 {
+                self.note("rate stays where it is (0.01 to 100000/s)");
+                return None;
+            }
+            self.pending = Some((Pending::Rate(wanted), deadline));
+            return self.flush_if_instant();
+        }
+        let from = match self.pending {
+            Some((Pending::Concurrency(n), _)) => n,
+            _ => self.target,
+        };
+        let wanted = f(from).clamp(1, MAX_CONCURRENCY);
+        if wanted == from {
             self.note(format!(
                 "concurrency stays at {wanted} (range 1 to {MAX_CONCURRENCY})"
             ));
             return None;
         }
-        // Shown at once, and the next key steps from here: two quick `+`
-        // presses mean +2 even before the driver confirms the first.
-        self.target = wanted;
-        Some(Action::Send(Command::SetConcurrency(wanted)))
+        // The next key steps from here: presses within the settle window
+        // add up to one change, sent when the window closes.
+        self.pending = Some((Pending::Concurrency(wanted), deadline));
+        self.flush_if_instant()
+    }
+
+    fn pending_rate(&self) -> Option<f64> {
+        match self.pending {
+            Some((Pending::Rate(r), _)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// With no settle window (`--settle-s 0`) a press goes at once.
+    fn flush_if_instant(&mut self) -> Option<Action> {
+        if !self.settle.is_zero() {
+            return None;
+        }
+        let command = self.due_command()?;
+        if let Command::SetConcurrency(n) = command {
+            self.target = n;
+        }
+        Some(Action::Send(command))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::record::ErrorClass;
     use crate::stats::summary::level_stats;
     use crate::ui::theme::{ColorMode, Palette};
 
@@ -978,11 +1521,14 @@ pub(crate) mod tests {
             num_prompts: (mode == Mode::Planned).then_some(concurrency * 10),
             plan_index: (mode == Mode::Planned).then_some(index),
             started_at: Duration::from_secs(at_s),
+            series: 0,
         })
     }
 
     fn running_at(concurrency: u32) -> App {
         let mut app = app();
+        // Keys act at once here; the settle window has tests of its own.
+        app.settle = Duration::ZERO;
         app.on_driver_event(&level(0, concurrency, Mode::Planned, 0));
         app.on_driver_event(&DriverEvent::TargetChanged {
             at: Duration::ZERO,
@@ -1020,6 +1566,124 @@ pub(crate) mod tests {
             Some(Action::Send(Command::SetConcurrency(5)))
         );
         assert_eq!(app.target, 5);
+    }
+
+    /// Presses within the settle window make one change, sent when the
+    /// window closes; the window restarts with each press.
+    #[test]
+    fn quick_presses_coalesce_into_one_change() {
+        let mut app = running_at(64);
+        app.settle = Duration::from_secs(1);
+        app.on_tick(Duration::from_millis(10_000));
+        assert_eq!(send(&mut app, '+'), None);
+        app.on_tick(Duration::from_millis(10_100));
+        assert_eq!(send(&mut app, '+'), None);
+        app.on_tick(Duration::from_millis(10_250));
+        assert_eq!(send(&mut app, '+'), None);
+        assert!(matches!(app.pending, Some((Pending::Concurrency(67), _))));
+        // 1 s after the last press, not the first.
+        app.on_tick(Duration::from_millis(11_200));
+        assert_eq!(app.due_command(), None);
+        app.on_tick(Duration::from_millis(11_250));
+        assert_eq!(app.due_command(), Some(Command::SetConcurrency(67)));
+        assert_eq!(app.due_command(), None, "sent once");
+        // `]` twice: x4, as one level.
+        app.target = 67;
+        app.on_tick(Duration::from_millis(20_000));
+        send(&mut app, ']');
+        send(&mut app, ']');
+        app.on_tick(Duration::from_millis(21_000));
+        assert_eq!(app.due_command(), Some(Command::SetConcurrency(268)));
+    }
+
+    /// Open loop: the same keys step the rate, ±10% and x2/÷2.
+    #[test]
+    fn under_a_rate_the_keys_step_the_rate() {
+        let mut app = running_at(8);
+        app.rate = Some(10.0);
+        app.settle = Duration::from_secs(1);
+        send(&mut app, ']');
+        send(&mut app, '+');
+        app.on_tick(Duration::from_secs(2));
+        assert_eq!(app.due_command(), Some(Command::SetRate(22.0)));
+        app.rate = Some(22.0);
+        send(&mut app, '[');
+        app.on_tick(Duration::from_secs(4));
+        assert_eq!(app.due_command(), Some(Command::SetRate(11.0)));
+    }
+
+    /// The transition rule as the view applies it: a transition record is
+    /// counted apart and never in the level's figures.
+    #[test]
+    fn transition_records_stay_out_of_the_figures() {
+        let mut app = running_at(4);
+        let mut r = RequestRecord::empty(1, 0);
+        r.start = Duration::from_secs(1);
+        r.end = Duration::from_secs(2);
+        r.ttft = Some(Duration::from_millis(100));
+        r.output_tokens = 100;
+        r.transition = true;
+        app.on_driver_event(&DriverEvent::Record(r.clone()));
+        assert_eq!((app.levels[0].done, app.levels[0].transition), (0, 1));
+        r.transition = false;
+        app.on_driver_event(&DriverEvent::Record(r));
+        assert_eq!((app.levels[0].done, app.levels[0].transition), (1, 1));
+    }
+
+    #[test]
+    fn the_waiting_counter_is_in_flight_less_streaming() {
+        let mut app = running_at(4);
+        app.set_queue(4, 1);
+        assert_eq!(app.waiting(), 3);
+        // A streaming count ahead of in flight (read a moment apart) never
+        // makes waiting negative.
+        app.set_queue(2, 3);
+        assert_eq!((app.streaming, app.waiting()), (2, 0));
+    }
+
+    #[test]
+    fn the_label_prompt_takes_a_label_and_refuses_bad_ones() {
+        let mut app = running_at(4);
+        assert_eq!(send(&mut app, 's'), Some(Action::ProbeForLabel));
+        app.offer_label("slots 2 → 4".into());
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+            Some(Action::NewSeries("slots 2 → 4".into()))
+        );
+        send(&mut app, 's');
+        // Typing replaces the default; an empty label is refused.
+        for _ in 0..3 {
+            app.on_key(KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE));
+        }
+        app.prompt.as_mut().expect("prompt").text.clear();
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+            None
+        );
+        assert!(app
+            .prompt
+            .as_ref()
+            .and_then(|p| p.error.as_deref())
+            .is_some());
+        for _ in 0..61 {
+            send(&mut app, 'x');
+        }
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+            None
+        );
+        assert!(app
+            .prompt
+            .as_ref()
+            .and_then(|p| p.error.as_deref())
+            .is_some_and(|e| e.contains("60")));
+        // Esc cancels; q inside the prompt is a letter, not quit.
+        assert_eq!(send(&mut app, 'q'), None);
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
+            None
+        );
+        assert!(app.prompt.is_none() && !app.quitting);
     }
 
     #[test]

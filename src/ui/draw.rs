@@ -15,7 +15,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Widget};
 use ratatui::Frame;
 
-use super::app::{App, CostView, LevelRow, LevelState, Phase, RunView, SparkPoint, OWN_COLUMN};
+use super::app::{
+    App, CostView, LevelRow, LevelState, Pending, Phase, RunView, SparkPoint, OWN_COLUMN,
+};
 use super::theme::Palette;
 use super::widgets::{
     clock, compact, dollars, ellipsize, figure, fit, grouped, keep_fitting, percent, times,
@@ -469,14 +471,59 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
             } else {
                 " c "
             };
+            let mut concurrency = vec![
+                Span::styled(label, p.text),
+                Span::styled(app.target.to_string(), p.strong),
+            ];
+            // A change waiting out the settle window: where it is going.
+            match app.pending {
+                Some((Pending::Concurrency(n), _)) => {
+                    concurrency.push(Span::styled(format!(" → {n}"), p.badge_manual));
+                }
+                Some((Pending::Rate(r), _)) => {
+                    concurrency.push(Span::styled(
+                        format!(" → {}/s", crate::report::recorder::rate_label(r)),
+                        p.badge_manual,
+                    ));
+                }
+                None => {}
+            }
+            parts.push(Part::new(0, concurrency));
+            if let Some(since) = app.server_gone_since {
+                let text = if app.server_back {
+                    format!(
+                        "server gone since {} — back, starting a new series",
+                        clock(since.as_secs())
+                    )
+                } else {
+                    format!(
+                        "server gone since {} — waiting (q quits)",
+                        clock(since.as_secs())
+                    )
+                };
+                parts.push(Part::text(0, text, p.bad));
+            }
+            // What is in flight, split: streaming, and waiting for a first
+            // token (the client's view of the server's queue).
+            // Narrow screens drop the total: it is the sum of the two.
+            let wide = area.width >= 100;
+            let (open, close) = if wide {
+                (format!("(in flight {}: ", app.in_flight), ")")
+            } else {
+                (String::new(), "")
+            };
             parts.push(Part::new(
                 0,
                 vec![
-                    Span::styled(label, p.text),
-                    Span::styled(app.target.to_string(), p.strong),
+                    Span::styled(format!("{open}streaming {}", app.streaming), p.text),
+                    Span::styled(" · ", p.dim),
+                    Span::styled(
+                        format!("waiting {}", app.waiting()),
+                        if app.waiting() > 0 { p.strong } else { p.text },
+                    ),
+                    Span::styled(close, p.text),
                 ],
             ));
-            parts.push(Part::text(0, in_flight, p.text));
             if let Some(level) = app.current() {
                 if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
                     let position = if level.info.mode == Mode::Search {
@@ -484,13 +531,18 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
                     } else {
                         format!("level {}/{}", k + 1, app.run.plan.len())
                     };
-                    parts.push(Part::text(1, position, p.text));
+                    // One part, one space: at 80 columns every character
+                    // of the status line is spoken for.
+                    parts.push(Part::text(
+                        1,
+                        format!("{position} {}/{total}", level.done),
+                        p.text,
+                    ));
                     let width = if area.width >= 120 { 20 } else { 8 };
                     parts.push(Part::new(
                         3,
                         gauge(level.done, total, width, p.gauge, p.dim),
                     ));
-                    parts.push(Part::text(1, format!("{}/{total}", level.done), p.text));
                 } else {
                     parts.push(Part::text(
                         1,
@@ -514,6 +566,19 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
             if app.paused && !app.is_finished() {
                 parts.push(Part::text(0, " PAUSED ", p.badge_paused));
             }
+            if let Some(level) = app.current().filter(|l| l.info.rate.is_some()) {
+                // Open loop: what was offered, what came, how late it went.
+                let achieved = level.done as f64
+                    / app
+                        .elapsed
+                        .saturating_sub(level.info.started_at)
+                        .as_secs_f64()
+                        .max(1.0);
+                parts.push(Part::text(2, format!("achieved {achieved:.1}/s"), p.text));
+            }
+            if let Some(step) = &app.step_summary {
+                parts.push(Part::text(1, step.clone(), p.strong));
+            }
             if app.current().is_some() {
                 parts.push(Part::text(
                     2,
@@ -521,9 +586,25 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
                     p.text,
                 ));
             }
+            if let Some(slots) = slots_in_use(app) {
+                parts.push(Part::text(2, slots, p.text));
+            }
         }
     }
     with_right(parts, Span::styled("? help ", p.dim), area.width)
+}
+
+/// `slots in use ~1` when the streaming mean stayed flat while concurrency
+/// grew over the run's finished levels: the server's effective slot count.
+fn slots_in_use(app: &App) -> Option<String> {
+    let slots = crate::analysis::engine_checks::flat_streaming(
+        &app.levels
+            .iter()
+            .filter(|l| l.info.series == app.series && !l.is_partial())
+            .filter_map(|l| Some((l.info.concurrency, l.streaming_mean?)))
+            .collect::<Vec<_>>(),
+    )?;
+    Some(format!("slots in use ~{slots:.0}"))
 }
 
 /// What an open-loop level or a search probe adds to the status line:
@@ -534,6 +615,10 @@ fn mode_text(app: &App, level: &LevelRow) -> Option<String> {
             .info
             .rate
             .map(|r| format!("rate {}/s", crate::report::recorder::rate_label(r))),
+        Mode::Manual if level.info.rate.is_some() => level
+            .info
+            .rate
+            .map(|r| format!("offered {}/s", crate::report::recorder::rate_label(r))),
         Mode::Replay => level.info.timeline.map(|t| {
             let on = app.elapsed.saturating_sub(level.info.started_at).min(t);
             format!("replay {:.1}/{:.1} s", on.as_secs_f64(), t.as_secs_f64())
@@ -557,17 +642,16 @@ fn mode_text(app: &App, level: &LevelRow) -> Option<String> {
 // ---------------------------------------------------------------- latency
 
 fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
-    // The server's queue gets its own bars beside the client's when the
-    // probe reads one and the screen is wide enough for three panels.
-    let server_bars = !app.server_queue.is_empty() && area.width >= 120;
-    let (left, right) = if server_bars {
-        let [left, right, server] = Layout::horizontal([
+    // The queue gets its own bars beside the latencies when the screen is
+    // wide enough for three panels; the status line always has its count.
+    let (left, right) = if area.width >= QUEUE_BARS_MIN_WIDTH {
+        let [left, right, queue] = Layout::horizontal([
             Constraint::Ratio(1, 3),
             Constraint::Ratio(1, 3),
             Constraint::Ratio(1, 3),
         ])
         .areas(area);
-        server_queue_panel(app, server, buf);
+        queue_panels(app, queue, buf);
         (left, right)
     } else {
         let [left, right] =
@@ -622,9 +706,54 @@ fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// Requests queued inside the server, each second of the last minute.
-fn server_queue_panel(app: &App, rect: Rect, buf: &mut Buffer) {
-    let p = &app.palette;
+/// Narrower screens show the queue as a count on the status line only.
+const QUEUE_BARS_MIN_WIDTH: u16 = 100;
+
+/// Requests waiting for their first token, each second of the last minute:
+/// the client's count, and beside it the server's own queue gauge when the
+/// probe reads one (vLLM waiting, llama.cpp deferred).
+fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
+    let client_peak = app
+        .latency
+        .points
+        .iter()
+        .filter_map(|pt| pt.waiting)
+        .max()
+        .unwrap_or(0) as f64;
+    if app.server_queue.is_empty() {
+        let client: fn(&SparkPoint) -> Option<u64> = |pt| pt.waiting;
+        let now = f64::from(app.waiting());
+        let peak = client_peak.max(now);
+        bars_panel(
+            app,
+            rect,
+            buf,
+            "waiting",
+            (now, peak),
+            client,
+            "sent, no token yet",
+        );
+        return;
+    }
+    let [left, right] =
+        Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(rect);
+    let client: fn(&SparkPoint) -> Option<u64> = |pt| pt.waiting;
+    let caption = if app.queue_disagrees() {
+        "≠ server by >2"
+    } else {
+        "client"
+    };
+    let now = f64::from(app.waiting());
+    bars_panel(
+        app,
+        left,
+        buf,
+        "waiting",
+        (now, client_peak.max(now)),
+        client,
+        caption,
+    );
+    let server: fn(&SparkPoint) -> Option<u64> = |pt| pt.server_queue;
     let now = app
         .server_queue
         .values()
@@ -632,24 +761,55 @@ fn server_queue_panel(app: &App, rect: Rect, buf: &mut Buffer) {
         .copied()
         .unwrap_or(0.0);
     let peak = app.server_queue.values().copied().fold(0.0, f64::max);
-    let title = Line::from(vec![
-        Span::styled(" server queue ", p.title),
-        Span::styled(format!("now {now:.0}  max {peak:.0} "), p.strong),
-    ]);
+    bars_panel(
+        app,
+        right,
+        buf,
+        "server queue",
+        (now, peak),
+        server,
+        "server",
+    );
+}
+
+/// One bordered bar panel: `name now N max M` on top, a caption below.
+#[allow(clippy::too_many_arguments)]
+fn bars_panel(
+    app: &App,
+    rect: Rect,
+    buf: &mut Buffer,
+    name: &str,
+    (now, peak): (f64, f64),
+    value: fn(&SparkPoint) -> Option<u64>,
+    caption: &str,
+) {
+    let p = &app.palette;
+    let title = fit(
+        vec![
+            Part::text(0, name.to_string(), p.title),
+            Part::text(0, format!("{now:.0}"), p.strong),
+            Part::text(1, format!("max {peak:.0}"), p.strong),
+        ],
+        rect.width.saturating_sub(4),
+        1,
+    );
     let mut block = Block::bordered()
         .border_type(BorderType::Rounded)
         .border_style(p.border)
-        .title(title);
-    let caption = "waiting each second";
-    if usize::from(rect.width) >= caption.len() + 6 && rect.height >= 3 {
-        block = block.title_bottom(Line::styled(format!(" {caption} "), p.dim).right_aligned());
+        .title(Line::from(padded(title)));
+    if usize::from(rect.width) >= caption.chars().count() + 6 && rect.height >= 3 {
+        let style = if caption.starts_with('≠') {
+            p.bad
+        } else {
+            p.dim
+        };
+        block = block.title_bottom(Line::styled(format!(" {caption} "), style).right_aligned());
     }
     let inner = block.inner(rect);
     block.render(rect, buf);
-    let queue: fn(&SparkPoint) -> Option<u64> = |pt| pt.server_queue;
     Spark {
         points: &app.latency.points,
-        value: queue,
+        value,
         style: p.itl,
         marker_style: p.marker,
     }
@@ -943,6 +1103,16 @@ fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
     }
 }
 
+/// A series' colour on the chart and in the legend.
+pub fn series_style(p: &Palette, series: u8) -> Style {
+    match series % SERIES_STYLES as u8 {
+        0 => p.point_planned,
+        1 => p.point_b,
+        2 => p.point_c,
+        _ => p.point_d,
+    }
+}
+
 /// The chart series of a run's letter: `A` (and the live run) 0, `B` 1.
 fn series_of(label: char) -> u8 {
     u8::from(label == 'B')
@@ -961,28 +1131,50 @@ fn is_capacity(capacity: Option<u32>, l: &LevelRow) -> bool {
         && capacity == Some(l.info.concurrency)
 }
 
-fn points_of(levels: &[LevelRow], series: u8, capacity: Option<u32>) -> Vec<ChartPoint> {
+/// `series`: the chart series of every level (a run of `view A B`), or
+/// None to give each level its own run's series (a run of several series).
+fn points_of(
+    levels: &[LevelRow],
+    series: Option<u8>,
+    capacity: Option<u32>,
+    capacity_series: usize,
+) -> Vec<ChartPoint> {
     levels
         .iter()
-        .filter(|l| l.has_results())
+        // A hand-set level that never settled is no result: table only.
+        .filter(|l| l.has_results() && !l.unsteady)
         .map(|l| ChartPoint {
             concurrency: l.info.concurrency,
             tok_s: l.figures.output_tok_s,
             p99_ttft_ms: l.figures.ttft_p99_ms,
             kind: kind_of(l),
             partial: l.is_partial(),
-            series,
-            capacity: is_capacity(capacity, l),
+            series: series.unwrap_or((l.info.series % SERIES_STYLES) as u8),
+            capacity: l.info.series == capacity_series && is_capacity(capacity, l),
         })
         .collect()
 }
 
+/// Distinct marks and colours for series; more series than this repeat.
+const SERIES_STYLES: usize = 4;
+
+/// The run has more than one series (server settings compared in one run).
+fn has_series(levels: &[LevelRow]) -> bool {
+    levels
+        .iter()
+        .any(|l| l.info.series != levels[0].info.series)
+}
+
 /// The run shown with its capacity marked, and the other run of `view A B`.
 fn chart_points(app: &App) -> Vec<ChartPoint> {
+    if app.other().is_none() {
+        let latest = app.levels.iter().map(|l| l.info.series).max().unwrap_or(0);
+        return points_of(&app.levels, None, app.capacity, latest);
+    }
     let series = shown_series(app);
-    let mut points = points_of(&app.levels, series, app.capacity);
+    let mut points = points_of(&app.levels, Some(series), app.capacity, usize::MAX);
     if let Some(other) = app.other() {
-        points.extend(points_of(&other.levels, 1 - series, None));
+        points.extend(points_of(&other.levels, Some(1 - series), None, usize::MAX));
     }
     points
 }
@@ -1032,7 +1224,11 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         x_max,
         palette: p,
         knee: app.knee,
-        front: shown_series(app),
+        front: if app.other().is_some() {
+            shown_series(app)
+        } else {
+            (app.series % SERIES_STYLES) as u8
+        },
     }
     .render(inner, buf);
 }
@@ -1042,11 +1238,30 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
 fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
     let p = &app.palette;
     let two = app.other().is_some();
+    let labels: Vec<(usize, String)> = if !two && has_series(&app.levels) {
+        let mut seen: Vec<usize> = app.levels.iter().map(|l| l.info.series).collect();
+        seen.dedup();
+        seen.into_iter().map(|s| (s, app.series_label(s))).collect()
+    } else {
+        Vec::new()
+    };
     let mut marks: Vec<(char, &str, Style)> = if two {
         vec![
             (PointKind::Planned.glyph_in(0, false), "A", p.point_planned),
             (PointKind::Planned.glyph_in(1, false), "B", p.point_b),
         ]
+    } else if !labels.is_empty() {
+        labels
+            .iter()
+            .map(|(s, label)| {
+                let series = (*s % SERIES_STYLES) as u8;
+                (
+                    PointKind::Planned.glyph_in(series, false),
+                    label.as_str(),
+                    series_style(p, series),
+                )
+            })
+            .collect()
     } else {
         vec![(PointKind::Planned.glyph(false), "level", p.point_planned)]
     };
@@ -1138,6 +1353,8 @@ const COLUMNS: [Column; 7] = [
 ];
 
 struct TableRow {
+    /// A series' heading (its label) instead of a level.
+    group: Option<String>,
     mark: char,
     cells: [String; 7],
     style: Style,
@@ -1159,12 +1376,27 @@ struct Variant {
 
 impl LevelTable {
     fn build(app: &App) -> LevelTable {
-        let rows = app
+        let grouped = app.other().is_none() && has_series(&app.levels);
+        let mut rows = Vec::new();
+        let mut last_series = None;
+        for l in app
             .levels
             .iter()
             .filter(|l| l.has_results() || l.is_running())
-            .map(|l| Self::row(app, l))
-            .collect();
+        {
+            if grouped && last_series != Some(l.info.series) {
+                last_series = Some(l.info.series);
+                rows.push(TableRow {
+                    group: Some(app.series_label(l.info.series)),
+                    mark: PointKind::Planned.glyph_in((l.info.series % SERIES_STYLES) as u8, false),
+                    cells: Default::default(),
+                    style: series_style(&app.palette, (l.info.series % SERIES_STYLES) as u8),
+                    note_style: app.palette.dim,
+                    failed: false,
+                });
+            }
+            rows.push(Self::row(app, l));
+        }
         LevelTable { rows }
     }
 
@@ -1182,23 +1414,34 @@ impl LevelTable {
         let complete_plan =
             l.state == (LevelState::Finished { partial: false }) && l.info.mode != Mode::Manual;
         let c = l.info.concurrency;
+        let rse = |l: &LevelRow| l.estimate.map(|(_, r)| format!("±{:.0}%", r * 100.0));
         let (note, note_style) = match l.state {
-            LevelState::Running => ("", p.text),
-            LevelState::Draining => ("draining", p.dim),
-            LevelState::Finished { partial: true } => ("partial", p.dim),
+            // A hand-set level says whether it has settled yet.
+            LevelState::Running if l.info.mode == Mode::Manual => match (l.is_steady, rse(l)) {
+                (true, Some(r)) => (r, p.good),
+                (false, Some(r)) => (format!("settling… {r}"), p.dim),
+                (_, None) => ("settling…".to_string(), p.dim),
+            },
+            LevelState::Running => (String::new(), p.text),
+            LevelState::Draining => ("draining".into(), p.dim),
+            _ if l.unsteady => ("not steady".into(), p.dim),
+            LevelState::Finished { partial: true } => ("partial".into(), p.dim),
             LevelState::Finished { partial: false } => {
                 if capacity {
-                    ("capacity", p.capacity)
+                    ("capacity".into(), p.capacity)
                 } else if complete_plan && app.knee.is_some_and(|(_, to)| to == c) {
-                    ("knee", p.knee)
+                    ("knee".into(), p.knee)
+                } else if l.info.mode == Mode::Manual && l.is_steady {
+                    (rse(l).unwrap_or_default(), p.text)
                 } else {
-                    ("", p.text)
+                    (String::new(), p.text)
                 }
             }
         };
         let has = l.has_results();
         let num = |x: f64| if has { figure(Some(x)) } else { "-".into() };
         TableRow {
+            group: None,
             mark,
             cells: [
                 c.to_string(),
@@ -1207,14 +1450,14 @@ impl LevelTable {
                 figure(f.ttft_p50_ms),
                 figure(f.ttft_p99_ms),
                 grouped(u64::from(l.failed)),
-                note.to_string(),
+                note,
             ],
             style: if l.is_running() {
                 p.running
             } else if capacity {
                 // The row the sweep is for: it stands out whole.
                 p.capacity
-            } else if l.is_partial() {
+            } else if l.is_partial() || l.unsteady {
                 p.dim
             } else {
                 p.text
@@ -1228,6 +1471,7 @@ impl LevelTable {
         let head = COLUMNS[i].heads[tier];
         self.rows
             .iter()
+            .filter(|r| r.group.is_none())
             .map(|r| r.cells[i].chars().count())
             .chain(std::iter::once(head.chars().count()))
             .max()
@@ -1333,6 +1577,16 @@ impl LevelTable {
         // The newest rows when they do not all fit: the running level is last.
         let skip = self.rows.len().saturating_sub(body_h);
         for (n, row) in self.rows.iter().skip(skip).enumerate() {
+            let y = inner.y + 1 + n as u16;
+            if let Some(label) = &row.group {
+                let room = usize::from(inner.width).saturating_sub(3);
+                Line::from(vec![
+                    Span::styled(row.mark.to_string(), row.style),
+                    Span::styled(format!(" {}", ellipsize(label, room)), row.style),
+                ])
+                .render(Rect::new(inner.x, y, inner.width, 1), buf);
+                continue;
+            }
             let mut spans = vec![Span::styled(row.mark.to_string(), row.style)];
             for i in (0..7).filter(|&i| v.keep[i]) {
                 spans.push(Span::raw(gap.clone()));
@@ -1343,7 +1597,6 @@ impl LevelTable {
                 };
                 spans.push(Span::styled(cell(i, &row.cells[i]), style));
             }
-            let y = inner.y + 1 + n as u16;
             Line::from(spans).render(Rect::new(inner.x, y, inner.width, 1), buf);
         }
     }
@@ -1372,12 +1625,20 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
         ),
     ];
     let names = ["503", "429", "timeout", "stalled", "closed"];
-    for (key, name) in OWN_COLUMN.iter().zip(names) {
+    // 503, 429 and timeouts also as a rate over the last seconds: a total
+    // says what happened, a rate says whether it is still happening.
+    let rates = app.failure_rates();
+    for (i, (key, name)) in OWN_COLUMN.iter().zip(names).enumerate() {
         let n = c.class(key);
+        let rate = rates
+            .get(i)
+            .copied()
+            .flatten()
+            .map_or_else(String::new, |r| format!(" {}/s", rate_figure(r)));
         let text = if name.starts_with(|ch: char| ch.is_ascii_digit()) {
-            format!("{name} ×{}", grouped(n))
+            format!("{name} ×{}{rate}", grouped(n))
         } else {
-            format!("{name} {}", grouped(n))
+            format!("{name} {}{rate}", grouped(n))
         };
         // 503 and 429 stay longest: they say the server's queue is full.
         let prio = if name.len() == 3 { 1 } else { 2 };
@@ -1417,6 +1678,15 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
             None => Line::styled(" no errors", p.dim),
         };
         line.render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    }
+}
+
+/// A per-second rate: one decimal under 10, whole above.
+fn rate_figure(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.0}")
     }
 }
 
@@ -1473,6 +1743,22 @@ fn footer_line(app: &App, area: Rect) -> Line<'static> {
         )
     };
     let mut parts = Vec::new();
+    if let Some(prompt) = &app.prompt {
+        // The `s` prompt takes the whole line.
+        let mut spans = vec![
+            Span::styled(" new series label: ", p.strong),
+            Span::styled(
+                prompt.text.clone(),
+                p.text.add_modifier(Modifier::UNDERLINED),
+            ),
+            Span::styled("▏", p.key),
+        ];
+        match &prompt.error {
+            Some(e) => spans.push(Span::styled(format!("  {e}"), p.bad)),
+            None => spans.push(Span::styled("  Enter accepts, Esc cancels", p.dim)),
+        }
+        return Line::from(spans);
+    }
     if let Some(note) = app.status() {
         parts.push(Part::text(0, note.to_string(), p.strong));
     }
@@ -1496,6 +1782,7 @@ fn footer_line(app: &App, area: Rect) -> Line<'static> {
         }
         Phase::Finished { .. } => {
             parts.push(Part::text(0, "sweep finished — q to quit", p.strong));
+            parts.push(key("s", "new series (or restart the server)", 1));
             parts.push(Part::text(
                 1,
                 format!("results: {}", app.run.result_dir),
@@ -1513,6 +1800,7 @@ fn footer_line(app: &App, area: Rect) -> Line<'static> {
         _ => {
             parts.push(key("+ - ] [", "concurrency", 0));
             parts.push(key("n", "next level", 1));
+            parts.push(key("s", "series", 2));
             parts.push(key("p", if app.paused { "resume" } else { "pause" }, 1));
             parts.push(key("q", "quit & save", 0));
             parts.push(key("?", "help", 2));
@@ -1710,7 +1998,12 @@ mod server_line_tests {
         };
         let mut scene = Scene::new(article_run(false), ColorMode::None);
         let app = &mut scene.app;
-        assert!(!render(app, 160, 48).contains("server queue"));
+        // The client's own queue bars are there from the start.
+        let first = render(app, 160, 48);
+        assert!(
+            !first.contains("server queue") && first.contains("waiting 0"),
+            "{first}"
+        );
         for (second, waiting) in [(1u64, 0.0), (2, 5.0), (3, 24.0)] {
             let mut sample = crate::probe::live::ServerSample {
                 at: std::time::Duration::from_secs(second),
@@ -1721,8 +2014,13 @@ mod server_line_tests {
         }
         let wide = render(app, 160, 48);
         assert!(wide.contains("server queue"), "{wide}");
-        assert!(wide.contains("now 24  max 24"), "{wide}");
-        // At 80 columns the two client panels keep the row.
-        assert!(!render(app, 80, 24).contains("server queue"));
+        assert!(wide.contains("server queue 24 max 24"), "{wide}");
+        // At 80 columns the two latency panels keep the row; the status
+        // line still counts what waits.
+        let narrow = render(app, 80, 24);
+        assert!(
+            !narrow.contains("server queue") && narrow.contains("waiting"),
+            "{narrow}"
+        );
     }
 }

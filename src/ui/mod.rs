@@ -83,8 +83,18 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     )?;
     let palette = Palette::new(ColorMode::from_env());
     let mut app = App::new(RunView::from_prepared(&prepared), palette);
+    app.settle = prepared.plan.settle;
+    app.steady_per_stream = prepared.plan.steady_completions;
+    app.steady_rse = prepared.plan.steady_rse;
+    recorder.set_steady_rule(prepared.plan.steady_completions, prepared.plan.steady_rse);
+    let first_series = prepared.prior.as_ref().map_or(0, |p| p.last_series);
+    for (index, label) in prepared.prior.iter().flat_map(|p| p.series_labels.iter()) {
+        app.set_series_label(*index, label);
+    }
+    app.series = first_series;
+    let series = SeriesWatch::start(&prepared, first_series, &mut recorder, &mut app);
     let run_start = Instant::now();
-    let mut driver = run::start_driver(&prepared, run_start);
+    let mut driver = run::start_driver(&prepared, run_start, true);
     let server_samples = run::start_probe(&prepared, run_start);
     let probing = prepared.plan.probe_interval.is_some();
 
@@ -97,6 +107,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         &mut recorder,
         prepared.plan.fps,
         run_start,
+        series,
     )
     .await;
     // A draw that fails means the terminal is gone: the SSH session
@@ -153,6 +164,171 @@ async fn drain_driver(driver: &mut DriverHandle, recorder: &mut Recorder) {
     }
 }
 
+/// Each series' capacity, knee and peak so far.
+fn series_results(recorder: &Recorder) -> Vec<app::SeriesResult> {
+    recorder
+        .series_indexes()
+        .into_iter()
+        .map(|index| {
+            let decision = recorder.decision_of(index);
+            let peak = recorder
+                .finished()
+                .iter()
+                .filter(|l| l.info.series == index && l.file.is_some())
+                .filter(|l| !l.partial && !l.is_unsteady())
+                .map(|l| l.stats.output_throughput)
+                .reduce(f64::max);
+            app::SeriesResult {
+                index,
+                label: recorder.series_label(index),
+                capacity: decision.capacity.as_ref().ok().map(|c| c.concurrency),
+                knee: decision
+                    .knee
+                    .as_ref()
+                    .map(|k| (k.from_concurrency, k.to_concurrency)),
+                peak_tok_s: peak,
+            }
+        })
+        .collect()
+}
+
+/// Why the server is being looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LookFor {
+    /// The first series' baseline.
+    Baseline,
+    /// `s`: a default label for the prompt.
+    Prompt,
+    /// The server came back: start the next series.
+    Restart,
+}
+
+/// The series of a live run: what the server looked like when the current
+/// series began, and the look-ups under way.
+struct SeriesWatch {
+    client: reqwest::Client,
+    base_url: String,
+    baseline: crate::probe::series::SeriesLook,
+    looks_tx: tokio::sync::mpsc::UnboundedSender<(LookFor, crate::probe::series::SeriesLook)>,
+    looks: tokio::sync::mpsc::UnboundedReceiver<(LookFor, crate::probe::series::SeriesLook)>,
+    /// The look behind the prompt's default label.
+    prompt_look: Option<crate::probe::series::SeriesLook>,
+    restart_look_out: bool,
+}
+
+impl SeriesWatch {
+    fn start(
+        prepared: &Prepared,
+        first_series: usize,
+        recorder: &mut Recorder,
+        app: &mut App,
+    ) -> SeriesWatch {
+        let (looks_tx, looks) = tokio::sync::mpsc::unbounded_channel();
+        let baseline = crate::probe::series::SeriesLook {
+            engine: prepared.identity.engine.clone(),
+            engine_version: prepared.identity.engine_version.clone(),
+            model: Some(prepared.model.clone()),
+            ..Default::default()
+        };
+        let label = app.series_label(first_series);
+        app.set_series_label(first_series, &label);
+        recorder.set_series(first_series, label, baseline.to_json());
+        let mut watch = SeriesWatch {
+            client: prepared.client.clone(),
+            base_url: prepared.plan.base_url.clone(),
+            baseline,
+            looks_tx,
+            looks,
+            prompt_look: None,
+            restart_look_out: false,
+        };
+        watch.look_for(LookFor::Baseline);
+        watch
+    }
+
+    fn look_for(&mut self, purpose: LookFor) {
+        if purpose == LookFor::Restart {
+            self.restart_look_out = true;
+        }
+        let (client, base, tx) = (
+            self.client.clone(),
+            self.base_url.clone(),
+            self.looks_tx.clone(),
+        );
+        tokio::spawn(async move {
+            let look = crate::probe::series::look(&client, &base).await;
+            let _ = tx.send((purpose, look));
+        });
+    }
+
+    fn on_look(
+        &mut self,
+        app: &mut App,
+        recorder: &mut Recorder,
+        driver: &DriverHandle,
+        purpose: LookFor,
+        look: crate::probe::series::SeriesLook,
+    ) {
+        match purpose {
+            LookFor::Baseline => {
+                // The slots and blocks the first series ran with.
+                self.baseline.slots = look.slots;
+                self.baseline.gpu_blocks = look.gpu_blocks;
+                recorder.set_series(
+                    app.series,
+                    app.series_label(app.series),
+                    self.baseline.to_json(),
+                );
+            }
+            LookFor::Prompt => {
+                let fallback = format!("series {}", app.series + 2);
+                app.offer_label(crate::probe::series::default_label(
+                    &self.baseline,
+                    &look,
+                    &fallback,
+                ));
+                self.prompt_look = Some(look);
+            }
+            LookFor::Restart => {
+                self.restart_look_out = false;
+                if !app.server_back {
+                    return;
+                }
+                if let Some(refused) = crate::probe::series::refusal(&self.baseline, &look) {
+                    app.server_back = false;
+                    app.refuse_series(&refused);
+                    return;
+                }
+                let fallback = format!("series {}", app.series + 2);
+                let label = crate::probe::series::default_label(&self.baseline, &look, &fallback);
+                self.begin(app, recorder, driver, label, Some(look));
+            }
+        }
+    }
+
+    /// Name the next series, then have the driver start it.
+    fn begin(
+        &mut self,
+        app: &mut App,
+        recorder: &mut Recorder,
+        driver: &DriverHandle,
+        label: String,
+        look: Option<crate::probe::series::SeriesLook>,
+    ) {
+        let look = look.unwrap_or_else(|| self.baseline.clone());
+        if let Some(refused) = crate::probe::series::refusal(&self.baseline, &look) {
+            app.refuse_series(&refused);
+            return;
+        }
+        let next = app.series + 1;
+        app.set_series_label(next, &label);
+        recorder.set_series(next, label, look.to_json());
+        self.baseline = look;
+        app.server_back = false;
+        let _ = driver.commands.send(Command::NewSeries);
+    }
+}
+
 /// CPU share of this process (load tasks included) over the last second.
 struct CpuMeter {
     cpu: Duration,
@@ -196,6 +372,12 @@ fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result
         for diagnosis in recorder.diagnoses_for(&decision) {
             lines.push(format!("note: {}", diagnosis.message));
         }
+        // Several series: each one's result, and the last against the first.
+        let results = series_results(recorder);
+        if results.len() > 1 {
+            lines.splice(0..0, app::series_lines(&results));
+        }
+        app.series_results = results;
         app.set_verdict(
             decision.capacity.as_ref().ok().map(|c| c.concurrency),
             decision
@@ -221,6 +403,7 @@ async fn event_loop(
     recorder: &mut Recorder,
     fps: u32,
     run_start: Instant,
+    mut series: SeriesWatch,
 ) -> Result<Ending> {
     let mut input = EventStream::new();
     let mut frames = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(fps.max(1))));
@@ -237,12 +420,22 @@ async fn event_loop(
         if terminal::panicked() {
             return Ok(());
         }
-        app.set_in_flight(driver.in_flight.load(Ordering::Relaxed));
+        app.set_queue(
+            driver.in_flight.load(Ordering::Relaxed),
+            driver.streaming.load(Ordering::Relaxed),
+        );
         // Three seconds without a scrape: say so once, not an error a second.
         if probing && app.server.is_none() && run_start.elapsed() > Duration::from_secs(3) {
             app.server_missing = true;
         }
         app.on_tick(run_start.elapsed());
+        // A change whose settle window closed goes to the driver now.
+        if let Some(command) = app.due_command() {
+            if let Command::SetConcurrency(n) = command {
+                app.target = n;
+            }
+            let _ = driver.commands.send(command);
+        }
         if let Some(percent) = cpu.sample() {
             app.set_client_cpu(percent);
         }
@@ -294,6 +487,11 @@ async fn event_loop(
                             let _ = driver.commands.send(command);
                         }
                         Some(Action::Exit) => return Ok(Ending::Quit),
+                        Some(Action::ProbeForLabel) => series.look_for(LookFor::Prompt),
+                        Some(Action::NewSeries(label)) => {
+                            let look = series.prompt_look.take();
+                            series.begin(app, recorder, driver, label, look);
+                        }
                         None => {}
                     }
                     // Show the key's effect now, not at the next frame.
@@ -305,8 +503,14 @@ async fn event_loop(
                 // run ends when the driver does.
                 Some(Err(_)) | None => input_open = false,
             },
+            Some((purpose, look)) = series.looks.recv() => {
+                series.on_look(app, recorder, driver, purpose, look);
+            }
             _ = frames.tick() => {
                 recorder.flush_if_due()?;
+                if app.server_back && !series.restart_look_out {
+                    series.look_for(LookFor::Restart);
+                }
                 if terminal::panicked() && stop_sent_at.is_none() {
                     // The hook gave the terminal back; save and leave.
                     stop_sent_at = Some(Instant::now());

@@ -149,6 +149,7 @@ impl Scene {
             num_prompts,
             plan_index,
             started_at: d(self.now),
+            series: 0,
         }));
         self.feed(DriverEvent::TargetChanged {
             at: d(self.now),
@@ -248,7 +249,7 @@ impl Scene {
     /// derived figures up to date, as the loop does before a frame.
     pub fn settle(&mut self, at: f64, in_flight: u32) -> &App {
         self.now = self.now.max(at);
-        self.app.set_in_flight(in_flight);
+        self.app.set_queue(in_flight, in_flight);
         self.app.set_client_cpu(Some(4.0));
         self.app.on_tick(d(self.now));
         self.app.recompute(d(self.now));

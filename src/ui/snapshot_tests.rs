@@ -137,7 +137,10 @@ fn first_level_running() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::FirstLevel, w, h);
         assert!(t.contains("Concurrency 1"), "{t}");
-        assert!(t.contains("(in flight 1)"), "{t}");
+        assert!(t.contains("streaming 1 · waiting 0"), "{t}");
+        if w >= 100 {
+            assert!(t.contains("(in flight 1: streaming 1"), "{t}");
+        }
         assert!(t.contains("level 1/6"), "{t}");
         assert!(t.contains("5/10"), "{t}");
         assert!(t.contains("PLANNED"), "{t}");

@@ -84,6 +84,9 @@ pub struct Palette {
     pub point_b: Style,
     /// The second run's p99 TTFT series.
     pub p99_b: Style,
+    /// A run's third and fourth series on the chart.
+    pub point_c: Style,
+    pub point_d: Style,
     /// Gauge fill.
     pub gauge: Style,
     /// Counts of failures, when not zero.
@@ -128,6 +131,8 @@ impl Palette {
                 p99: plain,
                 point_b: bold,
                 p99_b: plain,
+                point_c: bold,
+                point_d: bold,
                 gauge: plain,
                 bad: bold,
                 good: plain,
@@ -160,6 +165,8 @@ impl Palette {
                     p99: fg(Color::Red),
                     point_b: bold.fg(Color::LightMagenta),
                     p99_b: fg(Color::Blue),
+                    point_c: bold.fg(Color::LightBlue),
+                    point_d: bold.fg(Color::White),
                     gauge: fg(Color::Green),
                     bad: bold.fg(Color::LightRed),
                     good: fg(Color::Green),
@@ -193,6 +200,8 @@ impl Palette {
                     p99: rgb(235, 110, 100),
                     point_b: bold.fg(Color::Rgb(215, 140, 235)),
                     p99_b: rgb(120, 150, 240),
+                    point_c: bold.fg(Color::Rgb(110, 170, 255)),
+                    point_d: bold.fg(Color::Rgb(235, 235, 235)),
                     gauge: rgb(130, 210, 130),
                     bad: bold.fg(Color::Rgb(240, 120, 110)),
                     good: rgb(130, 210, 130),

@@ -316,6 +316,10 @@ impl PointKind {
         match (series, self, partial) {
             (1, PointKind::Planned, false) => '■',
             (1, PointKind::Planned, true) => '□',
+            (2, PointKind::Planned, false) => '▲',
+            (2, PointKind::Planned, true) => '△',
+            (3, PointKind::Planned, false) => '▼',
+            (3, PointKind::Planned, true) => '▽',
             _ => self.glyph(partial),
         }
     }
@@ -359,6 +363,8 @@ impl ChartPoint {
             (PointKind::Running, _) => p.running,
             (PointKind::Manual, _) => p.point_manual,
             (PointKind::Planned, 1) => p.point_b,
+            (PointKind::Planned, 2) => p.point_c,
+            (PointKind::Planned, 3) => p.point_d,
             (PointKind::Planned, _) => p.point_planned,
         }
     }
@@ -569,7 +575,7 @@ impl Widget for ThroughputChart<'_> {
                     .windows(2)
                     .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
                     .collect();
-                let style = if s == 1 { p.p99_b } else { p.p99 };
+                let style = if s % 2 == 1 { p.p99_b } else { p.p99 };
                 let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
                 Canvas::default()
                     .marker(Marker::Braille)
@@ -591,7 +597,7 @@ impl Widget for ThroughputChart<'_> {
             }
         }
         for &(xf, yf, s) in &p99_marks {
-            let (glyph, style) = if s == 1 {
+            let (glyph, style) = if s % 2 == 1 {
                 (P99_GLYPH_B, p.p99_b)
             } else {
                 (P99_GLYPH, p.p99)
@@ -738,6 +744,7 @@ mod tests {
     fn spark_bars_markers_and_gaps() {
         let pt = |second, v: Option<u64>, marker| SparkPoint {
             server_queue: None,
+            waiting: None,
             second,
             ttft_p99_us: v,
             itl_p99_us: None,
