@@ -111,7 +111,7 @@ fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
     let at: Vec<&SavedLevel> = run
         .levels
         .iter()
-        .filter(|l| l.concurrency == Some(c))
+        .filter(|l| l.concurrency == Some(c) && !l.is_unsteady())
         .collect();
     let sweep: Vec<&SavedLevel> = at.iter().copied().filter(|l| l.is_sweep_point()).collect();
     let complete: Vec<&SavedLevel> = at.iter().copied().filter(|l| !l.partial).collect();

@@ -25,6 +25,22 @@ fn ok_count(screen: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Requests in flight on the status line: `streaming S · waiting W`.
+fn in_flight(screen: &str) -> Option<u64> {
+    let at = screen.find("streaming ")?;
+    let rest = &screen[at + "streaming ".len()..];
+    let number = |t: &str| -> Option<u64> {
+        t.chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse()
+            .ok()
+    };
+    let streaming = number(rest)?;
+    let w = rest.find("waiting ")?;
+    Some(streaming + number(&rest[w + "waiting ".len()..])?)
+}
+
 /// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step).
 fn quick_sim() -> Sim {
     Sim::with(paced(3.0, 1.0))
@@ -81,7 +97,7 @@ fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
             && s.contains("in 16 / out 64")
             && s.contains("output tok/s")
             && s.contains("Concurrency 2")
-            && s.contains("(in flight 2)")
+            && in_flight(s) == Some(2)
     });
     assert!(tmux.alternate_on(), "the view is on the alternate screen");
     // Some answers in, so that the level has figures to save.
@@ -92,8 +108,9 @@ fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
 
     // `+`: a manual level at 3; the target and the driver's gauge follow.
     tmux.keys("+");
-    let took = tmux.wait_for("concurrency 3 in flight", Duration::from_secs(2), |s| {
-        s.contains("Concurrency 3") && s.contains("(in flight 3)") && s.contains("MANUAL")
+    // Presses settle for a second (--settle-s) before they become a level.
+    let took = tmux.wait_for("concurrency 3 in flight", Duration::from_secs(5), |s| {
+        s.contains("Concurrency 3") && in_flight(s) == Some(3) && s.contains("MANUAL")
     });
     eprintln!("{name}: `+` -> target 3 and 3 in flight on screen in {took:?}");
     tmux.wait_for("answers at 3", Duration::from_secs(5), |s| {
@@ -178,7 +195,7 @@ fn sigterm_saves_and_exits_130() {
         &pane_command("xterm-256color", &sim, &results, &pidfile),
     );
     tmux.wait_for("answers", Duration::from_secs(10), |s| {
-        s.contains("(in flight 2)") && ok_count(s).is_some_and(|n| n >= 2)
+        in_flight(s) == Some(2) && ok_count(s).is_some_and(|n| n >= 2)
     });
     let pid = std::fs::read_to_string(&pidfile).expect("pid file");
     let status = Command::new("kill")

@@ -575,7 +575,9 @@ impl Recorder {
             turns: by_turn(&open.records),
             cache_hit_rate: cache_hit_rate(&open.records.iter().collect::<Vec<_>>()),
         };
-        if level.stats.completed + level.stats.failed > 0 {
+        // A hand-set level left before any request of its own came back
+        // is still saved: it says it was too short.
+        if level.stats.completed + level.stats.failed > 0 || level.transition > 0 {
             let name = self.next_level_file_name(&level);
             let path = self.dir.join(&name);
             let body = self.level_json(&level, open.records.len());

@@ -123,6 +123,13 @@ impl SavedLevel {
         if self.is_unsteady() {
             notes.push("not steady".into());
         }
+        if self.series > 0 {
+            notes.push(
+                self.series_label
+                    .clone()
+                    .unwrap_or_else(|| format!("series {}", self.series + 1)),
+            );
+        }
         let round = self.round();
         if round > 1 {
             notes.push(format!("round {round}"));

@@ -147,11 +147,22 @@ impl ChartData {
     fn from_run(run: &SavedRun) -> ChartData {
         let mut markers = Vec::new();
         let mut rounds: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        // Several series: the line runs through the latest one's levels;
+        // the others' are points, each named with its series.
+        let latest = run.levels.iter().map(|l| l.series).max().unwrap_or(0);
         for level in &run.levels {
             let Some(c) = level.concurrency.filter(|c| *c > 0) else {
                 continue;
             };
-            let kind = kind_of(level);
+            // A hand-set level that never settled is no result.
+            if level.is_unsteady() {
+                continue;
+            }
+            let kind = if level.series != latest && kind_of(level) == Kind::Sweep {
+                Kind::Manual
+            } else {
+                kind_of(level)
+            };
             if kind == Kind::Sweep {
                 let entry = rounds.entry(c).or_default();
                 entry.0.extend(level.output_throughput);

@@ -845,6 +845,8 @@ impl App {
             }
             DriverEvent::ServerGone { since } => {
                 self.server_gone_since = Some(*since);
+                // The clock runs again while the view waits for the server.
+                self.stopped_at = None;
                 self.server_back = false;
                 if self.is_finished() {
                     self.phase = Phase::Running;
@@ -1178,7 +1180,10 @@ impl App {
             ),
         };
         let mut parts = vec![from_to];
-        let (a, b) = (old.figures.output_tok_s, new.figures.output_tok_s);
+        // The steady estimate where there is one: a young level's own
+        // figure still lags behind what the server emits.
+        let rate = |l: &LevelRow| l.estimate.map_or(l.figures.output_tok_s, |(t, _)| t);
+        let (a, b) = (rate(old), rate(new));
         if a > 0.0 {
             parts.push(format!("{:+.1}% tok/s", (b / a - 1.0) * 100.0));
         }

@@ -1403,7 +1403,13 @@ impl LevelTable {
     fn row(app: &App, l: &LevelRow) -> TableRow {
         let p = &app.palette;
         let f = &l.figures;
-        let capacity = is_capacity(app.capacity, l);
+        // Each series has its own capacity; the run's is the latest one's.
+        let series_capacity = app
+            .series_results
+            .iter()
+            .find(|r| r.index == l.info.series)
+            .map_or(app.capacity, |r| r.capacity);
+        let capacity = is_capacity(series_capacity, l);
         let mark = if l.is_running() {
             '▶'
         } else if capacity {
