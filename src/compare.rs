@@ -108,9 +108,12 @@ struct Cell {
 /// The median over a run's levels at `c`: complete planned or search levels
 /// when there are any, else complete levels of any kind, else partial ones.
 fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
+    let latest = run.levels.iter().map(|l| l.series).max().unwrap_or(0);
     let at: Vec<&SavedLevel> = run
         .levels
         .iter()
+        // A run of several series compares as its latest series.
+        .filter(|l| l.series == latest)
         .filter(|l| l.concurrency == Some(c) && !l.is_unsteady())
         .collect();
     let sweep: Vec<&SavedLevel> = at.iter().copied().filter(|l| l.is_sweep_point()).collect();

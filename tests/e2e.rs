@@ -557,6 +557,69 @@ mod steering {
         started.elapsed()
     }
 
+    /// The transition rule: a manual level's requests sent before in flight
+    /// reached its target, and those still out when it was left, carry
+    /// `transition`; the rest of its requests do not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_across_a_change_are_transition() {
+        let sim = start_sim(steps_only(2.0)).await;
+        let plan = vec![LevelPlan::closed(2, 10_000)];
+        let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
+        let mut seen = Vec::new();
+        wait_for(
+            &mut h,
+            &mut seen,
+            |e| matches!(e, DriverEvent::Record(r) if r.level == 0),
+        )
+        .await;
+        h.commands.send(Cmd::SetConcurrency(6)).expect("send");
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::TargetReached { index: 1, .. })
+        })
+        .await;
+        // Enough steady answers at 6, then leave the level for another.
+        wait_for(
+            &mut h,
+            &mut seen,
+            |e| matches!(e, DriverEvent::Record(r) if r.level == 1 && !r.transition),
+        )
+        .await;
+        h.commands.send(Cmd::SetConcurrency(3)).expect("send");
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::LevelFinished { index: 1, .. })
+        })
+        .await;
+        h.commands.send(Cmd::Stop).expect("send");
+        wait_for(&mut h, &mut seen, |e| {
+            matches!(e, DriverEvent::Finished { .. })
+        })
+        .await;
+
+        let level1: Vec<&tokbench::record::RequestRecord> = seen
+            .iter()
+            .filter_map(|e| match e {
+                DriverEvent::Record(r) if r.level == 1 => Some(r),
+                _ => None,
+            })
+            .collect();
+        let mut ids: Vec<(u64, bool)> = level1.iter().map(|r| (r.id, r.transition)).collect();
+        ids.sort_unstable();
+        // Going from 2 to 6, the first four sent filled the level: transition.
+        let first_four: Vec<bool> = ids.iter().take(4).map(|(_, t)| *t).collect();
+        assert_eq!(first_four, [true; 4], "{ids:?}");
+        let steady = ids.iter().filter(|(_, t)| !t).count();
+        assert!(steady >= 1, "{ids:?}");
+        // Left at 6 with six in flight: those six came back as transition,
+        // so at least 4 + 6 of its records are.
+        let transition = ids.iter().filter(|(_, t)| *t).count();
+        assert!(transition >= 10, "{transition} transition of {ids:?}");
+        // The planned level before it is not hand-set: none of its requests
+        // is transition.
+        assert!(seen
+            .iter()
+            .all(|e| !matches!(e, DriverEvent::Record(r) if r.level == 0 && r.transition)));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn manual_takeover_then_resume_the_plan() {
         // 20 tokens at 2 ms a step: a request takes about 40 ms.

@@ -219,6 +219,10 @@ fn ollama_restart_starts_a_second_series() {
     });
     let four = read_json(&results.join("sweep-c4.json"));
     let mean = four["waiting"]["mean"].as_f64().expect("waiting.mean");
+    eprintln!(
+        "one slot, 4 streams: waiting.mean {mean}, streaming.mean {}",
+        four["streaming"]["mean"]
+    );
     assert!((2.5..=3.0).contains(&mean), "waiting.mean {mean}: {four}");
 
     server.stop(port);

@@ -496,7 +496,7 @@ pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
 /// How often a gone server is asked whether it is back.
 const SERVER_POLL_EVERY: Duration = Duration::from_millis(500);
 /// How often an idle driver (the plan done) checks the server is still there.
-const IDLE_POLL_EVERY: Duration = Duration::from_secs(1);
+const IDLE_POLL_EVERY: Duration = Duration::from_millis(500);
 
 /// Warmup records carry this level index; they never reach the recorder.
 const WARMUP_LEVEL: usize = usize::MAX;

@@ -240,6 +240,28 @@ mod tests {
         assert_eq!(left, vec![4, 16, 16]);
     }
 
+    /// A run of two series resumes in the second: only its levels count
+    /// against the plan, and the labels come back.
+    #[test]
+    fn resumes_in_the_series_it_stopped_in() {
+        let mut second = level(2, 1, false);
+        second["series"] = json!(1);
+        let summary = json!({"run": {"target": "http://h:1"},
+            "levels": [level(0, 1, false), level(1, 4, false), second],
+            "series": [{"index": 0, "label": "series 1"}, {"index": 1, "label": "slots 2 → 4"}]});
+        let prior = PriorRun::from_summary(&summary).expect("prior");
+        assert_eq!(prior.last_series, 1);
+        assert_eq!(prior.point_series, vec![0, 0, 1]);
+        assert_eq!(prior.series_labels[1], (1, "slots 2 → 4".to_string()));
+        let plan: Vec<LevelPlan> = [1, 4].iter().map(|&c| LevelPlan::closed(c, 10)).collect();
+        let left: Vec<u32> = prior
+            .remaining(&plan)
+            .iter()
+            .map(|l| l.concurrency)
+            .collect();
+        assert_eq!(left, vec![4], "series 1's c=4 does not cover series 2's");
+    }
+
     #[test]
     fn refuses_another_target_or_shape() {
         let prior = PriorRun::from_summary(&summary()).expect("prior");

@@ -306,7 +306,14 @@ pub struct LevelRow {
     pub waiting_mean: Option<f64>,
     /// Mean requests streaming over the level (effective slots in use).
     pub streaming_mean: Option<f64>,
+    /// Open loop: sends later than `LATE_SEND` past their schedule, and the
+    /// latest of all.
+    pub late_sends: u32,
+    pub max_send_lag: Duration,
 }
+
+/// A send this late past its schedule counts as late (as `stats::lateness`).
+pub const LATE_SEND: Duration = Duration::from_millis(5);
 
 impl LevelRow {
     /// A level read back from a result file: finished, its figures as saved.
@@ -350,10 +357,24 @@ impl LevelRow {
             unsteady: false,
             waiting_mean: None,
             streaming_mean: None,
+            late_sends: 0,
+            max_send_lag: Duration::ZERO,
         }
     }
 
     fn add(&mut self, r: &RequestRecord) {
+        if let Some(lag) = r.send_lag {
+            self.max_send_lag = self.max_send_lag.max(lag);
+            if lag > LATE_SEND {
+                self.late_sends += 1;
+            }
+        }
+        if let Some(lag) = r.send_lag {
+            self.max_send_lag = self.max_send_lag.max(lag);
+            if lag > crate::stats::lateness::LATE_AFTER {
+                self.late_sends += 1;
+            }
+        }
         if r.transition {
             self.transition += 1;
             return;
@@ -1487,6 +1508,7 @@ impl App {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::record::ErrorClass;
     use crate::stats::summary::level_stats;
     use crate::ui::theme::{ColorMode, Palette};
 
@@ -1644,6 +1666,55 @@ pub(crate) mod tests {
         // makes waiting negative.
         app.set_queue(2, 3);
         assert_eq!((app.streaming, app.waiting()), (2, 0));
+    }
+
+    /// 503s as a rate: 10 in the last 5 complete seconds is 2/s; a class
+    /// with none has no rate.
+    #[test]
+    fn failures_show_as_rates_over_the_last_seconds() {
+        let mut app = running_at(4);
+        for i in 0..10u64 {
+            let mut r = RequestRecord::empty(i, 0);
+            r.end = Duration::from_millis(5_000 + 400 * i);
+            r.outcome = Outcome::Failed(ErrorClass::Http(503));
+            app.on_driver_event(&DriverEvent::Record(r));
+        }
+        app.on_tick(Duration::from_secs(10));
+        let [r503, r429, timeout] = app.failure_rates();
+        assert_eq!(r503, Some(2.0));
+        assert_eq!((r429, timeout), (None, None));
+        // A minute later the rate is gone; the total stays.
+        app.on_tick(Duration::from_secs(70));
+        assert_eq!(app.failure_rates()[0], None);
+        assert_eq!(app.counters.class("http_503"), 10);
+    }
+
+    /// The client's and the server's queue counts 3 apart for 5 s in a row
+    /// make the note; 2 apart do not.
+    #[test]
+    fn queue_disagreement_needs_five_seconds_over_two() {
+        let mut app = running_at(8);
+        let mut seen = Vec::new();
+        for second in 0..9u64 {
+            // The tick of a new second judges the second before it.
+            app.on_tick(Duration::from_millis(second * 1000 + 500));
+            seen.push(app.queue_disagrees());
+            app.set_queue(8, 3); // waiting 5
+            let mut sample = crate::probe::live::ServerSample {
+                at: Duration::from_millis(second * 1000 + 500),
+                ..Default::default()
+            };
+            // Seconds 0 and 1: 2 apart (fine); from second 2 on: 4 apart.
+            sample
+                .gauges
+                .insert("waiting", if second < 2 { 3.0 } else { 1.0 });
+            app.on_server_sample(&sample);
+        }
+        // Disagreeing since second 2: said from the 7th second on.
+        assert_eq!(
+            seen,
+            [false, false, false, false, false, false, false, true, true]
+        );
     }
 
     #[test]

@@ -575,6 +575,16 @@ fn status_line(app: &App, area: Rect) -> Line<'static> {
                         .as_secs_f64()
                         .max(1.0);
                 parts.push(Part::text(2, format!("achieved {achieved:.1}/s"), p.text));
+                let late = if level.late_sends == 0 {
+                    "sends on time".to_string()
+                } else {
+                    format!(
+                        "{} sent late (max {:.0} ms)",
+                        level.late_sends,
+                        level.max_send_lag.as_secs_f64() * 1000.0
+                    )
+                };
+                parts.push(Part::text(2, late, p.text));
             }
             if let Some(step) = &app.step_summary {
                 parts.push(Part::text(1, step.clone(), p.strong));
@@ -1415,7 +1425,13 @@ impl LevelTable {
         } else if capacity {
             CAPACITY_GLYPH
         } else {
-            kind_of(l).glyph_in(shown_series(app), l.is_partial())
+            // A run of several series marks each row with its series' glyph.
+            let series = if app.other().is_none() {
+                (l.info.series % SERIES_STYLES) as u8
+            } else {
+                shown_series(app)
+            };
+            kind_of(l).glyph_in(series, l.is_partial())
         };
         let complete_plan =
             l.state == (LevelState::Finished { partial: false }) && l.info.mode != Mode::Manual;
