@@ -6,6 +6,10 @@ use serde_json::{json, Value};
 
 use super::{detect_engine, get_json, model_ids};
 
+/// Longest series label: the live view's prompt refuses more, and a
+/// default label is cut to it.
+pub const MAX_LABEL_CHARS: usize = 60;
+
 /// What the probe can see of a server configuration.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SeriesLook {
@@ -115,11 +119,8 @@ pub fn default_label(before: &SeriesLook, after: &SeriesLook, fallback: &str) ->
         return fallback.to_string();
     }
     let mut label = changes.join(", ");
-    if label.chars().count() > crate::ui::app::MAX_LABEL_CHARS {
-        label = label
-            .chars()
-            .take(crate::ui::app::MAX_LABEL_CHARS)
-            .collect();
+    if label.chars().count() > MAX_LABEL_CHARS {
+        label = label.chars().take(MAX_LABEL_CHARS).collect();
     }
     label
 }

@@ -196,8 +196,7 @@ pub struct LabelPrompt {
     pub error: Option<String>,
 }
 
-/// Longest series label the prompt takes.
-pub const MAX_LABEL_CHARS: usize = 60;
+pub use crate::probe::series::MAX_LABEL_CHARS;
 
 /// One series' result so far, for the "so far" panel.
 #[derive(Clone, Debug, PartialEq)]
