@@ -111,6 +111,14 @@ impl Backend {
 
 #[derive(Args, Debug, Clone)]
 pub struct SweepArgs {
+    /// Read flags from a TOML file: each key is a flag's long name (`concurrency = [1, 4, 16]`); flags on the command line override it. A run's own config.toml repeats it.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective settings (file and flags together) as TOML and exit without sending anything.
+    #[arg(long)]
+    pub print_config: bool,
+
     /// Server root, e.g. http://127.0.0.1:8000 (no /v1: the backend appends its path).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
