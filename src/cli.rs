@@ -31,6 +31,24 @@ pub enum Command {
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
     View(ViewArgs),
+    /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `tokbench man | man -l -`, or `tokbench man sweep` for one subcommand's.
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// A subcommand's page (tokbench-sweep(1), ...) instead of tokbench(1).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -122,6 +122,12 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Report(args) => tokbench::report::formats::run_report_command(&args),
         Command::Compare(args) => tokbench::compare::run_compare_command(&args),
         Command::View(args) => tokbench::ui::view::run_view(&args).await,
+        Command::Completions(args) => {
+            let mut out = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "tokbench", &mut out);
+            to_stdout(&out)
+        }
+        Command::Man(args) => to_stdout(&man_page(args.subcommand.as_deref())?),
         Command::Demo(mut args) => {
             apply_demo_defaults(&mut args, sub);
             let mut settings = settings_of("demo", sub);
@@ -220,6 +226,31 @@ fn typed_u64(v: u64) -> Value {
         Ok(i) => Value::Integer(i),
         Err(_) => Value::String(v.to_string()),
     }
+}
+
+/// `tokbench man [SUBCOMMAND]`: roff for tokbench(1) or tokbench-SUB(1).
+fn man_page(subcommand: Option<&str>) -> Result<Vec<u8>> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => {
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .map(|s| s.get_name().to_string())
+                .collect();
+            let sub = cmd.find_subcommand(name).cloned().ok_or_else(|| {
+                color_eyre::eyre::eyre!("no subcommand {name:?}; pages: {}", names.join(", "))
+            })?;
+            // The page's name and title: tokbench-sweep(1).
+            sub.name(format!("tokbench-{name}"))
+        }
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut out)
+        .wrap_err("cannot render the manual page")?;
+    Ok(out)
 }
 
 /// Write generated text to stdout; a closed pipe (`| head`) is not an error.
