@@ -24,6 +24,12 @@ pub const SUBCOMMANDS: [&str; 2] = ["sweep", "demo"];
 /// to one. `api-key` is refused on its own (see `refuse_key`).
 const NOT_SETTINGS: [&str; 5] = ["config", "print-config", "help", "version", "resume"];
 
+/// Flags naming input files. In a config file a relative one is taken from
+/// the file's folder, so a config kept beside its dataset works from any
+/// directory; in the settings written they are absolute. (`result-dir` is
+/// an output and stays relative to where tokbench runs, like `results/`.)
+const INPUT_PATHS: [&str; 4] = ["dataset", "corpus", "replay", "cacert"];
+
 /// The argv to parse: `argv` with the `--config` file's keys inserted after
 /// the subcommand, leaving out those the command line sets itself. `first`
 /// is `argv` parsed as is. Unchanged when there is no `--config`.
@@ -87,6 +93,9 @@ pub fn tokens_of_file(
             let kebab = key.replace('_', "-");
             match refuse_key(&kebab) {
                 Some(why) => eyre!("{file}: key \"{key}\" {why}"),
+                None if value.is_table() => eyre!(
+                    "{file}: unknown table [{key}]: keys go at the top level, with no [section]"
+                ),
                 None => match keys.nearest(&kebab) {
                     Some(near) => {
                         eyre!("{file}: unknown key \"{key}\" (did you mean \"{near}\"?)")
@@ -101,8 +110,19 @@ pub fn tokens_of_file(
         if let Some(other) = seen.insert(id, key.clone()) {
             bail!("{file}: keys \"{other}\" and \"{key}\" set the same flag");
         }
-        let mine =
+        let mut mine =
             tokens_of_value(arg, value).map_err(|why| eyre!("{file}: key \"{key}\" {why}"))?;
+        if let Some(long) = arg.get_long().filter(|l| INPUT_PATHS.contains(l)) {
+            let folder = path.parent().unwrap_or_else(|| Path::new(""));
+            let prefix = format!("--{long}=");
+            for token in &mut mine {
+                if let Some(given) = token.strip_prefix(&prefix) {
+                    if Path::new(given).is_relative() {
+                        *token = format!("{prefix}{}", folder.join(given).display());
+                    }
+                }
+            }
+        }
         if on_command_line(arg.get_id().as_str()) {
             continue;
         }
@@ -303,6 +323,11 @@ impl Settings {
                 .get_raw(id)
                 .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect())
                 .unwrap_or_default();
+            let raw: Vec<String> = if INPUT_PATHS.contains(&long) {
+                raw.into_iter().map(|r| absolute(&r)).collect()
+            } else {
+                raw
+            };
             let value = if is_switch(arg) {
                 Some(Value::Boolean(raw.first().is_some_and(|v| v == "true")))
             } else if is_list(arg) {
@@ -345,6 +370,12 @@ impl Settings {
         }
         out
     }
+}
+
+/// `raw` as an absolute path (from the current directory), or as it is
+/// when that cannot be worked out.
+fn absolute(raw: &str) -> String {
+    std::path::absolute(raw).map_or_else(|_| raw.to_string(), |p| p.display().to_string())
 }
 
 /// Command-line text as the TOML value that gives the same text back: a
@@ -462,6 +493,30 @@ mod tests {
         for e in [err("concurrency = true"), err("concurrency = [1,")] {
             assert!(!e.contains('\n'), "{e:?}");
         }
+    }
+
+    #[test]
+    fn input_paths_in_a_file_are_taken_from_its_folder() {
+        let t = tokens_of_file(
+            &sweep_cmd(),
+            "sweep",
+            Path::new("/srv/bench/t.toml"),
+            "dataset = \"chats.jsonl\"\ncacert = \"/etc/ca.pem\"\nresult-dir = \"out\"\n",
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            [
+                "--cacert=/etc/ca.pem",
+                "--dataset=/srv/bench/chats.jsonl",
+                "--result-dir=out"
+            ]
+        );
+        assert_eq!(
+            err("[sweep]\nseed = 1\n"),
+            "t.toml: unknown table [sweep]: keys go at the top level, with no [section]"
+        );
     }
 
     #[test]

@@ -212,7 +212,7 @@ fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) ->
             "tokbench {}: the effective settings of the run in this folder.",
             env!("CARGO_PKG_VERSION")
         ),
-        &format!("Repeat it with: tokbench {name} --config config.toml (flags given as well override it)."),
+        &format!("Repeat it with: tokbench {name} --config <this folder>/config.toml (flags given as well override it)."),
         "Never here: the API key; result-dir, so a repeat gets a folder of its own.",
     ]);
     tokbench::report::atomic::write_atomic(&path, text.as_bytes())

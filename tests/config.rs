@@ -360,3 +360,38 @@ fn the_demo_takes_a_config_and_its_defaults_are_recorded() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_dataset_named_in_a_file_is_found_beside_it_from_any_directory() {
+    let dir = scratch("paths");
+    std::fs::write(
+        dir.join("chats.jsonl"),
+        "{\"prompt\": \"Say hello.\"}\n{\"prompt\": \"Name three rivers.\"}\n",
+    )
+    .expect("write dataset");
+    let file = dir.join("bench.toml");
+    std::fs::write(
+        &file,
+        "base-url = \"http://127.0.0.1:9\"\ndataset = \"chats.jsonl\"\n",
+    )
+    .expect("write config");
+    let out = Command::new(bin())
+        .args(["sweep", "--print-config", "--config"])
+        .arg(&file)
+        .current_dir("/")
+        .output()
+        .expect("tokbench runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let t = toml_of(&out);
+    let want = dir.join("chats.jsonl");
+    assert_eq!(t["dataset"].as_str(), want.to_str(), "{}", text(&out));
+    // Without the file, the same name is not found from /.
+    let out = Command::new(bin())
+        .args(["sweep", "--print-config", "--base-url", "http://127.0.0.1:9"])
+        .args(["--dataset", "chats.jsonl"])
+        .current_dir("/")
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
