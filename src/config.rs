@@ -149,11 +149,17 @@ fn refuse_key(kebab: &str) -> Option<&'static str> {
     }
 }
 
-/// The first line of a clap error, without its `error: ` prefix.
+/// The first line of a clap error, without its `error: ` prefix, and the
+/// choices clap lists on the lines after it (kept to one line).
 fn clap_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
     let text = e.to_string();
     let line = text.lines().next().unwrap_or("").trim();
-    line.strip_prefix("error: ").unwrap_or(line).to_string()
+    let mut out = line.strip_prefix("error: ").unwrap_or(line).to_string();
+    if let Some(ContextValue::Strings(choices)) = e.get(ContextKind::ValidValue) {
+        out.push_str(&format!(" (one of: {})", choices.join(", ")));
+    }
+    out
 }
 
 /// The keys a file may set: every long name and alias of the subcommand's
@@ -476,9 +482,11 @@ mod tests {
             err("seed = \"abc\""),
             "t.toml: key \"seed\": invalid value 'abc' for '--seed <SEED>': invalid digit found in string"
         );
-        assert!(err("backend = \"grpc\"").starts_with(
-            "t.toml: key \"backend\": invalid value 'grpc' for '--backend <BACKEND>'"
-        ));
+        assert_eq!(
+            err("backend = \"grpc\""),
+            "t.toml: key \"backend\": invalid value 'grpc' for '--backend <BACKEND>' \
+             (one of: openai-chat, openai-completions, ollama-generate, ollama-chat)"
+        );
         assert!(err("concurrency = [1.5]")
             .starts_with("t.toml: key \"concurrency\": invalid value '1.5'"));
         assert_eq!(
