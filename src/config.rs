@@ -55,7 +55,9 @@ pub fn expand_argv(cmd: &Command, argv: &[OsString], first: &ArgMatches) -> Resu
     // program; the file's tokens go right after it, before the user's own.
     let at = argv
         .iter()
+        .skip(1)
         .position(|a| a == name)
+        .map(|i| i + 1)
         .ok_or_else(|| eyre!("cannot find {name} on the command line"))?;
     let mut out = argv[..=at].to_vec();
     out.extend(tokens.into_iter().map(OsString::from));

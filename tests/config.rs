@@ -387,7 +387,12 @@ fn a_dataset_named_in_a_file_is_found_beside_it_from_any_directory() {
     assert_eq!(t["dataset"].as_str(), want.to_str(), "{}", text(&out));
     // Without the file, the same name is not found from /.
     let out = Command::new(bin())
-        .args(["sweep", "--print-config", "--base-url", "http://127.0.0.1:9"])
+        .args([
+            "sweep",
+            "--print-config",
+            "--base-url",
+            "http://127.0.0.1:9",
+        ])
         .args(["--dataset", "chats.jsonl"])
         .current_dir("/")
         .output()
