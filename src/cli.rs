@@ -31,6 +31,24 @@ pub enum Command {
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
     View(ViewArgs),
+    /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `tokbench man | man -l -`, or `tokbench man sweep` for one subcommand's.
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// A subcommand's page (tokbench-sweep(1), ...) instead of tokbench(1).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -111,6 +129,14 @@ impl Backend {
 
 #[derive(Args, Debug, Clone)]
 pub struct SweepArgs {
+    /// Read flags from a TOML file: each key is a flag's long name (`concurrency = [1, 4, 16]`); flags on the command line override it. A run's own config.toml repeats it.
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+
+    /// Print the effective settings (file and flags together) as TOML and exit without sending anything.
+    #[arg(long)]
+    pub print_config: bool,
+
     /// Server root, e.g. http://127.0.0.1:8000 (no /v1: the backend appends its path).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,

@@ -1,16 +1,19 @@
 //! Wiring: parse the command line, pick the mode, run it, exit with the
 //! contract's code (DESIGN.md section 5).
 
-use std::io::IsTerminal;
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use color_eyre::eyre::{Result, WrapErr};
+use toml::Value;
 
 use tokbench::cli::{Cli, Command, SimTimingArgs, SweepArgs};
-use tokbench::run::{self, SweepPlan, EXIT_FAILED};
+use tokbench::config::Settings;
+use tokbench::run::{self, SweepPlan, EXIT_FAILED, EXIT_OK};
 use tokbench::sim::{self, SimConfig};
 
 fn main() -> ExitCode {
@@ -18,7 +21,15 @@ fn main() -> ExitCode {
     let _ = color_eyre::config::HookBuilder::default()
         .display_env_section(false)
         .install();
-    let matches = Cli::command().get_matches();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let matches = match parse_with_config(&argv) {
+        Ok(matches) => matches,
+        Err(e) => {
+            // A bad config file stops here, before any load.
+            eprintln!("tokbench: {}", one_line(&e));
+            return ExitCode::from(EXIT_FAILED as u8);
+        }
+    };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -46,6 +57,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line, with a `--config` file's keys put in before the
+/// user's own flags (src/config.rs). clap's own errors exit as clap does.
+fn parse_with_config(argv: &[OsString]) -> Result<ArgMatches> {
+    let cmd = Cli::command();
+    let first = cmd.clone().get_matches_from(argv);
+    let expanded = tokbench::config::expand_argv(&cmd, argv, &first)?;
+    if expanded.as_slice() == argv {
+        return Ok(first);
+    }
+    Ok(cmd.get_matches_from(expanded))
+}
+
 /// The error and its causes on one line: `cannot write x: permission denied`.
 fn one_line(e: &color_eyre::eyre::Report) -> String {
     e.chain()
@@ -57,8 +80,14 @@ fn one_line(e: &color_eyre::eyre::Report) -> String {
 async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
     match command {
         Command::Sweep(args) => {
+            let mut settings = settings_of("sweep", sub);
             let plan = SweepPlan::from_args(&args)?;
+            settings.set("base-url", Some(Value::String(plan.display_target.clone())));
+            if args.print_config {
+                return print_config("sweep", &settings, args.seed);
+            }
             let prepared = run::prepare(plan, None).await?;
+            write_config("sweep", settings, &prepared)?;
             run_with_a_face(prepared).await
         }
         Command::Sim(args) => {
@@ -93,8 +122,28 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Report(args) => tokbench::report::formats::run_report_command(&args),
         Command::Compare(args) => tokbench::compare::run_compare_command(&args),
         Command::View(args) => tokbench::ui::view::run_view(&args).await,
+        Command::Completions(args) => {
+            let mut out = Vec::new();
+            clap_complete::generate(args.shell, &mut Cli::command(), "tokbench", &mut out);
+            to_stdout(&out)
+        }
+        Command::Man(args) => to_stdout(&man_page(args.subcommand.as_deref())?),
         Command::Demo(mut args) => {
             apply_demo_defaults(&mut args, sub);
+            let mut settings = settings_of("demo", sub);
+            // The demo's own defaults are settings of its run like any other.
+            let number = |v: Option<u32>| v.map(|v| Value::Integer(i64::from(v)));
+            settings.set("random-input-len", number(args.random_input_len));
+            settings.set("random-output-len", number(args.random_output_len));
+            settings.set("prompts-per-stream", number(Some(args.prompts_per_stream)));
+            // The simulator gets a new port each time: the demo sets it.
+            settings.set("base-url", None);
+            if args.print_config {
+                // Checked like a run would be, against a stand-in address.
+                args.base_url = Some("http://127.0.0.1:9".into());
+                SweepPlan::from_args(&args)?;
+                return print_config("demo", &settings, args.seed);
+            }
             // Fewer batch slots than the top level's streams, so the sweep
             // ends in the knee a real server shows when its KV cache is full.
             let config = SimConfig {
@@ -111,10 +160,107 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 sim.addr
             );
             let prepared = run::prepare(plan, None).await?;
+            write_config("demo", settings, &prepared)?;
             let code = run_with_a_face(prepared).await;
             sim.shutdown().await;
             code
         }
+    }
+}
+
+/// The sweep settings of `sub` (the `sweep` or `demo` matches).
+fn settings_of(name: &str, sub: Option<&ArgMatches>) -> Settings {
+    let cmd = Cli::command();
+    match (cmd.find_subcommand(name), sub) {
+        (Some(sub_cmd), Some(m)) => Settings::from_matches(sub_cmd, m),
+        _ => Settings::default(),
+    }
+}
+
+/// `--print-config`: the settings a run would start from, on stdout.
+fn print_config(name: &str, settings: &Settings, seed: Option<u64>) -> Result<i32> {
+    let title =
+        format!("tokbench {name}: effective settings (the config file and the flags together).");
+    let usage = format!("Run them with: tokbench {name} --config FILE.toml");
+    let mut header = vec![title.as_str(), usage.as_str()];
+    if seed.is_none() {
+        header.push("seed: none given; a run draws one and records it in its config.toml");
+    }
+    to_stdout(settings.to_toml(&header).as_bytes())
+}
+
+/// Each run's effective settings, as `config.toml` in its result folder:
+/// `tokbench sweep --config results/X/config.toml` sends the same run again
+/// (the model it resolved and the seed it drew included).
+fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) -> Result<()> {
+    let path = prepared.result_dir.join("config.toml");
+    let seed = match &prepared.prior {
+        // A resumed run's seed is derived from the first part's: repeating
+        // it means repeating the first part, whose config.toml says so.
+        Some(_) if path.exists() => return Ok(()),
+        Some(prior) => prior.run.get("seed").and_then(serde_json::Value::as_u64),
+        None => Some(prepared.plan.seed),
+    };
+    if let Some(seed) = seed {
+        settings.set("seed", Some(typed_u64(seed)));
+    }
+    settings.set("model", Some(Value::String(prepared.model.clone())));
+    // A repeat writes a folder of its own (two runs never share one).
+    settings.set("result-dir", None);
+    let text = settings.to_toml(&[
+        &format!(
+            "tokbench {}: the effective settings of the run in this folder.",
+            env!("CARGO_PKG_VERSION")
+        ),
+        &format!("Repeat it with: tokbench {name} --config <this folder>/config.toml (flags given as well override it)."),
+        "Never here: the API key; result-dir, so a repeat gets a folder of its own.",
+    ]);
+    tokbench::report::atomic::write_atomic(&path, text.as_bytes())
+        .wrap_err_with(|| format!("cannot write {}", path.display()))
+}
+
+/// A seed as TOML: an integer up to i64::MAX, text above (TOML integers are
+/// 64-bit signed; the flag reads either back as the same u64).
+fn typed_u64(v: u64) -> Value {
+    match i64::try_from(v) {
+        Ok(i) => Value::Integer(i),
+        Err(_) => Value::String(v.to_string()),
+    }
+}
+
+/// `tokbench man [SUBCOMMAND]`: roff for tokbench(1) or tokbench-SUB(1).
+fn man_page(subcommand: Option<&str>) -> Result<Vec<u8>> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => {
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .map(|s| s.get_name().to_string())
+                .collect();
+            let sub = cmd.find_subcommand(name).cloned().ok_or_else(|| {
+                color_eyre::eyre::eyre!("no subcommand {name:?}; pages: {}", names.join(", "))
+            })?;
+            // The page's name and title: tokbench-sweep(1).
+            sub.name(format!("tokbench-{name}"))
+        }
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut out)
+        .wrap_err("cannot render the manual page")?;
+    Ok(out)
+}
+
+/// Write generated text to stdout; a closed pipe (`| head`) is not an error.
+fn to_stdout(bytes: &[u8]) -> Result<i32> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).wrap_err("cannot write to stdout")
+        }
+        _ => Ok(EXIT_OK),
     }
 }
 

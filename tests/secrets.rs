@@ -175,6 +175,62 @@ fn credentials_in_the_base_url_are_stripped_everywhere() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The run's config.toml (issue 14) records every setting but the key and
+/// the URL's credentials; `--print-config` prints neither. The walk of
+/// `assert_clean` covers config.toml only if it exists, so that is checked.
+#[test]
+fn the_runs_config_toml_and_print_config_hold_no_secrets() {
+    // No key demanded: with user:pass@ in the URL the client sends Basic
+    // auth, and this test is about what is written, not what is accepted.
+    let sim = start_sim(None);
+    let dir = scratch("config");
+    let url = format!("http://{USER}:{PASS}@{}", sim.addr());
+    let out = sweep(&url, &dir, Some(KEY), None);
+    assert!(out.status.success(), "{}", text(&out));
+    let config = std::fs::read_to_string(dir.join("config.toml")).expect("config.toml written");
+    assert!(
+        config.contains(&format!("base-url = \"http://{}\"", sim.addr())),
+        "{config}"
+    );
+    assert_clean("config.toml", &out, &dir, &[KEY, PASS, USER]);
+
+    let printed = Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            &url,
+            "--api-key",
+            KEY,
+            "--print-config",
+        ])
+        .env("OPENAI_API_KEY", WRONG_KEY)
+        .output()
+        .expect("tokbench runs");
+    assert!(printed.status.success(), "{}", text(&printed));
+    assert!(text(&printed).contains("base-url = "), "{}", text(&printed));
+    assert_clean(
+        "--print-config",
+        &printed,
+        &dir,
+        &[KEY, WRONG_KEY, PASS, USER],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server refusing the URL's credentials: the 401 line names the URL
+/// without them.
+#[test]
+fn a_refused_login_in_the_url_is_not_echoed() {
+    let sim = start_sim(Some(KEY));
+    let dir = scratch("userinfo-401");
+    let url = format!("http://{USER}:{PASS}@{}", sim.addr());
+    let out = sweep(&url, &dir, None, None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("answered HTTP 401"), "{}", text(&out));
+    assert_clean("401 with user:pass@", &out, &dir, &[PASS, USER]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_wrong_key_fails_without_echoing_either_key() {
     let sim = start_sim(Some(KEY));

@@ -185,8 +185,10 @@ pub(crate) async fn get_json(
         .map_err(|e| describe_connect_error(&e))?;
     let status = response.status().as_u16();
     if status == 401 || status == 403 {
+        // `url` still has any user:password@ of --base-url: never echo it.
+        let shown = crate::run::display_url(url);
         return Err(format!(
-            "{url} answered HTTP {status}: the server wants a key; give it with --api-key or OPENAI_API_KEY"
+            "{shown} answered HTTP {status}: the server wants a key; give it with --api-key or OPENAI_API_KEY"
         ));
     }
     if !response.status().is_success() {

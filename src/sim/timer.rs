@@ -97,7 +97,8 @@ mod linux {
             it_interval: zero,
             it_value: libc::timespec {
                 // A step is at most ~3e8 s (validated inputs): no overflow.
-                tv_sec: after.as_secs() as libc::time_t,
+                // `as _`: the field's own type (libc deprecates naming time_t on musl).
+                tv_sec: after.as_secs() as _,
                 tv_nsec: after.subsec_nanos() as _,
             },
         };

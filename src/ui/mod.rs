@@ -97,6 +97,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     let mut driver = run::start_driver(&prepared, run_start, true);
     let server_samples = run::start_probe(&prepared, run_start);
     let probing = prepared.plan.probe_interval.is_some();
+    panic_on_purpose_if_asked();
 
     let ending = event_loop(
         &mut guard.terminal,
@@ -123,6 +124,16 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     // are saved as partial.
     let finished = recorder.finish();
     drop(guard);
+    // After a panic on another thread its report (color-eyre's, with a
+    // backtrace) can take longer than saving the run: wait for it, or the
+    // process exits first and the message the user needs is lost.
+    let waiting_since = Instant::now();
+    while terminal::panicked()
+        && !terminal::panic_reported()
+        && waiting_since.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     if terminal_lost {
         finished?;
         eprintln!(
@@ -144,6 +155,23 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         Ending::Signal => EXIT_INTERRUPTED,
         _ => EXIT_OK,
     })
+}
+
+/// `TOKBENCH_TEST_PANIC=S`: a task panics S seconds into the view, so a
+/// test can check on a real binary (the `dist` build included: its panic
+/// setting decides this) that the hook in terminal.rs gives the terminal
+/// back and the run is stopped and saved. Unset, nothing happens.
+fn panic_on_purpose_if_asked() {
+    let after = std::env::var("TOKBENCH_TEST_PANIC")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && (0.0..=3600.0).contains(s));
+    if let Some(after) = after {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(after)).await;
+            panic!("TOKBENCH_TEST_PANIC: a panic in the live view's process, on purpose");
+        });
+    }
 }
 
 /// The context of every draw error.

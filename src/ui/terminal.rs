@@ -21,6 +21,8 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// A panic happened while the view was up (on any thread).
 static PANICKED: AtomicBool = AtomicBool::new(false);
 static HOOK: Once = Once::new();
+/// The panic's report has been printed (the hook chained to has returned).
+static REPORTED: AtomicBool = AtomicBool::new(false);
 
 pub type Tui = Terminal<CrosstermBackend<Stdout>>;
 
@@ -73,6 +75,12 @@ pub fn panicked() -> bool {
     PANICKED.load(Ordering::SeqCst)
 }
 
+/// Whether the report of the panic has been printed (the hook chained to
+/// has returned); see `run_tui`, which waits for it.
+pub fn panic_reported() -> bool {
+    REPORTED.load(Ordering::SeqCst)
+}
+
 /// Restore before the panic message is printed, or it lands garbled on the
 /// alternate screen and vanishes with it. Chains to the hook already
 /// installed (color-eyre's), which prints the report.
@@ -85,6 +93,7 @@ fn install_panic_hook() {
                 restore();
             }
             previous(info);
+            REPORTED.store(true, Ordering::SeqCst);
         }));
     });
 }
