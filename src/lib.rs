@@ -15,5 +15,6 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod stats;
+pub mod time;
 pub mod ui;
 pub mod workload;

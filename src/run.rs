@@ -114,16 +114,8 @@ pub struct SweepPlan {
     pub traffic: Traffic,
 }
 
-/// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.
-#[derive(Clone, Debug, Default)]
-pub struct DecisionConfig {
-    pub slo: CapacitySlo,
-    pub goodput: Option<GoodputSlo>,
-    pub gpu_price_per_hour: Option<f64>,
-    pub api_price_per_m: Option<f64>,
-    pub utilization: Option<f64>,
-    pub rounds: u32,
-}
+pub use crate::analysis::DecisionConfig;
+pub use crate::probe::display_url;
 
 impl SweepPlan {
     pub fn from_args(args: &SweepArgs) -> Result<SweepPlan> {
@@ -570,17 +562,6 @@ fn without_userinfo(raw: &str) -> String {
 }
 
 /// The URL without credentials, for screens and files.
-pub fn display_url(base_url: &str) -> String {
-    match reqwest::Url::parse(base_url) {
-        Ok(mut url) => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.as_str().trim_end_matches('/').to_string()
-        }
-        Err(_) => "<invalid url>".into(),
-    }
-}
-
 fn with_slash(path: &str) -> String {
     if path.starts_with('/') {
         path.to_string()

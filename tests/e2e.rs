@@ -545,6 +545,23 @@ mod steering {
         }
     }
 
+    /// A driver on `plan` against `sim`, once the first level's first
+    /// answer is back; the events seen so far.
+    async fn past_first_answer(
+        sim: &SimHandle,
+        plan: Vec<LevelPlan>,
+    ) -> (driver::DriverHandle, Vec<DriverEvent>) {
+        let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
+        let mut seen = Vec::new();
+        wait_for(
+            &mut h,
+            &mut seen,
+            |e| matches!(e, DriverEvent::Record(r) if r.level == 0),
+        )
+        .await;
+        (h, seen)
+    }
+
     async fn in_flight_reaches(h: &driver::DriverHandle, n: u32) -> Duration {
         let started = Instant::now();
         while h.in_flight.load(Ordering::Relaxed) != n {
@@ -563,15 +580,7 @@ mod steering {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn requests_across_a_change_are_transition() {
         let sim = start_sim(steps_only(2.0)).await;
-        let plan = vec![LevelPlan::closed(2, 10_000)];
-        let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
-        let mut seen = Vec::new();
-        wait_for(
-            &mut h,
-            &mut seen,
-            |e| matches!(e, DriverEvent::Record(r) if r.level == 0),
-        )
-        .await;
+        let (mut h, mut seen) = past_first_answer(&sim, vec![LevelPlan::closed(2, 10_000)]).await;
         h.commands.send(Cmd::SetConcurrency(6)).expect("send");
         wait_for(&mut h, &mut seen, |e| {
             matches!(e, DriverEvent::TargetReached { index: 1, .. })
@@ -629,14 +638,7 @@ mod steering {
             LevelPlan::closed(4, 10_000),
             LevelPlan::closed(8, 16),
         ];
-        let mut h = driver::spawn(config(sim.addr, plan), Instant::now());
-        let mut seen = Vec::new();
-        wait_for(
-            &mut h,
-            &mut seen,
-            |e| matches!(e, DriverEvent::Record(r) if r.level == 0),
-        )
-        .await;
+        let (mut h, mut seen) = past_first_answer(&sim, plan).await;
         assert!(in_flight_reaches(&h, 2).await < Duration::from_secs(1));
 
         // Take over at 5: a manual level starts and dispatch follows at once.

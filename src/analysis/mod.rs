@@ -47,3 +47,14 @@ pub mod goodput;
 pub mod rounds;
 pub mod search;
 mod words;
+
+/// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.
+#[derive(Clone, Debug, Default)]
+pub struct DecisionConfig {
+    pub slo: decide::CapacitySlo,
+    pub goodput: Option<goodput::Slo>,
+    pub gpu_price_per_hour: Option<f64>,
+    pub api_price_per_m: Option<f64>,
+    pub utilization: Option<f64>,
+    pub rounds: u32,
+}

@@ -12,6 +12,18 @@ use std::time::Duration;
 use color_eyre::eyre::{eyre, Result};
 use serde_json::Value;
 
+/// A server root as shown and saved: without any user name or password.
+pub fn display_url(base_url: &str) -> String {
+    match reqwest::Url::parse(base_url) {
+        Ok(mut url) => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => "<invalid url>".into(),
+    }
+}
+
 /// Pre-run look-ups are short: a server that cannot answer a model list in
 /// this time will not serve a benchmark either.
 const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(4);
@@ -45,7 +57,7 @@ pub async fn preflight(
         Ok(None) => Vec::new(),
         Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
         Err(e) => {
-            let shown = crate::run::display_url(base_url);
+            let shown = display_url(base_url);
             return Err(eyre!("cannot reach {shown}: {e}"));
         }
     };
@@ -186,7 +198,7 @@ pub(crate) async fn get_json(
     let status = response.status().as_u16();
     if status == 401 || status == 403 {
         // `url` still has any user:password@ of --base-url: never echo it.
-        let shown = crate::run::display_url(url);
+        let shown = display_url(url);
         return Err(format!(
             "{shown} answered HTTP {status}: the server wants a key; give it with --api-key or OPENAI_API_KEY"
         ));

@@ -10,4 +10,6 @@ pub mod resume;
 pub mod saved;
 pub mod svg;
 pub mod text;
-pub mod time;
+/// Moved to the crate root (the simulator needs it and imports nothing of
+/// the client); kept here so `report::time` paths still resolve.
+pub use crate::time;

@@ -23,11 +23,11 @@ use crate::analysis::diagnose::{
 use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
 use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
+use crate::analysis::DecisionConfig;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
-use crate::run::DecisionConfig;
 use crate::stats::lateness::Lateness;
 use crate::stats::occupancy::{occupancy, Occupancy, RequestSpan};
 use crate::stats::percentile::percentile_sorted;

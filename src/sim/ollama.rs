@@ -194,7 +194,7 @@ impl ModelState {
 
 /// RFC 3339 UTC with nanoseconds, as Ollama writes `created_at`.
 fn rfc3339(t: SystemTime) -> String {
-    let (y, mo, d, h, mi, s) = crate::report::time::utc_parts(t);
+    let (y, mo, d, h, mi, s) = crate::time::utc_parts(t);
     let nanos = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
