@@ -3,6 +3,11 @@
 //! Data flows one way (DESIGN.md section 4):
 //! workload -> load driver -> protocol client -> records -> stats -> analysis -> report/view.
 
+// Nothing a server or a user sent may panic the tool: no unwrap or expect
+// outside tests (docs/architecture.md). The one constant-bounds case allows
+// itself, with its reason.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod analysis;
 pub mod cli;
 pub mod compare;

@@ -1,6 +1,8 @@
 //! Wiring: parse the command line, pick the mode, run it, exit with the
 //! contract's code (DESIGN.md section 5).
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
