@@ -41,27 +41,7 @@ pub(crate) fn streams(n: u32) -> String {
     }
 }
 
-/// Digits with thousands separators: 1910.26 -> "1,910" (0 decimals).
-pub(crate) fn thousands(x: f64) -> String {
-    let r = x.round();
-    if !r.is_finite() || r.abs() >= 1e15 {
-        return format!("{x}");
-    }
-    let neg = r < 0.0;
-    let digits = format!("{}", r.abs() as u64);
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if neg {
-        format!("-{out}")
-    } else {
-        out
-    }
-}
+pub(crate) use crate::fmt::{dollars, percent0, percent1, thousands};
 
 /// A measured figure (ms, tok/s) for a sentence: whole numbers from 10 up
 /// (with thousands separators), one decimal below.
@@ -71,39 +51,6 @@ pub(crate) fn figure(x: f64) -> String {
     } else {
         format!("{x:.1}")
     }
-}
-
-/// Dollars with three significant digits, trailing zeros dropped:
-/// 0.2778 -> "$0.278", 1.1111 -> "$1.11", 0.34 -> "$0.34", 2.0 -> "$2".
-pub(crate) fn dollars(x: f64) -> String {
-    if !x.is_finite() {
-        return "$?".to_string();
-    }
-    if x == 0.0 {
-        return "$0".to_string();
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    let places = (2 - magnitude).clamp(0, 6) as usize;
-    let mut s = format!("{x:.places$}");
-    if s.contains('.') {
-        while s.ends_with('0') {
-            s.pop();
-        }
-        if s.ends_with('.') {
-            s.pop();
-        }
-    }
-    format!("${s}")
-}
-
-/// A fraction as a whole percentage: 0.7513 -> "75%".
-pub(crate) fn percent0(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
-}
-
-/// A fraction as a percentage with one decimal: 0.0588 -> "5.9%".
-pub(crate) fn percent1(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
 }
 
 #[cfg(test)]

@@ -1003,30 +1003,7 @@ fn tick_label(v: f64, step: f64) -> String {
     group(v, decimals as usize)
 }
 
-/// `1,795.6`: thousands separated by commas.
-pub fn group(x: f64, decimals: usize) -> String {
-    let s = format!("{:.*}", decimals, x.abs());
-    let (int, frac) = match s.split_once('.') {
-        Some((i, f)) => (i.to_string(), Some(f.to_string())),
-        None => (s.clone(), None),
-    };
-    let mut grouped = String::new();
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(ch);
-    }
-    let sign = if x < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') {
-        "-"
-    } else {
-        ""
-    };
-    match frac {
-        Some(f) => format!("{sign}{grouped}.{f}"),
-        None => format!("{sign}{grouped}"),
-    }
-}
+pub use crate::fmt::group;
 
 /// Text and attribute values safe in XML.
 pub fn esc(s: &str) -> String {

@@ -15,18 +15,7 @@ use super::theme::Palette;
 
 // ---------------------------------------------------------------- numbers
 
-/// `1914` -> `1,914`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::fmt::{dollars, grouped, percent0 as percent};
 
 /// A rate or a latency for a table cell: one decimal below 100, whole and
 /// grouped above (`9.8`, `92.4`, `352`, `1,728`). `-` when unknown.
@@ -41,29 +30,6 @@ pub fn figure(x: Option<f64>) -> String {
         }
         _ => "-".into(),
     }
-}
-
-/// Dollars to three significant figures, trailing zeros dropped:
-/// `$0.278`, `$1.11`, `$0.65`, `$2`, `$12.3` (the analysis's wording).
-pub fn dollars(x: f64) -> String {
-    if !x.is_finite() {
-        return "$?".into();
-    }
-    if x == 0.0 {
-        return "$0".into();
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    let places = (2 - magnitude).clamp(0, 6) as usize;
-    let mut s = format!("{x:.places$}");
-    if s.contains('.') {
-        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
-    }
-    format!("${s}")
-}
-
-/// A fraction as a whole percentage: `0.494` -> `49%`.
-pub fn percent(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
 }
 
 /// A ratio: `2.0x`; two decimals near 1, where one would say `1.0x`.

@@ -1,0 +1,94 @@
+//! Number formats shared by the live view, the reports and the analysis's
+//! sentences, so a figure reads the same everywhere: thousands grouped with
+//! commas, dollars to three significant digits, fractions as percentages.
+//! Pure and dependency-free (a leaf of the module map).
+
+/// `1795.64, 1` -> `1,795.6`: thousands separated by commas, `decimals`
+/// after the point; a value that rounds to zero has no minus sign.
+pub fn group(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let s = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (s.as_str(), None),
+    };
+    let mut grouped = String::with_capacity(int.len() + int.len() / 3);
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    let sign = if x < 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        "-"
+    } else {
+        ""
+    };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+/// `1914` -> `1,914`.
+pub fn grouped(n: u64) -> String {
+    group(n as f64, 0)
+}
+
+/// `1910.26` -> `1,910`: whole, grouped.
+pub fn thousands(x: f64) -> String {
+    group(x, 0)
+}
+
+/// Dollars to three significant digits, trailing zeros dropped:
+/// `0.2778` -> `$0.278`, `1.1111` -> `$1.11`, `0.34` -> `$0.34`, `2.0` -> `$2`.
+pub fn dollars(x: f64) -> String {
+    if !x.is_finite() {
+        return "$?".into();
+    }
+    if x == 0.0 {
+        return "$0".into();
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let places = (2 - magnitude).clamp(0, 6) as usize;
+    let mut s = format!("{x:.places$}");
+    if s.contains('.') {
+        s = s.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    format!("${s}")
+}
+
+/// A fraction as a whole percentage: `0.7513` -> `75%`.
+pub fn percent0(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// A fraction as a percentage with one decimal: `0.0588` -> `5.9%`.
+pub fn percent1(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_the_same_everywhere() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(1914), "1,914");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+        assert_eq!(thousands(1910.26), "1,910");
+        assert_eq!(thousands(-2304.4), "-2,304");
+        assert_eq!(group(1795.64, 1), "1,795.6");
+        assert_eq!(group(-0.04, 1), "0.0");
+        assert_eq!(dollars(0.2778), "$0.278");
+        assert_eq!(dollars(1.1111), "$1.11");
+        assert_eq!(dollars(2.0), "$2");
+        assert_eq!(dollars(12.34), "$12.3");
+        assert_eq!(dollars(f64::NAN), "$?");
+        assert_eq!(percent0(0.7513), "75%");
+        assert_eq!(percent1(0.0588), "5.9%");
+    }
+}
