@@ -46,6 +46,7 @@ pub mod engine_checks;
 pub mod goodput;
 pub mod rounds;
 pub mod search;
+pub mod series;
 mod words;
 
 /// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.

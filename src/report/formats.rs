@@ -92,7 +92,21 @@ pub struct Marks {
 /// point or the far side of the knee.
 pub fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
     let mut notes = level.notes();
-    let at = |c: Option<u32>| c.is_some() && c == level.concurrency && level.is_sweep_point();
+    // A run of several series: every row names its series, and the run's
+    // capacity and knee (the latest series') mark only that series' rows.
+    let latest = run.levels.iter().map(|l| l.series).max().unwrap_or(0);
+    let several = run.levels.iter().any(|l| l.series != latest);
+    if several && level.series == 0 {
+        notes.push(
+            level
+                .series_label
+                .clone()
+                .unwrap_or_else(|| "series 1".into()),
+        );
+    }
+    let at = |c: Option<u32>| {
+        c.is_some() && c == level.concurrency && level.is_sweep_point() && level.series == latest
+    };
     let capacity = at(run.capacity.as_ref().and_then(|c| c.concurrency));
     if capacity {
         notes.push("capacity".into());

@@ -22,6 +22,13 @@ pub fn render_markdown(run: &SavedRun) -> String {
     let _ = writeln!(out);
     out.push_str(&table(run));
     let _ = writeln!(out);
+    // Several series: each one's result, and the latest against the first.
+    let series = run.series_results();
+    if series.len() > 1 {
+        for line in crate::analysis::series::series_lines(&series) {
+            let _ = writeln!(out, "- **Series:** {}", cell(&line));
+        }
+    }
     let _ = writeln!(out, "- **Capacity:** {}", cell(&run.capacity_text()));
     let _ = writeln!(out, "- **Knee:** {}", cell(&run.knee_text()));
     let cost = run.cost_text();

@@ -201,6 +201,44 @@ pub struct SavedRun {
 }
 
 impl SavedRun {
+    /// `summary.json`'s `series`: each one's label, capacity and knee.
+    pub fn series_results(&self) -> Vec<crate::analysis::series::SeriesResult> {
+        let summary = &self.raw;
+        let Some(all) = summary.get("series").and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        let levels = summary.get("levels").and_then(Value::as_array);
+        all.iter()
+            .filter_map(|s| {
+                let index = s.get("index")?.as_u64()? as usize;
+                let c = |v: Option<&Value>, k: &str| {
+                    v.and_then(|v| v.get(k))
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u32::try_from(n).ok())
+                };
+                let peak = levels.and_then(|levels| {
+                    levels
+                        .iter()
+                        .filter(|l| {
+                            l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize == index
+                        })
+                        .filter(|l| l.get("partial").and_then(Value::as_bool) != Some(true))
+                        .filter(|l| l.get("steady").and_then(Value::as_bool) != Some(false))
+                        .filter_map(|l| l.get("output_throughput")?.as_f64())
+                        .reduce(f64::max)
+                });
+                let knee = s.get("knee").filter(|k| !k.is_null());
+                Some(crate::analysis::series::SeriesResult {
+                    index,
+                    label: s.get("label")?.as_str()?.to_string(),
+                    capacity: c(s.get("capacity"), "concurrency"),
+                    knee: c(knee, "from_concurrency").zip(c(knee, "to_concurrency")),
+                    peak_tok_s: peak,
+                })
+            })
+            .collect()
+    }
+
     /// The run's identity line in parts — target, backend, EOS policy,
     /// start time, labels — with the format's own quoting: `code` for
     /// literal values, `text` for plain words.
@@ -580,6 +618,57 @@ mod tests {
         assert_eq!(l.ttft_p99_ms, None);
         assert!(l.is_sweep_point());
         assert_eq!(run.capacity_text(), "none recorded in this summary");
+    }
+
+    /// Two series: each one's capacity, knee and peak (a level saved
+    /// `steady: false` is no peak), and the comparison line; the report
+    /// marks only the latest series' capacity row.
+    #[test]
+    fn a_run_of_two_series_reads_as_two_results() {
+        let level = |series: u64, c: u64, tok: f64, steady: Option<bool>| {
+            let mut v = json!({"max_concurrency": c, "output_throughput": tok, "mode": "planned",
+                               "partial": false, "series": series});
+            if let Some(steady) = steady {
+                v["steady"] = json!(steady);
+                v["mode"] = json!("manual");
+            }
+            v
+        };
+        let run = SavedRun::from_value(
+            json!({"levels": [level(0, 1, 97.0, None), level(0, 4, 99.0, None),
+                              level(0, 8, 500.0, Some(false)),
+                              level(1, 1, 97.0, None), level(1, 4, 388.0, None)],
+                   "capacity": {"concurrency": 4},
+                   "series": [{"index": 0, "label": "NUM_PARALLEL=1", "capacity": {"concurrency": 1},
+                               "knee": {"from_concurrency": 1, "to_concurrency": 4}},
+                              {"index": 1, "label": "NUM_PARALLEL=4", "capacity": {"concurrency": 4},
+                               "knee": null}]}),
+            Path::new("two.json"),
+        )
+        .expect("reads");
+        let results = run.series_results();
+        assert_eq!(results.len(), 2);
+        assert_eq!(
+            results[0].peak_tok_s,
+            Some(99.0),
+            "the unsteady 500 is no peak"
+        );
+        assert_eq!(results[0].knee, Some((1, 4)));
+        let lines = crate::analysis::series::series_lines(&results);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("NUM_PARALLEL=4 vs NUM_PARALLEL=1: capacity 4 vs 1 streams, peak 388 vs 99 tok/s")
+        );
+        let marks: Vec<bool> = run
+            .levels
+            .iter()
+            .map(|l| super::super::formats::level_marks(&run, l).capacity)
+            .collect();
+        assert_eq!(
+            marks,
+            [false, false, false, false, true],
+            "series 1's c=4 is not the capacity"
+        );
     }
 
     #[test]

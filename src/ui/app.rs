@@ -198,55 +198,7 @@ pub struct LabelPrompt {
 
 pub use crate::probe::series::MAX_LABEL_CHARS;
 
-/// One series' result so far, for the "so far" panel.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SeriesResult {
-    pub index: usize,
-    pub label: String,
-    pub capacity: Option<u32>,
-    pub knee: Option<(u32, u32)>,
-    /// Highest output tok/s of its complete levels.
-    pub peak_tok_s: Option<f64>,
-}
-
-/// The "so far" lines of a run of several series: each one's capacity and
-/// peak, then the latest against the first
-/// (`NUM_PARALLEL=4 vs NUM_PARALLEL=1: capacity 4 vs 1 streams, peak 388 vs 97 tok/s`).
-pub fn series_lines(results: &[SeriesResult]) -> Vec<String> {
-    let capacity = |r: &SeriesResult| r.capacity.map_or_else(|| "-".into(), |c| c.to_string());
-    let peak = |r: &SeriesResult| {
-        r.peak_tok_s
-            .map_or_else(|| "-".into(), |t| format!("{t:.0}"))
-    };
-    let mut lines: Vec<String> = results
-        .iter()
-        .map(|r| {
-            let knee = r
-                .knee
-                .map_or_else(String::new, |(a, b)| format!(", knee {a} → {b}"));
-            format!(
-                "{}: capacity {} streams, peak {} tok/s{knee}",
-                r.label,
-                capacity(r),
-                peak(r)
-            )
-        })
-        .collect();
-    if let (Some(first), Some(last)) = (results.first(), results.last()) {
-        if results.len() > 1 {
-            lines.push(format!(
-                "{} vs {}: capacity {} vs {} streams, peak {} vs {} tok/s",
-                last.label,
-                first.label,
-                capacity(last),
-                capacity(first),
-                peak(last),
-                peak(first)
-            ));
-        }
-    }
-    lines
-}
+pub use crate::analysis::series::{series_lines, SeriesResult};
 
 /// The figures of one row of the level table.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

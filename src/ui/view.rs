@@ -219,43 +219,6 @@ fn to_u32(n: u64) -> u32 {
 
 /// One run of the files as the screen shows it. Whatever the summary lacks
 /// shows as `-` or is left out; nothing in it can make this fail.
-/// `summary.json`'s `series`: each one's label, capacity and knee.
-fn series_results_of(summary: &Value) -> Vec<crate::ui::app::SeriesResult> {
-    let Some(all) = summary.get("series").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    let levels = summary.get("levels").and_then(Value::as_array);
-    all.iter()
-        .filter_map(|s| {
-            let index = s.get("index")?.as_u64()? as usize;
-            let c = |v: Option<&Value>, k: &str| {
-                v.and_then(|v| v.get(k))
-                    .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok())
-            };
-            let peak = levels.and_then(|levels| {
-                levels
-                    .iter()
-                    .filter(|l| {
-                        l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize == index
-                    })
-                    .filter(|l| l.get("partial").and_then(Value::as_bool) != Some(true))
-                    .filter(|l| l.get("steady").and_then(Value::as_bool) != Some(false))
-                    .filter_map(|l| l.get("output_throughput")?.as_f64())
-                    .reduce(f64::max)
-            });
-            let knee = s.get("knee").filter(|k| !k.is_null());
-            Some(crate::ui::app::SeriesResult {
-                index,
-                label: s.get("label")?.as_str()?.to_string(),
-                capacity: c(s.get("capacity"), "concurrency"),
-                knee: c(knee, "from_concurrency").zip(c(knee, "to_concurrency")),
-                peak_tok_s: peak,
-            })
-        })
-        .collect()
-}
-
 pub fn side_of(run: &SavedRun, label: char) -> Side {
     let mut counters = Counters::default();
     let mut levels = Vec::new();
@@ -327,9 +290,9 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
     for d in &run.diagnoses {
         verdict.push(format!("note: {}", d.message));
     }
-    let series_results = series_results_of(&run.raw);
+    let series_results = run.series_results();
     if series_results.len() > 1 {
-        verdict.splice(0..0, crate::ui::app::series_lines(&series_results));
+        verdict.splice(0..0, crate::analysis::series::series_lines(&series_results));
     }
 
     let run_obj = run.raw.get("run");
