@@ -235,6 +235,14 @@ pub struct SweepArgs {
     #[arg(long)]
     pub no_tui: bool,
 
+    /// Serve live figures in the Prometheus text format at http://ADDR/metrics while the run runs, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+
+    /// Write one JSON object per line for scripts (run_started, level_finished, ...) to FILE; `-` for stdout (the plain output then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<String>,
+
     /// Repeat every level this many times back to back; the spread between rounds is checked.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: u32,

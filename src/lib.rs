@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod compare;
+pub mod export;
 pub mod load;
 pub mod probe;
 pub mod protocol;

@@ -40,18 +40,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("tokbench: {}", one_line(&e));
+            eprintln!("tokbench: {}", run::one_line(&e));
             ExitCode::from(EXIT_FAILED as u8)
         }
     }
-}
-
-/// The error and its causes on one line: `cannot write x: permission denied`.
-fn one_line(e: &color_eyre::eyre::Report) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
 }
 
 async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {

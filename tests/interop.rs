@@ -1,0 +1,446 @@
+//! The tools around a run, driven for real: `--events` read the way a script
+//! reads it, `--metrics-listen` scraped by promtool and by a Prometheus
+//! server started here, the Grafana board's queries checked against what
+//! tokbench and the (vLLM-like) simulator serve, and `report --format br`
+//! validated against llm-d's own JSON Schema.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{bin, paced, read_json, scratch, text, Sim};
+
+/// The sweep every test here runs: two short levels against a paced
+/// simulator, long enough per request (16 tokens of 20 ms) that a 100 ms
+/// scraper sees each level begin at zero.
+fn sweep_args(sim: &Sim, dir: &Path) -> Vec<String> {
+    [
+        "sweep",
+        "--base-url",
+        &sim.url(),
+        "--no-tui",
+        "--seed",
+        "5",
+        "--warmup",
+        "1",
+        "--concurrency",
+        "1,4",
+        "--prompts-per-stream",
+        "3",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--no-probe",
+        "--result-dir",
+        &dir.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn run(args: &[String]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tokbench runs")
+}
+
+#[test]
+fn events_on_stdout_follow_the_run_and_repeat_the_level_files() {
+    let sim = Sim::with(paced(2.0, 0.0));
+    let dir = scratch("interop", "events");
+    let run_dir = dir.join("run");
+    let mut args = sweep_args(&sim, &run_dir);
+    args.extend(["--events".into(), "-".into()]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // stdout holds the events and nothing else; the table went to stderr.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("results: "), "{}", text(&out));
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().expect("every line has its event"))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+    for e in &events {
+        assert!(e["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{e}");
+        assert!(e["elapsed_s"].as_f64().is_some(), "{e}");
+    }
+    // Each level starts, then finishes, in run order.
+    let levels: Vec<(&str, u64)> = events
+        .iter()
+        .filter_map(|e| {
+            let kind = e["event"].as_str()?;
+            matches!(kind, "level_started" | "level_finished")
+                .then(|| (kind, e["level_index"].as_u64().expect("level_index")))
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("level_started", 0),
+            ("level_finished", 0),
+            ("level_started", 1),
+            ("level_finished", 1)
+        ],
+        "{kinds:?}"
+    );
+    // level_finished carries the level file's object, exactly.
+    let summary = read_json(&run_dir.join("summary.json"));
+    for e in events.iter().filter(|e| e["event"] == "level_finished") {
+        let file = e["file"].as_str().expect("a saved level names its file");
+        assert_eq!(e["level"], read_json(&run_dir.join(file)), "{file}");
+    }
+    // The run's identity, without credentials, and the diagnoses of the summary.
+    let started = &events[0];
+    assert_eq!(started["run"], summary["run"]);
+    assert_eq!(started["result_dir"], run_dir.display().to_string());
+    let told: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "diagnosis")
+        .collect();
+    let diagnoses = summary["diagnoses"].as_array().expect("diagnoses");
+    assert_eq!(told.len(), diagnoses.len());
+    for (e, d) in told.iter().zip(diagnoses) {
+        assert_eq!((&e["id"], &e["message"]), (&d["id"], &d["message"]));
+    }
+    let finished = events.last().expect("events");
+    assert_eq!(finished["exit_code"], 0);
+    assert_eq!(finished["capacity"], summary["capacity"]);
+    assert_eq!(finished["knee"], summary["knee"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_run_that_cannot_start_its_exporters_sends_no_load() {
+    let sim = Sim::with(paced(2.0, 0.0));
+    let dir = scratch("interop", "taken");
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port();
+    let mut args = sweep_args(&sim, &dir.join("run"));
+    args.extend(["--metrics-listen".into(), format!("127.0.0.1:{port}")]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "--metrics-listen 127.0.0.1:{port}: cannot listen there"
+        )),
+        "{}",
+        text(&out)
+    );
+    assert!(!dir.join("run").join("sweep-c1.json").exists());
+    let mut args = sweep_args(&sim, &dir.join("run2"));
+    args.extend(["--events".into(), "/nonexistent-dir/ev.jsonl".into()]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--events: cannot write /nonexistent-dir/ev.jsonl"),
+        "{}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A port nobody listens on now (bound, read, released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// GET over plain HTTP/1.0: (status, body), None when nothing answers.
+fn http_get(addr: SocketAddr, path_and_query: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn require_tool(name: &str) {
+    let found = Command::new(name)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "{name} is not installed: this test runs the real one \
+         (apt-get install prometheus, or run .ci/run which installs it)"
+    );
+}
+
+/// A Prometheus server of our own on loopback, its data in a temp folder;
+/// killed on drop whatever happened.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, scrape: SocketAddr) -> Prometheus {
+        require_tool("prometheus");
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 100ms\n  scrape_timeout: 90ms\n\
+                 scrape_configs:\n  - job_name: tokbench\n    static_configs:\n      - targets: ['{scrape}']\n"
+            ),
+        )
+        .expect("write the config");
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("prometheus starts");
+        let prometheus = Prometheus { child, addr };
+        prometheus.wait_for("ready", Duration::from_secs(60), || {
+            http_get(addr, "/-/ready").is_some_and(|(s, _)| s == 200)
+        });
+        // Targets reach the scrape loop seconds after start (discovery is
+        // batched): wait for the first attempt on ours, failed as it must be.
+        prometheus.wait_for(
+            "its first scrape of the target",
+            Duration::from_secs(60),
+            || {
+                http_get(addr, "/api/v1/targets")
+                    .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+                    .and_then(|v| {
+                        let target = v["data"]["activeTargets"].get(0)?.clone();
+                        Some(target["health"] != "unknown")
+                    })
+                    .unwrap_or(false)
+            },
+        );
+        prometheus
+    }
+
+    /// Poll until `ready()` holds; panics naming `what` after `limit`.
+    fn wait_for(&self, what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !ready() {
+            assert!(
+                start.elapsed() < limit,
+                "Prometheus: gave up waiting for {what} after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// An instant query's first value, at `time` when given.
+    fn query(&self, promql: &str, time: Option<f64>) -> Option<f64> {
+        let mut path = format!("/api/v1/query?query={}", url_encode(promql));
+        if let Some(t) = time {
+            path.push_str(&format!("&time={t:.3}"));
+        }
+        let (status, body) = http_get(self.addr, &path)?;
+        assert_eq!(status, 200, "{promql}: {body}");
+        let v: Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// The raw samples of a range selector, every series: (time, value).
+    fn samples(&self, selector: &str) -> Vec<Vec<(f64, f64)>> {
+        let path = format!("/api/v1/query?query={}", url_encode(selector));
+        let Some((200, body)) = http_get(self.addr, &path) else {
+            return Vec::new();
+        };
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        v["data"]["result"]
+            .as_array()
+            .map(|series| {
+                series
+                    .iter()
+                    .map(|s| {
+                        s["values"]
+                            .as_array()
+                            .map(|points| {
+                                points
+                                    .iter()
+                                    .filter_map(|p| {
+                                        Some((p[0].as_f64()?, p[1].as_str()?.parse().ok()?))
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_the_run_and_counts_its_output_tokens() {
+    require_tool("promtool");
+    let sim = Sim::with(paced(20.0, 0.0));
+    let dir = scratch("interop", "prometheus");
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let prometheus = Prometheus::start(&dir, listen);
+
+    let run_dir = dir.join("run");
+    let mut args = sweep_args(&sim, &run_dir);
+    args.extend(["--metrics-listen".into(), listen.to_string()]);
+    let child = Command::new(bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tokbench runs");
+
+    // A scrape taken while the run runs, checked by promtool.
+    let start = Instant::now();
+    let scrape = loop {
+        if let Some((200, body)) = http_get(listen, "/metrics") {
+            if body.contains("tokbench_requests_total{") {
+                break body;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no scrape from tokbench"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(scrape.as_bytes())
+        .expect("feed promtool");
+    let checked = promtool.wait_with_output().expect("promtool ends");
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}\n{scrape}",
+        text(&checked)
+    );
+    for name in [
+        "tokbench_requests_in_flight",
+        "tokbench_requests_streaming",
+        "tokbench_requests_waiting",
+        "tokbench_concurrency_target",
+        "tokbench_level_index",
+        "tokbench_output_tokens_total",
+        "tokbench_requests_total",
+        "tokbench_ttft_seconds_bucket",
+        "tokbench_itl_seconds_bucket",
+        "tokbench_e2el_seconds_bucket",
+    ] {
+        assert!(
+            scrape.contains(&format!("\n{name}{{")),
+            "no {name} in\n{scrape}"
+        );
+    }
+    let out = child.wait_with_output().expect("tokbench ends");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let summary = read_json(&run_dir.join("summary.json"));
+    let total: f64 = summary["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .map(|l| l["total_output_tokens"].as_f64().expect("tokens"))
+        .sum();
+    assert!(total > 0.0);
+    // The run's last figures reach Prometheus (tokbench waits for that scrape).
+    let run_id = "run";
+    let counter = format!("tokbench_output_tokens_total{{run_id=\"{run_id}\"}}");
+    // The run is over and its series have gone stale: read the stored
+    // samples. The last scrape carries the final figures (tokbench waited for it).
+    let mut series = Vec::new();
+    prometheus.wait_for(
+        "the final output-token count",
+        Duration::from_secs(30),
+        || {
+            series = prometheus.samples(&format!("{counter}[10m]"));
+            let last: f64 = series.iter().filter_map(|s| s.last()).map(|p| p.1).sum();
+            last == total
+        },
+    );
+    // Every level's series begins at zero (so nothing is extrapolated back).
+    for s in &series {
+        assert_eq!(s.first().map(|p| p.1), Some(0.0), "{series:?}");
+    }
+    // The counter's increase over the run, evaluated at the last scrape.
+    let last = series
+        .iter()
+        .filter_map(|s| s.last())
+        .map(|p| p.0)
+        .fold(f64::MIN, f64::max);
+    let increase = prometheus
+        .query(&format!("sum(increase({counter}[10m]))"), Some(last))
+        .expect("an increase");
+    println!("sum(increase({counter}[10m])) = {increase} (summary.json: {total})");
+    assert!(
+        (increase - total).abs() <= total * 0.01,
+        "increase {increase} vs the run's {total} output tokens"
+    );
+    drop(prometheus);
+    std::fs::remove_dir_all(&dir).ok();
+}
