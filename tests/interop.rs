@@ -444,3 +444,177 @@ fn prometheus_scrapes_the_run_and_counts_its_output_tokens() {
     drop(prometheus);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Metric names in a text exposition: every sample's name, and every
+/// declared family's (a counter with no sample yet, as the error classes
+/// before an error), histograms with their three series.
+fn exposed_names(exposition: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for line in exposition.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let mut parts = declared.split_whitespace();
+            if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
+                if kind == "histogram" {
+                    for suffix in ["_bucket", "_sum", "_count"] {
+                        names.insert(format!("{name}{suffix}"));
+                    }
+                } else {
+                    names.insert(name.to_string());
+                }
+            }
+        } else if !line.starts_with('#') {
+            if let Some(name) = line.split(['{', ' ']).next().filter(|n| !n.is_empty()) {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// The metric names a PromQL expression reads: label matchers, ranges,
+/// strings and `by (...)` lists removed, then every identifier that is not a
+/// function call, a keyword or a number.
+fn promql_metric_names(expr: &str) -> Vec<String> {
+    // Drop {...}, [...] and "..." (label values may hold anything).
+    let mut plain = String::new();
+    let (mut depth, mut quoted) = (0usize, false);
+    for c in expr.chars() {
+        match c {
+            '"' if depth > 0 || quoted => quoted = !quoted,
+            _ if quoted => {}
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            _ => plain.push(c),
+        }
+    }
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut names = Vec::new();
+    let chars: Vec<char> = plain.chars().collect();
+    let mut i = 0;
+    let mut skip_group = false;
+    while i < chars.len() {
+        if !is_ident(chars[i]) {
+            if chars[i] == '(' && skip_group {
+                // `by (le)`: label names, not metrics.
+                while i < chars.len() && chars[i] != ')' {
+                    i += 1;
+                }
+                skip_group = false;
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_ident(chars[i]) {
+            i += 1;
+        }
+        let word: String = chars[start..i].iter().collect();
+        let next = chars[i..].iter().find(|c| !c.is_whitespace());
+        match word.as_str() {
+            "by" | "without" | "on" | "ignoring" | "group_left" | "group_right" => {
+                skip_group = true
+            }
+            "offset" | "bool" | "and" | "or" | "unless" => {}
+            // Aggregations may put `by (...)` before their parenthesis.
+            "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar" | "topk"
+            | "bottomk" | "quantile" | "count_values" => {}
+            _ if word.chars().next().is_some_and(|c| c.is_ascii_digit()) => {}
+            _ if next == Some(&'(') => {}
+            _ => names.push(word),
+        }
+    }
+    names
+}
+
+#[test]
+fn the_grafana_board_reads_only_metrics_tokbench_or_vllm_serve() {
+    // What tokbench serves, from a real exporter; what vLLM serves, from the
+    // simulator's vLLM personality (vLLM's names and help lines).
+    // A worker of its own serves the exporter while this thread asks.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let exporter = rt
+        .block_on(async {
+            tokbench::export::metrics::MetricsExporter::start(
+                "127.0.0.1:0".parse().expect("addr"),
+                vec![("run_id".into(), "x".into())],
+                0,
+            )
+        })
+        .expect("exporter");
+    exporter.expect_levels(0..1);
+    // Error classes appear with the first failure: have one.
+    let mut failed = tokbench::record::RequestRecord::empty(1, 0);
+    failed.outcome = tokbench::record::Outcome::Failed(tokbench::record::ErrorClass::Http(503));
+    exporter.on_event(&tokbench::load::driver::DriverEvent::Record(failed));
+    let (_, tokbench) = http_get(exporter.addr(), "/metrics").expect("tokbench answers");
+    let sim = Sim::with(paced(2.0, 0.0));
+    let (_, vllm) = http_get(sim.addr(), "/metrics").expect("the simulator answers");
+    let mut served = exposed_names(&tokbench);
+    served.extend(exposed_names(&vllm));
+    assert!(
+        served.contains("tokbench_ttft_seconds_bucket"),
+        "{served:?}"
+    );
+    assert!(served.contains("vllm:num_requests_waiting"), "{served:?}");
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/grafana/tokbench-vllm.json");
+    let board = read_json(&path);
+    assert!(board["title"].as_str().is_some() && board["uid"].as_str().is_some());
+    let mut exprs: Vec<String> = Vec::new();
+    for panel in board["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(target["expr"].as_str().expect("a query").to_string());
+        }
+    }
+    // The run picker reads label_values(METRIC, LABEL): its metric counts too.
+    for var in board["templating"]["list"].as_array().expect("templating") {
+        if let Some(q) = var["query"]["query"].as_str() {
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|r| r.split(',').next())
+                .expect("label_values(metric, label)");
+            exprs.push(inner.to_string());
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for expr in &exprs {
+        let names = promql_metric_names(expr);
+        assert!(!names.is_empty(), "no metric in {expr}");
+        for name in names {
+            assert!(
+                served.contains(&name),
+                "{name} (in {expr}) is served by neither tokbench nor vLLM"
+            );
+            seen.insert(name);
+        }
+    }
+    // The board shows tokbench beside the two vLLM gauges the issue names.
+    for name in [
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "tokbench_output_tokens_total",
+        "tokbench_requests_waiting",
+        "tokbench_ttft_seconds_bucket",
+    ] {
+        assert!(seen.contains(name), "the board never reads {name}");
+    }
+}
+
+#[test]
+fn promql_names_are_found_and_labels_are_not() {
+    assert_eq!(
+        promql_metric_names(
+            "histogram_quantile(0.99, sum by (le) (rate(tokbench_ttft_seconds_bucket{run_id=~\"$run_id\"}[$__rate_interval])))"
+        ),
+        ["tokbench_ttft_seconds_bucket"]
+    );
+    assert_eq!(
+        promql_metric_names("sum(vllm:num_requests_waiting) / on (x) group_left foo_total"),
+        ["vllm:num_requests_waiting", "foo_total"]
+    );
+}
