@@ -25,7 +25,7 @@ pub enum Command {
     Sim(Box<SimArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
     Demo(Box<SweepArgs>),
-    /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart or one HTML page.
+    /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
     Report(ReportArgs),
     /// Compare result folders (or summary.json files) side by side.
     Compare(CompareArgs),
@@ -51,6 +51,8 @@ pub enum ReportFormat {
     Json,
     Svg,
     Html,
+    /// llm-d Benchmark Report v0.2.1: a JSON array, one report per level.
+    Br,
 }
 
 #[derive(Args, Debug, Clone)]

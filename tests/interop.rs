@@ -618,3 +618,147 @@ fn promql_names_are_found_and_labels_are_not() {
         ["vllm:num_requests_waiting", "foo_total"]
     );
 }
+
+/// A Python that has the `jsonschema` package, or a panic naming it.
+fn python_with_jsonschema() -> &'static str {
+    for python in ["python3", "/usr/bin/python3"] {
+        let ok = Command::new(python)
+            .args(["-c", "import jsonschema"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return python;
+        }
+    }
+    panic!(
+        "python3 with the jsonschema package is not installed: this test validates against \
+         llm-d's JSON Schema with it (apt-get install python3-jsonschema, or run .ci/run which installs it)"
+    );
+}
+
+/// Validate every report of a `--format br` array against the checked-in
+/// schema; the validator's messages on failure.
+fn validate_br(reports: &Path) {
+    let schema =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemas/br_v0_2_1_json_schema.json");
+    let script = r#"
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+reports = json.load(open(sys.argv[2]))
+assert isinstance(reports, list) and reports, "not a non-empty array"
+validator = jsonschema.Draft202012Validator(schema)
+bad = 0
+for i, report in enumerate(reports):
+    for error in validator.iter_errors(report):
+        bad += 1
+        print(f"report {i}: {'/'.join(map(str, error.absolute_path))}: {error.message}")
+print(f"{len(reports)} reports, {bad} errors")
+sys.exit(1 if bad else 0)
+"#;
+    let out = Command::new(python_with_jsonschema())
+        .args(["-c", script])
+        .arg(&schema)
+        .arg(reports)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "schema validation: {}", text(&out));
+}
+
+#[test]
+fn benchmark_reports_validate_against_the_llm_d_schema() {
+    let sim = Sim::with(paced(2.0, 0.0));
+    let dir = scratch("interop", "br");
+    let run_dir = dir.join("run");
+    let mut args = sweep_args(&sim, &run_dir);
+    // The probe on (the simulator's vLLM gauges), lengths drawn, a GPU named.
+    args.retain(|a| a != "--no-probe");
+    args.extend(
+        [
+            "--random-range-ratio",
+            "0.25",
+            "--label",
+            "gpu=test-gpu",
+            "--probe-interval",
+            "0.1",
+        ]
+        .map(String::from),
+    );
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let br = dir.join("br.json");
+    let out = run(&[
+        "report".into(),
+        run_dir.display().to_string(),
+        "--format".into(),
+        "br".into(),
+        "-o".into(),
+        br.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    validate_br(&br);
+
+    // What was mapped: one report per level, the level's own figures.
+    let reports = read_json(&br);
+    let summary = read_json(&run_dir.join("summary.json"));
+    let levels = summary["levels"].as_array().expect("levels");
+    let reports = reports.as_array().expect("an array");
+    assert_eq!(reports.len(), levels.len());
+    for (report, level) in reports.iter().zip(levels) {
+        assert_eq!(report["version"], "0.2.1");
+        assert_eq!(
+            report["run"]["eid"], reports[0]["run"]["eid"],
+            "one experiment"
+        );
+        let load = &report["scenario"]["load"]["standardized"];
+        assert_eq!(load["stage"], level["level_index"]);
+        assert_eq!(load["concurrency"], level["max_concurrency"]);
+        assert_eq!(load["tool"], "tokbench");
+        assert_eq!(load["input_seq_len"]["distribution"], "uniform");
+        assert_eq!(load["input_seq_len"]["min"], 12);
+        let engine = &report["scenario"]["stack"][0]["standardized"];
+        assert_eq!(engine["tool"], summary["run"]["engine"]);
+        assert_eq!(engine["model"]["name"], summary["run"]["model"]);
+        assert_eq!(engine["accelerator"]["model"], "test-gpu");
+        let aggregate = &report["results"]["request_performance"]["aggregate"];
+        let ttft = &aggregate["latency"]["time_to_first_token"];
+        assert_eq!(ttft["units"], "s");
+        let close = |a: &Value, b: f64| (a.as_f64().expect("a number") - b).abs() < 1e-9;
+        assert!(close(
+            &ttft["mean"],
+            level["mean_ttft_ms"].as_f64().expect("ms") / 1000.0
+        ));
+        assert!(close(
+            &ttft["p99"],
+            level["p99_ttft_ms"].as_f64().expect("ms") / 1000.0
+        ));
+        assert!(close(
+            &aggregate["throughput"]["output_token_rate"]["mean"],
+            level["output_throughput"].as_f64().expect("tok/s")
+        ));
+        assert_eq!(aggregate["requests"]["total"], level["completed"]);
+        let kv =
+            &report["results"]["observability"]["components"][0]["aggregate"]["kv_cache_usage"];
+        assert_eq!(kv["units"], "percent", "{report}");
+    }
+    // ... and older summaries (as `view` reads them) still make valid reports.
+    for fixture in ["a", "b"] {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/view")
+            .join(fixture);
+        let to = dir.join(format!("fixture-{fixture}.json"));
+        let out = run(&[
+            "report".into(),
+            from.display().to_string(),
+            "--format".into(),
+            "br".into(),
+            "-o".into(),
+            to.display().to_string(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        validate_br(&to);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
