@@ -762,3 +762,85 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_live_view_feeds_the_same_events_and_metrics() {
+    let sim = Sim::with(paced(3.0, 0.0));
+    let dir = scratch("interop", "tui");
+    let run_dir = dir.join("run");
+    let events = dir.join("events.jsonl");
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let command = format!(
+        "sh -c 'exec env TERM=xterm {bin} sweep --base-url {url} --concurrency 1,2 \
+         --prompts-per-stream 4 --warmup 1 --random-input-len 16 --random-output-len 32 \
+         --no-probe --seed 9 --result-dir {run} --events {events} --metrics-listen {listen}'; \
+         echo TOKBENCH_EXIT=$?; sleep 60",
+        bin = bin(),
+        url = sim.url(),
+        run = run_dir.display(),
+        events = events.display(),
+    );
+    let tmux = support::Tmux::start("interop-tui", 120, 40, &command);
+    tmux.wait_for("the live view", Duration::from_secs(20), |s| {
+        s.contains("output tok/s")
+    });
+    // The view's run is scraped like a headless one.
+    let start = Instant::now();
+    loop {
+        if let Some((200, body)) = http_get(listen, "/metrics") {
+            if body.contains("tokbench_requests_total{") {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no scrape from the live view"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Both levels done (the plan's end leaves the view up), then q.
+    let start = Instant::now();
+    while std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .matches("\"level_finished\"")
+        .count()
+        < 2
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the levels did not finish:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
+    assert!(
+        tmux.screen().contains("TOKBENCH_EXIT=0"),
+        "{}",
+        tmux.screen()
+    );
+
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .expect("events file")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    let finished: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "level_finished")
+        .collect();
+    assert_eq!(finished.len(), 2, "{kinds:?}");
+    for e in finished {
+        let file = e["file"].as_str().expect("a file");
+        assert_eq!(e["level"], read_json(&run_dir.join(file)), "{file}");
+    }
+    assert_eq!(lines.last().map(|e| &e["exit_code"]), Some(&Value::from(0)));
+    drop(tmux);
+    std::fs::remove_dir_all(&dir).ok();
+}
