@@ -186,6 +186,31 @@ fn http_get(addr: SocketAddr, path_and_query: &str) -> Option<(u16, String)> {
     Some((status, body.to_string()))
 }
 
+/// A scrape of `listen` once it shows requests, taken while `child` runs;
+/// panics with the child's output if it ends first.
+fn scrape_while_running(child: &mut Child, listen: SocketAddr) -> String {
+    let start = Instant::now();
+    loop {
+        if let Some((200, body)) = http_get(listen, "/metrics") {
+            if body.contains("tokbench_requests_total{") {
+                return body;
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut stderr);
+            }
+            panic!("tokbench ended ({status}) before a scrape:\n{stderr}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no scrape from tokbench"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn url_encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
@@ -339,7 +364,7 @@ fn prometheus_scrapes_the_run_and_counts_its_output_tokens() {
     let run_dir = dir.join("run");
     let mut args = sweep_args(&sim, &run_dir);
     args.extend(["--metrics-listen".into(), listen.to_string()]);
-    let child = Command::new(bin())
+    let mut child = Command::new(bin())
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -348,19 +373,7 @@ fn prometheus_scrapes_the_run_and_counts_its_output_tokens() {
         .expect("tokbench runs");
 
     // A scrape taken while the run runs, checked by promtool.
-    let start = Instant::now();
-    let scrape = loop {
-        if let Some((200, body)) = http_get(listen, "/metrics") {
-            if body.contains("tokbench_requests_total{") {
-                break body;
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no scrape from tokbench"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let scrape = scrape_while_running(&mut child, listen);
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -842,5 +855,68 @@ fn the_live_view_feeds_the_same_events_and_metrics() {
     }
     assert_eq!(lines.last().map(|e| &e["exit_code"]), Some(&Value::from(0)));
     drop(tmux);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn no_key_or_url_credential_reaches_the_events_or_the_metrics() {
+    const KEY: &str = "SECRET-interop-5b1e9c";
+    const USER: &str = "tokuser-interop";
+    const PASS: &str = "pass-interop-Zq81";
+    // The key is sent (and could be echoed) though this simulator does not
+    // ask for it: with both a key required and user:pass@ in the URL, the
+    // preflight fails first (a 401; see the report of this branch).
+    let sim = Sim::with(paced(20.0, 0.0));
+    let dir = scratch("interop", "secrets");
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut args = sweep_args(&sim, &dir.join("run"));
+    let url = args
+        .iter()
+        .position(|a| a == "--base-url")
+        .expect("--base-url")
+        + 1;
+    args[url] = format!("http://{USER}:{PASS}@{}", sim.addr());
+    args.extend(
+        [
+            "--api-key",
+            KEY,
+            "--events",
+            "-",
+            "--metrics-listen",
+            &listen.to_string(),
+        ]
+        .map(String::from),
+    );
+    let mut child = Command::new(bin())
+        .args(&args)
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tokbench runs");
+    let scrape = scrape_while_running(&mut child, listen);
+    let out = child.wait_with_output().expect("tokbench ends");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = String::from_utf8_lossy(&out.stdout);
+    assert!(events.contains("\"run_finished\""), "{events}");
+    for needle in [KEY, USER, PASS] {
+        assert!(
+            !events.contains(needle),
+            "the events hold {needle}:\n{events}"
+        );
+        assert!(
+            !scrape.contains(needle),
+            "the scrape holds {needle}:\n{scrape}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains(needle),
+            "stderr holds {needle}"
+        );
+    }
+    assert!(
+        scrape.contains(&format!("target=\"http://{}\"", sim.addr())),
+        "the target label is the URL without credentials:\n{scrape}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
