@@ -920,3 +920,66 @@ fn no_key_or_url_credential_reaches_the_events_or_the_metrics() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_signal_still_ends_the_events_with_the_partial_level_and_exit_130() {
+    let sim = Sim::with(paced(3.0, 0.0));
+    let dir = scratch("interop", "sigterm");
+    let run_dir = dir.join("run");
+    let events = dir.join("events.jsonl");
+    let mut args = sweep_args(&sim, &run_dir);
+    // One long level: the signal lands in the middle of it.
+    let at = args
+        .iter()
+        .position(|a| a == "--concurrency")
+        .expect("flag")
+        + 1;
+    args[at] = "2".into();
+    args.extend(["--num-prompts", "100000", "--events"].map(String::from));
+    args.push(events.display().to_string());
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tokbench runs");
+    // Wait for the level to have answers (a partial file needs some).
+    let start = Instant::now();
+    while !std::fs::read_to_string(run_dir.join("requests.jsonl"))
+        .unwrap_or_default()
+        .contains("\"error\":null")
+    {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("tokbench ended early ({status})");
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no answers");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = child.wait().expect("tokbench ends");
+    assert_eq!(status.code(), Some(130));
+
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .expect("events file")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let last = lines.last().expect("events");
+    assert_eq!(last["event"], "run_finished", "{lines:?}");
+    assert_eq!(last["exit_code"], 130);
+    let finished: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "level_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{lines:?}");
+    assert_eq!(finished[0]["partial"], true);
+    let file = finished[0]["file"].as_str().expect("a file");
+    assert_eq!(file, "sweep-c2-partial.json");
+    assert_eq!(finished[0]["level"], read_json(&run_dir.join(file)));
+    std::fs::remove_dir_all(&dir).ok();
+}
