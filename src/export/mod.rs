@@ -309,3 +309,114 @@ fn fields(v: Value) -> Map<String, Value> {
         _ => Map::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::load::driver::{LevelInfo, Mode};
+    use crate::probe::client::LagMonitor;
+    use crate::record::RequestRecord;
+    use crate::report::recorder::RunInfo;
+
+    fn run_info() -> RunInfo {
+        RunInfo {
+            target: "http://h:8000".into(),
+            engine: "vllm".into(),
+            engine_version: None,
+            model: "m".into(),
+            backend: "openai-chat".into(),
+            profile: "custom".into(),
+            input_len: 8,
+            output_len: 4,
+            ignore_eos: true,
+            extra_body: None,
+            labels: BTreeMap::new(),
+            seed: 1,
+            started_at: "2026-12-01T10:00:00Z".into(),
+            date: "20261201-100000".into(),
+            percentiles: vec![50.0, 99.0],
+            prefix_len: 0,
+            decision: crate::run::DecisionConfig::default(),
+            warmup_requests: 0,
+            connect_probe_ms: None,
+            http_client: "lean-http1",
+            traffic: Default::default(),
+            burstiness: 1.0,
+            kind: "sweep".into(),
+            turns: 1,
+        }
+    }
+
+    /// A level the driver never announced finished (the recorder closes it
+    /// as partial at its finish) is still told, before `run_finished`, and
+    /// `run_finished` is told once whatever follows.
+    #[test]
+    fn levels_the_recorder_closes_at_its_finish_are_told_before_the_end() {
+        let dir = std::env::temp_dir().join(format!("tokbench-exports-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let events_path = dir.join("events.jsonl");
+        let mut recorder =
+            Recorder::create(&dir, run_info(), LagMonitor::default()).expect("recorder");
+        let mut exports = Exports {
+            events: Some(EventLog::create(&EventsTo::File(events_path.clone())).expect("log")),
+            ..Exports::none()
+        };
+        let started = DriverEvent::LevelStarted(LevelInfo {
+            index: 0,
+            concurrency: 2,
+            mode: Mode::Planned,
+            num_prompts: Some(10),
+            plan_index: Some(0),
+            started_at: Duration::ZERO,
+            rate: None,
+            timeline: None,
+            series: 0,
+        });
+        let mut record = RequestRecord::empty(1, 0);
+        record.output_tokens = 4;
+        record.ttft = Some(Duration::from_millis(5));
+        record.e2el = Some(Duration::from_millis(20));
+        record.end = Duration::from_millis(20);
+        for event in [started, DriverEvent::Record(record)] {
+            let finished = recorder
+                .on_event(&event)
+                .expect("event")
+                .map(|l| l.info.index);
+            exports
+                .on_event(&event, finished, &recorder)
+                .expect("export");
+        }
+        recorder.finish().expect("finish");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(exports.finish(&recorder, 130, None, true))
+            .expect("exports finish");
+        exports.failed("late", 1);
+
+        let text = std::fs::read_to_string(&events_path).expect("events");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        let kinds: Vec<&str> = lines.iter().filter_map(|e| e["event"].as_str()).collect();
+        let at = |k: &str| kinds.iter().position(|x| *x == k);
+        assert!(at("level_started") < at("level_finished"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+        assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+        let finished = &lines[at("level_finished").expect("told")];
+        assert_eq!(finished["partial"], true);
+        assert_eq!(finished["file"], "sweep-c2-partial.json");
+        let file: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("sweep-c2-partial.json")).expect("level file"),
+        )
+        .expect("json");
+        assert_eq!(finished["level"], file);
+        assert_eq!(lines.last().map(|e| &e["exit_code"]), Some(&json!(130)));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
