@@ -25,7 +25,7 @@ pub enum Command {
     Sim(Box<SimArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
     Demo(Box<SweepArgs>),
-    /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart or one HTML page.
+    /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
     Report(ReportArgs),
     /// Compare result folders (or summary.json files) side by side.
     Compare(CompareArgs),
@@ -69,6 +69,8 @@ pub enum ReportFormat {
     Json,
     Svg,
     Html,
+    /// llm-d Benchmark Report v0.2.1: a JSON array, one report per level.
+    Br,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -260,6 +262,14 @@ pub struct SweepArgs {
     /// Plain progress and tables instead of the live view (automatic when stdout is not a terminal).
     #[arg(long)]
     pub no_tui: bool,
+
+    /// Serve live figures in the Prometheus text format at http://ADDR/metrics while the run runs, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+
+    /// Write one JSON object per line for scripts (run_started, level_finished, ...) to FILE; `-` for stdout (the plain output then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<String>,
 
     /// Repeat every level this many times back to back; the spread between rounds is checked.
     #[arg(long, value_name = "N", default_value_t = 1)]

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("tokbench: {}", one_line(&e));
+            eprintln!("tokbench: {}", run::one_line(&e));
             ExitCode::from(EXIT_FAILED as u8)
         }
     }

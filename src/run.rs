@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use crate::analysis::decide::CapacitySlo;
 use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::cli::{Backend, HttpClient, SweepArgs};
+use crate::export::Exports;
 use crate::load::driver::{
     self, Command, DriverConfig, DriverEvent, LevelPlan, Replay, SearchPlan,
 };
@@ -87,6 +88,10 @@ pub struct SweepPlan {
     pub steady_rse: f64,
     /// Headless output even on a terminal.
     pub no_tui: bool,
+    /// `--metrics-listen`: where the live Prometheus figures are served.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `--events`: where the JSON lines go.
+    pub events: Option<crate::export::events::EventsTo>,
     /// The target is the built-in simulator (demo): the view says so.
     pub simulated: bool,
     /// SLOs, prices and rounds: what turns levels into a decision.
@@ -352,7 +357,18 @@ impl SweepPlan {
                     args.steady_rse
                 )
             },
-            no_tui: args.no_tui,
+            // `--events -` takes stdout: no live view then.
+            no_tui: args.no_tui || args.events.as_deref() == Some("-"),
+            metrics_listen: match args.metrics_listen.as_deref() {
+                None => None,
+                Some(raw) => Some(raw.trim().parse().map_err(|_| {
+                    eyre!("--metrics-listen {raw}: give an address and a port, e.g. 127.0.0.1:9464 (0.0.0.0:9464 for every interface)")
+                })?),
+            },
+            events: match args.events.as_deref() {
+                Some("") => bail!("--events needs a file name, or - for stdout"),
+                raw => raw.map(crate::export::events::EventsTo::parse),
+            },
             simulated: false,
             decision,
             probe_interval: if args.no_probe {
@@ -594,6 +610,9 @@ pub struct Prepared {
     pub calibration: Calibration,
     /// `--resume`: the levels kept from the run continued.
     pub prior: Option<PriorRun>,
+    /// Warnings printed while preparing (open-file limit, --insecure), for
+    /// the events too.
+    pub warnings: Vec<String>,
 }
 
 /// Look at the server and settle model and identity. Errors here mean the
@@ -606,10 +625,14 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     };
     // A full disk or a read-only folder is found before anything is sent.
     probe_writable(&result_dir)?;
-    if let Some(warning) = raise_open_file_limit(plan.max_concurrency()) {
+    let open_files = raise_open_file_limit(plan.max_concurrency());
+    if let Some(warning) = &open_files {
         eprintln!("tokbench: {warning}");
     }
-    let prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
+    let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
+    if let Ok(prepared) = &mut prepared {
+        prepared.warnings.extend(open_files);
+    }
     if prepared.is_err() {
         // Nothing was measured: leave no empty folder behind.
         let _ = std::fs::remove_dir(&result_dir);
@@ -724,8 +747,12 @@ async fn prepare_target(
     } else {
         builder.http1_only()
     };
+    let mut warnings = Vec::new();
     if plan.insecure {
-        eprintln!("tokbench: WARNING --insecure: TLS certificates are NOT checked; the API key could reach an impostor");
+        let warning =
+            "--insecure: TLS certificates are NOT checked; the API key could reach an impostor";
+        eprintln!("tokbench: WARNING {warning}");
+        warnings.push(warning.to_string());
     }
     let client = builder.build().wrap_err("cannot build the HTTP client")?;
     // The connect probe opens a fresh connection per sample, under the same trust.
@@ -798,6 +825,7 @@ async fn prepare_target(
         result_dir,
         calibration,
         prior,
+        warnings,
     })
 }
 
@@ -1045,8 +1073,31 @@ pub async fn interrupted() {
 }
 
 /// The headless face: progress on stderr, a block per level and the final
-/// table on stdout. Returns the exit code.
+/// table on stdout (on stderr when `--events -` takes stdout). Returns the
+/// exit code.
 pub async fn run_headless(prepared: Prepared) -> Result<i32> {
+    let mut exports = Exports::open(&prepared)?;
+    let result = headless(prepared, &mut exports).await;
+    if let Err(e) = &result {
+        exports.failed(&one_line(e), EXIT_FAILED);
+    }
+    result
+}
+
+/// An error and its causes on one line, as main prints it.
+pub fn one_line(e: &color_eyre::eyre::Report) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
+    let mut out: Box<dyn Write> = if exports.events_on_stdout() {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
     let lag = LagMonitor::start();
     let mut recorder = Recorder::open(
         &prepared.result_dir,
@@ -1054,8 +1105,10 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
         lag,
         prepared.prior.clone(),
     )?;
+    exports.run_started(&prepared, &recorder)?;
     let run_start = Instant::now();
     let mut driver = start_driver(&prepared, run_start, false);
+    exports.attach(&driver);
     let mut server_samples = start_probe(&prepared, run_start);
     let progress = Progress::new(prepared.plan.levels.len());
     eprintln!(
@@ -1069,6 +1122,9 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
         text::shape_line(&prepared.run),
         recorder.dir().display()
     );
+    if let Some(addr) = exports.metrics_addr() {
+        eprintln!("tokbench: live metrics at http://{addr}/metrics");
+    }
 
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -1081,10 +1137,15 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
             event = driver.events.recv() => {
                 let Some(event) = event else { break };
                 state.observe(&event);
-                if let Some(level) = recorder.on_event(&event)?.filter(|l| l.file.is_some()) {
+                let finished = recorder.on_event(&event)?.map(|l| l.info.index);
+                exports.on_event(&event, finished, &recorder)?;
+                if let Some(level) = finished
+                    .and_then(|i| recorder.finished().iter().rev().find(|l| l.info.index == i))
+                    .filter(|l| l.file.is_some())
+                {
                     progress.clear();
-                    print!("{}", text::level_block(level, &prepared.run));
-                    let _ = std::io::stdout().flush();
+                    let _ = write!(out, "{}", text::level_block(level, &prepared.run));
+                    let _ = out.flush();
                 }
                 match event {
                     DriverEvent::Finished { error, .. } => {
@@ -1118,33 +1179,46 @@ pub async fn run_headless(prepared: Prepared) -> Result<i32> {
     recorder.finish()?;
     if let Some(error) = run_error {
         eprintln!("tokbench: {error}");
+        exports
+            .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
+            .await?;
         return Ok(EXIT_FAILED);
     }
-    println!();
-    print_results(&recorder);
-    Ok(if was_interrupted {
+    let _ = writeln!(out);
+    print_results(&recorder, &mut out);
+    let code = if was_interrupted {
         EXIT_INTERRUPTED
     } else {
         EXIT_OK
-    })
+    };
+    exports
+        .finish(&recorder, code, None, was_interrupted)
+        .await?;
+    Ok(code)
 }
 
 /// The closing lines every face prints after the run: the sweep table, the
 /// capacity, the knee, the cost verdict, the notes and the result folder.
-pub fn print_results(recorder: &Recorder) {
-    print!("{}", text::sweep_table(recorder.finished(), recorder.run()));
+/// A closed stdout is not the run's failure: the files hold the same.
+pub fn print_results(recorder: &Recorder, out: &mut dyn Write) {
+    let _ = write!(
+        out,
+        "{}",
+        text::sweep_table(recorder.finished(), recorder.run())
+    );
     let decision = recorder.decision();
-    println!("{}", decision.capacity_line());
+    let _ = writeln!(out, "{}", decision.capacity_line());
     if let Some(knee) = &decision.knee {
-        println!("knee: {}", knee.reason);
+        let _ = writeln!(out, "knee: {}", knee.reason);
     }
     if let Some(cost) = recorder.cost(&decision) {
-        println!("cost: {}", cost.verdict);
+        let _ = writeln!(out, "cost: {}", cost.verdict);
     }
     for diagnosis in recorder.diagnoses_for(&decision) {
-        println!("note: {}", diagnosis.message);
+        let _ = writeln!(out, "note: {}", diagnosis.message);
     }
-    println!("results: {}", recorder.dir().display());
+    let _ = writeln!(out, "results: {}", recorder.dir().display());
+    let _ = out.flush();
 }
 
 /// What the progress line shows, folded from driver events.

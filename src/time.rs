@@ -42,6 +42,40 @@ pub fn compact(t: SystemTime) -> String {
     format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
 }
 
+/// `2026-11-29T19:14:00Z` (what [`iso8601`] writes) back to a time; None
+/// for anything else. Days from civil, Howard Hinnant's inverse.
+pub fn parse_iso8601(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        return None;
+    }
+    let field = |from: usize, to: usize| -> Option<i64> {
+        let text = s.get(from..to)?;
+        text.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| text.parse().ok())?
+    };
+    let (y, m, d) = (field(0, 4)?, field(5, 7)?, field(8, 10)?);
+    let (h, mi, sec) = (field(11, 13)?, field(14, 16)?, field(17, 19)?);
+    if b[13] != b':' || b[16] != b':' || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
+    u64::try_from(secs)
+        .ok()
+        .map(|secs| UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +91,21 @@ mod tests {
         // 2026-11-29 19:14:00 = 1795979640 s (20 421 days * 86400 + 69240).
         let t = UNIX_EPOCH + Duration::from_secs(1_795_979_640);
         assert_eq!(iso8601(t), "2026-11-29T19:14:00Z");
+    }
+
+    #[test]
+    fn parsing_inverts_formatting() {
+        for secs in [0u64, 951_827_696, 1_795_979_640, 4_107_542_399] {
+            let t = UNIX_EPOCH + Duration::from_secs(secs);
+            assert_eq!(parse_iso8601(&iso8601(t)), Some(t), "{}", iso8601(t));
+        }
+        for bad in [
+            "",
+            "2026-11-29 19:14:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T19:14:00",
+        ] {
+            assert_eq!(parse_iso8601(bad), None, "{bad}");
+        }
     }
 }

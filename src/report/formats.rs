@@ -1,4 +1,4 @@
-//! `tokbench report DIR [--format md|csv|json|svg|html] [-o FILE]`
+//! `tokbench report DIR [--format md|csv|json|svg|html|br] [-o FILE]`
 //! (DESIGN.md section 5), and the reports a run leaves in its folder.
 //!
 //! Every format is a pure function of the run's `summary.json`
@@ -51,6 +51,7 @@ pub fn render(run: &SavedRun, format: ReportFormat) -> String {
         }
         ReportFormat::Svg => super::svg::render_svg(run),
         ReportFormat::Html => super::html::render_html(run),
+        ReportFormat::Br => super::br::render_br(run),
     }
 }
 

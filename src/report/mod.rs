@@ -1,6 +1,7 @@
 //! Result files and printed output (DESIGN.md section 6).
 
 pub mod atomic;
+pub mod br;
 pub mod csv;
 pub mod formats;
 pub mod html;

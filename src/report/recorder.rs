@@ -158,6 +158,9 @@ pub struct FinishedLevel {
     pub server: GaugeSummary,
     /// The level file, when the level had anything to save.
     pub file: Option<PathBuf>,
+    /// What that file holds, for the consumers that repeat it (`--events`'
+    /// `level_finished`): the same object, never a rebuilt copy.
+    pub saved: Option<Value>,
     /// Input and output tokens of its completed requests (the `traffic` key).
     pub achieved: AchievedLengths,
     /// Open loop: how late requests went out against their schedule.
@@ -570,6 +573,7 @@ impl Recorder {
             server_timings: server_medians(&open.records),
             server: open.server,
             file: None,
+            saved: None,
             achieved: achieved_lengths(&open.records),
             lateness,
             turns: by_turn(&open.records),
@@ -584,6 +588,7 @@ impl Recorder {
             write_atomic(&path, &pretty(&body))
                 .wrap_err_with(|| format!("cannot write {}", path.display()))?;
             level.file = Some(path);
+            level.saved = Some(body);
         }
         self.finished.push(level);
         self.flush_requests()?;

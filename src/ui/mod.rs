@@ -36,6 +36,7 @@ use crossterm::event::{Event, EventStream};
 use futures_util::StreamExt;
 use tokio::time::MissedTickBehavior;
 
+use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent, DriverHandle};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::report::recorder::Recorder;
@@ -81,6 +82,8 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         lag,
         prepared.prior.clone(),
     )?;
+    // Bound and created before any load, like the result folder.
+    let mut exports = Exports::open(&prepared)?;
     let palette = Palette::new(ColorMode::from_env());
     let mut app = App::new(RunView::from_prepared(&prepared), palette);
     app.settle = prepared.plan.settle;
@@ -93,8 +96,13 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     }
     app.series = first_series;
     let series = SeriesWatch::start(&prepared, first_series, &mut recorder, &mut app);
+    if let Err(e) = exports.run_started(&prepared, &recorder) {
+        exports.failed(&run::one_line(&e), EXIT_FAILED);
+        return Err(e);
+    }
     let run_start = Instant::now();
     let mut driver = run::start_driver(&prepared, run_start, true);
+    exports.attach(&driver);
     let server_samples = run::start_probe(&prepared, run_start);
     let probing = prepared.plan.probe_interval.is_some();
     panic_on_purpose_if_asked();
@@ -106,6 +114,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         server_samples,
         probing,
         &mut recorder,
+        &mut exports,
         prepared.plan.fps,
         run_start,
         series,
@@ -118,7 +127,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         // The view failed (terminal gone, disk full): stop the load too, and
         // take what the driver still sends so the open level keeps its records.
         let _ = driver.commands.send(Command::Stop);
-        drain_driver(&mut driver, &mut recorder).await;
+        drain_driver(&mut driver, &mut recorder, &mut exports).await;
     }
     // Close the books before the terminal is given back: levels still open
     // are saved as partial.
@@ -134,27 +143,44 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    if let Err(e) = &finished {
+        exports.failed(&run::one_line(e), EXIT_FAILED);
+    }
     if terminal_lost {
         finished?;
         eprintln!(
             "tokbench: the terminal went away (SSH session dropped?); saved what was measured in {}",
             recorder.dir().display()
         );
+        exports
+            .finish(&recorder, EXIT_INTERRUPTED, None, true)
+            .await?;
         return Ok(EXIT_INTERRUPTED);
     }
-    let ending = ending?;
+    let ending = match ending {
+        Ok(ending) => ending,
+        Err(e) => {
+            exports.failed(&run::one_line(&e), EXIT_FAILED);
+            return Err(e);
+        }
+    };
     finished?;
 
     if let Ending::Failed(error) = &ending {
         eprintln!("tokbench: {error}");
+        exports
+            .finish(&recorder, EXIT_FAILED, Some(error), false)
+            .await?;
         return Ok(EXIT_FAILED);
     }
     // The same closing lines as the headless face.
-    run::print_results(&recorder);
-    Ok(match ending {
-        Ending::Signal => EXIT_INTERRUPTED,
-        _ => EXIT_OK,
-    })
+    run::print_results(&recorder, &mut std::io::stdout());
+    let (code, signalled) = match ending {
+        Ending::Signal => (EXIT_INTERRUPTED, true),
+        _ => (EXIT_OK, false),
+    };
+    exports.finish(&recorder, code, None, signalled).await?;
+    Ok(code)
 }
 
 /// `TOKBENCH_TEST_PANIC=S`: a task panics S seconds into the view, so a
@@ -179,13 +205,18 @@ const DRAW_FAILED: &str = "cannot draw on the terminal";
 
 /// After the view failed: feed the recorder what the stopped driver still
 /// sends, until its last word or the stop grace.
-async fn drain_driver(driver: &mut DriverHandle, recorder: &mut Recorder) {
+async fn drain_driver(driver: &mut DriverHandle, recorder: &mut Recorder, exports: &mut Exports) {
     // Well inside the 2 s a hung-up session has to save and leave.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
     while let Ok(Some(event)) = tokio::time::timeout_at(deadline, driver.events.recv()).await {
         let last = matches!(event, DriverEvent::Finished { .. });
         // A recorder error here is reported by finish() just after.
-        let _ = recorder.on_event(&event);
+        let finished = recorder
+            .on_event(&event)
+            .ok()
+            .flatten()
+            .map(|l| l.info.index);
+        let _ = exports.on_event(&event, finished, recorder);
         if last {
             break;
         }
@@ -387,9 +418,18 @@ impl CpuMeter {
 
 /// One driver event into the state and the recorder, which gets every
 /// event exactly as the headless runner feeds it.
-fn absorb(app: &mut App, recorder: &mut Recorder, event: &DriverEvent) -> Result<()> {
+fn absorb(
+    app: &mut App,
+    recorder: &mut Recorder,
+    exports: &mut Exports,
+    event: &DriverEvent,
+) -> Result<()> {
     app.on_driver_event(event);
-    if let Some(level) = recorder.on_event(event)? {
+    let finished = recorder.on_event(event)?.map(|l| l.info.index);
+    exports.on_event(event, finished, recorder)?;
+    if let Some(level) =
+        finished.and_then(|i| recorder.finished().iter().rev().find(|l| l.info.index == i))
+    {
         app.on_level_saved(level);
         // A handful of levels: cheap, and only when one finishes.
         let decision = recorder.decision();
@@ -429,6 +469,7 @@ async fn event_loop(
     mut server_samples: tokio::sync::mpsc::UnboundedReceiver<crate::probe::live::ServerSample>,
     probing: bool,
     recorder: &mut Recorder,
+    exports: &mut Exports,
     fps: u32,
     run_start: Instant,
     mut series: SeriesWatch,
@@ -478,12 +519,12 @@ async fn event_loop(
         tokio::select! {
             event = driver.events.recv(), if driver_open => match event {
                 Some(event) => {
-                    absorb(app, recorder, &event)?;
+                    absorb(app, recorder, exports, &event)?;
                     // Take everything already queued: at 1000 records a
                     // second this is one state update per frame, not 1000.
                     for _ in 0..MAX_BATCH {
                         match driver.events.try_recv() {
-                            Ok(event) => absorb(app, recorder, &event)?,
+                            Ok(event) => absorb(app, recorder, exports, &event)?,
                             Err(_) => break,
                         }
                     }

@@ -1,0 +1,422 @@
+//! What a run tells the tools around it while it runs: live Prometheus
+//! figures (`--metrics-listen`, [`metrics`]) and a JSON line per event for
+//! scripts (`--events`, [`events`]).
+//!
+//! Both faces (headless, live view) feed [`Exports`] exactly where they feed
+//! the recorder, with the same driver events, so what a script or a
+//! Prometheus sees does not depend on the face.
+
+pub mod events;
+pub mod metrics;
+
+use std::collections::BTreeSet;
+
+use color_eyre::eyre::Result;
+use serde_json::{json, Map, Value};
+
+use crate::load::driver::{DriverEvent, DriverHandle};
+use crate::report::recorder::{FinishedLevel, Recorder};
+use crate::run::Prepared;
+
+use events::{EventLog, EventsTo};
+use metrics::MetricsExporter;
+
+/// The run's exporters; each one absent unless its flag was given.
+pub struct Exports {
+    metrics: Option<MetricsExporter>,
+    events: Option<EventLog>,
+    /// Level indexes whose `level_finished` went out.
+    finished: BTreeSet<usize>,
+    /// A resumed run's levels go on from the kept ones (as in the files).
+    level_offset: usize,
+    /// `run_finished` went out: nothing follows it.
+    done: bool,
+}
+
+/// `run_id`: the result folder's name, unique per run (folders never clash).
+pub fn run_id(prepared: &Prepared) -> String {
+    prepared
+        .result_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map_or_else(|| prepared.run.date.clone(), str::to_string)
+}
+
+impl Exports {
+    /// No exporter: what tests and `view` use.
+    pub fn none() -> Exports {
+        Exports {
+            metrics: None,
+            events: None,
+            finished: BTreeSet::new(),
+            level_offset: 0,
+            done: false,
+        }
+    }
+
+    /// Bind the metrics listener and create the events file: both fail here,
+    /// in one line, before any load is sent.
+    pub fn open(prepared: &Prepared) -> Result<Exports> {
+        let plan = &prepared.plan;
+        let level_offset = prepared.prior.as_ref().map_or(0, |p| p.next_level_index);
+        let metrics = match plan.metrics_listen {
+            Some(addr) => Some(MetricsExporter::start(
+                addr,
+                vec![
+                    // The display target: credentials were removed from it.
+                    ("target".into(), plan.display_target.clone()),
+                    ("model".into(), prepared.model.clone()),
+                    ("run_id".into(), run_id(prepared)),
+                ],
+                level_offset,
+            )?),
+            None => None,
+        };
+        let events = match &plan.events {
+            Some(to) => Some(EventLog::create(to)?),
+            None => None,
+        };
+        Ok(Exports {
+            metrics,
+            events,
+            level_offset,
+            ..Exports::none()
+        })
+    }
+
+    /// `--events -`: stdout carries the events, so the plain output goes to stderr.
+    pub fn events_on_stdout(&self) -> bool {
+        self.events
+            .as_ref()
+            .is_some_and(|e| *e.to() == EventsTo::Stdout)
+    }
+
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(MetricsExporter::addr)
+    }
+
+    /// The run is about to send load: `run_started`, and warnings found
+    /// while preparing it.
+    pub fn run_started(&mut self, prepared: &Prepared, recorder: &Recorder) -> Result<()> {
+        if let Some(metrics) = &self.metrics {
+            // A planned sweep's levels are known: run order is plan order
+            // unless a search or a hand steers it.
+            if prepared.plan.search.is_none() {
+                metrics.expect_levels(0..prepared.plan.levels.len());
+            }
+        }
+        let Some(events) = &mut self.events else {
+            return Ok(());
+        };
+        let plan: Vec<Value> = prepared
+            .plan
+            .levels
+            .iter()
+            .map(|l| json!({"concurrency": l.concurrency, "num_prompts": l.num_prompts, "rate": l.rate}))
+            .collect();
+        events.emit(
+            "run_started",
+            fields(json!({
+                "tokbench_version": env!("CARGO_PKG_VERSION"),
+                "run_id": run_id(prepared),
+                "result_dir": recorder.dir().display().to_string(),
+                "metrics_listen": self.metrics.as_ref().map(|m| m.addr().to_string()),
+                "run": recorder.run().to_json(),
+                "plan": plan,
+            })),
+        )?;
+        for warning in &prepared.warnings {
+            events.emit("warning", fields(json!({"message": warning})))?;
+        }
+        Ok(())
+    }
+
+    /// Read the queue gauges from this driver.
+    pub fn attach(&self, driver: &DriverHandle) {
+        if let Some(metrics) = &self.metrics {
+            metrics.attach(driver.in_flight.clone(), driver.streaming.clone());
+        }
+    }
+
+    /// One driver event, after the recorder took it; `finished_level`: the
+    /// index of the level the recorder finished on it, if it did.
+    pub fn on_event(
+        &mut self,
+        event: &DriverEvent,
+        finished_level: Option<usize>,
+        recorder: &Recorder,
+    ) -> Result<()> {
+        if let Some(metrics) = &self.metrics {
+            metrics.on_event(event);
+        }
+        if self.events.is_none() {
+            return Ok(());
+        }
+        match event {
+            DriverEvent::LevelStarted(info) => {
+                let f = fields(json!({
+                    "level_index": info.index + self.level_offset,
+                    "concurrency": info.concurrency,
+                    "mode": info.mode.as_str(),
+                    "num_prompts": info.num_prompts,
+                    "rate": info.rate,
+                    "plan_index": info.plan_index,
+                    "series": info.series,
+                    "started_at_s": (info.started_at.as_secs_f64() * 1000.0).round() / 1000.0,
+                }));
+                self.emit("level_started", f)?;
+            }
+            DriverEvent::LevelFinished { .. } => {
+                let Some(index) = finished_level.filter(|i| !self.finished.contains(i)) else {
+                    return Ok(());
+                };
+                if let Some(level) = recorder
+                    .finished()
+                    .iter()
+                    .rev()
+                    .find(|l| l.info.index == index)
+                {
+                    self.level_finished(level)?;
+                }
+            }
+            DriverEvent::WarmupFinished { ok, failed, .. } if *failed > 0 => {
+                self.emit(
+                    "warning",
+                    fields(json!({"message": format!("{failed} of {} warmup requests failed", ok + failed)})),
+                )?;
+            }
+            DriverEvent::ServerGone { since } => {
+                self.emit(
+                    "warning",
+                    fields(json!({
+                        "message": "the server stopped answering: every request fails to connect",
+                        "since_s": (since.as_secs_f64() * 1000.0).round() / 1000.0,
+                    })),
+                )?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A warning a face printed (it goes to scripts too).
+    pub fn warning(&mut self, message: &str) -> Result<()> {
+        self.emit("warning", fields(json!({"message": message})))
+    }
+
+    /// The end: levels the recorder closed at its finish, the run's
+    /// diagnoses, `error` when the run failed, and `run_finished`. Then the
+    /// metrics wait for the scraper's last visit, unless a signal wants the
+    /// process gone.
+    pub async fn finish(
+        &mut self,
+        recorder: &Recorder,
+        exit_code: i32,
+        error: Option<&str>,
+        signalled: bool,
+    ) -> Result<()> {
+        if self.events.is_some() && !self.done {
+            self.done = true;
+            let left: Vec<&FinishedLevel> = recorder
+                .finished()
+                .iter()
+                .filter(|l| !self.finished.contains(&l.info.index))
+                .collect();
+            for level in left {
+                self.level_finished(level)?;
+            }
+            // The run's diagnoses as summary.json has them: told at the end,
+            // since a check that fires on the first level (single_level) may
+            // not hold for the run.
+            for diagnosis in recorder.diagnoses() {
+                let mut f = Map::new();
+                if let Value::Object(d) = diagnosis.to_json() {
+                    f.extend(d);
+                }
+                self.emit("diagnosis", f)?;
+            }
+            if let Some(error) = error {
+                self.emit("error", fields(json!({"message": error})))?;
+            }
+            let decision = recorder.decision();
+            let saved = recorder
+                .finished()
+                .iter()
+                .filter(|l| l.file.is_some())
+                .count();
+            self.emit(
+                "run_finished",
+                fields(json!({
+                    "exit_code": exit_code,
+                    "capacity": decision.capacity_json(),
+                    "knee": decision.knee_json(),
+                    "capacity_reason": decision.capacity_line(),
+                    "levels_saved": saved,
+                    "result_dir": recorder.dir().display().to_string(),
+                })),
+            )?;
+        }
+        if let (Some(metrics), false) = (&self.metrics, signalled) {
+            metrics.wait_for_final_scrape().await;
+        }
+        Ok(())
+    }
+
+    /// An error that ends the run before [`Exports::finish`] can be reached
+    /// (the face's own failure): `error`, then `run_finished` with exit 1.
+    pub fn failed(&mut self, message: &str, exit_code: i32) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        // The run is already failing; an events file that cannot be written
+        // either adds nothing to the error the user will see.
+        let _ = self.emit("error", fields(json!({"message": message})));
+        let _ = self.emit(
+            "run_finished",
+            fields(json!({"exit_code": exit_code, "capacity": null, "knee": null})),
+        );
+    }
+
+    fn level_finished(&mut self, level: &FinishedLevel) -> Result<()> {
+        self.finished.insert(level.info.index);
+        let file = level
+            .file
+            .as_ref()
+            .and_then(|f| f.file_name())
+            .and_then(|n| n.to_str());
+        let f = fields(json!({
+            "level_index": level.info.index + self.level_offset,
+            "concurrency": level.info.concurrency,
+            "partial": level.partial,
+            "file": file,
+            // The level file's own object; null when the level had nothing to save.
+            "level": level.saved,
+        }));
+        self.emit("level_finished", f)
+    }
+
+    fn emit(&mut self, kind: &str, fields: Map<String, Value>) -> Result<()> {
+        match &mut self.events {
+            Some(events) => events.emit(kind, fields),
+            None => Ok(()),
+        }
+    }
+}
+
+fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::load::driver::{LevelInfo, Mode};
+    use crate::probe::client::LagMonitor;
+    use crate::record::RequestRecord;
+    use crate::report::recorder::RunInfo;
+
+    fn run_info() -> RunInfo {
+        RunInfo {
+            target: "http://h:8000".into(),
+            engine: "vllm".into(),
+            engine_version: None,
+            model: "m".into(),
+            backend: "openai-chat".into(),
+            profile: "custom".into(),
+            input_len: 8,
+            output_len: 4,
+            ignore_eos: true,
+            extra_body: None,
+            labels: BTreeMap::new(),
+            seed: 1,
+            started_at: "2026-12-01T10:00:00Z".into(),
+            date: "20261201-100000".into(),
+            percentiles: vec![50.0, 99.0],
+            prefix_len: 0,
+            decision: crate::run::DecisionConfig::default(),
+            warmup_requests: 0,
+            connect_probe_ms: None,
+            http_client: "lean-http1",
+            traffic: Default::default(),
+            burstiness: 1.0,
+            kind: "sweep".into(),
+            turns: 1,
+        }
+    }
+
+    /// A level the driver never announced finished (the recorder closes it
+    /// as partial at its finish) is still told, before `run_finished`, and
+    /// `run_finished` is told once whatever follows.
+    #[test]
+    fn levels_the_recorder_closes_at_its_finish_are_told_before_the_end() {
+        let dir = std::env::temp_dir().join(format!("tokbench-exports-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let events_path = dir.join("events.jsonl");
+        let mut recorder =
+            Recorder::create(&dir, run_info(), LagMonitor::default()).expect("recorder");
+        let mut exports = Exports {
+            events: Some(EventLog::create(&EventsTo::File(events_path.clone())).expect("log")),
+            ..Exports::none()
+        };
+        let started = DriverEvent::LevelStarted(LevelInfo {
+            index: 0,
+            concurrency: 2,
+            mode: Mode::Planned,
+            num_prompts: Some(10),
+            plan_index: Some(0),
+            started_at: Duration::ZERO,
+            rate: None,
+            timeline: None,
+            series: 0,
+        });
+        let mut record = RequestRecord::empty(1, 0);
+        record.output_tokens = 4;
+        record.ttft = Some(Duration::from_millis(5));
+        record.e2el = Some(Duration::from_millis(20));
+        record.end = Duration::from_millis(20);
+        for event in [started, DriverEvent::Record(record)] {
+            let finished = recorder
+                .on_event(&event)
+                .expect("event")
+                .map(|l| l.info.index);
+            exports
+                .on_event(&event, finished, &recorder)
+                .expect("export");
+        }
+        recorder.finish().expect("finish");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(exports.finish(&recorder, 130, None, true))
+            .expect("exports finish");
+        exports.failed("late", 1);
+
+        let text = std::fs::read_to_string(&events_path).expect("events");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        let kinds: Vec<&str> = lines.iter().filter_map(|e| e["event"].as_str()).collect();
+        let at = |k: &str| kinds.iter().position(|x| *x == k);
+        assert!(at("level_started") < at("level_finished"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+        assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+        let finished = &lines[at("level_finished").expect("told")];
+        assert_eq!(finished["partial"], true);
+        assert_eq!(finished["file"], "sweep-c2-partial.json");
+        let file: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("sweep-c2-partial.json")).expect("level file"),
+        )
+        .expect("json");
+        assert_eq!(finished["level"], file);
+        assert_eq!(lines.last().map(|e| &e["exit_code"]), Some(&json!(130)));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
