@@ -123,6 +123,8 @@ pub struct DecisionConfig {
     pub api_price_per_m: Option<f64>,
     pub utilization: Option<f64>,
     pub rounds: u32,
+    /// `--gpus`: recorded with the run, for throughput per GPU in its charts.
+    pub gpus: Option<u32>,
 }
 
 impl SweepPlan {
@@ -538,6 +540,7 @@ fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
         api_price_per_m: positive("--api-price-per-m", args.api_price_per_m)?,
         utilization,
         rounds: args.rounds,
+        gpus: args.gpus,
     })
 }
 

@@ -3,6 +3,7 @@
 pub mod atomic;
 pub mod csv;
 pub mod formats;
+pub mod frontier;
 pub mod html;
 pub mod markdown;
 pub mod recorder;
