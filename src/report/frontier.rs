@@ -660,8 +660,26 @@ fn vertex_labels(
         svg,
         r##"<g id="frontier-labels" font-family="{FONT}" font-size="11" stroke="#ffffff" stroke-width="3" paint-order="stroke">"##
     );
-    for (series, c, u, t) in spots {
+    // Two series through the same spot at the same streams (as when a
+    // setting only matters at higher load): one label, in ink, says it for
+    // both.
+    let near = |c: u32, (x, y): (f64, f64), (c2, u2, t2): (u32, f64, f64)| {
+        let (x2, y2) = a.px(u2, t2);
+        c == c2 && (x2 - x).hypot(y2 - y) < 4.0
+    };
+    let mut labelled: Vec<(u32, f64, f64)> = Vec::new();
+    for &(series, c, u, t) in &spots {
         let (x, y) = a.px(u, t);
+        if labelled.iter().any(|&v| near(c, (x, y), v)) {
+            continue;
+        }
+        labelled.push((c, u, t));
+        let shared = spots
+            .iter()
+            .filter(|&&(_, c2, u2, t2)| near(c, (x, y), (c2, u2, t2)))
+            .count()
+            > 1;
+        let color = if shared { INK } else { series_color(series) };
         let text = c.to_string();
         // Clear of the capacity's ring where it has one.
         let ringed = f
@@ -683,8 +701,7 @@ fn vertex_labels(
         placed.push(b);
         let _ = writeln!(
             svg,
-            r#"<text class="point-label" x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{}">{text}</text>"#,
-            series_color(series)
+            r#"<text class="point-label" x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{color}">{text}</text>"#
         );
     }
     svg.push_str("</g>\n");
@@ -973,6 +990,30 @@ mod tests {
         assert_eq!(f.curves[1].capacity, None);
         let f4 = frontier_of(&r, Some(4));
         assert_eq!(f4.curves[0].vertices[1], (4, 85.0, 85.0));
+    }
+
+    #[test]
+    fn a_spot_two_series_share_is_labelled_once_in_ink() {
+        // Both series alike at 1 stream, apart at 16.
+        let mut second = level(16, 1600.0);
+        second["series"] = json!(1);
+        let mut first_of_second = level(1, 90.0);
+        first_of_second["series"] = json!(1);
+        let r = run(json!({"levels": [level(1, 90.0), level(16, 1000.0),
+                                      first_of_second, second]}));
+        let svg = render_frontier_svg(&r);
+        let labels: Vec<&str> = svg
+            .split(r#"class="point-label""#)
+            .skip(1)
+            .filter_map(|rest| rest.split("</text>").next())
+            .collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        assert!(
+            labels[0].ends_with(&format!(r#"fill="{INK}">1"#)),
+            "{labels:?}"
+        );
+        assert!(labels[1].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[0])));
+        assert!(labels[2].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[1])));
     }
 
     #[test]
