@@ -64,6 +64,8 @@ pub struct RunView {
     pub started_at: Option<String>,
     /// The traffic shape's name (`--profile`, or `dataset FILE`), when known.
     pub profile: Option<String>,
+    /// `--gpus`: the frontier gives its throughput per GPU.
+    pub gpus: Option<u32>,
 }
 
 /// `k=v` pairs of a JSON object, one space apart; `None` when empty.
@@ -98,6 +100,7 @@ impl RunView {
                 Some(d) => format!("dataset {}", d.name),
                 None => format!("profile {}", p.plan.traffic.profile),
             }),
+            gpus: p.plan.decision.gpus,
         }
         .sanitized()
     }
@@ -1536,6 +1539,7 @@ pub(crate) mod tests {
             result_dir: "results/20261129-191400".into(),
             started_at: None,
             profile: None,
+            gpus: None,
         }
     }
 

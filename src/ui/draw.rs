@@ -1247,9 +1247,13 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
     let points = chart_points(app);
     let room = area.width.saturating_sub(4);
+    let unit = match app.run.gpus {
+        Some(n) if n > 0 => format!("output tok/s per GPU ({n})"),
+        _ => "output tok/s".into(),
+    };
     let title = fit(
         vec![
-            Part::text(0, "output tok/s", p.title),
+            Part::text(0, unit, p.title),
             Part::text(1, "vs tok/s per user", p.title),
             Part::text(2, "(v: vs streams)", p.dim),
         ],
@@ -1268,6 +1272,7 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
     FrontierChart {
         points: &points,
         palette: p,
+        gpus: app.run.gpus,
         front: if app.other().is_some() {
             shown_series(app)
         } else {

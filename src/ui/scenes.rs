@@ -273,6 +273,7 @@ pub fn article_run(simulated: bool) -> RunView {
         result_dir: "results/20261129-191400".into(),
         started_at: None,
         profile: None,
+        gpus: None,
     }
 }
 
@@ -408,6 +409,10 @@ impl Screen {
         }
         if matches!(self, Screen::Frontier | Screen::FrontierFinished) {
             s.app.frontier = true;
+        }
+        if self == Screen::FrontierFinished {
+            // `--gpus 8`: the frontier's throughput per GPU.
+            s.app.run.gpus = Some(8);
         }
         s.app
     }

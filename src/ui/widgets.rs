@@ -705,6 +705,8 @@ pub struct FrontierChart<'a> {
     pub palette: &'a Palette,
     /// The series drawn on top.
     pub front: u8,
+    /// `--gpus`: the throughput axis divides by it (per user does not).
+    pub gpus: Option<u32>,
 }
 
 impl Widget for FrontierChart<'_> {
@@ -713,7 +715,12 @@ impl Widget for FrontierChart<'_> {
             return;
         }
         let p = self.palette;
-        let xys: Vec<(f64, f64)> = self.points.iter().map(frontier_xy).collect();
+        let per_gpu = f64::from(self.gpus.filter(|g| *g > 0).unwrap_or(1));
+        let xy = |pt: &ChartPoint| {
+            let (u, t) = frontier_xy(pt);
+            (u, t / per_gpu)
+        };
+        let xys: Vec<(f64, f64)> = self.points.iter().map(xy).collect();
         let y_top = nice_ceil(xys.iter().map(|v| v.1).fold(0.0, f64::max) * 1.05);
         let x_top = nice_ceil(xys.iter().map(|v| v.0).fold(0.0, f64::max) * 1.05);
         let gh = area.height - 2;
@@ -798,7 +805,7 @@ impl Widget for FrontierChart<'_> {
             let line: Vec<(f64, f64)> = on_curve
                 .iter()
                 .map(|pt| {
-                    let (u, t) = frontier_xy(pt);
+                    let (u, t) = xy(pt);
                     (u / x_top, t / y_top)
                 })
                 .collect();
@@ -833,7 +840,7 @@ impl Widget for FrontierChart<'_> {
         let cells: Vec<(u16, u16)> = ordered
             .iter()
             .map(|pt| {
-                let (c, r) = frontier_cell(frontier_xy(pt), tops, gw, gh);
+                let (c, r) = frontier_cell(xy(pt), tops, gw, gh);
                 (gx + c, gy + r)
             })
             .collect();
@@ -1004,6 +1011,7 @@ mod tests {
             points: &points,
             palette: &palette,
             front: 0,
+            gpus: None,
         }
         .render(area, &mut buf);
         let rows: Vec<String> = (0..12)
@@ -1036,6 +1044,35 @@ mod tests {
         // The x axis: 0, half and the top, and its name.
         assert!(rows[11].contains("0 tok/s per user"), "{text}");
         assert!(rows[11].trim_end().ends_with("100"), "{text}");
+        // Per GPU: the throughput axis divided, per user not. Tops
+        // nice_ceil(1500 / 4 * 1.05) = 500 and 100: the label `500` makes
+        // the graph start at column 4, 45 wide.
+        let mut quarter = Buffer::empty(area);
+        FrontierChart {
+            points: &points,
+            palette: &palette,
+            front: 0,
+            gpus: Some(4),
+        }
+        .render(area, &mut quarter);
+        let rows: Vec<String> = (0..12)
+            .map(|y| {
+                (0..50)
+                    .map(|x| quarter[(x, y)].symbol().to_string())
+                    .collect()
+            })
+            .collect();
+        let text = rows.join("\n");
+        assert!(rows[0].starts_with("500┤"), "{text}");
+        for (glyph, xy) in [
+            ('●', (90.0, 22.5)),
+            ('●', (64.0, 256.0)),
+            ('◉', (46.875, 375.0)),
+        ] {
+            let (c, r) = frontier_cell(xy, (100.0, 500.0), 45, 10);
+            let row: Vec<char> = rows[usize::from(r)].chars().collect();
+            assert_eq!(row[usize::from(c) + 4], glyph, "{xy:?}\n{text}");
+        }
     }
 
     #[test]
