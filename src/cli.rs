@@ -84,6 +84,10 @@ pub struct ReportArgs {
     /// Write here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
+
+    /// GPUs serving the target: svg and html also give throughput per GPU (overrides the run's own `--gpus`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -294,6 +298,10 @@ pub struct SweepArgs {
     /// GPU price per hour, for the cost of a million output tokens at capacity.
     #[arg(long, value_name = "USD")]
     pub gpu_price_per_hour: Option<f64>,
+
+    /// GPUs serving the target: recorded with the run; its charts also give throughput per GPU.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
 
     /// API price per million output tokens to compare against.
     #[arg(long, value_name = "USD")]

@@ -546,6 +546,7 @@ fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
         api_price_per_m: positive("--api-price-per-m", args.api_price_per_m)?,
         utilization,
         rounds: args.rounds,
+        gpus: args.gpus,
     })
 }
 

@@ -358,9 +358,30 @@ fn svg_chart_is_well_formed_with_both_series_axes_and_markers() {
     let root = &elements[0];
     assert_eq!(root.name, "svg");
     assert_eq!(root.attr("xmlns"), Some("http://www.w3.org/2000/svg"));
+    // Two 800x450 charts stacked in one file: throughput by concurrency on
+    // top, the interactivity-throughput frontier under it.
     assert_eq!(root.attr("width"), Some("800"));
-    assert_eq!(root.attr("height"), Some("450"));
+    assert_eq!(root.attr("height"), Some("900"));
+    let chart = |id: &str| {
+        elements
+            .iter()
+            .find(|e| e.attr("id") == Some(id))
+            .unwrap_or_else(|| panic!("no #{id}"))
+    };
+    for (id, y) in [("chart-throughput", "0"), ("chart-frontier", "450")] {
+        let c = chart(id);
+        assert_eq!(c.name, "svg", "{id}");
+        assert_eq!(
+            (c.attr("y"), c.attr("width"), c.attr("height")),
+            (Some(y), Some("800"), Some("450")),
+            "{id}"
+        );
+    }
     let ids: Vec<&str> = elements.iter().filter_map(|e| e.attr("id")).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "ids are unique: {ids:?}");
     for id in [
         "series-throughput",
         "series-p99-ttft",
@@ -394,12 +415,115 @@ fn svg_chart_is_well_formed_with_both_series_axes_and_markers() {
             "no x tick {c}"
         );
     }
+    for id in [
+        "series-throughput",
+        "series-p99-ttft",
+        "axis-x",
+        "knee",
+        "capacity",
+    ] {
+        let e = chart(id);
+        assert!(e.inside("chart-throughput"), "#{id} is the first chart's");
+    }
     assert!(svg.contains("tok/s"), "left axis names its unit");
     assert!(svg.contains("p99 TTFT (ms)"), "right axis names its unit");
     assert!(
         svg.contains("in 64 / out 16"),
         "the title carries the shape"
     );
+}
+
+#[test]
+fn svg_draws_the_frontier_with_a_point_per_level_and_the_capacity() {
+    let runs = runs();
+    let svg = report(&runs.a, "svg");
+    let elements = parse_xml(&svg).unwrap_or_else(|e| panic!("not well-formed XML: {e}\n{svg}"));
+    let s = summary(&runs.a);
+    let levels = s["levels"].as_array().expect("levels");
+    let points: Vec<&str> = elements
+        .iter()
+        .filter(|e| e.inside("frontier-points") && e.has_class("point"))
+        .filter_map(|e| e.attr("data-concurrency"))
+        .collect();
+    let want: Vec<String> = levels
+        .iter()
+        .map(|l| l["max_concurrency"].to_string())
+        .collect();
+    assert_eq!(points, want, "one point per level, in run order");
+    assert!(
+        elements
+            .iter()
+            .any(|e| e.inside("frontier-curve-0") && e.name == "path"),
+        "the series' curve"
+    );
+    // The capacity (16 streams here) ringed and said with its per-user speed.
+    let cap = s["capacity"]["concurrency"].as_u64().expect("a capacity");
+    assert!(elements
+        .iter()
+        .any(|e| e.attr("id") == Some("frontier-capacity-0")));
+    assert!(
+        svg.contains(&format!("capacity: {cap} streams, ")) && svg.contains(" per user"),
+        "{svg}"
+    );
+    assert!(svg.contains("total output tok/s"));
+    assert!(svg.contains("output tok/s per user"));
+    // --gpus: the throughput axis per GPU, the figures divided.
+    let out = tokbench(&[
+        "report",
+        &runs.a.display().to_string(),
+        "--format",
+        "svg",
+        "--gpus",
+        "4",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let per_gpu = stdout(&out);
+    assert!(per_gpu.contains("output tok/s per GPU (total / 4 GPUs)"));
+    // The ring sits on the level at the capacity's concurrency.
+    let t = levels
+        .iter()
+        .find(|l| l["max_concurrency"].as_u64() == Some(cap))
+        .and_then(|l| l["output_throughput"].as_f64())
+        .expect("the capacity's level");
+    let want = format!("capacity: {cap} streams, {:.0} tok/s per GPU", t / 4.0);
+    let want_grouped = want.replace(
+        &format!("{:.0}", t / 4.0),
+        &group_thousands((t / 4.0).round() as u64),
+    );
+    assert!(
+        per_gpu.contains(&want_grouped),
+        "{want_grouped} not in {per_gpu}"
+    );
+    // The HTML has both charts, the frontier under its own heading, and a
+    // per-GPU column with --gpus.
+    let html = report(&runs.a, "html");
+    assert!(html.contains("<h2>Interactivity against throughput</h2>"));
+    assert_eq!(html.matches("<svg xmlns=").count(), 2, "two figures");
+    let out = tokbench(&[
+        "report",
+        &runs.a.display().to_string(),
+        "--format",
+        "html",
+        "--gpus",
+        "4",
+    ]);
+    assert!(stdout(&out).contains("<th>output tok/s per GPU (4)</th>"));
+    // Zero GPUs is refused by the parser, not divided by.
+    let out = tokbench(&["report", &runs.a.display().to_string(), "--gpus", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+/// `1,234`.
+fn group_thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[test]

@@ -383,6 +383,15 @@ fn view_shows_a_saved_run_and_quits_on_q() {
     tmux.wait_for("help closed", Duration::from_secs(2), |s| {
         !s.contains("what the figures mean")
     });
+    // `v`: the chart panel turns to the frontier, and back.
+    tmux.keys("v");
+    tmux.wait_for("the frontier", Duration::from_secs(2), |s| {
+        s.contains("output tok/s vs tok/s per user") && s.contains("tok/s per user")
+    });
+    tmux.keys("v");
+    tmux.wait_for("the streams chart", Duration::from_secs(2), |s| {
+        s.contains("output tok/s vs streams")
+    });
     tmux.keys("q");
     tmux.wait_for("exit", Duration::from_secs(3), |s| {
         s.contains("TOKBENCH_EXIT=")

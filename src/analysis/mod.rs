@@ -58,4 +58,6 @@ pub struct DecisionConfig {
     pub api_price_per_m: Option<f64>,
     pub utilization: Option<f64>,
     pub rounds: u32,
+    /// `--gpus`: recorded with the run, for throughput per GPU in its charts.
+    pub gpus: Option<u32>,
 }

@@ -21,7 +21,10 @@ pub const REPORT_MD: &str = "report.md";
 pub const CHART_SVG: &str = "chart.svg";
 
 pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
-    let run = SavedRun::load(&args.dir)?;
+    let mut run = SavedRun::load(&args.dir)?;
+    if args.gpus.is_some() {
+        run.gpus = args.gpus;
+    }
     let text = render(&run, args.format);
     match &args.output {
         Some(path) => write_atomic(path, text.as_bytes())

@@ -5,8 +5,9 @@
 use std::fmt::Write;
 
 use super::formats::{fixed1, level_marks};
+use super::frontier::render_frontier_svg;
 use super::saved::SavedRun;
-use super::svg::{esc, render_svg};
+use super::svg::{esc, render_throughput_svg};
 
 const STYLE: &str = "\
 body{margin:0;background:#f9fafb;color:#1f2937;font:15px/1.5 system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif}
@@ -49,29 +50,38 @@ pub fn render_html(run: &SavedRun) -> String {
     let _ = writeln!(h, "<style>\n{STYLE}</style>\n</head>\n<body>\n<main>");
     let _ = writeln!(h, "<h1>{}</h1>", esc(&title));
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", meta(run));
-    let _ = writeln!(h, "<figure>\n{}</figure>", render_svg(run));
+    let _ = writeln!(h, "<figure>\n{}</figure>", render_throughput_svg(run));
+    // The frontier: what each user gets against what the server gives.
+    let _ = writeln!(
+        h,
+        "<h2>Interactivity against throughput</h2>\n<figure>\n{}</figure>",
+        render_frontier_svg(run)
+    );
 
     let _ = writeln!(
         h,
         "<h2>Sweep</h2>\n<div class=\"scroll\">\n<table>\n<thead><tr>"
     );
+    let gpus = run.gpus.filter(|g| *g > 0);
+    let per_gpu_head = gpus.map(|n| format!("output tok/s per GPU ({n})"));
     for head in [
         "streams",
         "per-stream tok/s",
         "stream decode tok/s",
         "total output tok/s",
-        "TTFT p50 ms",
-        "TTFT p99 ms",
-        "TPOT p50 ms",
-        "failed",
-    ] {
-        let _ = write!(h, "<th>{head}</th>");
+    ]
+    .into_iter()
+    .chain(per_gpu_head.as_deref())
+    .chain(["TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "failed"])
+    {
+        let _ = write!(h, "<th>{}</th>", esc(head));
     }
     let _ = writeln!(h, "<th class=\"note\">note</th></tr></thead>\n<tbody>");
     if run.levels.is_empty() {
         let _ = writeln!(
             h,
-            "<tr><td colspan=\"9\" class=\"note\">no finished level</td></tr>"
+            "<tr><td colspan=\"{}\" class=\"note\">no finished level</td></tr>",
+            9 + usize::from(gpus.is_some())
         );
     }
     for level in &run.levels {
@@ -81,18 +91,23 @@ pub fn render_html(run: &SavedRun) -> String {
         } else {
             ""
         };
-        let cells = [
+        let mut cells = vec![
             level
                 .concurrency
                 .map_or_else(|| "-".into(), |c| c.to_string()),
             fixed1(level.per_stream_tok_s),
             fixed1(level.stream_decode_tok_s),
             fixed1(level.output_throughput),
+        ];
+        if let Some(n) = gpus {
+            cells.push(fixed1(level.output_throughput.map(|t| t / f64::from(n))));
+        }
+        cells.extend([
             fixed1(level.ttft_p50_ms),
             fixed1(level.ttft_p99_ms),
             fixed1(level.tpot_p50_ms),
             level.failed.map_or_else(|| "-".into(), |f| f.to_string()),
-        ];
+        ]);
         let _ = write!(h, "<tr{class}>");
         for c in cells {
             let _ = write!(h, "<td>{}</td>", esc(&c));

@@ -4,6 +4,7 @@ pub mod atomic;
 pub mod br;
 pub mod csv;
 pub mod formats;
+pub mod frontier;
 pub mod html;
 pub mod markdown;
 pub mod recorder;

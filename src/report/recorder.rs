@@ -113,6 +113,7 @@ impl RunInfo {
             "warmup_requests": self.warmup_requests,
             "prefix_len": self.prefix_len,
             "rounds": self.decision.rounds,
+            "gpus": self.decision.gpus,
             "connect_probe_ms": self.connect_probe_ms.map(round3),
             "http_client": self.http_client,
             "kind": self.kind,

@@ -198,6 +198,9 @@ pub struct SavedRun {
     pub capacity_reason: Option<String>,
     pub cost: Option<SavedCost>,
     pub diagnoses: Vec<SavedDiagnosis>,
+    /// GPUs serving the target (`run.gpus`, from `sweep --gpus`; `report
+    /// --gpus` sets it): throughput is also given per GPU.
+    pub gpus: Option<u32>,
 }
 
 impl SavedRun {
@@ -395,6 +398,7 @@ impl SavedRun {
             capacity_reason: string(&raw, "capacity_reason"),
             cost,
             diagnoses,
+            gpus: uint32(&run, "gpus").filter(|g| *g > 0),
             raw,
         })
     }

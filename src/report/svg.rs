@@ -22,31 +22,75 @@ const BOTTOM: f64 = 58.0;
 const TOP_ONE_ROW: f64 = 96.0;
 const LEGEND_ROW: f64 = 20.0;
 
-const FONT: &str = "Helvetica, Arial, sans-serif";
-const INK: &str = "#1f2937";
-const MUTED: &str = "#6b7280";
-const GRID: &str = "#e5e7eb";
-const AXIS: &str = "#9ca3af";
-const THROUGHPUT: &str = "#2563eb";
+pub(super) const FONT: &str = "Helvetica, Arial, sans-serif";
+pub(super) const INK: &str = "#1f2937";
+pub(super) const MUTED: &str = "#6b7280";
+pub(super) const GRID: &str = "#e5e7eb";
+pub(super) const AXIS: &str = "#9ca3af";
+pub(super) const THROUGHPUT: &str = "#2563eb";
 const TTFT: &str = "#ea580c";
 const SLO: &str = "#dc2626";
 const KNEE: &str = "#7c3aed";
-const CAPACITY: &str = "#16a34a";
+pub(super) const CAPACITY: &str = "#16a34a";
 
-/// The chart of one run.
+/// `report --format svg` and a run's `chart.svg`: the throughput chart
+/// above the interactivity-throughput frontier, one 800x900 file. Each
+/// chart is a nested `<svg>` of its own 800x450 canvas (ids
+/// `chart-throughput`, `chart-frontier`), so either can be lifted out whole
+/// and the first keeps every id and coordinate it had on its own.
 pub fn render_svg(run: &SavedRun) -> String {
+    let mut svg = String::new();
+    let title = format!("{} · {}", run.model_name(), run.shape());
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="{FONT}" role="img" aria-labelledby="report-title">"#,
+        w = WIDTH,
+        h = 2.0 * HEIGHT
+    );
+    let _ = writeln!(
+        svg,
+        r#"<title id="report-title">tokbench: {} (throughput by concurrency; per-user speed against throughput)</title>"#,
+        esc(&title)
+    );
+    svg.push_str(&throughput_chart(run, &nested_tag("chart-throughput", 0.0)));
+    svg.push_str(&super::frontier::frontier_chart(
+        run,
+        &nested_tag("chart-frontier", HEIGHT),
+    ));
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The throughput-by-concurrency chart alone, as a file of its own (the
+/// HTML report puts each chart in a figure of its own).
+pub fn render_throughput_svg(run: &SavedRun) -> String {
+    throughput_chart(run, &root_tag("chart-title"))
+}
+
+/// The opening tag of a standalone 800x450 chart.
+pub(super) fn root_tag(title_id: &str) -> String {
+    format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="{FONT}" role="img" aria-labelledby="{title_id}">"#
+    )
+}
+
+/// The opening tag of an 800x450 chart placed `y` down a larger file.
+fn nested_tag(id: &str, y: f64) -> String {
+    format!(
+        r#"<svg id="{id}" x="0" y="{y}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}">"#
+    )
+}
+
+/// The throughput chart, opened with `open` (a root or a nested `<svg>`).
+fn throughput_chart(run: &SavedRun, open: &str) -> String {
     let data = ChartData::from_run(run);
     let legend = legend_items(&data);
     let rows = legend_rows(&legend);
     let top = TOP_ONE_ROW + LEGEND_ROW * (rows.len().max(1) - 1) as f64;
     let mut svg = String::new();
     let title = format!("{} · {}", run.model_name(), run.shape());
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="{FONT}" role="img" aria-labelledby="chart-title">"#,
-        w = WIDTH,
-        h = HEIGHT
-    );
+    svg.push_str(open);
+    svg.push('\n');
     let _ = writeln!(
         svg,
         r#"<title id="chart-title">tokbench: {} (total output tok/s and p99 TTFT by concurrency)</title>"#,
@@ -723,15 +767,22 @@ struct Spot {
 
 /// Where a line of text lies, from an estimate of its width.
 #[derive(Clone, Copy, Debug)]
-struct TextBox {
-    x0: f64,
-    y0: f64,
-    x1: f64,
-    y1: f64,
+pub(super) struct TextBox {
+    pub(super) x0: f64,
+    pub(super) y0: f64,
+    pub(super) x1: f64,
+    pub(super) y1: f64,
 }
 
 impl TextBox {
-    fn new(x: f64, baseline: f64, anchor: &str, text: &str, size: f64, bold: bool) -> TextBox {
+    pub(super) fn new(
+        x: f64,
+        baseline: f64,
+        anchor: &str,
+        text: &str,
+        size: f64,
+        bold: bool,
+    ) -> TextBox {
         let w = text_width(text, size, bold);
         let x0 = match anchor {
             "end" => x - w,
@@ -745,7 +796,7 @@ impl TextBox {
             y1: baseline + size * 0.22,
         }
     }
-    fn grown(&self, by: f64) -> TextBox {
+    pub(super) fn grown(&self, by: f64) -> TextBox {
         TextBox {
             x0: self.x0 - by,
             y0: self.y0 - by,
@@ -753,17 +804,17 @@ impl TextBox {
             y1: self.y1 + by,
         }
     }
-    fn contains(&self, (x, y): (f64, f64)) -> bool {
+    pub(super) fn contains(&self, (x, y): (f64, f64)) -> bool {
         x >= self.x0 && x <= self.x1 && y >= self.y0 && y <= self.y1
     }
-    fn overlaps(&self, o: &TextBox) -> bool {
+    pub(super) fn overlaps(&self, o: &TextBox) -> bool {
         self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
     }
 }
 
 /// Width of a line of text in a Helvetica-like sans-serif, from rough
 /// per-character widths in em: close enough to place labels and legends.
-fn text_width(text: &str, size: f64, bold: bool) -> f64 {
+pub(super) fn text_width(text: &str, size: f64, bold: bool) -> f64 {
     let em: f64 = text
         .chars()
         .map(|c| match c {
@@ -979,7 +1030,7 @@ fn shared_ticks(max_left: f64, max_right: f64) -> (usize, f64, f64) {
 }
 
 /// The smallest round step (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k) >= raw.
-fn nice(raw: f64) -> f64 {
+pub(super) fn nice(raw: f64) -> f64 {
     if !(raw.is_finite() && raw > 0.0) {
         return 1.0;
     }
@@ -993,7 +1044,7 @@ fn nice(raw: f64) -> f64 {
 }
 
 /// A tick value with as many decimals as the step needs.
-fn tick_label(v: f64, step: f64) -> String {
+pub(super) fn tick_label(v: f64, step: f64) -> String {
     let decimals = (0..=4)
         .find(|&d| {
             let scaled = step * 10f64.powi(d);

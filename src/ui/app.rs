@@ -64,6 +64,8 @@ pub struct RunView {
     pub started_at: Option<String>,
     /// The traffic shape's name (`--profile`, or `dataset FILE`), when known.
     pub profile: Option<String>,
+    /// `--gpus`: the frontier gives its throughput per GPU.
+    pub gpus: Option<u32>,
 }
 
 /// `k=v` pairs of a JSON object, one space apart; `None` when empty.
@@ -98,6 +100,7 @@ impl RunView {
                 Some(d) => format!("dataset {}", d.name),
                 None => format!("profile {}", p.plan.traffic.profile),
             }),
+            gpus: p.plan.decision.gpus,
         }
         .sanitized()
     }
@@ -626,6 +629,9 @@ pub struct App {
     pub server_back: bool,
     /// The `s` prompt, while open.
     pub prompt: Option<LabelPrompt>,
+    /// The chart panel shows the frontier (per-user speed against total
+    /// throughput) instead of throughput against streams: `v` toggles.
+    pub frontier: bool,
     /// Why the last new series was refused.
     pub series_refused: Option<String>,
     status: Option<(String, Duration)>,
@@ -683,6 +689,7 @@ impl App {
             server_gone_since: None,
             server_back: false,
             prompt: None,
+            frontier: false,
             series_refused: None,
             status: None,
             window: LiveWindow::new(DEFAULT_WINDOW_SECS),
@@ -1357,6 +1364,12 @@ impl App {
                 });
                 Some(Action::ProbeForLabel)
             }
+            // A view, not a steer: it touches no pending change and works
+            // in a saved run too (inside the label prompt it is a letter).
+            KeyCode::Char('v') | KeyCode::Char('V') => {
+                self.frontier = !self.frontier;
+                None
+            }
             KeyCode::Char('p') | KeyCode::Char('P') => {
                 if !self.can_steer() {
                     return None;
@@ -1478,6 +1491,7 @@ pub(crate) mod tests {
             result_dir: "results/20261129-191400".into(),
             started_at: None,
             profile: None,
+            gpus: None,
         }
     }
 
@@ -1666,6 +1680,30 @@ pub(crate) mod tests {
             seen,
             [false, false, false, false, false, false, false, true, true]
         );
+    }
+
+    #[test]
+    fn v_toggles_the_frontier_and_leaves_a_pending_change_alone() {
+        let mut app = running_at(8);
+        app.settle = Duration::from_secs(1);
+        assert!(!app.frontier);
+        // A `]` waiting out its settle window ...
+        assert_eq!(send(&mut app, ']'), None);
+        let pending = app.pending;
+        assert!(pending.is_some(), "the step waits to settle");
+        // ... is still there, unchanged, after `v` twice.
+        assert_eq!(send(&mut app, 'v'), None);
+        assert!(app.frontier);
+        assert_eq!(app.pending, pending);
+        assert_eq!(send(&mut app, 'V'), None);
+        assert!(!app.frontier);
+        assert_eq!(app.pending, pending);
+        // Inside the label prompt `v` is a letter of the label.
+        send(&mut app, 's');
+        app.prompt.as_mut().expect("prompt").text.clear();
+        send(&mut app, 'v');
+        assert!(!app.frontier);
+        assert_eq!(app.prompt.as_ref().map(|p| p.text.as_str()), Some("v"));
     }
 
     #[test]

@@ -20,9 +20,9 @@ use super::app::{
 };
 use super::theme::Palette;
 use super::widgets::{
-    clock, compact, dollars, ellipsize, figure, fit, grouped, keep_fitting, percent, times,
-    ChartPoint, Part, PointKind, Spark, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
-    P99_GLYPH_B,
+    self, clock, compact, dollars, ellipsize, figure, fit, grouped, keep_fitting, percent, times,
+    ChartPoint, FrontierChart, Part, PointKind, Spark, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH,
+    P99_GLYPH, P99_GLYPH_B,
 };
 use crate::load::driver::Mode;
 
@@ -1115,12 +1115,7 @@ fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
 
 /// A series' colour on the chart and in the legend.
 pub fn series_style(p: &Palette, series: u8) -> Style {
-    match series % SERIES_STYLES as u8 {
-        0 => p.point_planned,
-        1 => p.point_b,
-        2 => p.point_c,
-        _ => p.point_d,
-    }
+    widgets::series_style(p, series % SERIES_STYLES as u8)
 }
 
 /// The chart series of a run's letter: `A` (and the live run) 0, `B` 1.
@@ -1200,6 +1195,9 @@ fn kind_of(l: &LevelRow) -> PointKind {
 }
 
 fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    if app.frontier {
+        return frontier_panel(app, area, buf);
+    }
     let p = &app.palette;
     let points = chart_points(app);
     let room = area.width.saturating_sub(4);
@@ -1211,7 +1209,7 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         room,
         1,
     );
-    let legend = chart_legend(app, &points, room);
+    let legend = chart_legend(app, &points, room, true);
     let block = Block::bordered()
         .border_type(BorderType::Rounded)
         .border_style(p.border)
@@ -1243,9 +1241,51 @@ fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
     .render(inner, buf);
 }
 
+/// The chart panel toggled by `v`: the same levels as per-user speed
+/// against total throughput, each labelled with its streams.
+fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let points = chart_points(app);
+    let room = area.width.saturating_sub(4);
+    let unit = match app.run.gpus {
+        Some(n) if n > 0 => format!("output tok/s per GPU ({n})"),
+        _ => "output tok/s".into(),
+    };
+    let title = fit(
+        vec![
+            Part::text(0, unit, p.title),
+            Part::text(1, "vs tok/s per user", p.title),
+            Part::text(2, "(v: vs streams)", p.dim),
+        ],
+        room,
+        1,
+    );
+    // Neither p99 TTFT nor the knee is on this chart: no legend entry.
+    let legend = chart_legend(app, &points, room, false);
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(title)))
+        .title_bottom(Line::from(padded(legend)).right_aligned());
+    let inner = block.inner(area);
+    block.render(area, buf);
+    FrontierChart {
+        points: &points,
+        palette: p,
+        gpus: app.run.gpus,
+        front: if app.other().is_some() {
+            shown_series(app)
+        } else {
+            (app.series % SERIES_STYLES) as u8
+        },
+    }
+    .render(inner, buf);
+}
+
 /// The marks in use, in words when they fit, glyphs alone when not; the
-/// p99 series always says its unit and its axis.
-fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
+/// p99 series always says its unit and its axis (`with_p99`: the streams
+/// chart; the frontier has neither it nor the knee).
+fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> Line<'static> {
     let p = &app.palette;
     let two = app.other().is_some();
     let labels: Vec<(usize, String)> = if !two && has_series(&app.levels) {
@@ -1287,7 +1327,8 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
     if points.iter().any(|pt| pt.capacity) {
         marks.push((CAPACITY_GLYPH, "capacity", p.capacity));
     }
-    if app.knee.is_some() {
+    // The knee and p99 TTFT are marks of the streams axis only.
+    if app.knee.is_some() && with_p99 {
         marks.push((KNEE_GLYPH, "knee", p.knee));
     }
     let p99 = if two {
@@ -1302,7 +1343,11 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
     } else {
         Part::text(0, format!("{P99_GLYPH} p99 TTFT ms (right)"), p.p99)
     };
-    let p99_width = p99.spans.iter().map(Span::width).sum::<usize>();
+    let p99_width = if with_p99 {
+        p99.spans.iter().map(Span::width).sum::<usize>()
+    } else {
+        0
+    };
     let worded: usize = marks.iter().map(|(_, w, _)| w.len() + 4).sum::<usize>() + p99_width;
     let mut parts = Vec::new();
     if worded <= usize::from(room) {
@@ -1317,7 +1362,9 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16) -> Line<'static> {
             .collect();
         parts.push(Part::new(1, glyphs));
     }
-    parts.push(p99);
+    if with_p99 {
+        parts.push(p99);
+    }
     fit(parts, room, 2)
 }
 
@@ -1892,12 +1939,17 @@ const KEYS: [(&str, &str); 6] = [
         "q Esc",
         "stop, save all (current level partial), print table",
     ),
-    ("?", "this help; Esc closes it"),
+    // One line with `?`: at 80x24 the help has no row to spare.
+    (
+        "?  v",
+        "this help (Esc closes it); v: chart vs tok/s per user",
+    ),
 ];
 
-const SAVED_KEYS: [(&str, &str); 3] = [
+const SAVED_KEYS: [(&str, &str); 4] = [
     ("q Esc", "quit (nothing is sent: a saved run)"),
     ("Tab", "two runs: the table, marks and result of the other"),
+    ("v", "chart: tok/s vs streams, or vs tok/s per user"),
     ("?", "this help; Esc closes it"),
 ];
 

@@ -273,6 +273,7 @@ pub fn article_run(simulated: bool) -> RunView {
         result_dir: "results/20261129-191400".into(),
         started_at: None,
         profile: None,
+        gpus: None,
     }
 }
 
@@ -286,10 +287,14 @@ pub enum Screen {
     Errors,
     Help,
     Finished,
+    /// Mid-sweep with the chart panel on the frontier (`v`).
+    Frontier,
+    /// The finished sweep on the frontier, its capacity starred.
+    FrontierFinished,
 }
 
 impl Screen {
-    pub const ALL: [Screen; 7] = [
+    pub const ALL: [Screen; 9] = [
         Screen::FirstLevel,
         Screen::MidSweep,
         Screen::Manual,
@@ -297,6 +302,8 @@ impl Screen {
         Screen::Errors,
         Screen::Help,
         Screen::Finished,
+        Screen::Frontier,
+        Screen::FrontierFinished,
     ];
 
     pub fn name(self) -> &'static str {
@@ -308,11 +315,14 @@ impl Screen {
             Screen::Errors => "errors",
             Screen::Help => "help",
             Screen::Finished => "finished",
+            Screen::Frontier => "frontier",
+            Screen::FrontierFinished => "frontier-finished",
         }
     }
 
     pub fn build(self, mode: ColorMode) -> App {
-        let mut s = Scene::new(article_run(self == Screen::Finished), mode);
+        let finished = matches!(self, Screen::Finished | Screen::FrontierFinished);
+        let mut s = Scene::new(article_run(finished), mode);
         s.warmup(4, 1, 3.0);
         match self {
             Screen::FirstLevel => {
@@ -320,7 +330,7 @@ impl Screen {
                 s.play(l, ARTICLE[0], 5, Faults::default());
                 s.settle(s.now + 0.4, 1);
             }
-            Screen::MidSweep | Screen::Paused | Screen::Help => {
+            Screen::MidSweep | Screen::Paused | Screen::Help | Screen::Frontier => {
                 mid_sweep(&mut s, Faults::default());
                 if self == Screen::Paused {
                     s.feed(DriverEvent::Paused(true));
@@ -365,7 +375,7 @@ impl Screen {
                 s.play(m2, shape34, 60, Faults::default());
                 s.settle(s.now + 0.3, 34);
             }
-            Screen::Finished => {
+            Screen::Finished | Screen::FrontierFinished => {
                 for (k, shape) in ARTICLE.iter().enumerate() {
                     let l = s.start(shape.concurrency, Mode::Planned, Some(k));
                     s.play(l, *shape, shape.concurrency * 10, Faults::default());
@@ -396,6 +406,13 @@ impl Screen {
                 });
                 s.settle(s.now + 0.2, 0);
             }
+        }
+        if matches!(self, Screen::Frontier | Screen::FrontierFinished) {
+            s.app.frontier = true;
+        }
+        if self == Screen::FrontierFinished {
+            // `--gpus 8`: the frontier's throughput per GPU.
+            s.app.run.gpus = Some(8);
         }
         s.app
     }

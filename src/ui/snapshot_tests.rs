@@ -170,6 +170,36 @@ fn mid_sweep_shows_the_article_table() {
 }
 
 #[test]
+fn v_turns_the_chart_to_the_frontier() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Frontier, w, h);
+        assert!(t.contains("output tok/s vs tok/s per user"), "{t}");
+        // The same levels, each beside its streams: the running one too.
+        for label in ["●1", "●4", "★16", "◉32"] {
+            assert!(t.contains(label), "{label}\n{t}");
+        }
+        // Nothing of the streams axis: no p99 TTFT series, no log2 ticks.
+        assert!(!t.contains("p99 TTFT ms (right)"), "{t}");
+        assert!(
+            t.lines()
+                .filter(|l| !l.contains("503 ×"))
+                .all(|l| !l.contains('×')),
+            "{t}"
+        );
+        let streams = screen_text(Screen::MidSweep, w, h);
+        assert!(
+            streams.contains("p99 TTFT ms (right)") || w < 100,
+            "{streams}"
+        );
+        // Per GPU (`--gpus 8`): 2,034 tok/s at the top is 254 a GPU.
+        let t = screen_text(Screen::FrontierFinished, w, h);
+        assert!(t.contains("output tok/s per GPU (8)"), "{t}");
+        assert!(t.contains("500┤"), "{t}");
+        assert!(t.contains("★32") && t.contains("●128"), "{t}");
+    }
+}
+
+#[test]
 fn manual_mode_is_visible() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::Manual, w, h);

@@ -206,6 +206,7 @@ fn empty_run() -> RunView {
         result_dir: String::new(),
         started_at: None,
         profile: None,
+        gpus: None,
     }
 }
 
@@ -341,6 +342,7 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
                 Some((input, output)) => format!("{shape} (achieved {input:.0} / {output:.0})"),
                 None => shape,
             }),
+        gpus: run.gpus,
     }
     .sanitized();
 

@@ -354,6 +354,16 @@ pub struct ThroughputChart<'a> {
     pub front: u8,
 }
 
+/// A series' colour on the charts and in their legends.
+pub fn series_style(p: &Palette, series: u8) -> Style {
+    match series % 4 {
+        0 => p.point_planned,
+        1 => p.point_b,
+        2 => p.point_c,
+        _ => p.point_d,
+    }
+}
+
 /// Where a fraction of an axis lands, counted in cells from the left (x)
 /// or from the top (y, given 1 - fraction): the arithmetic ratatui's canvas
 /// uses for its braille dots (`sub` dots a cell), so a glyph sits on its
@@ -633,6 +643,199 @@ impl Widget for ThroughputChart<'_> {
     }
 }
 
+// ---------------------------------------------------------------- frontier
+
+/// Where a level sits on the frontier: (output tok/s per user, total
+/// output tok/s). Per user is total / streams, `per_stream_tok_s` as the
+/// level table and `report --format svg` have it (waiting included).
+pub fn frontier_xy(pt: &ChartPoint) -> (f64, f64) {
+    (pt.tok_s / f64::from(pt.concurrency.max(1)), pt.tok_s)
+}
+
+/// The cell of (per user, total) in a graph of `gw` x `gh` cells whose axes
+/// run from 0 to `x_top` and `y_top`: the braille arithmetic of the curves
+/// (2 dots a cell across, 4 down), so a glyph sits on its line's end.
+pub fn frontier_cell(xy: (f64, f64), tops: (f64, f64), gw: u16, gh: u16) -> (u16, u16) {
+    let fx = if tops.0 > 0.0 { xy.0 / tops.0 } else { 0.0 };
+    let fy = if tops.1 > 0.0 { xy.1 / tops.1 } else { 0.0 };
+    (cell(fx, gw, 2), cell(1.0 - fy, gh, 4))
+}
+
+/// The interactivity-throughput frontier (`v`): output tok/s per user
+/// across, total output tok/s up, both linear from 0; a curve through each
+/// series' finished levels in concurrency order, each point labelled with
+/// its streams where there is room. The same points as [`ThroughputChart`],
+/// drawn against each other instead of against concurrency.
+pub struct FrontierChart<'a> {
+    pub points: &'a [ChartPoint],
+    pub palette: &'a Palette,
+    /// The series drawn on top.
+    pub front: u8,
+    /// `--gpus`: the throughput axis divides by it (per user does not).
+    pub gpus: Option<u32>,
+}
+
+impl Widget for FrontierChart<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.width < 16 || area.height < 4 {
+            return;
+        }
+        let p = self.palette;
+        let per_gpu = f64::from(self.gpus.filter(|g| *g > 0).unwrap_or(1));
+        let xy = |pt: &ChartPoint| {
+            let (u, t) = frontier_xy(pt);
+            (u, t / per_gpu)
+        };
+        let xys: Vec<(f64, f64)> = self.points.iter().map(xy).collect();
+        let y_top = nice_ceil(xys.iter().map(|v| v.1).fold(0.0, f64::max) * 1.05);
+        let x_top = nice_ceil(xys.iter().map(|v| v.0).fold(0.0, f64::max) * 1.05);
+        let gh = area.height - 2;
+        let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
+        let mut label_rows: Vec<(u16, f64)> = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
+        if gh >= 5 {
+            label_rows.push((row_of(0.5), 0.5));
+        }
+        let left_labels: Vec<(u16, String)> = label_rows
+            .iter()
+            .map(|&(r, f)| (r, compact(f * y_top)))
+            .collect();
+        let lw = left_labels.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u16;
+        let gx = area.x + lw + 1;
+        let Some(gw) = area.width.checked_sub(lw + 2).filter(|w| *w >= 8) else {
+            return;
+        };
+        let gy = area.y;
+        let axis_y = gy + gh;
+        let graph = Rect::new(gx, gy, gw, gh);
+        for r in 0..gh {
+            buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
+        }
+        buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
+        for c in 0..gw {
+            buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
+        }
+        for (r, text) in &left_labels {
+            buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
+            buf.set_string(gx - 1 - text.len() as u16, gy + r, text, p.dim);
+        }
+        // x ticks at 0, half and the top, each centred on its column.
+        let label_y = axis_y + 1;
+        let mut next_free = area.x;
+        for frac in [0.0, 0.5, 1.0] {
+            let col = gx + cell(frac, gw, 2);
+            buf[(col, axis_y)].set_char('┴').set_style(p.border);
+            let text = compact(frac * x_top);
+            let w = text.len() as u16;
+            let start = col
+                .saturating_sub(w / 2)
+                .max(next_free)
+                .min(area.right() - w);
+            if start >= next_free {
+                buf.set_string(start, label_y, &text, p.dim);
+                next_free = start + w + 1;
+            }
+        }
+        // The axis's name in the first gap between tick labels that holds
+        // it with a blank either side (the top label takes the right end).
+        let title = "tok/s per user";
+        let title_w = title.len() as u16;
+        let blank = |x: u16| buf[(x, label_y)].symbol() == " ";
+        if let Some(x) = (gx + 1..area.right().saturating_sub(title_w + 1))
+            .find(|&x| (x - 1..=x + title_w).all(blank))
+        {
+            buf.set_string(x, label_y, title, p.dim);
+        }
+        if self.points.is_empty() {
+            let note = "waiting for the first level";
+            if usize::from(gw) > note.len() {
+                let x = gx + (gw - note.len() as u16) / 2;
+                buf.set_string(x, gy + gh / 2, note, p.dim);
+            }
+            return;
+        }
+        let tops = (x_top, y_top);
+        // Curves: each series' finished, complete levels in concurrency
+        // order (the running level's figure is not yet a result); the
+        // front series last, so it is on top where they cross.
+        let mut series: Vec<u8> = self.points.iter().map(|pt| pt.series).collect();
+        series.sort_unstable();
+        series.dedup();
+        series.sort_by_key(|s| *s == self.front);
+        for s in series {
+            let mut on_curve: Vec<&ChartPoint> = self
+                .points
+                .iter()
+                .filter(|pt| pt.series == s && !pt.partial && pt.kind != PointKind::Running)
+                .collect();
+            on_curve.sort_by_key(|pt| pt.concurrency);
+            let line: Vec<(f64, f64)> = on_curve
+                .iter()
+                .map(|pt| {
+                    let (u, t) = xy(pt);
+                    (u / x_top, t / y_top)
+                })
+                .collect();
+            let color = series_style(p, s)
+                .fg
+                .unwrap_or(ratatui::style::Color::Reset);
+            Canvas::default()
+                .marker(Marker::Braille)
+                .x_bounds([0.0, 1.0])
+                .y_bounds([0.0, 1.0])
+                .paint(|ctx| {
+                    for w in line.windows(2) {
+                        ctx.draw(&CanvasLine {
+                            x1: w[0].0,
+                            y1: w[0].1,
+                            x2: w[1].0,
+                            y2: w[1].1,
+                            color,
+                        });
+                    }
+                })
+                .render(graph, buf);
+        }
+        let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
+        ordered.sort_by_key(|pt| {
+            (
+                pt.series == self.front,
+                pt.kind == PointKind::Running || pt.capacity,
+                !pt.partial,
+            )
+        });
+        let cells: Vec<(u16, u16)> = ordered
+            .iter()
+            .map(|pt| {
+                let (c, r) = frontier_cell(xy(pt), tops, gw, gh);
+                (gx + c, gy + r)
+            })
+            .collect();
+        for (pt, &(x, y)) in ordered.iter().zip(&cells) {
+            buf[(x, y)].set_char(pt.glyph()).set_style(pt.style(p));
+        }
+        // Streams beside each point, right of it else left, only on blank
+        // (or curve) cells: a label never hides a point. The front series
+        // and the capacity first, as the points are drawn last-on-top.
+        let braille = |sym: &str| sym.chars().all(|c| ('\u{2800}'..='\u{28ff}').contains(&c));
+        for (pt, &(x, y)) in ordered.iter().zip(&cells).rev() {
+            let text = pt.concurrency.to_string();
+            let w = text.len() as u16;
+            for lx in [x + 1, x.saturating_sub(w)] {
+                let free = lx >= graph.x
+                    && lx + w <= graph.right()
+                    && (lx..lx + w).all(|cx| {
+                        let sym = buf[(cx, y)].symbol();
+                        sym == " " || braille(sym)
+                    });
+                if free {
+                    buf.set_string(lx, y, &text, pt.style(p));
+                    break;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,6 +932,113 @@ mod tests {
         assert_eq!(render_spark(&points, 5, 1), ["▄ │█│"]);
         // Narrower than the window: the newest seconds are kept.
         assert_eq!(render_spark(&points, 2, 1), ["█│"]);
+    }
+
+    #[test]
+    fn frontier_points_land_where_worked_by_hand() {
+        let pt = |concurrency, tok_s, kind| ChartPoint {
+            concurrency,
+            tok_s,
+            p99_ttft_ms: None,
+            kind,
+            partial: false,
+            series: 0,
+            capacity: false,
+        };
+        // Per user is total / streams.
+        assert_eq!(
+            frontier_xy(&pt(32, 1728.0, PointKind::Planned)),
+            (54.0, 1728.0)
+        );
+        assert_eq!(frontier_xy(&pt(0, 10.0, PointKind::Planned)), (10.0, 10.0));
+        // A 41 x 10 graph, axes to 100 tok/s per user and 2,500 tok/s:
+        // 81 dots across, 39 down. (54, 1728): dot 0.54 * 81 = 43.74 -> 43,
+        // column 21; from the top 0.3088 * 39 = 12.04 -> dot 12, row 3.
+        assert_eq!(
+            frontier_cell((54.0, 1728.0), (100.0, 2500.0), 41, 10),
+            (21, 3)
+        );
+        // The corners: the origin bottom left, the tops top right.
+        assert_eq!(frontier_cell((0.0, 0.0), (100.0, 2500.0), 41, 10), (0, 9));
+        assert_eq!(
+            frontier_cell((100.0, 2500.0), (100.0, 2500.0), 41, 10),
+            (40, 0)
+        );
+        // Drawn: the glyphs where the cells say, each labelled with its streams.
+        let palette = Palette::new(super::super::theme::ColorMode::None);
+        let points = [
+            pt(1, 90.0, PointKind::Planned),
+            pt(16, 1024.0, PointKind::Planned),
+            pt(32, 1500.0, PointKind::Running),
+        ];
+        let area = Rect::new(0, 0, 50, 12);
+        let mut buf = Buffer::empty(area);
+        FrontierChart {
+            points: &points,
+            palette: &palette,
+            front: 0,
+            gpus: None,
+        }
+        .render(area, &mut buf);
+        let rows: Vec<String> = (0..12)
+            .map(|y| (0..50).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect();
+        let text = rows.join("\n");
+        // Tops: nice_ceil(1500 * 1.05) = 2000 (the label `2k`, 4 wide with
+        // its tick: the graph starts at column 3, is 50 - 4 = 46 wide and 10
+        // high); nice_ceil(90 * 1.05) = 100 tok/s per user.
+        assert!(rows[0].starts_with("2k┤"), "{text}");
+        let at = |xy| {
+            let (c, r) = frontier_cell(xy, (100.0, 2000.0), 46, 10);
+            (usize::from(c) + 3, usize::from(r))
+        };
+        for (glyph, xy, label) in [
+            ('●', (90.0, 90.0), "1"),
+            ('●', (64.0, 1024.0), "16"),
+            ('◉', (46.875, 1500.0), "32"),
+        ] {
+            let (x, y) = at(xy);
+            let row: Vec<char> = rows[y].chars().collect();
+            assert_eq!(row[x], glyph, "({x}, {y})\n{text}");
+            let after: String = row[x + 1..].iter().take(label.len()).collect();
+            let before: String = row[x.saturating_sub(label.len())..x].iter().collect();
+            assert!(
+                after == label || before == label,
+                "{label} at ({x}, {y})\n{text}"
+            );
+        }
+        // The x axis: 0, half and the top, and its name.
+        assert!(rows[11].contains("0 tok/s per user"), "{text}");
+        assert!(rows[11].trim_end().ends_with("100"), "{text}");
+        // Per GPU: the throughput axis divided, per user not. Tops
+        // nice_ceil(1500 / 4 * 1.05) = 500 and 100: the label `500` makes
+        // the graph start at column 4, 45 wide.
+        let mut quarter = Buffer::empty(area);
+        FrontierChart {
+            points: &points,
+            palette: &palette,
+            front: 0,
+            gpus: Some(4),
+        }
+        .render(area, &mut quarter);
+        let rows: Vec<String> = (0..12)
+            .map(|y| {
+                (0..50)
+                    .map(|x| quarter[(x, y)].symbol().to_string())
+                    .collect()
+            })
+            .collect();
+        let text = rows.join("\n");
+        assert!(rows[0].starts_with("500┤"), "{text}");
+        for (glyph, xy) in [
+            ('●', (90.0, 22.5)),
+            ('●', (64.0, 256.0)),
+            ('◉', (46.875, 375.0)),
+        ] {
+            let (c, r) = frontier_cell(xy, (100.0, 500.0), 45, 10);
+            let row: Vec<char> = rows[usize::from(r)].chars().collect();
+            assert_eq!(row[usize::from(c) + 4], glyph, "{xy:?}\n{text}");
+        }
     }
 
     #[test]

@@ -1,0 +1,1078 @@
+//! The interactivity-throughput frontier (issue 14 item 6): what one user
+//! gets (output tok/s per stream) against what the server gives in all
+//! (output tok/s, or per GPU with `--gpus`), one point per level labelled
+//! with its concurrency, one curve per series, each series' capacity ringed.
+//! The chart vLLM's `bench sweep plot_pareto` and the per-GPU leaderboards
+//! draw, from a tokbench summary.
+//!
+//! The per-user axis is `per_stream_tok_s` (output throughput / streams),
+//! the same figure `plot_pareto` calls tokens/s/user, so one summary gives
+//! the same point in both tools. It counts a user's waiting: a server that
+//! queues requests (Ollama with one slot) keeps its decode speed while what
+//! each user gets falls as 1/streams, and only this axis shows it. The
+//! decode speed (`stream_decode_tok_s`, what the reading-speed SLO checks)
+//! is in each point's tooltip.
+//!
+//! Only closed-loop levels (planned, search, manual) are points: an
+//! open-loop level's `max_concurrency` is a cap, not its number of users.
+//! Levels saved `steady: false` are never points.
+//!
+//! The data and the mapping to the canvas are pure functions
+//! ([`frontier_of`], [`Axes::px`]); the drawing only writes what they give.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use super::saved::{median, SavedLevel, SavedRun};
+use super::svg::{
+    esc, group, nice, text_width, tick_label, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK,
+    MUTED, WIDTH,
+};
+
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 30.0;
+const BOTTOM: f64 = 58.0;
+const TOP_ONE_ROW: f64 = 96.0;
+const LEGEND_ROW: f64 = 20.0;
+
+/// A colour per series, in series order; more series than this repeat.
+/// Green is the capacity's and stays out of the list.
+const SERIES_COLORS: [&str; 6] = [
+    "#2563eb", "#db2777", "#0d9488", "#d97706", "#7c3aed", "#475569",
+];
+
+/// How a level's marker is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKind {
+    /// A planned or search level that ran to the end.
+    Sweep,
+    /// A level set by hand that settled.
+    Manual,
+    /// Cut short: drawn hollow, left off the curve.
+    Partial,
+}
+
+/// One level on the frontier.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FrontierPoint {
+    /// Position of its series among the run's series (0, 1, ...): its colour.
+    pub series: usize,
+    pub concurrency: u32,
+    /// Output tok/s per stream.
+    pub per_user: f64,
+    /// Output tok/s, divided by the GPUs when they are known.
+    pub throughput: f64,
+    /// 1000 / median TPOT, for the tooltip.
+    pub decode: Option<f64>,
+    pub kind: PointKind,
+}
+
+/// One series' curve: its complete levels, the median of its rounds at
+/// each concurrency, in concurrency order (so the curve reads as the load
+/// rising, and shows it when more streams buy less).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Curve {
+    pub series: usize,
+    pub label: String,
+    /// (concurrency, per-user tok/s, throughput).
+    pub vertices: Vec<(u32, f64, f64)>,
+    /// This series' capacity under the SLO: (concurrency, per-user, throughput).
+    pub capacity: Option<(u32, f64, f64)>,
+}
+
+/// What the chart draws, already reduced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frontier {
+    pub points: Vec<FrontierPoint>,
+    pub curves: Vec<Curve>,
+    /// The divisor of the throughput axis, when given.
+    pub gpus: Option<u32>,
+}
+
+impl Frontier {
+    fn has(&self, kind: PointKind) -> bool {
+        self.points.iter().any(|p| p.kind == kind)
+    }
+}
+
+/// Whether a level is a point of the frontier: closed loop, with a
+/// concurrency, a throughput and a per-stream figure, and not unsteady.
+fn on_frontier(level: &SavedLevel) -> bool {
+    matches!(level.mode.as_str(), "planned" | "search" | "manual")
+        && level.concurrency.is_some_and(|c| c > 0)
+        && level.output_throughput.is_some()
+        && level.per_stream_tok_s.is_some()
+        && !level.is_unsteady()
+}
+
+/// The frontier of a run: its points, a curve per series with the series'
+/// capacity, throughput divided by `gpus` when given (else by the run's own).
+pub fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
+    let gpus = gpus.or(run.gpus).filter(|g| *g > 0);
+    let per_gpu = |t: f64| t / f64::from(gpus.unwrap_or(1));
+    // Series in the order of their indexes; a colour each.
+    let mut indexes: Vec<usize> = run.levels.iter().map(|l| l.series).collect();
+    indexes.sort_unstable();
+    indexes.dedup();
+    let position = |s: usize| indexes.iter().position(|i| *i == s).unwrap_or(0);
+    let mut points = Vec::new();
+    // Per series, per concurrency: per-user and throughput of complete levels.
+    type Rounds = BTreeMap<u32, (Vec<f64>, Vec<f64>)>;
+    let mut rounds: BTreeMap<usize, Rounds> = BTreeMap::new();
+    let mut labels: BTreeMap<usize, String> = BTreeMap::new();
+    for level in run.levels.iter().filter(|l| on_frontier(l)) {
+        let (Some(c), Some(t), Some(u)) = (
+            level.concurrency,
+            level.output_throughput,
+            level.per_stream_tok_s,
+        ) else {
+            continue;
+        };
+        let kind = if level.partial {
+            PointKind::Partial
+        } else if level.is_manual() {
+            PointKind::Manual
+        } else {
+            PointKind::Sweep
+        };
+        if kind != PointKind::Partial {
+            let entry = rounds
+                .entry(level.series)
+                .or_default()
+                .entry(c)
+                .or_default();
+            entry.0.push(u);
+            entry.1.push(per_gpu(t));
+        }
+        if let Some(label) = &level.series_label {
+            labels.entry(level.series).or_insert_with(|| label.clone());
+        }
+        points.push(FrontierPoint {
+            series: position(level.series),
+            concurrency: c,
+            per_user: u,
+            throughput: per_gpu(t),
+            decode: level.stream_decode_tok_s,
+            kind,
+        });
+    }
+    let capacities = series_capacities(run);
+    let latest = indexes.last().copied().unwrap_or(0);
+    let curves = indexes
+        .iter()
+        .map(|&s| {
+            let vertices: Vec<(u32, f64, f64)> = rounds
+                .get(&s)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|(c, (u, t))| Some((*c, median(u)?, median(t)?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            // The summary's top-level capacity is the latest series'.
+            let saved = capacities.get(&s).copied().or_else(|| {
+                let cap = run.capacity.as_ref().filter(|_| s == latest)?;
+                Some((
+                    cap.concurrency.filter(|c| *c > 0)?,
+                    cap.per_stream_tok_s,
+                    cap.output_throughput,
+                ))
+            });
+            // Where the curve has that concurrency, the capacity is its
+            // vertex (the median of the rounds, as the decision took it);
+            // else the figures saved with it.
+            let capacity = saved.and_then(|(c, u, t)| match vertices.iter().find(|v| v.0 == c) {
+                Some(v) => Some(*v),
+                None => Some((c, u?, per_gpu(t?))),
+            });
+            Curve {
+                series: position(s),
+                label: labels
+                    .get(&s)
+                    .cloned()
+                    .unwrap_or_else(|| format!("series {}", s + 1)),
+                vertices,
+                capacity,
+            }
+        })
+        .collect();
+    Frontier {
+        points,
+        curves,
+        gpus,
+    }
+}
+
+/// Each series' capacity from `summary.json`'s `series` list, by index:
+/// (concurrency, per-stream tok/s, output tok/s) as saved.
+fn series_capacities(run: &SavedRun) -> BTreeMap<usize, (u32, Option<f64>, Option<f64>)> {
+    let mut out = BTreeMap::new();
+    for s in run
+        .raw
+        .get("series")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(index) = s.get("index").and_then(Value::as_u64) else {
+            continue;
+        };
+        let Some(cap) = s.get("capacity").filter(|c| c.is_object()) else {
+            continue;
+        };
+        let Some(c) = cap
+            .get("concurrency")
+            .and_then(Value::as_u64)
+            .and_then(|c| u32::try_from(c).ok())
+            .filter(|c| *c > 0)
+        else {
+            continue;
+        };
+        let num = |k: &str| cap.get(k).and_then(Value::as_f64).filter(|x| x.is_finite());
+        out.insert(
+            index as usize,
+            (c, num("per_stream_tok_s"), num("output_throughput")),
+        );
+    }
+    out
+}
+
+/// A linear axis from 0: a round step and how many of them reach past the
+/// largest value with some headroom, so markers and labels clear the frame.
+pub fn linear_ticks(max: f64) -> (f64, usize) {
+    let need = if max.is_finite() && max > 0.0 {
+        max * 1.08
+    } else {
+        1.0
+    };
+    let step = nice(need / 5.0);
+    let n = ((need / step) - 1e-9).ceil().max(1.0) as usize;
+    (step, n)
+}
+
+/// Scales from data to the canvas: both axes linear from 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Axes {
+    pub x0: f64,
+    pub x1: f64,
+    pub top: f64,
+    pub bottom: f64,
+    pub x_step: f64,
+    pub x_n: usize,
+    pub y_step: f64,
+    pub y_n: usize,
+}
+
+impl Axes {
+    /// Axes holding every point and capacity of `f`, over the plot area
+    /// from `top` down (the legend sits above it).
+    pub fn of(f: &Frontier, top: f64) -> Axes {
+        let capacities = f.curves.iter().filter_map(|c| c.capacity);
+        let max_x = f
+            .points
+            .iter()
+            .map(|p| p.per_user)
+            .chain(capacities.clone().map(|c| c.1))
+            .fold(0.0, f64::max);
+        let max_y = f
+            .points
+            .iter()
+            .map(|p| p.throughput)
+            .chain(capacities.map(|c| c.2))
+            .fold(0.0, f64::max);
+        let (x_step, x_n) = linear_ticks(max_x);
+        let (y_step, y_n) = linear_ticks(max_y);
+        Axes {
+            x0: LEFT,
+            x1: WIDTH - RIGHT,
+            top,
+            bottom: HEIGHT - BOTTOM,
+            x_step,
+            x_n,
+            y_step,
+            y_n,
+        }
+    }
+
+    /// Canvas position of (per-user tok/s, throughput), clamped to the plot.
+    pub fn px(&self, per_user: f64, throughput: f64) -> (f64, f64) {
+        let xt = (per_user / (self.x_step * self.x_n as f64)).clamp(0.0, 1.0);
+        let yt = (throughput / (self.y_step * self.y_n as f64)).clamp(0.0, 1.0);
+        (
+            self.x0 + xt * (self.x1 - self.x0),
+            self.bottom - yt * (self.bottom - self.top),
+        )
+    }
+}
+
+/// `report --format svg` on its own: the frontier as a standalone file.
+pub fn render_frontier_svg(run: &SavedRun) -> String {
+    frontier_chart(run, &super::svg::root_tag("frontier-title"))
+}
+
+/// The frontier chart, opened with `open` (a root or a nested `<svg>`).
+pub fn frontier_chart(run: &SavedRun, open: &str) -> String {
+    let f = frontier_of(run, None);
+    let legend = legend_items(&f);
+    let rows = legend_rows(&legend);
+    let top = TOP_ONE_ROW + LEGEND_ROW * (rows.len().max(1) - 1) as f64;
+    let mut svg = String::new();
+    svg.push_str(open);
+    svg.push('\n');
+    let unit = throughput_unit(f.gpus);
+    let _ = writeln!(
+        svg,
+        r#"<title id="frontier-title">tokbench: {} · {} (output tok/s per user against {unit})</title>"#,
+        esc(run.model_name()),
+        esc(&run.shape())
+    );
+    let _ = writeln!(
+        svg,
+        r##"<rect id="frontier-background" x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff" font-family="{FONT}"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-heading" font-family="{FONT}"><text x="{LEFT}" y="30" font-size="18" font-weight="bold" fill="{INK}">Interactivity against throughput · {}</text>"#,
+        esc(&run.shape())
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="50" font-size="12" fill="{MUTED}">each point a level, labelled with its streams · a curve per series · up and to the right is better</text></g>"#
+    );
+    draw_legend(&mut svg, &rows);
+    if f.points.is_empty() {
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{LEFT}" y="{top}" width="{}" height="{}" fill="none" stroke="{GRID}"/>"#,
+            WIDTH - LEFT - RIGHT,
+            HEIGHT - BOTTOM - top
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" font-family="{FONT}" font-size="14" fill="{MUTED}" text-anchor="middle">no finished closed-loop level to plot yet</text>"#,
+            (LEFT + WIDTH - RIGHT) / 2.0,
+            (top + HEIGHT - BOTTOM) / 2.0
+        );
+        svg.push_str("</svg>\n");
+        return svg;
+    }
+    let axes = Axes::of(&f, top);
+    grid_and_axes(&mut svg, &axes, f.gpus);
+    let mut placed = Vec::new();
+    let obstacles = obstacles(&f, &axes);
+    for curve in &f.curves {
+        draw_curve(&mut svg, &axes, curve);
+    }
+    draw_points(&mut svg, &axes, &f);
+    vertex_labels(&mut svg, &axes, &f, &obstacles, &mut placed);
+    capacities(&mut svg, &axes, &f, &obstacles, &mut placed);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The throughput axis's words: `total output tok/s` or `output tok/s per GPU`.
+fn throughput_unit(gpus: Option<u32>) -> String {
+    match gpus {
+        Some(n) => format!(
+            "output tok/s per GPU (total / {n} GPU{})",
+            if n == 1 { "" } else { "s" }
+        ),
+        None => "total output tok/s".into(),
+    }
+}
+
+fn series_color(series: usize) -> &'static str {
+    SERIES_COLORS[series % SERIES_COLORS.len()]
+}
+
+fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-grid" stroke="{GRID}" stroke-width="1">"#
+    );
+    for i in 1..=a.y_n {
+        let (_, y) = a.px(0.0, a.y_step * i as f64);
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/>"#,
+            a.x0, a.x1
+        );
+    }
+    for i in 1..=a.x_n {
+        let (x, _) = a.px(a.x_step * i as f64, 0.0);
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}"/>"#,
+            a.top, a.bottom
+        );
+    }
+    svg.push_str("</g>\n");
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-axis-x" class="axis" font-family="{FONT}" font-size="11" fill="{INK}">"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="{AXIS}"/>"#,
+        a.x0,
+        a.x1,
+        b = a.bottom
+    );
+    for i in 0..=a.x_n {
+        let v = a.x_step * i as f64;
+        let (x, _) = a.px(v, 0.0);
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            a.bottom,
+            a.bottom + 5.0,
+            a.bottom + 18.0,
+            tick_label(v, a.x_step)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" font-size="12" fill="{MUTED}" text-anchor="middle">output tok/s per user (total output tok/s / streams, waiting included)</text></g>"#,
+        (a.x0 + a.x1) / 2.0,
+        HEIGHT - 14.0
+    );
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-axis-y" class="axis" font-family="{FONT}" font-size="11" fill="{INK}">"#
+    );
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/>"#,
+        a.top,
+        a.bottom,
+        x = a.x0
+    );
+    for i in 0..=a.y_n {
+        let v = a.y_step * i as f64;
+        let (_, y) = a.px(0.0, v);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            a.x0 - 8.0,
+            y + 4.0,
+            tick_label(v, a.y_step)
+        );
+    }
+    let mid = (a.top + a.bottom) / 2.0;
+    let _ = writeln!(
+        svg,
+        r#"<text x="20" y="{mid:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 20 {mid:.1})">{}</text></g>"#,
+        esc(&throughput_unit(gpus))
+    );
+}
+
+fn draw_curve(svg: &mut String, a: &Axes, curve: &Curve) {
+    let color = series_color(curve.series);
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-curve-{}" class="frontier-curve"><title>{}</title>"#,
+        curve.series,
+        esc(&curve.label)
+    );
+    if curve.vertices.len() > 1 {
+        let d: Vec<String> = curve
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, (_, u, t))| {
+                let (x, y) = a.px(*u, *t);
+                format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" })
+            })
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<path d="{}" fill="none" stroke="{color}" stroke-width="2.5" stroke-linejoin="round" stroke-linecap="round"/>"#,
+            d.join(" ")
+        );
+    }
+    svg.push_str("</g>\n");
+}
+
+fn draw_points(svg: &mut String, a: &Axes, f: &Frontier) {
+    let _ = writeln!(svg, r#"<g id="frontier-points">"#);
+    let unit = if f.gpus.is_some() {
+        "tok/s per GPU"
+    } else {
+        "tok/s total"
+    };
+    for p in &f.points {
+        let (x, y) = a.px(p.per_user, p.throughput);
+        let color = series_color(p.series);
+        let label = f
+            .curves
+            .iter()
+            .find(|c| c.series == p.series)
+            .map_or("", |c| c.label.as_str());
+        let mut tip = format!(
+            "{} stream{}{}: {} tok/s per user, {} {unit}",
+            p.concurrency,
+            if p.concurrency == 1 { "" } else { "s" },
+            match p.kind {
+                PointKind::Sweep => "",
+                PointKind::Manual => " (manual)",
+                PointKind::Partial => " (partial)",
+            },
+            group(p.per_user, 1),
+            group(p.throughput, 1)
+        );
+        if let Some(d) = p.decode {
+            let _ = write!(tip, ", decode {} tok/s", group(d, 1));
+        }
+        if f.curves.len() > 1 {
+            let _ = write!(tip, " · {label}");
+        }
+        let tip = esc(&tip);
+        let (class, fill, stroke) = match p.kind {
+            PointKind::Sweep => ("point", color, "#ffffff"),
+            PointKind::Manual => ("point point-manual", color, "#ffffff"),
+            PointKind::Partial => ("point point-partial", "#ffffff", color),
+        };
+        let _ = writeln!(
+            svg,
+            r#"<g class="{class} series-{}" data-concurrency="{}">"#,
+            p.series, p.concurrency
+        );
+        if p.kind == PointKind::Manual {
+            let r = 6.5;
+            let _ = writeln!(
+                svg,
+                r#"<path d="M{x:.1} {:.1} L{:.1} {y:.1} L{x:.1} {:.1} L{:.1} {y:.1} Z" fill="{fill}" stroke="{stroke}" stroke-width="1.5"><title>{tip}</title></path>"#,
+                y - r,
+                x + r,
+                y + r,
+                x - r
+            );
+        } else {
+            let _ = writeln!(
+                svg,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="4.5" fill="{fill}" stroke="{stroke}" stroke-width="{}"><title>{tip}</title></circle>"#,
+                if p.kind == PointKind::Partial {
+                    2.0
+                } else {
+                    1.5
+                }
+            );
+        }
+        svg.push_str("</g>\n");
+    }
+    svg.push_str("</g>\n");
+}
+
+/// Points every few pixels along each curve and around each marker: what
+/// labels keep clear of.
+fn obstacles(f: &Frontier, a: &Axes) -> Vec<(f64, f64)> {
+    let mut pts = Vec::new();
+    for curve in &f.curves {
+        let line: Vec<(f64, f64)> = curve
+            .vertices
+            .iter()
+            .map(|(_, u, t)| a.px(*u, *t))
+            .collect();
+        for w in line.windows(2) {
+            let ((ax, ay), (bx, by)) = (w[0], w[1]);
+            let steps = ((bx - ax).hypot(by - ay) / 3.0).ceil().max(1.0) as usize;
+            for i in 0..=steps {
+                let t = i as f64 / steps as f64;
+                pts.push((ax + t * (bx - ax), ay + t * (by - ay)));
+            }
+        }
+    }
+    for p in &f.points {
+        let (x, y) = a.px(p.per_user, p.throughput);
+        for (dx, dy) in [(0.0, 0.0), (-5.0, 0.0), (5.0, 0.0), (0.0, -5.0), (0.0, 5.0)] {
+            pts.push((x + dx, y + dy));
+        }
+    }
+    // The capacity rings (radius 10): a label inside one reads as the ring's.
+    for (_, u, t) in f.curves.iter().filter_map(|c| c.capacity) {
+        let (x, y) = a.px(u, t);
+        for k in 0..16 {
+            let angle = f64::from(k) * std::f64::consts::PI / 8.0;
+            for r in [6.0, 11.0] {
+                pts.push((x + r * angle.cos(), y + r * angle.sin()));
+            }
+        }
+    }
+    pts
+}
+
+/// A label's spot: where its text is anchored, how, and the box it covers.
+type Spot = (f64, f64, &'static str, TextBox);
+
+/// Of some candidate spots, the one whose text box stays in the plot and
+/// covers the fewest obstacle points and placed labels (the first on a tie).
+fn place(
+    a: &Axes,
+    text: &str,
+    size: f64,
+    bold: bool,
+    candidates: &[(f64, f64, &'static str)],
+    points: &[(f64, f64)],
+    placed: &[TextBox],
+) -> Spot {
+    let mut best: Option<(f64, Spot)> = None;
+    for &(x, y, anchor) in candidates {
+        let b = TextBox::new(x, y, anchor, text, size, bold);
+        let mut cost = points.iter().filter(|p| b.grown(2.0).contains(**p)).count() as f64;
+        cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
+        if b.x0 < a.x0 + 2.0 || b.x1 > a.x1 - 2.0 || b.y0 < a.top + 2.0 || b.y1 > a.bottom - 2.0 {
+            cost += 1000.0;
+        }
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, (x, y, anchor, b)));
+        }
+    }
+    best.map(|(_, spot)| spot).unwrap_or_else(|| {
+        (
+            a.x0,
+            a.top,
+            "start",
+            TextBox::new(a.x0, a.top, "start", text, size, bold),
+        )
+    })
+}
+
+/// Each curve vertex (and each partial level) labelled with its streams.
+fn vertex_labels(
+    svg: &mut String,
+    a: &Axes,
+    f: &Frontier,
+    obstacles: &[(f64, f64)],
+    placed: &mut Vec<TextBox>,
+) {
+    let mut spots: Vec<(usize, u32, f64, f64)> = Vec::new();
+    for curve in &f.curves {
+        for &(c, u, t) in &curve.vertices {
+            spots.push((curve.series, c, u, t));
+        }
+    }
+    for p in f.points.iter().filter(|p| p.kind == PointKind::Partial) {
+        spots.push((p.series, p.concurrency, p.per_user, p.throughput));
+    }
+    let _ = writeln!(
+        svg,
+        r##"<g id="frontier-labels" font-family="{FONT}" font-size="11" stroke="#ffffff" stroke-width="3" paint-order="stroke">"##
+    );
+    // Two series through the same spot at the same streams (as when a
+    // setting only matters at higher load): one label, in ink, says it for
+    // both.
+    let near = |c: u32, (x, y): (f64, f64), (c2, u2, t2): (u32, f64, f64)| {
+        let (x2, y2) = a.px(u2, t2);
+        c == c2 && (x2 - x).hypot(y2 - y) < 4.0
+    };
+    let mut labelled: Vec<(u32, f64, f64)> = Vec::new();
+    for &(series, c, u, t) in &spots {
+        let (x, y) = a.px(u, t);
+        if labelled.iter().any(|&v| near(c, (x, y), v)) {
+            continue;
+        }
+        labelled.push((c, u, t));
+        let shared = spots
+            .iter()
+            .filter(|&&(_, c2, u2, t2)| near(c, (x, y), (c2, u2, t2)))
+            .count()
+            > 1;
+        let color = if shared { INK } else { series_color(series) };
+        let text = c.to_string();
+        // Clear of the capacity's ring where it has one.
+        let ringed = f
+            .curves
+            .iter()
+            .any(|cv| cv.series == series && cv.capacity.is_some_and(|cap| cap.0 == c));
+        let d = if ringed { 8.0 } else { 0.0 };
+        let candidates = [
+            (x + 8.0 + d, y - 6.0 - d, "start"),
+            (x - 8.0 - d, y - 6.0 - d, "end"),
+            (x + 8.0 + d, y + 14.0 + d, "start"),
+            (x - 8.0 - d, y + 14.0 + d, "end"),
+            (x, y - 10.0 - d, "middle"),
+            (x, y + 18.0 + d, "middle"),
+            (x + 10.0 + d, y + 4.0, "start"),
+            (x - 10.0 - d, y + 4.0, "end"),
+        ];
+        let (lx, ly, anchor, b) = place(a, &text, 11.0, false, &candidates, obstacles, placed);
+        placed.push(b);
+        let _ = writeln!(
+            svg,
+            r#"<text class="point-label" x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{color}">{text}</text>"#
+        );
+    }
+    svg.push_str("</g>\n");
+}
+
+/// Each series' capacity: a ring on its point and a label saying it.
+fn capacities(
+    svg: &mut String,
+    a: &Axes,
+    f: &Frontier,
+    obstacles: &[(f64, f64)],
+    placed: &mut Vec<TextBox>,
+) {
+    let many = f.curves.iter().filter(|c| c.capacity.is_some()).count() > 1;
+    let unit = if f.gpus.is_some() {
+        "tok/s per GPU"
+    } else {
+        "tok/s"
+    };
+    for curve in &f.curves {
+        let Some((c, u, t)) = curve.capacity else {
+            continue;
+        };
+        let (x, y) = a.px(u, t);
+        let mut label = format!(
+            "capacity: {c} stream{}, {} {unit}, {} per user",
+            if c == 1 { "" } else { "s" },
+            group(t, 0),
+            group(u, 1)
+        );
+        if many {
+            label = format!("{} · {label}", curve.label);
+        }
+        let _ = writeln!(
+            svg,
+            r#"<g id="frontier-capacity-{}" class="marker-capacity"><title>{}</title>"#,
+            curve.series,
+            esc(&label)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="10" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
+        );
+        let candidates = [
+            (x + 16.0, y + 4.0, "start"),
+            (x - 16.0, y + 4.0, "end"),
+            (x + 10.0, y - 15.0, "start"),
+            (x - 10.0, y - 15.0, "end"),
+            (x + 10.0, y + 26.0, "start"),
+            (x - 10.0, y + 26.0, "end"),
+            (x, y - 18.0, "middle"),
+            (x, y + 30.0, "middle"),
+        ];
+        let (lx, ly, anchor, b) = place(a, &label, 12.0, true, &candidates, obstacles, placed);
+        placed.push(b);
+        let _ = writeln!(
+            svg,
+            r##"<text x="{lx:.1}" y="{ly:.1}" font-family="{FONT}" font-size="12" font-weight="bold" fill="{CAPACITY}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="4" paint-order="stroke">{}</text></g>"##,
+            esc(&label)
+        );
+    }
+}
+
+/// A legend entry's swatch.
+#[derive(Clone)]
+enum Swatch {
+    /// A series: its line and dot in its colour.
+    Series(usize),
+    Ring,
+    Diamond,
+    Hollow,
+}
+
+fn legend_items(f: &Frontier) -> Vec<(Swatch, String)> {
+    let mut items: Vec<(Swatch, String)> = if f.curves.len() > 1 {
+        f.curves
+            .iter()
+            .map(|c| (Swatch::Series(c.series), c.label.clone()))
+            .collect()
+    } else {
+        vec![(Swatch::Series(0), "levels, by streams".into())]
+    };
+    if f.curves.iter().any(|c| c.capacity.is_some()) {
+        items.push((Swatch::Ring, "capacity under the SLO".into()));
+    }
+    if f.has(PointKind::Manual) {
+        items.push((Swatch::Diamond, "manual level".into()));
+    }
+    if f.has(PointKind::Partial) {
+        items.push((Swatch::Hollow, "partial level".into()));
+    }
+    items
+}
+
+fn item_width(text: &str) -> f64 {
+    28.0 + 6.0 + text_width(text, 12.0, false) + 22.0
+}
+
+fn legend_rows(items: &[(Swatch, String)]) -> Vec<Vec<(Swatch, String)>> {
+    let room = WIDTH - LEFT - RIGHT;
+    let mut rows: Vec<Vec<(Swatch, String)>> = vec![Vec::new()];
+    let mut used = 0.0;
+    for item in items {
+        let w = item_width(&item.1);
+        if used + w > room && rows.last().is_some_and(|r| !r.is_empty()) {
+            rows.push(Vec::new());
+            used = 0.0;
+        }
+        if let Some(row) = rows.last_mut() {
+            row.push(item.clone());
+        }
+        used += w;
+    }
+    rows
+}
+
+fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, String)>]) {
+    let _ = writeln!(
+        svg,
+        r#"<g id="frontier-legend" font-family="{FONT}" font-size="12" fill="{INK}">"#
+    );
+    for (r, row) in rows.iter().enumerate() {
+        let y = 72.0 + LEGEND_ROW * r as f64;
+        let mut x = LEFT;
+        for (swatch, text) in row {
+            let (sx, mid) = (x + 14.0, y - 4.0);
+            match swatch {
+                Swatch::Series(s) => {
+                    let color = series_color(*s);
+                    let _ = writeln!(
+                        svg,
+                        r##"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2.5"/><circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##,
+                        x + 28.0
+                    );
+                }
+                Swatch::Ring => {
+                    let _ = writeln!(
+                        svg,
+                        r#"<circle cx="{sx:.1}" cy="{mid:.1}" r="6.5" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
+                    );
+                }
+                Swatch::Diamond => {
+                    let r = 6.0;
+                    let _ = writeln!(
+                        svg,
+                        r#"<path d="M{sx:.1} {:.1} L{:.1} {mid:.1} L{sx:.1} {:.1} L{:.1} {mid:.1} Z" fill="{MUTED}"/>"#,
+                        mid - r,
+                        sx + r,
+                        mid + r,
+                        sx - r
+                    );
+                }
+                Swatch::Hollow => {
+                    let _ = writeln!(
+                        svg,
+                        r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="#ffffff" stroke="{MUTED}" stroke-width="2"/>"##
+                    );
+                }
+            }
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
+                x + 34.0,
+                esc(text)
+            );
+            x += item_width(text);
+        }
+    }
+    svg.push_str("</g>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn run(v: Value) -> SavedRun {
+        SavedRun::from_value(v, Path::new("t.json")).expect("summary")
+    }
+
+    fn level(c: u32, t: f64) -> Value {
+        json!({"max_concurrency": c, "output_throughput": t,
+               "per_stream_tok_s": t / f64::from(c), "mode": "planned"})
+    }
+
+    #[test]
+    fn ticks_reach_past_the_data() {
+        // 92 * 1.08 = 99.4 -> steps of 20, five of them: the axis ends at 100.
+        assert_eq!(linear_ticks(92.0), (20.0, 5));
+        // 2304 * 1.08 = 2488 -> steps of 500 to 2500.
+        assert_eq!(linear_ticks(2304.0), (500.0, 5));
+        // 1000 * 1.08 = 1080 -> nice(216) = 250, five reach 1250.
+        assert_eq!(linear_ticks(1000.0), (250.0, 5));
+        assert_eq!(linear_ticks(0.0), (0.2, 5));
+    }
+
+    #[test]
+    fn points_map_to_the_canvas_by_hand() {
+        // The seed article's sweep: 1..128 streams, 92..2304 tok/s.
+        let r = run(json!({"levels": [
+            level(1, 92.0), level(4, 352.0), level(16, 1136.0),
+            level(32, 1728.0), level(64, 2176.0), level(128, 2304.0)]}));
+        let f = frontier_of(&r, None);
+        let a = Axes::of(&f, 96.0);
+        // x: 0..100 tok/s per user over 78..770; y: 0..2500 over 392..96.
+        assert_eq!((a.x_step, a.x_n, a.y_step, a.y_n), (20.0, 5, 500.0, 5));
+        assert_eq!((a.x0, a.x1, a.top, a.bottom), (78.0, 770.0, 96.0, 392.0));
+        // 32 streams: 1728 / 32 = 54 per user.
+        // x = 78 + 0.54 * 692 = 451.68; y = 392 - 1728/2500 * 296 = 187.4048.
+        let (x, y) = a.px(54.0, 1728.0);
+        assert!((x - 451.68).abs() < 1e-9, "{x}");
+        assert!((y - 187.4048).abs() < 1e-9, "{y}");
+        // The origin is the plot's bottom left; the axis tops its top right.
+        assert_eq!(a.px(0.0, 0.0), (78.0, 392.0));
+        assert_eq!(a.px(100.0, 2500.0), (770.0, 96.0));
+        // Off the scale is clamped to the frame, never drawn outside it.
+        assert_eq!(a.px(250.0, -5.0), (770.0, 392.0));
+        // One curve through the six, in concurrency order.
+        assert_eq!(f.curves.len(), 1);
+        let cs: Vec<u32> = f.curves[0].vertices.iter().map(|v| v.0).collect();
+        assert_eq!(cs, [1, 4, 16, 32, 64, 128]);
+        assert_eq!(f.curves[0].vertices[3], (32, 54.0, 1728.0));
+    }
+
+    #[test]
+    fn series_rounds_partial_unsteady_and_open_loop_levels() {
+        let r = run(json!({
+            "run": {"gpus": 2},
+            "levels": [
+                level(1, 100.0),
+                // Two rounds at 4: the curve takes their median.
+                {"max_concurrency": 4, "output_throughput": 360.0, "per_stream_tok_s": 90.0,
+                 "file": "sweep-c4.json"},
+                {"max_concurrency": 4, "output_throughput": 320.0, "per_stream_tok_s": 80.0,
+                 "file": "sweep-c4-r2.json"},
+                // Partial: a hollow point, off the curve.
+                {"max_concurrency": 8, "output_throughput": 500.0, "per_stream_tok_s": 62.5,
+                 "partial": true},
+                // Open loop: not a point.
+                {"max_concurrency": 256, "output_throughput": 900.0, "per_stream_tok_s": 3.5,
+                 "mode": "rate"},
+                // Series 2, by hand: one settled, one not.
+                {"max_concurrency": 8, "output_throughput": 720.0, "per_stream_tok_s": 90.0,
+                 "mode": "manual", "steady": true, "series": 1, "series_label": "slots 64"},
+                {"max_concurrency": 7, "output_throughput": 630.0, "per_stream_tok_s": 90.0,
+                 "mode": "manual", "steady": false, "series": 1, "series_label": "slots 64"},
+            ],
+            "series": [
+                {"index": 0, "label": "series 1", "capacity": {"concurrency": 4,
+                  "output_throughput": 340.0, "per_stream_tok_s": 85.0}},
+                {"index": 1, "label": "slots 64", "capacity": null},
+            ],
+            "capacity": null,
+        }));
+        let f = frontier_of(&r, None);
+        // The run's 2 GPUs divide the throughput; `report --gpus 4` would override.
+        assert_eq!(f.gpus, Some(2));
+        let cs: Vec<(usize, u32, PointKind)> = f
+            .points
+            .iter()
+            .map(|p| (p.series, p.concurrency, p.kind))
+            .collect();
+        assert_eq!(
+            cs,
+            [
+                (0, 1, PointKind::Sweep),
+                (0, 4, PointKind::Sweep),
+                (0, 4, PointKind::Sweep),
+                (0, 8, PointKind::Partial),
+                (1, 8, PointKind::Manual),
+            ]
+        );
+        assert_eq!(f.points[4].throughput, 360.0);
+        assert_eq!(f.curves.len(), 2);
+        assert_eq!(f.curves[0].label, "series 1");
+        assert_eq!(f.curves[1].label, "slots 64");
+        assert_eq!(
+            f.curves[0].vertices,
+            [(1, 100.0, 50.0), (4, 85.0, 170.0)],
+            "rounds' median, per GPU; no partial"
+        );
+        assert_eq!(f.curves[1].vertices, [(8, 90.0, 360.0)]);
+        // Series 1's capacity is its vertex at 4; series 2 has none.
+        assert_eq!(f.curves[0].capacity, Some((4, 85.0, 170.0)));
+        assert_eq!(f.curves[1].capacity, None);
+        let f4 = frontier_of(&r, Some(4));
+        assert_eq!(f4.curves[0].vertices[1], (4, 85.0, 85.0));
+    }
+
+    #[test]
+    fn a_spot_two_series_share_is_labelled_once_in_ink() {
+        // Both series alike at 1 stream, apart at 16.
+        let mut second = level(16, 1600.0);
+        second["series"] = json!(1);
+        let mut first_of_second = level(1, 90.0);
+        first_of_second["series"] = json!(1);
+        let r = run(json!({"levels": [level(1, 90.0), level(16, 1000.0),
+                                      first_of_second, second]}));
+        let svg = render_frontier_svg(&r);
+        let labels: Vec<&str> = svg
+            .split(r#"class="point-label""#)
+            .skip(1)
+            .filter_map(|rest| rest.split("</text>").next())
+            .collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        assert!(
+            labels[0].ends_with(&format!(r#"fill="{INK}">1"#)),
+            "{labels:?}"
+        );
+        assert!(labels[1].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[0])));
+        assert!(labels[2].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[1])));
+    }
+
+    #[test]
+    fn the_top_level_capacity_is_the_latest_series() {
+        // An older summary with no `series` list: the capacity is marked on
+        // the latest series, from its figures when no vertex has it.
+        let r = run(json!({
+            "levels": [level(1, 100.0), level(16, 1200.0)],
+            "capacity": {"concurrency": 16, "output_throughput": 1200.0,
+                         "per_stream_tok_s": 75.0},
+        }));
+        let f = frontier_of(&r, None);
+        assert_eq!(f.curves[0].capacity, Some((16, 75.0, 1200.0)));
+        let r = run(json!({
+            "levels": [level(1, 100.0)],
+            "capacity": {"concurrency": 16, "output_throughput": 1200.0,
+                         "per_stream_tok_s": 75.0},
+        }));
+        assert_eq!(
+            frontier_of(&r, Some(2)).curves[0].capacity,
+            Some((16, 75.0, 600.0))
+        );
+    }
+
+    #[test]
+    fn the_chart_draws_what_the_data_says() {
+        let r = run(json!({
+            "run": {"model": "m<1>"},
+            "levels": [level(1, 92.0), level(16, 1136.0),
+                       {"max_concurrency": 32, "output_throughput": 1728.0,
+                        "per_stream_tok_s": 54.0, "partial": true}],
+            "capacity": {"concurrency": 16, "output_throughput": 1136.0,
+                         "per_stream_tok_s": 71.0},
+        }));
+        let svg = render_frontier_svg(&r);
+        assert!(svg.starts_with("<svg xmlns="), "{svg}");
+        assert_eq!(svg.matches("<g class=\"point").count(), 3, "{svg}");
+        assert_eq!(svg.matches("point-partial").count(), 1, "{svg}");
+        assert!(svg.contains("m&lt;1&gt;"), "escaped: {svg}");
+        assert!(svg.contains("capacity: 16 streams, 1,136 tok/s, 71.0 per user"));
+        // Labels: each vertex and the partial point by its streams.
+        let labels: Vec<&str> = svg
+            .split(r#"class="point-label""#)
+            .skip(1)
+            .filter_map(|rest| rest.split("</text>").next()?.rsplit('>').next())
+            .collect();
+        assert_eq!(labels, ["1", "16", "32"], "{svg}");
+        assert!(svg.contains("total output tok/s"), "{svg}");
+        let mut per_gpu = r.clone();
+        per_gpu.gpus = Some(8);
+        let svg = render_frontier_svg(&per_gpu);
+        assert!(
+            svg.contains("output tok/s per GPU (total / 8 GPUs)"),
+            "{svg}"
+        );
+        assert!(svg.contains("142 tok/s per GPU"), "1136 / 8: {svg}");
+        // Nothing to plot: a note, still one closed element.
+        let empty = render_frontier_svg(&run(json!({"levels": []})));
+        assert!(empty.contains("no finished closed-loop level"));
+        assert!(empty.trim_end().ends_with("</svg>"));
+    }
+}
