@@ -17,11 +17,13 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::sync::watch;
 
 use super::h1::{self, BodyError, Connections, Consumed, Polled};
+use super::rxtime;
 use super::Wire;
 use crate::protocol::openai::error_message_from_body;
 use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
 use crate::record::{
-    ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, ServerTimings, TokenSource,
+    ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, RxClock, ServerTimings,
+    TokenSource,
 };
 use crate::stats::metrics::request_timing;
 
@@ -132,6 +134,11 @@ pub struct PreparedRequest {
 struct StreamTally {
     arrivals: Vec<ChunkArrival>,
     output_reads: u32,
+    coalesced_reads: u32,
+    /// Body reads timed by the kernel, and by user space.
+    kernel_reads: u32,
+    user_reads: u32,
+    rx_lag_ms: Vec<f32>,
     finish: Option<FinishReason>,
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
@@ -296,6 +303,14 @@ pub async fn execute(
     record.token_source = source;
     record.chunks = tally.arrivals.len() as u32;
     record.output_reads = tally.output_reads;
+    record.coalesced_reads = tally.coalesced_reads;
+    // Kernel only when every body read had the kernel's time.
+    record.rx_clock = if tally.kernel_reads > 0 && tally.user_reads == 0 {
+        RxClock::Kernel
+    } else {
+        RxClock::User
+    };
+    record.rx_lag_ms = std::mem::take(&mut tally.rx_lag_ms);
     record.finish_reason = tally.finish;
     record.input_tokens_reported = tally.prompt_tokens;
     record.server_timings = tally.timings;
@@ -423,7 +438,12 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         }
     };
-    record.ttfb = Some(t0.elapsed());
+    // The head's read: on the kernel's clock too where it has one.
+    record.ttfb = Some(
+        arrival(answer.read_times(), t0)
+            .0
+            .saturating_duration_since(t0),
+    );
 
     if !(200..300).contains(&status) {
         let message = http_error_message(status, &mut answer, target.stall_timeout).await;
@@ -470,10 +490,19 @@ async fn stream_request(
         };
         let ended = match next {
             Ok(Polled::Bytes) => {
-                // The arrival time is taken before the bytes are parsed.
-                let now = Instant::now();
-                let at = now.saturating_duration_since(t0);
-                last_bytes = now;
+                // The arrival time is the read's, taken before the bytes
+                // are parsed: the kernel's receive time where there is one,
+                // else when the read returned.
+                let (arrived, read_at, kernel) = arrival(answer.read_times(), t0);
+                let at = arrived.saturating_duration_since(t0);
+                last_bytes = read_at;
+                if kernel {
+                    tally.kernel_reads += 1;
+                    let lag = read_at.saturating_duration_since(arrived);
+                    tally.rx_lag_ms.push((lag.as_secs_f64() * 1000.0) as f32);
+                } else {
+                    tally.user_reads += 1;
+                }
                 let outputs_before = tally.arrivals.len();
                 let consumed = answer.consume(|bytes| {
                     let fed = decoder.feed(bytes, &mut events);
@@ -482,8 +511,13 @@ async fn stream_request(
                     }
                     fed
                 });
-                if tally.arrivals.len() > outputs_before {
+                let outputs = tally.arrivals.len() - outputs_before;
+                if outputs > 0 {
                     tally.output_reads += 1;
+                }
+                // Several events in one read all got its one time.
+                if outputs > 1 {
+                    tally.coalesced_reads += 1;
                 }
                 match consumed {
                     Ok(Consumed::More) => false,
@@ -506,6 +540,24 @@ async fn stream_request(
                 tally.apply(event, at);
             }
             return None;
+        }
+    }
+}
+
+/// Where the bytes of the last read are taken to have arrived, when that
+/// read returned, and whether the arrival is the kernel's. The kernel's time
+/// is kept within `[t0, read time]` (the reader already keeps it at or
+/// after the connection's previous read): bytes of this request cannot
+/// arrive before it was sent. Without read times (reqwest): now.
+fn arrival(times: Option<h1::ReadTimes>, t0: Instant) -> (Instant, Instant, bool) {
+    match times {
+        Some(t) => {
+            let (at, _) = rxtime::place(t.kernel, t0, t.read_at);
+            (at, t.read_at, t.kernel.is_some())
+        }
+        None => {
+            let now = Instant::now();
+            (now, now, false)
         }
     }
 }
@@ -585,6 +637,14 @@ impl Answer {
                     }
                 }
             }
+        }
+    }
+
+    /// When the bytes `poll_body` found were read (the lean reader only).
+    fn read_times(&self) -> Option<h1::ReadTimes> {
+        match self {
+            Answer::H1(response) => response.read_times(),
+            Answer::Reqwest { .. } => None,
         }
     }
 
