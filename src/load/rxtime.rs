@@ -350,6 +350,20 @@ pub fn craft_cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An `SCM_TIMESTAMPNS` message of `sec.nsec`, as the kernel writes it.
+pub fn craft_timestampns(sec: i64, nsec: i64) -> Vec<u8> {
+    craft_cmsg(
+        libc::SOL_SOCKET,
+        libc::SCM_TIMESTAMPNS,
+        &timespec_bytes(sec, nsec),
+    )
+}
+
+/// A control message that is not a stamp (`IP_TOS`) carrying `data`.
+pub fn craft_other(data: &[u8]) -> Vec<u8> {
+    craft_cmsg(libc::IPPROTO_IP, libc::IP_TOS, data)
+}
+
 /// The bytes of a timespec, for [`craft_cmsg`].
 pub fn timespec_bytes(sec: i64, nsec: i64) -> Vec<u8> {
     // SAFETY: an all-zero timespec is valid (plain integers).
