@@ -460,6 +460,9 @@ async fn stream_request(
         (last_bytes + target.stall_timeout).into()
     ));
     let mut stall_armed = false;
+    // The last read's arrival: events the decoder only releases at the end
+    // (a last line without its terminator) came with that read.
+    let mut last_at = None;
     loop {
         let next = poll_fn(|cx| {
             if let Poll::Ready(next) = answer.poll_body(cx) {
@@ -495,6 +498,7 @@ async fn stream_request(
                 // else when the read returned.
                 let (arrived, read_at, kernel) = arrival(answer.read_times(), t0);
                 let at = arrived.saturating_duration_since(t0);
+                last_at = Some(at);
                 last_bytes = read_at;
                 if kernel {
                     tally.kernel_reads += 1;
@@ -532,7 +536,7 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         };
         if ended {
-            let at = t0.elapsed();
+            let at = last_at.unwrap_or_else(|| t0.elapsed());
             if let Err(e) = decoder.finish(&mut events) {
                 return Some(Stop::Failed(ErrorClass::MalformedStream, e));
             }
