@@ -164,13 +164,16 @@ impl Connections {
             head.push_str(auth);
             head.push_str("\r\n");
         }
-        Some(Connections {
-            authority,
-            head: head.into_bytes(),
-            idle: Mutex::new(Vec::new()),
-            max_idle: max_idle.max(1),
-            kernel_rx: cfg!(target_os = "linux"),
-        })
+        Some(
+            Connections {
+                authority,
+                head: head.into_bytes(),
+                idle: Mutex::new(Vec::new()),
+                max_idle: max_idle.max(1),
+                kernel_rx: false,
+            }
+            .with_rx_clock(RxClock::Kernel),
+        )
     }
 
     /// Which clock new connections time their reads by. Kernel is the
@@ -178,6 +181,9 @@ impl Connections {
     /// time (`--rx-clock user`, for comparison).
     pub fn with_rx_clock(mut self, clock: RxClock) -> Connections {
         self.kernel_rx = clock == RxClock::Kernel && cfg!(target_os = "linux");
+        if self.kernel_rx {
+            let _ = stamping_socket();
+        }
         self
     }
 
@@ -214,6 +220,46 @@ impl Connections {
         };
         let head = conn.read_head().await?;
         Ok(Response::new(head, conn, whole, self))
+    }
+
+    /// Tests: wait (up to 5 s) until the kernel stamps TCP packets, shown
+    /// by a byte over a loopback TCP pair coming back with a stamp. (A UDP
+    /// socket would not show it: its receive path fills in the current time
+    /// when a packet came unstamped; TCP's gives no stamp at all.) True once
+    /// it does; false with user-space times or when it never did.
+    #[cfg(all(test, unix))]
+    pub(crate) fn wait_for_stamping(&self) -> bool {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        if !self.kernel_rx {
+            return false;
+        }
+        let pair = || -> io::Result<(std::net::TcpStream, std::net::TcpStream)> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let reader = std::net::TcpStream::connect(listener.local_addr()?)?;
+            let (writer, _) = listener.accept()?;
+            rxtime::enable(reader.as_raw_fd())?;
+            Ok((reader, writer))
+        };
+        let Ok((reader, mut writer)) = pair() else {
+            return false;
+        };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if writer.write_all(b"?").is_err() {
+                return false;
+            }
+            let mut control = ControlBuf::default();
+            let mut byte = [0u8; 16];
+            // Not there yet (recv_timed does not wait) or unstamped: again.
+            if let Ok((_, Some(_))) =
+                rxtime::recv_timed(reader.as_raw_fd(), &mut byte, &mut control)
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
     }
 
     fn take_idle(&self) -> Option<Conn> {
@@ -293,6 +339,33 @@ impl Connections {
             delay: None,
         })
     }
+}
+
+/// A UDP socket with receive timestamps on, opened once and kept for the
+/// process's life. Linux stamps packets only while some socket wants it,
+/// and the first socket to ask turns stamping on from a deferred kernel
+/// work item: packets landing before it has run carry no stamp (seen on a
+/// loaded VM as reads of a fresh connection without one), and stamping goes
+/// off again, also deferred, when the last such socket closes. Asking once,
+/// when the first pool is made (before the preflight's and warmup's
+/// answers), and never letting go keeps it on for every measured read.
+/// None if the platform refuses; reads then fall back to user time.
+#[cfg(unix)]
+fn stamping_socket() -> Option<&'static std::net::UdpSocket> {
+    use std::os::fd::AsRawFd;
+    static SOCKET: std::sync::OnceLock<Option<std::net::UdpSocket>> = std::sync::OnceLock::new();
+    SOCKET
+        .get_or_init(|| {
+            let socket = std::net::UdpSocket::bind(("127.0.0.1", 0)).ok()?;
+            rxtime::enable(socket.as_raw_fd()).ok()?;
+            Some(socket)
+        })
+        .as_ref()
+}
+
+#[cfg(not(unix))]
+fn stamping_socket() -> Option<&'static std::net::UdpSocket> {
+    None
 }
 
 #[cfg(unix)]
@@ -1116,6 +1189,9 @@ mod tests {
                     .unwrap()
                     .with_rx_clock(clock),
             );
+            // Stamping comes on from a deferred kernel work item: wait for
+            // it (a run's preflight and warmup do), not for a fixed time.
+            assert_eq!(c.wait_for_stamping(), clock == RxClock::Kernel);
             let mut response = c.send(b"{}", "id", false).await.unwrap();
             let asked = Instant::now();
             go_tx.send(()).unwrap();

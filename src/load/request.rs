@@ -832,6 +832,100 @@ mod tests {
         assert_eq!(record_id_of_request_id("tokbench-x-y"), None);
     }
 
+    /// The rule for several events in one read: they all get its one
+    /// arrival time (a 0 ms gap between them) and the record counts the
+    /// read in `coalesced_reads`; the clock used is recorded. The server
+    /// writes one content chunk, waits, then two in one write (one segment
+    /// on loopback, so one read), then the end.
+    #[tokio::test]
+    async fn events_of_one_read_share_its_time_and_the_read_is_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let chunk = |text: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n"
+            )
+        };
+        let (one, two) = (chunk("a"), format!("{}{}", chunk("b"), chunk("c")));
+        let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: reqwest::Url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        )
+        .parse()
+        .unwrap();
+        // Every connection gets the same answer, then closed.
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (one, two) = (one.clone(), two.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let n = socket.read(&mut buf).await.unwrap();
+                        seen.extend_from_slice(&buf[..n]);
+                    }
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    socket
+                        .write_all(format!("{head}{one}").as_bytes())
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    socket.write_all(two.as_bytes()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    socket.write_all(end.as_bytes()).await.unwrap();
+                });
+            }
+        });
+        let run = |clock: RxClock| {
+            let h1 = Connections::for_url(&url, None, 1).map(|c| Arc::new(c.with_rx_clock(clock)));
+            if clock == RxClock::Kernel {
+                // Stamping is turned on by a deferred kernel work item:
+                // wait for it, as a run's warmup does.
+                let on = h1.as_ref().is_some_and(|c| c.wait_for_stamping());
+                assert!(on, "the kernel never stamped a packet");
+            }
+            let target = Target {
+                client: reqwest::Client::new(),
+                h1,
+                wire: Wire::OpenAi(crate::protocol::openai::Api::Chat),
+                url: url.clone(),
+                authorization: None,
+                request_timeout: Duration::from_secs(10),
+                stall_timeout: Duration::from_secs(10),
+            };
+            async move {
+                let (_tx, rx) = watch::channel(false);
+                let request = PreparedRequest {
+                    id: 1,
+                    level: 0,
+                    body: Bytes::from_static(b"{}"),
+                    input_tokens_target: 1,
+                    max_tokens: 3,
+                    scheduled: None,
+                    turn: None,
+                };
+                let r = execute(&target, request, Instant::now(), rx).await;
+                assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error_message);
+                assert_eq!(r.chunks, 3);
+                assert_eq!(r.itl_ms.len(), 2);
+                // b and c came in one read: a gap of exactly 0 and one read
+                // counted, whether or not a late client merged a with them.
+                assert!(r.itl_ms.contains(&0.0), "{:?}", r.itl_ms);
+                assert_eq!(r.coalesced_reads, 1);
+                r
+            }
+        };
+        let r = run(RxClock::Kernel).await;
+        assert_eq!(r.rx_clock, RxClock::Kernel, "lags {:?}", r.rx_lag_ms);
+        // One lag per body read (head + a, b + c, the end), none negative.
+        assert_eq!(r.rx_lag_ms.len(), 3, "{:?}", r.rx_lag_ms);
+        assert!(r.rx_lag_ms.iter().all(|l| *l >= 0.0));
+        let r = run(RxClock::User).await;
+        assert_eq!(r.rx_clock, RxClock::User);
+        assert!(r.rx_lag_ms.is_empty());
+    }
+
     fn output(reasoning: bool, tokens: Option<u32>) -> StreamEvent {
         StreamEvent::Output { tokens, reasoning }
     }
