@@ -347,8 +347,8 @@ impl Connections {
 /// work item: packets landing before it has run carry no stamp (seen on a
 /// loaded VM as reads of a fresh connection without one), and stamping goes
 /// off again, also deferred, when the last such socket closes. Asking once,
-/// when the first pool is made (before the preflight's and warmup's
-/// answers), and never letting go keeps it on for every measured read.
+/// when the first pool is made (before the warmup's first answer), and
+/// never letting go keeps it on for every measured read.
 /// None if the platform refuses; reads then fall back to user time.
 #[cfg(unix)]
 fn stamping_socket() -> Option<&'static std::net::UdpSocket> {
