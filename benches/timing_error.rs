@@ -20,6 +20,22 @@
 //! unmeasured warmup request (as a sweep's `--warmup` does), so connections
 //! are open when the measured requests go out together.
 //!
+//! Every case runs twice, one row each: `kernel` (the lean reader's default,
+//! arrivals at the kernel's receive time, `--rx-clock kernel`) and `user`
+//! (arrivals when the read returned, `--rx-clock user`), so the two clocks
+//! are compared on the same machine state. The `starved` case adds a busy
+//! loop pinned on the client's core at the same priority for the whole of
+//! both its runs, so the client gets about half of its core: the user rows
+//! show the lateness that starvation adds, the kernel rows what is left.
+//!
+//! Two more columns: `rx lag`, how late the client read its sockets in
+//! that run (kernel rows only: user-space read time minus the kernel's),
+//! and `coalesced`, the share of output reads that delivered more than one
+//! chunk (those chunks all get the read's one time, so a client later than
+//! a step shows there, and as ITL error, even on the kernel clock).
+//! `TIMING_ERROR_USER_FIRST=1` runs the user row of each case first. Each
+//! case starts with one unmeasured round.
+//!
 //! The first row, `floor`, is the machine's own: a plain blocking TCP read
 //! of one small message per step between two threads pinned the same way,
 //! no runtime and no parsing, so whatever lateness it shows no client could
@@ -31,12 +47,14 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokbench::load::request::{execute, record_id_of_request_id, PreparedRequest, Target};
 use tokbench::load::Wire;
 use tokbench::protocol::openai::{request_body, Api};
-use tokbench::record::RequestRecord;
+use tokbench::record::{RequestRecord, RxClock};
 use tokbench::sim::emission::monotonic_ns;
 use tokbench::sim::{self, EmissionLog, SimConfig};
 
@@ -45,8 +63,37 @@ const OUTPUT_LEN: u32 = 100;
 /// Warmup requests' ids start here.
 const WARMUP_IDS: u64 = 1 << 40;
 
-/// (concurrency, rounds): every stream sends `rounds` requests back to back.
-const LEVELS: [(usize, usize); 3] = [(1, 10), (256, 2), (1024, 1)];
+/// One case: `streams` streams each sending `rounds` requests back to back,
+/// with or without a busy loop on the client's core.
+#[derive(Clone, Copy)]
+struct Case {
+    streams: usize,
+    rounds: usize,
+    starved: bool,
+}
+
+const CASES: [Case; 4] = [
+    Case {
+        streams: 1,
+        rounds: 10,
+        starved: false,
+    },
+    Case {
+        streams: 256,
+        rounds: 2,
+        starved: false,
+    },
+    Case {
+        streams: 1024,
+        rounds: 1,
+        starved: false,
+    },
+    Case {
+        streams: 256,
+        rounds: 2,
+        starved: true,
+    },
+];
 
 fn main() {
     let fd_limit = raise_fd_limit();
@@ -102,16 +149,21 @@ fn main() {
          (ms; client on core 0, simulator on core 1; {OUTPUT_LEN} tokens per request)"
     );
     println!(
-        "{:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
-        "conc",
+        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9}",
+        "case",
+        "clock",
         "streams",
         "chunks",
         "TTFT err p50/p99/max",
         "ITL err p50/p99/max",
-        "lateness p50/p99/max"
+        "lateness p50/p99/max",
+        "rx lag p50/p99/max",
+        "coalesced"
     );
     println!(
-        "  floor {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
+        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
+        "floor",
+        "",
         "",
         FLOOR_MESSAGES,
         "",
@@ -119,25 +171,49 @@ fn main() {
         floor_lateness(pinned)
     );
     let mut next_id = 0u64;
-    for (concurrency, rounds) in levels() {
-        if concurrency as u64 + 64 > fd_limit {
-            println!(
-                "{concurrency:>6} skipped: the open-file limit ({fd_limit}) is too low for it"
-            );
+    for case in cases() {
+        let name = if case.starved {
+            format!("{} starved", case.streams)
+        } else {
+            case.streams.to_string()
+        };
+        if case.streams as u64 + 64 > fd_limit {
+            println!("{name:>13} skipped: the open-file limit ({fd_limit}) is too low for it");
             continue;
         }
-        let first_id = next_id;
-        next_id += (concurrency * rounds) as u64;
-        let records = rt.block_on(run_level(addr, concurrency, rounds, first_id));
-        // A stream's times reach the log when the simulator sees its body end,
-        // a moment after the client has read the last chunk.
+        // The busy loop runs through both clocks' runs of the case.
+        let hog = case.starved.then(|| Hog::start(pinned));
+        // TIMING_ERROR_USER_FIRST=1 swaps the order, to tell a clock's
+        // effect from the machine's drift between the two runs.
+        let clocks = if std::env::var_os("TIMING_ERROR_USER_FIRST").is_some() {
+            [RxClock::User, RxClock::Kernel]
+        } else {
+            [RxClock::Kernel, RxClock::User]
+        };
+        // One unmeasured round first, on the first clock: the first run of
+        // a case was seen to be the worse one whichever its clock (the
+        // simulator and the allocator growing to the case's size), which
+        // would be charged to that clock.
+        let warm = Case { rounds: 1, ..case };
+        let _ = rt.block_on(run_level(addr, warm, clocks[0], next_id));
+        next_id += case.streams as u64;
         std::thread::sleep(Duration::from_millis(300));
-        let emitted: HashMap<u64, Vec<u64>> = log
-            .take()
-            .into_iter()
-            .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s.t_ns)))
-            .collect();
-        report(concurrency, &records, &emitted);
+        let _ = log.take();
+        for clock in clocks {
+            let first_id = next_id;
+            next_id += (case.streams * case.rounds) as u64;
+            let records = rt.block_on(run_level(addr, case, clock, first_id));
+            // A stream's times reach the log when the simulator sees its body end,
+            // a moment after the client has read the last chunk.
+            std::thread::sleep(Duration::from_millis(300));
+            let emitted: HashMap<u64, Vec<u64>> = log
+                .take()
+                .into_iter()
+                .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s.t_ns)))
+                .collect();
+            report(&name, clock, &records, &emitted);
+        }
+        drop(hog);
     }
     let _ = stop_tx.send(());
     sim_thread.join().expect("simulator thread");
@@ -145,10 +221,11 @@ fn main() {
 
 async fn run_level(
     addr: SocketAddr,
-    concurrency: usize,
-    rounds: usize,
+    case: Case,
+    clock: RxClock,
     first_id: u64,
 ) -> Vec<(RequestRecord, Instant)> {
+    let (concurrency, rounds) = (case.streams, case.rounds);
     let client = reqwest::Client::builder()
         .no_proxy()
         .tcp_nodelay(true)
@@ -165,7 +242,7 @@ async fn run_level(
         client,
         // The lean HTTP/1.1 client, as a sweep on plain HTTP uses.
         h1: tokbench::load::h1::Connections::for_url(&url, None, concurrency)
-            .map(std::sync::Arc::new),
+            .map(|c| Arc::new(c.with_rx_clock(clock))),
         wire: Wire::OpenAi(Api::Chat),
         url,
         authorization: None,
@@ -237,7 +314,8 @@ fn instant_to_ns() -> impl Fn(Instant) -> i128 {
 }
 
 fn report(
-    concurrency: usize,
+    name: &str,
+    clock: RxClock,
     records: &[(RequestRecord, Instant)],
     emitted: &HashMap<u64, Vec<u64>>,
 ) {
@@ -285,32 +363,110 @@ fn report(
         debug_by_rank(records, emitted, &to_ns);
     }
     let chunks = lateness.len();
+    // How late the client read (kernel runs only: user-space read time
+    // minus the kernel's), and the share of output reads that carried more
+    // than one chunk (each of those chunks got the read's one time).
+    let mut rx_lag: Vec<f64> = records
+        .iter()
+        .flat_map(|(r, _)| r.rx_lag_ms.iter().map(|&v| f64::from(v)))
+        .collect();
+    let (coalesced, reads) = records.iter().fold((0u64, 0u64), |(c, n), (r, _)| {
+        (
+            c + u64::from(r.coalesced_reads),
+            n + u64::from(r.output_reads),
+        )
+    });
+    let coalesced = if reads > 0 {
+        format!("{:.2}%", coalesced as f64 * 100.0 / reads as f64)
+    } else {
+        "-".into()
+    };
+    let clock_used = records
+        .iter()
+        .filter(|(r, _)| r.is_ok() && r.rx_clock != clock)
+        .count();
     println!(
-        "{:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
-        concurrency,
+        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9}",
+        name,
+        clock.as_str(),
         records.len(),
         chunks,
         cell(&mut ttft_err),
         cell(&mut itl_err),
-        cell(&mut lateness)
+        cell(&mut lateness),
+        cell(&mut rx_lag),
+        coalesced
     );
     if unmatched + failed > 0 {
         println!("       ({failed} requests failed, {unmatched} not matched to the emission log)");
     }
+    if clock_used > 0 {
+        println!("       ({clock_used} requests fell back to the other clock)");
+    }
 }
 
-/// `LEVELS`, or `TIMING_ERROR_LEVELS=256x1,1024x1` (streams x rounds).
-fn levels() -> Vec<(usize, usize)> {
+/// `CASES`, or `TIMING_ERROR_LEVELS=256x1,1024x1,256x2s` (streams x rounds,
+/// `s`: starved).
+fn cases() -> Vec<Case> {
     let Ok(text) = std::env::var("TIMING_ERROR_LEVELS") else {
-        return LEVELS.to_vec();
+        return CASES.to_vec();
     };
     text.split(',')
         .map(|level| {
-            let (c, r) = level.trim().split_once('x').unwrap_or((level.trim(), "1"));
-            let parse = |v: &str| v.parse().expect("TIMING_ERROR_LEVELS: streams x rounds");
-            (parse(c), parse(r))
+            let level = level.trim();
+            let (level, starved) = match level.strip_suffix('s') {
+                Some(l) => (l, true),
+                None => (level, false),
+            };
+            let (c, r) = level.split_once('x').unwrap_or((level, "1"));
+            let parse = |v: &str| {
+                v.parse()
+                    .expect("TIMING_ERROR_LEVELS: streams x rounds [s]")
+            };
+            Case {
+                streams: parse(c),
+                rounds: parse(r),
+                starved,
+            }
         })
         .collect()
+}
+
+/// A busy loop on the client's core, at the client's priority (a thread of
+/// this process): the scheduler then gives the client about half the core.
+/// Stops when dropped.
+struct Hog {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Hog {
+    fn start(pinned: bool) -> Hog {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            if pinned {
+                pin_to_core(0);
+            }
+            let mut x = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        });
+        Hog {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Messages of the floor row: one every step, 5 s in all.

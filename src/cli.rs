@@ -379,6 +379,10 @@ pub struct SweepArgs {
     #[arg(long, value_enum, value_name = "CLIENT", default_value_t = HttpClient::Auto)]
     pub http_client: HttpClient,
 
+    /// Clock of chunk arrivals: kernel (the kernel's receive time of each read, where the lean HTTP/1.1 reader runs on Linux; reqwest's paths fall back to user) or user (when the read returned, the old behaviour). Each request records the clock it got.
+    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = RxClockArg::Kernel)]
+    pub rx_clock: RxClockArg,
+
     /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
     #[arg(long)]
     pub insecure: bool,
@@ -397,6 +401,24 @@ pub enum HttpClient {
     /// reqwest for every request: the escape hatch if a server and the lean reader
     /// disagree.
     Reqwest,
+}
+
+/// `--rx-clock`: which clock times the chunks' arrivals.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RxClockArg {
+    /// The kernel's receive time (SO_TIMESTAMPNS) where available, else user.
+    Kernel,
+    /// The user-space time each read returned.
+    User,
+}
+
+impl RxClockArg {
+    pub fn clock(self) -> crate::record::RxClock {
+        match self {
+            RxClockArg::Kernel => crate::record::RxClock::Kernel,
+            RxClockArg::User => crate::record::RxClock::User,
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -31,6 +31,28 @@ impl TokenSource {
     }
 }
 
+/// Which clock a request's arrival times (TTFB, TTFT, ITL, E2EL) come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RxClock {
+    /// The kernel's receive time of the segment each read consumed
+    /// (`SO_TIMESTAMPNS`, the lean HTTP/1.1 reader on Linux): the client's
+    /// own lateness in reading is not in the figures.
+    Kernel,
+    /// The user-space time each read returned: reqwest's paths (TLS,
+    /// HTTP/2), other platforms, `--rx-clock user`.
+    #[default]
+    User,
+}
+
+impl RxClock {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxClock::Kernel => "kernel",
+            RxClock::User => "user",
+        }
+    }
+}
+
 /// Why a request did not count as a success. The `key()` is what result files
 /// use in their `errors` object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -225,6 +247,15 @@ pub struct RequestRecord {
     /// Socket reads that carried output: one or two for a long answer means
     /// something between server and client buffered the stream.
     pub output_reads: u32,
+    /// Output-carrying reads that delivered more than one output event:
+    /// all of a read's events get its one arrival time, so the gaps inside
+    /// it are 0 (the earlier events arrived at or before that time).
+    pub coalesced_reads: u32,
+    /// The clock the arrival times are from (see [`RxClock`]).
+    pub rx_clock: RxClock,
+    /// Kernel clock only: per body read, how late the client read it
+    /// (user-space read time minus kernel receive time), ms.
+    pub rx_lag_ms: Vec<f32>,
     /// Times the request was sent again because its pooled connection had
     /// been closed by the server before any response byte.
     pub retries: u8,
@@ -284,6 +315,9 @@ impl RequestRecord {
             token_source: TokenSource::ChunkCount,
             chunks: 0,
             output_reads: 0,
+            coalesced_reads: 0,
+            rx_clock: RxClock::User,
+            rx_lag_ms: Vec::new(),
             retries: 0,
             finish_reason: None,
             outcome: Outcome::Ok,

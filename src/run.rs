@@ -107,6 +107,8 @@ pub struct SweepPlan {
     pub http2: bool,
     /// `--http-client`: whether measured requests may take the lean reader.
     pub http_client: HttpClient,
+    /// `--rx-clock`: the clock the lean reader times arrivals by.
+    pub rx_clock: crate::record::RxClock,
     /// `--insecure`: TLS certificates are not checked.
     pub insecure: bool,
     /// `--cacert`: a PEM file of extra trusted CA certificates.
@@ -386,6 +388,7 @@ impl SweepPlan {
             search,
             http2: args.http2,
             http_client: args.http_client,
+            rx_clock: args.rx_clock.clock(),
             insecure: args.insecure,
             cacert: args.cacert.clone(),
             resume: args.resume.clone(),
@@ -945,6 +948,7 @@ fn lean_connections(plan: &SweepPlan, authorization: Option<&HeaderValue>) -> Op
         None => None,
     };
     Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
+        .map(|c| c.with_rx_clock(plan.rx_clock))
 }
 
 /// `run.http_client`: which client [`start_driver`] gives the measured requests.

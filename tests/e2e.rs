@@ -238,6 +238,112 @@ async fn measures_the_simulator_timing_it_was_given() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Issue 15 acceptance: a client made late on purpose. The lean reader's
+/// test hook (`TOKBENCH_TEST_READ_DELAY_MS=20`) makes every read wait 20 ms
+/// after its socket turned readable, as a starved client would. Against the
+/// simulator's emission log (first frame handed to the connection minus the
+/// request reaching its handler):
+/// - `--rx-clock user`: every TTFT is at least 20 ms high (the hook's wait
+///   is a floor), its median within 1.5x of that;
+/// - `--rx-clock kernel`: the median TTFT error is at most 1 ms, none
+///   negative, and the level says how late the client read (lag >= 20 ms)
+///   and diagnoses it.
+///
+/// Steps are 100 ms, five times the delay, so a late read still finds one
+/// frame only (two would move the kernel time to the later one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
+    const DELAY_MS: f64 = 20.0;
+    let log = EmissionLog::in_memory();
+    let sim = start_sim(SimConfig {
+        emission_log: Some(log.clone()),
+        ..steps_only(100.0)
+    })
+    .await;
+    for clock in ["user", "kernel"] {
+        let dir = scratch(&format!("rx-clock-{clock}"));
+        let args = sweep_args(
+            &sim,
+            &dir,
+            &[
+                "--concurrency",
+                "1",
+                "--num-prompts",
+                "5",
+                "--warmup",
+                "1",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "4",
+                "--no-probe",
+                "--rx-clock",
+                clock,
+            ],
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(bin())
+                .args(&args)
+                .env("TOKBENCH_TEST_READ_DELAY_MS", DELAY_MS.to_string())
+                .stdin(Stdio::null())
+                .output()
+                .expect("tokbench runs")
+        })
+        .await
+        .expect("join");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let measured = against_server(&dir, &log.take());
+        assert_eq!(measured.len(), 5, "every request matched to its stream");
+        let errs: Vec<f64> = measured.iter().map(AgainstServer::ttft_err_ms).collect();
+        let err = median(&errs);
+        eprintln!(
+            "--rx-clock {clock}: TTFT error against the emission log {errs:?} ms, median {err:.3}"
+        );
+        let jsonl = std::fs::read_to_string(dir.join("requests.jsonl")).expect("jsonl");
+        for line in jsonl.lines() {
+            let v: Value = serde_json::from_str(line).expect("a JSON line");
+            assert_eq!(v["rx_clock"], clock, "{v}");
+            assert_eq!(v["coalesced_reads"], 0, "one frame per read: {v}");
+        }
+        let c1 = read_json(&dir.join("sweep-c1.json"));
+        let summary = read_json(&dir.join("summary.json"));
+        let fired = summary["diagnoses"]
+            .as_array()
+            .expect("diagnoses")
+            .iter()
+            .any(|d| d["id"] == "client_rx_lag");
+        match clock {
+            "user" => {
+                assert!(
+                    errs.iter().all(|e| *e >= DELAY_MS),
+                    "a user-clock TTFT hid the hook's delay: {errs:?}"
+                );
+                assert!(err <= 1.5 * DELAY_MS, "user-clock TTFT errors {errs:?}");
+                assert!(
+                    c1["client_rx_lag_ms"].is_null(),
+                    "{}",
+                    c1["client_rx_lag_ms"]
+                );
+                assert_eq!(c1["rx_clock"]["user"], 5);
+                assert!(!fired);
+            }
+            _ => {
+                assert!(
+                    errs.iter().all(|e| *e >= 0.0),
+                    "before the server wrote: {errs:?}"
+                );
+                assert!(err <= 1.0, "kernel-clock TTFT errors {errs:?} ms");
+                let lag = &c1["client_rx_lag_ms"];
+                assert!(lag["p50"].as_f64().is_some_and(|p| p >= DELAY_MS), "{lag}");
+                assert_eq!(c1["rx_clock"]["kernel"], 5);
+                assert!(fired, "{}", summary["diagnoses"]);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    sim.shutdown().await;
+}
+
 /// Acceptance: `jq '.output_throughput, .total_token_throughput, .median_ttft_ms, .p99_ttft_ms'`
 /// gives four numbers. Uses the real jq: scripts in the field use it.
 fn jq_reads_four_numbers(file: &Path) {

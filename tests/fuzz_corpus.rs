@@ -146,9 +146,24 @@ fn prometheus_corpus_holds_the_invariants() {
 }
 
 #[test]
+fn cmsg_corpus_holds_the_invariants() {
+    each("cmsg", |data, _| {
+        checks::cmsg(data);
+        // Every cut of the seeds, and each seed shifted by one byte (a
+        // misaligned walk must stop cleanly, not panic).
+        for cut in 0..=data.len() {
+            checks::cmsg(&data[..cut]);
+        }
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(data);
+        checks::cmsg(&shifted);
+    });
+}
+
+#[test]
 fn the_corpus_is_small_and_the_seeds_are_there() {
     let mut total = 0;
-    for target in ["sse", "ndjson", "prometheus"] {
+    for target in ["sse", "ndjson", "prometheus", "cmsg"] {
         for (path, data) in corpus(target) {
             assert!(data.len() <= 1 << 20, "{} is over 1 MiB", path.display());
             total += data.len();

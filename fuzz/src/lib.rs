@@ -6,11 +6,13 @@
 //! Input layout for `sse` and `ndjson`: the first `CONTROL_BYTES` bytes are
 //! not body but choose the parser's size cap and how the body is cut into
 //! reads (see `Input::new`); the rest is the response body. `prometheus` takes
-//! the whole input as the `/metrics` body.
+//! the whole input as the `/metrics` body; `cmsg` the whole input as a
+//! `recvmsg` control buffer.
 //!
 //! Every check panics (assert) on a broken invariant; a panic is what
 //! libFuzzer reports as a crash.
 
+use tokbench::load::rxtime;
 use tokbench::probe::prometheus;
 use tokbench::protocol::ndjson::DEFAULT_MAX_LINE_BYTES;
 use tokbench::protocol::sse::DEFAULT_MAX_EVENT_BYTES;
@@ -613,5 +615,46 @@ pub fn prometheus(data: &[u8]) {
     if !text.contains('\r') {
         let crlf = prometheus::parse(&text.replace('\n', "\r\n"));
         assert_eq!(format!("{crlf:?}"), format!("{m:?}"), "CRLF vs LF");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// recvmsg control messages (kernel receive times).
+
+/// The control-message invariants for one buffer (the whole input):
+/// - parsing never panics nor reads past the buffer, and a stamp it finds
+///   is a positive time;
+/// - the input as the payload of a foreign message, followed by a real
+///   stamp, gives that stamp: a payload is skipped by its length, whatever
+///   it holds;
+/// - a stamp built from the input's first 16 bytes comes back exactly, or
+///   not at all when out of range.
+pub fn cmsg(data: &[u8]) {
+    if let Some(ns) = rxtime::parse_rx_timestamp(data) {
+        assert!(ns > 0, "stamp {ns}");
+    }
+    let mut wrapped = rxtime::craft_other(data);
+    wrapped.extend(rxtime::craft_timestampns(1_767_225_600, 42));
+    assert_eq!(
+        rxtime::parse_rx_timestamp(&wrapped),
+        Some(1_767_225_600_000_000_042),
+        "a foreign payload of {} bytes hid the stamp",
+        data.len()
+    );
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        for (k, byte) in b.iter_mut().enumerate() {
+            *byte = data.get(i + k).copied().unwrap_or(0);
+        }
+        i64::from_le_bytes(b)
+    };
+    let (sec, nsec) = (word(0), word(8));
+    let got = rxtime::parse_rx_timestamp(&rxtime::craft_timestampns(sec, nsec));
+    let valid = sec >= 0 && (0..1_000_000_000).contains(&nsec) && (sec, nsec) != (0, 0);
+    let want = valid.then(|| i128::from(sec) * 1_000_000_000 + i128::from(nsec));
+    assert_eq!(got, want, "{sec}.{nsec}");
+    // Every prefix (a control buffer cut by MSG_CTRUNC) parses too.
+    for cut in 0..data.len().min(256) {
+        let _ = rxtime::parse_rx_timestamp(&data[..cut]);
     }
 }

@@ -22,6 +22,8 @@ pub const CLIENT_FAR_TTFT_SHARE: f64 = 0.10;
 pub const CLIENT_CPU_PERCENT_LIMIT: f64 = 80.0;
 /// ... and so does an event-loop lag p99 above this many ms.
 pub const CLIENT_LOOP_LAG_MS_LIMIT: f64 = 5.0;
+/// A client receive lag p99 above this many ms fires `client_rx_lag`.
+pub const CLIENT_RX_LAG_MS_LIMIT: f64 = 5.0;
 /// Event-loop lag while the client's CPU stays under this share of a core is
 /// taken as other work holding the core, not the client's own.
 pub const CLIENT_LOW_CPU_PERCENT: f64 = 25.0;
@@ -139,6 +141,7 @@ pub fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
             .connect_probe_ms
             .and_then(|ms| client_far(ms, base_ttft_p50)),
         client_saturated(input.client_loads),
+        client_rx_lag(levels),
         buffered_stream(input.stream_shapes),
         rounds_spread(input.spreads),
         if levels.is_empty() {
@@ -381,6 +384,43 @@ pub fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
             "loop_lag_ms_limit": CLIENT_LOOP_LAG_MS_LIMIT,
             "levels": levels,
         }),
+    })
+}
+
+/// The machine held tokbench's reads back: the p99 of user-space read time
+/// minus the kernel's receive time is above 5 ms in a level. The latencies
+/// of kernel-timed requests do not include that lag (src/load/rxtime.rs),
+/// so this is a note on the machine, not a warning on the figures.
+pub fn client_rx_lag(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
+    let over: Vec<(u32, f64, f64)> = levels
+        .iter()
+        .filter_map(|l| {
+            let lag = l.stats.client_rx_lag?;
+            (lag.p99.is_finite() && lag.p99 > CLIENT_RX_LAG_MS_LIMIT).then_some((
+                l.concurrency,
+                lag.p99,
+                lag.max,
+            ))
+        })
+        .collect();
+    let worst = over
+        .iter()
+        .map(|o| o.1)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+    let evidence_levels: Vec<Value> = over
+        .iter()
+        .map(|&(c, p99, max)| {
+            json!({"concurrency": c, "p99_ms": num(round_to(p99, 3)), "max_ms": num(round_to(max, 3))})
+        })
+        .collect();
+    Some(Diagnosis {
+        id: "client_rx_lag",
+        message: format!(
+            "this machine delayed tokbench's reads by p99 {} ms; latencies use the kernel's \
+             receive time and are unaffected",
+            figure(worst)
+        ),
+        evidence: json!({"limit_ms": CLIENT_RX_LAG_MS_LIMIT, "levels": evidence_levels}),
     })
 }
 
@@ -663,6 +703,53 @@ mod tests {
         // No TTFT known: only the 5 ms rule.
         assert!(client_far(4.9, None).is_none());
         assert!(client_far(f64::NAN, Some(10.0)).is_none());
+    }
+
+    #[test]
+    fn client_rx_lag_fires_over_five_ms_p99_with_the_issue_words() {
+        use crate::stats::summary::RxLag;
+        let with_lag = |p99: Option<f64>| {
+            let mut s = stats_with(10, 100.0, 0);
+            s.client_rx_lag = p99.map(|p99| RxLag {
+                p50: 0.2,
+                p99,
+                max: p99 + 1.0,
+                reads: 100,
+            });
+            s
+        };
+        let (quiet, edge, late, none) = (
+            with_lag(Some(1.2)),
+            with_lag(Some(5.0)),
+            with_lag(Some(23.4)),
+            with_lag(None),
+        );
+        let views = |s: &[&LevelStats]| -> Vec<(u32, LevelStats)> {
+            s.iter()
+                .enumerate()
+                .map(|(i, s)| (1 << i, (*s).clone()))
+                .collect()
+        };
+        let check = |stats: Vec<(u32, LevelStats)>| {
+            let v: Vec<LevelView<'_>> = stats
+                .iter()
+                .map(|(c, s)| LevelView {
+                    concurrency: *c,
+                    stats: s,
+                })
+                .collect();
+            client_rx_lag(&v)
+        };
+        assert!(check(views(&[&quiet, &edge, &none])).is_none());
+        let d = check(views(&[&quiet, &late])).expect("fires");
+        assert_eq!(d.id, "client_rx_lag");
+        assert_eq!(
+            d.message,
+            "this machine delayed tokbench's reads by p99 23 ms; latencies use the kernel's \
+             receive time and are unaffected"
+        );
+        assert_eq!(d.evidence["levels"][0]["concurrency"], 2);
+        assert_eq!(d.evidence["levels"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]

@@ -15,17 +15,19 @@
 //! connection. Idle connections are pooled per target, up to the run's
 //! concurrency, one lock per request (never per chunk).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::request::say_once;
-use crate::record::ErrorClass;
+use super::rxtime::{self, ConnClock, ControlBuf, WallAnchor};
+use crate::record::{ErrorClass, RxClock};
 
 /// Bytes a connection reads at a time; a response head must fit in it.
 const READ_BUFFER: usize = 32 * 1024;
@@ -34,6 +36,34 @@ const MAX_HEADERS: usize = 64;
 /// How long an unused connection is kept (reqwest's default too).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Test hook, not a feature: `TOKBENCH_TEST_READ_DELAY_MS=20` makes every
+/// read of this reader wait that long after its socket turned readable, as
+/// a client starved of CPU would (the end-to-end test of kernel receive
+/// times uses it). Read once per process; honoured here only.
+pub const TEST_READ_DELAY_ENV: &str = "TOKBENCH_TEST_READ_DELAY_MS";
+
+fn test_read_delay() -> Option<Duration> {
+    static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        let ms: f64 = std::env::var(TEST_READ_DELAY_ENV)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (ms.is_finite() && ms > 0.0).then(|| Duration::from_secs_f64(ms / 1000.0))
+    })
+}
+
+/// When one read's bytes came: the user-space time the read returned and,
+/// with kernel receive times on, the kernel's time of the last segment it
+/// consumed (on the monotonic clock, never after `read_at` nor before the
+/// connection's previous read; see [`rxtime`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadTimes {
+    pub read_at: Instant,
+    pub kernel: Option<Instant>,
+}
 
 /// Why a request did not get (the rest of) its answer, already classified
 /// the way `requests.jsonl` counts it.
@@ -80,6 +110,8 @@ pub struct Connections {
     head: Vec<u8>,
     idle: Mutex<Vec<Idle>>,
     max_idle: usize,
+    /// Kernel receive times on new connections (`--rx-clock kernel`).
+    kernel_rx: bool,
 }
 
 impl std::fmt::Debug for Connections {
@@ -132,12 +164,27 @@ impl Connections {
             head.push_str(auth);
             head.push_str("\r\n");
         }
-        Some(Connections {
-            authority,
-            head: head.into_bytes(),
-            idle: Mutex::new(Vec::new()),
-            max_idle: max_idle.max(1),
-        })
+        Some(
+            Connections {
+                authority,
+                head: head.into_bytes(),
+                idle: Mutex::new(Vec::new()),
+                max_idle: max_idle.max(1),
+                kernel_rx: false,
+            }
+            .with_rx_clock(RxClock::Kernel),
+        )
+    }
+
+    /// Which clock new connections time their reads by. Kernel is the
+    /// default where the platform has it; `User` keeps the user-space read
+    /// time (`--rx-clock user`, for comparison).
+    pub fn with_rx_clock(mut self, clock: RxClock) -> Connections {
+        self.kernel_rx = clock == RxClock::Kernel && cfg!(target_os = "linux");
+        if self.kernel_rx {
+            let _ = stamping_socket();
+        }
+        self
     }
 
     /// Send `body` and read the response head. `fresh` skips the pool (a
@@ -173,6 +220,46 @@ impl Connections {
         };
         let head = conn.read_head().await?;
         Ok(Response::new(head, conn, whole, self))
+    }
+
+    /// Tests: wait (up to 5 s) until the kernel stamps TCP packets, shown
+    /// by a byte over a loopback TCP pair coming back with a stamp. (A UDP
+    /// socket would not show it: its receive path fills in the current time
+    /// when a packet came unstamped; TCP's gives no stamp at all.) True once
+    /// it does; false with user-space times or when it never did.
+    #[cfg(all(test, unix))]
+    pub(crate) fn wait_for_stamping(&self) -> bool {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        if !self.kernel_rx {
+            return false;
+        }
+        let pair = || -> io::Result<(std::net::TcpStream, std::net::TcpStream)> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let reader = std::net::TcpStream::connect(listener.local_addr()?)?;
+            let (writer, _) = listener.accept()?;
+            rxtime::enable(reader.as_raw_fd())?;
+            Ok((reader, writer))
+        };
+        let Ok((reader, mut writer)) = pair() else {
+            return false;
+        };
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if writer.write_all(b"?").is_err() {
+                return false;
+            }
+            let mut control = ControlBuf::default();
+            let mut byte = [0u8; 16];
+            // Not there yet (recv_timed does not wait) or unstamped: again.
+            if let Ok((_, Some(_))) =
+                rxtime::recv_timed(reader.as_raw_fd(), &mut byte, &mut control)
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
     }
 
     fn take_idle(&self) -> Option<Conn> {
@@ -236,13 +323,60 @@ impl Connections {
         };
         // Small requests must not wait for Nagle.
         let _ = stream.set_nodelay(true);
+        // A socket that refuses the option keeps user-space times; each
+        // record says which clock it got (`rx_clock`).
+        let clock = (self.kernel_rx && enable_rx_timestamps(&stream).is_ok())
+            .then(|| ConnClock::new(WallAnchor::measure()));
         Ok(Conn {
             stream,
             buf: vec![0; READ_BUFFER].into_boxed_slice(),
             start: 0,
             end: 0,
+            clock,
+            control: Box::default(),
+            opened: Instant::now(),
+            last: None,
+            delay: None,
         })
     }
+}
+
+/// A UDP socket with receive timestamps on, opened once and kept for the
+/// process's life. Linux stamps packets only while some socket wants it,
+/// and the first socket to ask turns stamping on from a deferred kernel
+/// work item: packets landing before it has run carry no stamp (seen on a
+/// loaded VM as reads of a fresh connection without one), and stamping goes
+/// off again, also deferred, when the last such socket closes. Asking once,
+/// when the first pool is made (before the warmup's first answer), and
+/// never letting go keeps it on for every measured read.
+/// None if the platform refuses; reads then fall back to user time.
+#[cfg(unix)]
+fn stamping_socket() -> Option<&'static std::net::UdpSocket> {
+    use std::os::fd::AsRawFd;
+    static SOCKET: std::sync::OnceLock<Option<std::net::UdpSocket>> = std::sync::OnceLock::new();
+    SOCKET
+        .get_or_init(|| {
+            let socket = std::net::UdpSocket::bind(("127.0.0.1", 0)).ok()?;
+            rxtime::enable(socket.as_raw_fd()).ok()?;
+            Some(socket)
+        })
+        .as_ref()
+}
+
+#[cfg(not(unix))]
+fn stamping_socket() -> Option<&'static std::net::UdpSocket> {
+    None
+}
+
+#[cfg(unix)]
+fn enable_rx_timestamps(stream: &TcpStream) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    rxtime::enable(stream.as_raw_fd())
+}
+
+#[cfg(not(unix))]
+fn enable_rx_timestamps(_stream: &TcpStream) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// A connection and the bytes read from it but not yet used
@@ -252,6 +386,18 @@ struct Conn {
     buf: Box<[u8]>,
     start: usize,
     end: usize,
+    /// Kernel receive times are on: every read goes through `recvmsg` and
+    /// its stamp is converted on this clock. None: user-space times.
+    clock: Option<ConnClock>,
+    /// Boxed: it would double the size of every `Response` moved around.
+    control: Box<ControlBuf>,
+    /// No byte of this connection arrived before it was opened: the floor
+    /// of its first read's kernel time.
+    opened: Instant,
+    /// The last read's times (the bytes in `buf` came with it).
+    last: Option<ReadTimes>,
+    /// The test hook's wait before the next read ([`TEST_READ_DELAY_ENV`]).
+    delay: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 /// What the response head says.
@@ -330,18 +476,89 @@ impl Conn {
         .await
     }
 
-    /// Read once into the free end of the buffer.
+    /// Read once into the free end of the buffer, noting when
+    /// ([`Conn::last`]).
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        let mut read = ReadBuf::new(&mut self.buf[self.end..]);
-        match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
-            Poll::Ready(Ok(())) => {
-                let n = read.filled().len();
-                self.end += n;
-                Poll::Ready(Ok(n))
+        if let Some(delay) = test_read_delay() {
+            // The test hook: bytes are there; come back for them late.
+            if self.delay.is_none() {
+                match self.stream.poll_read_ready(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                }
+                self.delay = Some(Box::pin(tokio::time::sleep(delay)));
             }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => Poll::Pending,
+            if let Some(sleep) = self.delay.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+            self.delay = None;
         }
+        if self.clock.is_none() {
+            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
+            return match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    self.end += n;
+                    self.last = Some(ReadTimes {
+                        read_at: Instant::now(),
+                        kernel: None,
+                    });
+                    Poll::Ready(Ok(n))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+        self.poll_fill_timed(cx)
+    }
+
+    /// `poll_fill` through `recvmsg`, with the kernel's receive time.
+    #[cfg(unix)]
+    fn poll_fill_timed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        use std::os::fd::AsRawFd;
+        let fd = self.stream.as_raw_fd();
+        loop {
+            match self.stream.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+            let buf = &mut self.buf[self.end..];
+            let control = &mut self.control;
+            // try_io clears the readiness on WouldBlock, so the next
+            // poll_read_ready waits for the socket again (a spurious wake).
+            let read = self
+                .stream
+                .try_io(Interest::READABLE, || rxtime::recv_timed(fd, buf, control));
+            let (n, stamp) = match read {
+                Ok(read) => read,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            let read_at = Instant::now();
+            let floor = self.last.and_then(|l| l.kernel).unwrap_or(self.opened);
+            let kernel = match (self.clock.as_mut(), stamp) {
+                (Some(clock), Some(_)) => Some(clock.arrival(
+                    stamp,
+                    floor,
+                    read_at,
+                    rxtime::realtime_ns(),
+                    WallAnchor::measure,
+                )),
+                _ => None,
+            };
+            self.end += n;
+            self.last = Some(ReadTimes { read_at, kernel });
+            return Poll::Ready(Ok(n));
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn poll_fill_timed(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
     }
 }
 
@@ -387,6 +604,12 @@ impl Response {
             conn: Some(conn),
             pool: Arc::clone(pool),
         }
+    }
+
+    /// When the bytes `poll_body` last found (or the head) were read. None
+    /// once the connection went back to the pool.
+    pub fn read_times(&self) -> Option<ReadTimes> {
+        self.conn.as_ref().and_then(|c| c.last)
     }
 
     /// Wait for body bytes (none are read while some are still waiting).
@@ -927,6 +1150,71 @@ mod tests {
         let e = c.send(b"{}", "id", false).await.err().unwrap();
         assert_eq!(e.class, ErrorClass::ConnectRefused);
         assert_eq!(e.message.matches("refused").count(), 1, "{}", e.message);
+    }
+
+    /// With kernel receive times on, a read the client makes late carries
+    /// the time the bytes arrived, not the time it read them; with
+    /// `RxClock::User` it carries none. The server writes the body on the
+    /// client's word and says when it has; the client then waits 50 ms
+    /// before reading, so the bytes were in its socket for at least that.
+    #[tokio::test]
+    async fn a_late_read_carries_the_kernel_time_of_its_bytes() {
+        use tokio::io::AsyncReadExt;
+        use tokio::sync::oneshot;
+        for clock in [RxClock::Kernel, RxClock::User] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
+            let (go_tx, go_rx) = oneshot::channel::<()>();
+            let (written_tx, written_rx) = oneshot::channel::<()>();
+            tokio::spawn(async move {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = socket.read(&mut buf).await.unwrap();
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+                    .await
+                    .unwrap();
+                let _ = go_rx.await;
+                socket.write_all(b"ok").await.unwrap();
+                let _ = written_tx.send(());
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            });
+            let url = reqwest::Url::parse(&url).unwrap();
+            let c = Arc::new(
+                Connections::for_url(&url, None, 1)
+                    .unwrap()
+                    .with_rx_clock(clock),
+            );
+            // Stamping comes on from a deferred kernel work item: wait for
+            // it (a run's preflight and warmup do), not for a fixed time.
+            assert_eq!(c.wait_for_stamping(), clock == RxClock::Kernel);
+            let mut response = c.send(b"{}", "id", false).await.unwrap();
+            let asked = Instant::now();
+            go_tx.send(()).unwrap();
+            written_rx.await.unwrap();
+            let written = Instant::now();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let polled = std::future::poll_fn(|cx| response.poll_body(cx)).await;
+            assert_eq!(polled.unwrap(), Polled::Bytes);
+            let t = response.read_times().expect("times of the read");
+            match clock {
+                RxClock::Kernel => {
+                    let k = t.kernel.expect("a kernel time on Linux");
+                    // The bytes arrived after the client asked for them and
+                    // before it heard they were written.
+                    assert!(
+                        k >= asked && k <= written,
+                        "{k:?} not in [{asked:?}, {written:?}]"
+                    );
+                    assert!(t.read_at.duration_since(k) >= Duration::from_millis(50));
+                }
+                RxClock::User => assert_eq!(t.kernel, None),
+            }
+        }
     }
 
     // Found in review: idle connections, early answers, odd heads.

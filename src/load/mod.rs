@@ -6,6 +6,7 @@ pub mod driver;
 pub mod h1;
 pub mod replay;
 pub mod request;
+pub mod rxtime;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};

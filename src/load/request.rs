@@ -18,11 +18,13 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use tokio::sync::watch;
 
 use super::h1::{self, BodyError, Connections, Consumed, Polled};
+use super::rxtime;
 use super::Wire;
 use crate::protocol::openai::error_message_from_body;
 use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
 use crate::record::{
-    ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, ServerTimings, TokenSource,
+    ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, RxClock, ServerTimings,
+    TokenSource,
 };
 use crate::stats::metrics::request_timing;
 
@@ -133,6 +135,11 @@ pub struct PreparedRequest {
 struct StreamTally {
     arrivals: Vec<ChunkArrival>,
     output_reads: u32,
+    coalesced_reads: u32,
+    /// Body reads timed by the kernel, and by user space.
+    kernel_reads: u32,
+    user_reads: u32,
+    rx_lag_ms: Vec<f32>,
     finish: Option<FinishReason>,
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
@@ -338,6 +345,14 @@ pub async fn execute_counted(
     record.token_source = source;
     record.chunks = tally.arrivals.len() as u32;
     record.output_reads = tally.output_reads;
+    record.coalesced_reads = tally.coalesced_reads;
+    // Kernel only when every body read had the kernel's time.
+    record.rx_clock = if tally.kernel_reads > 0 && tally.user_reads == 0 {
+        RxClock::Kernel
+    } else {
+        RxClock::User
+    };
+    record.rx_lag_ms = std::mem::take(&mut tally.rx_lag_ms);
     record.finish_reason = tally.finish;
     record.input_tokens_reported = tally.prompt_tokens;
     record.server_timings = tally.timings;
@@ -466,7 +481,12 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         }
     };
-    record.ttfb = Some(t0.elapsed());
+    // The head's read: on the kernel's clock too where it has one.
+    record.ttfb = Some(
+        arrival(answer.read_times(), t0)
+            .0
+            .saturating_duration_since(t0),
+    );
 
     if !(200..300).contains(&status) {
         let message = http_error_message(status, &mut answer, target.stall_timeout).await;
@@ -483,6 +503,9 @@ async fn stream_request(
         (last_bytes + target.stall_timeout).into()
     ));
     let mut stall_armed = false;
+    // The last read's arrival: events the decoder only releases at the end
+    // (a last line without its terminator) came with that read.
+    let mut last_at = None;
     loop {
         let next = poll_fn(|cx| {
             if let Poll::Ready(next) = answer.poll_body(cx) {
@@ -513,10 +536,20 @@ async fn stream_request(
         };
         let ended = match next {
             Ok(Polled::Bytes) => {
-                // The arrival time is taken before the bytes are parsed.
-                let now = Instant::now();
-                let at = now.saturating_duration_since(t0);
-                last_bytes = now;
+                // The arrival time is the read's, taken before the bytes
+                // are parsed: the kernel's receive time where there is one,
+                // else when the read returned.
+                let (arrived, read_at, kernel) = arrival(answer.read_times(), t0);
+                let at = arrived.saturating_duration_since(t0);
+                last_at = Some(at);
+                last_bytes = read_at;
+                if kernel {
+                    tally.kernel_reads += 1;
+                    let lag = read_at.saturating_duration_since(arrived);
+                    tally.rx_lag_ms.push((lag.as_secs_f64() * 1000.0) as f32);
+                } else {
+                    tally.user_reads += 1;
+                }
                 let outputs_before = tally.arrivals.len();
                 let consumed = answer.consume(|bytes| {
                     let fed = decoder.feed(bytes, &mut events);
@@ -525,9 +558,14 @@ async fn stream_request(
                     }
                     fed
                 });
-                if tally.arrivals.len() > outputs_before {
+                let outputs = tally.arrivals.len() - outputs_before;
+                if outputs > 0 {
                     tally.output_reads += 1;
                     mark.first_output();
+                }
+                // Several events in one read all got its one time.
+                if outputs > 1 {
+                    tally.coalesced_reads += 1;
                 }
                 match consumed {
                     Ok(Consumed::More) => false,
@@ -542,7 +580,7 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         };
         if ended {
-            let at = t0.elapsed();
+            let at = last_at.unwrap_or_else(|| t0.elapsed());
             if let Err(e) = decoder.finish(&mut events) {
                 return Some(Stop::Failed(ErrorClass::MalformedStream, e));
             }
@@ -550,6 +588,24 @@ async fn stream_request(
                 tally.apply(event, at);
             }
             return None;
+        }
+    }
+}
+
+/// Where the bytes of the last read are taken to have arrived, when that
+/// read returned, and whether the arrival is the kernel's. The kernel's time
+/// is kept within `[t0, read time]` (the reader already keeps it at or
+/// after the connection's previous read): bytes of this request cannot
+/// arrive before it was sent. Without read times (reqwest): now.
+fn arrival(times: Option<h1::ReadTimes>, t0: Instant) -> (Instant, Instant, bool) {
+    match times {
+        Some(t) => {
+            let (at, _) = rxtime::place(t.kernel, t0, t.read_at);
+            (at, t.read_at, t.kernel.is_some())
+        }
+        None => {
+            let now = Instant::now();
+            (now, now, false)
         }
     }
 }
@@ -629,6 +685,14 @@ impl Answer {
                     }
                 }
             }
+        }
+    }
+
+    /// When the bytes `poll_body` found were read (the lean reader only).
+    fn read_times(&self) -> Option<h1::ReadTimes> {
+        match self {
+            Answer::H1(response) => response.read_times(),
+            Answer::Reqwest { .. } => None,
         }
     }
 
@@ -810,6 +874,100 @@ mod tests {
         assert_eq!(record_id_of_request_id(resent.to_str().unwrap()), Some(42));
         assert_eq!(record_id_of_request_id("chatcmpl-abc"), None);
         assert_eq!(record_id_of_request_id("tokbench-x-y"), None);
+    }
+
+    /// The rule for several events in one read: they all get its one
+    /// arrival time (a 0 ms gap between them) and the record counts the
+    /// read in `coalesced_reads`; the clock used is recorded. The server
+    /// writes one content chunk, waits, then two in one write (one segment
+    /// on loopback, so one read), then the end.
+    #[tokio::test]
+    async fn events_of_one_read_share_its_time_and_the_read_is_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let chunk = |text: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n"
+            )
+        };
+        let (one, two) = (chunk("a"), format!("{}{}", chunk("b"), chunk("c")));
+        let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n";
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: reqwest::Url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        )
+        .parse()
+        .unwrap();
+        // Every connection gets the same answer, then closed.
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (one, two) = (one.clone(), two.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let n = socket.read(&mut buf).await.unwrap();
+                        seen.extend_from_slice(&buf[..n]);
+                    }
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                    socket
+                        .write_all(format!("{head}{one}").as_bytes())
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    socket.write_all(two.as_bytes()).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    socket.write_all(end.as_bytes()).await.unwrap();
+                });
+            }
+        });
+        let run = |clock: RxClock| {
+            let h1 = Connections::for_url(&url, None, 1).map(|c| Arc::new(c.with_rx_clock(clock)));
+            if clock == RxClock::Kernel {
+                // Stamping is turned on by a deferred kernel work item:
+                // wait for it, as a run's warmup does.
+                let on = h1.as_ref().is_some_and(|c| c.wait_for_stamping());
+                assert!(on, "the kernel never stamped a packet");
+            }
+            let target = Target {
+                client: reqwest::Client::new(),
+                h1,
+                wire: Wire::OpenAi(crate::protocol::openai::Api::Chat),
+                url: url.clone(),
+                authorization: None,
+                request_timeout: Duration::from_secs(10),
+                stall_timeout: Duration::from_secs(10),
+            };
+            async move {
+                let (_tx, rx) = watch::channel(false);
+                let request = PreparedRequest {
+                    id: 1,
+                    level: 0,
+                    body: Bytes::from_static(b"{}"),
+                    input_tokens_target: 1,
+                    max_tokens: 3,
+                    scheduled: None,
+                    turn: None,
+                };
+                let r = execute(&target, request, Instant::now(), rx).await;
+                assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error_message);
+                assert_eq!(r.chunks, 3);
+                assert_eq!(r.itl_ms.len(), 2);
+                // b and c came in one read: a gap of exactly 0 and one read
+                // counted, whether or not a late client merged a with them.
+                assert!(r.itl_ms.contains(&0.0), "{:?}", r.itl_ms);
+                assert_eq!(r.coalesced_reads, 1);
+                r
+            }
+        };
+        let r = run(RxClock::Kernel).await;
+        assert_eq!(r.rx_clock, RxClock::Kernel, "lags {:?}", r.rx_lag_ms);
+        // One lag per body read (head + a, b + c, the end), none negative.
+        assert_eq!(r.rx_lag_ms.len(), 3, "{:?}", r.rx_lag_ms);
+        assert!(r.rx_lag_ms.iter().all(|l| *l >= 0.0));
+        let r = run(RxClock::User).await;
+        assert_eq!(r.rx_clock, RxClock::User);
+        assert!(r.rx_lag_ms.is_empty());
     }
 
     fn output(reasoning: bool, tokens: Option<u32>) -> StreamEvent {

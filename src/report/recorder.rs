@@ -477,6 +477,14 @@ impl Recorder {
             "token_source": r.token_source.as_str(),
             "chunks": r.chunks,
             "output_reads": r.output_reads,
+            "coalesced_reads": r.coalesced_reads,
+            "rx_clock": r.rx_clock.as_str(),
+            "rx_lag_ms_max": r
+                .rx_lag_ms
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f32>, v| Some(m.map_or(v, |m| m.max(v))))
+                .map(|v| round3(f64::from(v))),
             "retries": r.retries,
             "finish_reason": r.finish_reason.map(|f| f.as_str()),
             "error": error,

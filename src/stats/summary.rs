@@ -6,13 +6,15 @@
 //!   (`Outcome::Ok`) records only, as vLLM does;
 //! - `duration`: completed and failed records (first dispatch to last end);
 //! - `errors`: failed records;
-//! - cancelled records are only counted.
+//! - cancelled records are only counted;
+//! - `client_rx_lag_ms` and `rx_clock`: completed and failed records (the
+//!   client's reads, whatever the answer was).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::record::{Outcome, RequestRecord, TokenSource};
+use crate::record::{Outcome, RequestRecord, RxClock, TokenSource};
 use crate::stats::percentile::{median_sorted, percentile_label, percentile_sorted};
 
 /// Summary of a set of samples (milliseconds for latencies).
@@ -157,6 +159,41 @@ pub struct LevelStats {
     /// requests whose reasoning came first (`RequestRecord::ttfc`). `None`
     /// when no request had one, and then no `ttfc` key is written.
     pub ttfc: Option<Distribution>,
+    /// How late the client read its sockets: user-space read time minus
+    /// the kernel's receive time, pooled over every kernel-timed body read.
+    /// `None` when no read had a kernel time (`--rx-clock user`, reqwest).
+    pub client_rx_lag: Option<RxLag>,
+    /// Requests (completed and failed) timed by the kernel and by user space.
+    pub rx_kernel: usize,
+    pub rx_user: usize,
+}
+
+/// `client_rx_lag_ms`: p50, p99 and max of the reads' lag, ms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RxLag {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub reads: usize,
+}
+
+impl RxLag {
+    /// From the lag samples of every read (any order); None without one.
+    pub fn from_samples(mut lags: Vec<f64>) -> Option<RxLag> {
+        lags.retain(|v| v.is_finite());
+        lags.sort_by(f64::total_cmp);
+        Some(RxLag {
+            p50: percentile_sorted(&lags, 50.0)?,
+            p99: percentile_sorted(&lags, 99.0)?,
+            max: *lags.last()?,
+            reads: lags.len(),
+        })
+    }
+
+    pub fn to_json(&self) -> Value {
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+        serde_json::json!({"p50": r3(self.p50), "p99": r3(self.p99), "max": r3(self.max)})
+    }
 }
 
 fn ms(d: std::time::Duration) -> f64 {
@@ -257,6 +294,15 @@ pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f
         .filter(|r| r.output_tokens < r.output_tokens_requested)
         .count();
 
+    let answered = || records.iter().filter(|r| r.is_ok() || r.is_failed());
+    let client_rx_lag = RxLag::from_samples(
+        answered()
+            .flat_map(|r| r.rx_lag_ms.iter().map(|&v| f64::from(v)))
+            .collect(),
+    );
+    let rx_kernel = answered().filter(|r| r.rx_clock == RxClock::Kernel).count();
+    let rx_user = answered().count() - rx_kernel;
+
     LevelStats {
         completed: completed.len(),
         failed,
@@ -281,6 +327,9 @@ pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f
         output_len,
         short_outputs,
         ttfc,
+        client_rx_lag,
+        rx_kernel,
+        rx_user,
     }
 }
 
@@ -362,6 +411,16 @@ impl LevelStats {
         );
         map.insert("cancelled".into(), Value::from(self.cancelled));
         map.insert("short_outputs".into(), Value::from(self.short_outputs));
+        // tokbench's own: how late the client read (null without kernel
+        // receive times) and which clock timed the requests.
+        map.insert(
+            "client_rx_lag_ms".into(),
+            self.client_rx_lag.map_or(Value::Null, |l| l.to_json()),
+        );
+        map.insert(
+            "rx_clock".into(),
+            serde_json::json!({"kernel": self.rx_kernel, "user": self.rx_user}),
+        );
 
         // Reasoning models only: the same keys for TTFC (`mean_ttfc_ms`,
         // `median_ttfc_ms`, `std_ttfc_ms`, `p99_ttfc_ms`, ...), written only

@@ -582,6 +582,10 @@ pub struct App {
     pub recent_tok_s: f64,
     /// CPU use of this process, % of one core, over the last second.
     pub client_cpu: Option<f64>,
+    /// The client's receive lag (user-space read minus kernel receive time,
+    /// ms) of the latest kernel-timed reads, newest last, at most
+    /// `RX_LAG_WINDOW` of them.
+    rx_lag_ms: VecDeque<f32>,
     /// The server's own gauges from the last scrape (running, waiting,
     /// kv_cache_usage, deferred, slots_busy, gpu_share, ...).
     pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
@@ -645,6 +649,9 @@ pub struct App {
     last_recompute: Option<Duration>,
 }
 
+/// Reads the live view's receive-lag p99 is taken over.
+const RX_LAG_WINDOW: usize = 4096;
+
 impl App {
     pub fn new(run: RunView, palette: Palette) -> App {
         App {
@@ -667,6 +674,7 @@ impl App {
             elapsed: Duration::ZERO,
             recent_tok_s: 0.0,
             client_cpu: None,
+            rx_lag_ms: VecDeque::new(),
             server: None,
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),
@@ -883,6 +891,12 @@ impl App {
                             .add(r.start, r.start + ttft, r.end, r.output_tokens, counted);
                     }
                 }
+                for &lag in &r.rx_lag_ms {
+                    if self.rx_lag_ms.len() == RX_LAG_WINDOW {
+                        self.rx_lag_ms.pop_front();
+                    }
+                    self.rx_lag_ms.push_back(lag);
+                }
                 match r.outcome {
                     Outcome::Ok => {
                         self.counters.ok += 1;
@@ -1057,6 +1071,14 @@ impl App {
 
     pub fn set_client_cpu(&mut self, percent: Option<f64>) {
         self.client_cpu = percent;
+    }
+
+    /// p99 of the client's receive lag over the latest reads, ms; None
+    /// before any kernel-timed read (`--rx-clock user`, reqwest).
+    pub fn client_rx_lag_p99(&self) -> Option<f64> {
+        let mut lags: Vec<f64> = self.rx_lag_ms.iter().map(|&v| f64::from(v)).collect();
+        lags.sort_by(f64::total_cmp);
+        crate::stats::percentile::percentile_sorted(&lags, 99.0)
     }
 
     /// A scrape of the server's (or the GPU's) gauges: each gauge keeps its

@@ -1732,6 +1732,10 @@ fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
             .client_cpu
             .map_or_else(|| "-".to_string(), |v| format!("{v:.0}%"));
         parts.push(Part::text(3, format!("client cpu {cpu}"), p.dim));
+        // Beside it, how late the client read its sockets (kernel clock only).
+        if let Some(lag) = app.client_rx_lag_p99() {
+            parts.push(Part::text(3, format!("rx lag p99 {lag:.1} ms"), p.dim));
+        }
     }
     fit(parts, area.width, 2).render(Rect::new(area.x, area.y, area.width, 1), buf);
     if area.height >= 2 {

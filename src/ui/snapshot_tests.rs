@@ -539,3 +539,24 @@ fn two_run_headers_keep_what_differs_whole() {
         }
     }
 }
+
+/// The client's receive lag sits beside its CPU once a kernel-timed read
+/// came in, and is absent before (user clock, reqwest).
+#[test]
+fn the_footer_shows_the_client_rx_lag_beside_its_cpu() {
+    use crate::load::driver::DriverEvent;
+    use crate::record::{Outcome, RequestRecord};
+    let mut app = Screen::FirstLevel.build(ColorMode::None);
+    let before = text(&render(&app, 160, 48));
+    assert!(before.contains("client cpu 4%"), "{before}");
+    assert!(!before.contains("rx lag"), "{before}");
+    let mut r = RequestRecord::empty(10_000, 0);
+    r.outcome = Outcome::Cancelled;
+    r.rx_lag_ms = vec![3.0; 50];
+    app.on_driver_event(&DriverEvent::Record(r));
+    let after = text(&render(&app, 160, 48));
+    assert!(
+        after.contains("client cpu 4%  rx lag p99 3.0 ms"),
+        "{after}"
+    );
+}

@@ -1,0 +1,580 @@
+//! Kernel receive times for the lean HTTP/1.1 reader ([`super::h1`]).
+//!
+//! A chunk's arrival time taken when `read` returns in user space includes
+//! the client's own lateness: how long the bytes sat in the socket before
+//! the load task was polled. With `SO_TIMESTAMPNS` on, Linux stamps every
+//! segment when it reaches the host, and `recvmsg` hands back the stamp of
+//! the last segment the read consumed as a control message. That time is
+//! what a latency should count up to; the difference to the user-space
+//! read time is the client's receive lag, reported on its own.
+//!
+//! The stamp is `CLOCK_REALTIME`; the run's clock is `CLOCK_MONOTONIC`
+//! (`Instant`). [`WallAnchor`] pairs the two: `CLOCK_REALTIME` read between
+//! two `Instant` reads, the tightest of a few tries, the pair's monotonic
+//! side taken as the midpoint. A connection measures one when it opens and
+//! again when it is a second old ([`ANCHOR_REFRESH`], which bounds an NTP
+//! slew's drift: 500 ppm at most is 0.5 ms a second, a few ppm in practice).
+//! A wall-clock step (NTP, `date -s`) is caught at the next read: each read
+//! also takes the wall time beside its `Instant`, and when the anchor's
+//! prediction disagrees by more than [`STEP_TOLERANCE`] the anchor is
+//! measured again before the stamp is converted ([`ConnClock::arrival`]).
+//! Only a step that lands between a segment's arrival and its read can
+//! still misplace that one read, and [`place`] keeps even it within
+//! `[floor, read time]`: no latency turns negative, none exceeds what the
+//! user-space clock measured, and arrivals never go backwards.
+//!
+//! Everything here but the two system calls is a pure function, tested on
+//! crafted buffers and synthetic instants.
+
+use std::io;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often a connection measures its wall-to-monotonic anchor again.
+pub const ANCHOR_REFRESH: Duration = Duration::from_secs(1);
+/// Bracketed reads per anchor measurement; the tightest is kept.
+const ANCHOR_TRIES: usize = 5;
+/// A read whose wall time and `Instant` disagree with the anchor by more
+/// than this has seen the wall clock step (or its thread was preempted
+/// between the two clock reads): the anchor is measured again. A false
+/// alarm costs one measurement (a few hundred nanoseconds).
+pub const STEP_TOLERANCE: Duration = Duration::from_micros(100);
+
+/// Bytes of control-message room per read: one `SCM_TIMESTAMPING` (three
+/// timespecs, 64 bytes on 64-bit Linux) or `SCM_TIMESTAMPNS` (32) with
+/// room to spare, so a second message cannot truncate the first.
+pub const CONTROL_LEN: usize = 128;
+
+/// The control buffer `recvmsg` fills, aligned as `cmsghdr` needs.
+#[repr(C, align(8))]
+pub struct ControlBuf(pub [u8; CONTROL_LEN]);
+
+impl Default for ControlBuf {
+    fn default() -> Self {
+        ControlBuf([0; CONTROL_LEN])
+    }
+}
+
+/// The kernel's receive time in a `recvmsg` control buffer (the first
+/// `msg_controllen` bytes): `CLOCK_REALTIME` nanoseconds since the epoch,
+/// from `SCM_TIMESTAMPNS` or the software stamp of `SCM_TIMESTAMPING`. None
+/// when there is none, or the buffer is cut short or malformed: a header
+/// whose length runs past the buffer (`MSG_CTRUNC`) or is shorter than a
+/// header ends the walk, and a timespec out of range is ignored. Never
+/// reads past `control`.
+pub fn parse_rx_timestamp(control: &[u8]) -> Option<i128> {
+    let header = std::mem::size_of::<libc::cmsghdr>();
+    // CMSG_LEN(0): where a message's data starts (the header, aligned).
+    let data_at = cmsg_align(header);
+    let timespec = std::mem::size_of::<libc::timespec>();
+    let mut at = 0usize;
+    let mut found = None;
+    while let Some(rest) = control.get(at..).filter(|r| r.len() >= header) {
+        // SAFETY: `rest` holds at least `size_of::<cmsghdr>()` bytes;
+        // `cmsghdr` is plain integers, valid for any bit pattern, and
+        // `read_unaligned` has no alignment requirement.
+        let h: libc::cmsghdr = unsafe { std::ptr::read_unaligned(rest.as_ptr().cast()) };
+        // `cmsg_len` is size_t on glibc and socklen_t on musl: widening
+        // either way.
+        #[allow(clippy::unnecessary_cast)]
+        let len = h.cmsg_len as usize;
+        if len < data_at || len > rest.len() {
+            break;
+        }
+        let data = &rest[data_at..len];
+        if h.cmsg_level == libc::SOL_SOCKET
+            && (h.cmsg_type == libc::SCM_TIMESTAMPNS || h.cmsg_type == libc::SCM_TIMESTAMPING)
+            && data.len() >= timespec
+        {
+            // SCM_TIMESTAMPING carries [software, deprecated, hardware]:
+            // the first is the one SOF_TIMESTAMPING_SOFTWARE reports.
+            // SAFETY: `data` holds at least `size_of::<timespec>()` bytes of
+            // plain integers; read_unaligned as above.
+            let ts: libc::timespec = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+            // time_t and c_long are 32 bits on some targets.
+            #[allow(clippy::useless_conversion)]
+            if let Some(ns) = timespec_ns(i64::from(ts.tv_sec), i64::from(ts.tv_nsec)) {
+                found = Some(ns);
+            }
+        }
+        match at.checked_add(cmsg_align(len)) {
+            Some(next) if next > at => at = next,
+            _ => break,
+        }
+    }
+    found
+}
+
+/// CMSG_ALIGN: control messages are padded to a `size_t`.
+fn cmsg_align(len: usize) -> usize {
+    let word = std::mem::size_of::<usize>();
+    len.saturating_add(word - 1) & !(word - 1)
+}
+
+/// Nanoseconds of a timespec; None for zero (no stamp) or a field out of
+/// range.
+fn timespec_ns(sec: i64, nsec: i64) -> Option<i128> {
+    if !(0..1_000_000_000).contains(&nsec) || sec < 0 || (sec == 0 && nsec == 0) {
+        return None;
+    }
+    Some(i128::from(sec) * 1_000_000_000 + i128::from(nsec))
+}
+
+/// `CLOCK_REALTIME` now, in nanoseconds since the epoch (negative before it).
+pub fn realtime_ns() -> i128 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// A `CLOCK_REALTIME` reading and the `Instant` it was taken at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallAnchor {
+    pub mono: Instant,
+    pub realtime_ns: i128,
+}
+
+impl WallAnchor {
+    /// Read the wall clock between two monotonic reads, a few times, and
+    /// keep the pair whose bracket is narrowest: its error is at most half
+    /// that bracket (tens of nanoseconds on vDSO clocks), unless the thread
+    /// was preempted in every try.
+    pub fn measure() -> WallAnchor {
+        let mut best: Option<(WallAnchor, Duration)> = None;
+        for _ in 0..ANCHOR_TRIES {
+            let before = Instant::now();
+            let wall = realtime_ns();
+            let after = Instant::now();
+            let bracket = after.saturating_duration_since(before);
+            if best.is_none_or(|(_, b)| bracket < b) {
+                let anchor = WallAnchor {
+                    mono: before + bracket / 2,
+                    realtime_ns: wall,
+                };
+                best = Some((anchor, bracket));
+            }
+        }
+        match best {
+            Some((anchor, _)) => anchor,
+            None => WallAnchor {
+                mono: Instant::now(),
+                realtime_ns: realtime_ns(),
+            },
+        }
+    }
+
+    /// The `Instant` of a `CLOCK_REALTIME` time, on this anchor's offset.
+    /// None when it falls outside what an `Instant` can hold.
+    pub fn to_instant(&self, realtime_ns: i128) -> Option<Instant> {
+        let diff = realtime_ns.checked_sub(self.realtime_ns)?;
+        let magnitude = Duration::from_nanos(u64::try_from(diff.unsigned_abs()).ok()?);
+        if diff >= 0 {
+            self.mono.checked_add(magnitude)
+        } else {
+            self.mono.checked_sub(magnitude)
+        }
+    }
+
+    /// Whether a clock pair read together (`mono`, `wall_ns`) is off this
+    /// anchor's offset by more than [`STEP_TOLERANCE`].
+    pub fn disagrees(&self, mono: Instant, wall_ns: i128) -> bool {
+        match self.to_instant(wall_ns) {
+            Some(predicted) => {
+                let off = predicted
+                    .saturating_duration_since(mono)
+                    .max(mono.saturating_duration_since(predicted));
+                off > STEP_TOLERANCE
+            }
+            None => true,
+        }
+    }
+
+    /// Whether the anchor is due to be measured again at `now`.
+    pub fn is_due(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.mono) >= ANCHOR_REFRESH
+    }
+}
+
+/// One connection's view of the wall clock: the anchor its stamps are
+/// converted on, kept fresh and checked at every read.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnClock {
+    anchor: WallAnchor,
+}
+
+impl ConnClock {
+    pub fn new(anchor: WallAnchor) -> ConnClock {
+        ConnClock { anchor }
+    }
+
+    /// The arrival of a read's bytes on the monotonic clock. `stamp` is the
+    /// kernel's `CLOCK_REALTIME` time (None: the read had none), `floor` and
+    /// `read_at` as for [`place`], `wall_at` the wall clock read just after
+    /// `read_at`. `measure` takes a new anchor ([`WallAnchor::measure`]
+    /// outside tests); it runs when the anchor is a second old or the read's
+    /// own clock pair shows the wall clock has stepped since.
+    pub fn arrival(
+        &mut self,
+        stamp: Option<i128>,
+        floor: Instant,
+        read_at: Instant,
+        wall_at: i128,
+        measure: impl FnOnce() -> WallAnchor,
+    ) -> Instant {
+        let Some(stamp) = stamp else {
+            return read_at;
+        };
+        if self.anchor.is_due(read_at) || self.anchor.disagrees(read_at, wall_at) {
+            self.anchor = measure();
+        }
+        place(self.anchor.to_instant(stamp), floor, read_at).0
+    }
+}
+
+/// Where a read's bytes are taken to have arrived, and whether the kernel's
+/// time had to be moved to get there.
+///
+/// `kernel` is the read's kernel time on the monotonic clock (None: no
+/// stamp), `floor` the earliest the bytes can have arrived (the previous
+/// read's arrival on the connection, or the request's t0) and `read_at` the
+/// user-space time the read returned. The kernel's time is kept within
+/// `[floor, read_at]`: bytes cannot arrive after they were read, nor before
+/// the bytes before them, so a wall-clock step between two anchor
+/// measurements can neither make a latency negative nor make it larger
+/// than the user-space clock would. A time moved (the bool) means the
+/// anchor is off: the caller measures it again at once.
+pub fn place(kernel: Option<Instant>, floor: Instant, read_at: Instant) -> (Instant, bool) {
+    // A floor past the read (a caller's t0 taken after it) must not panic
+    // `clamp`: the read time bounds everything.
+    let floor = floor.min(read_at);
+    match kernel {
+        Some(k) => {
+            let placed = k.clamp(floor, read_at);
+            (placed, placed != k)
+        }
+        None => (read_at, false),
+    }
+}
+
+/// Turn kernel receive timestamps on for a socket (`SO_TIMESTAMPNS`).
+#[cfg(target_os = "linux")]
+pub fn enable(fd: std::os::fd::RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&on`, which
+    // lives across the call; an invalid fd is reported as an error.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            std::ptr::from_ref(&on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Kernel receive times exist on Linux only: elsewhere the reader keeps the
+/// user-space time.
+#[cfg(not(target_os = "linux"))]
+pub fn enable(_fd: i32) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "kernel receive timestamps need Linux",
+    ))
+}
+
+/// One non-blocking `recvmsg` into `buf`: the bytes read and the kernel's
+/// `CLOCK_REALTIME` receive time of the last segment they came from.
+#[cfg(target_os = "linux")]
+pub fn recv_timed(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+    control: &mut ControlBuf,
+) -> io::Result<(usize, Option<i128>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid (no name, no iovecs, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_LEN as _;
+    // SAFETY: `msg` points at one iovec over `buf` and at `control`, both
+    // borrowed mutably for the call and sized as the lengths say.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The kernel says how much control data it wrote; never trust it past
+    // the buffer.
+    #[allow(clippy::unnecessary_cast)]
+    let used = (msg.msg_controllen as usize).min(CONTROL_LEN);
+    Ok((n as usize, parse_rx_timestamp(&control.0[..used])))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn recv_timed(
+    _fd: i32,
+    _buf: &mut [u8],
+    _control: &mut ControlBuf,
+) -> io::Result<(usize, Option<i128>)> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "kernel receive timestamps need Linux",
+    ))
+}
+
+/// A control message as the kernel lays it out, for tests and the fuzz
+/// target's seeds: a `cmsghdr` of `level`/`kind` and `data`, padded.
+pub fn craft_cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+    let header = std::mem::size_of::<libc::cmsghdr>();
+    let data_at = cmsg_align(header);
+    let len = data_at + data.len();
+    // SAFETY: an all-zero cmsghdr is valid (plain integers).
+    let mut h: libc::cmsghdr = unsafe { std::mem::zeroed() };
+    h.cmsg_len = len as _;
+    h.cmsg_level = level;
+    h.cmsg_type = kind;
+    let mut out = vec![0u8; cmsg_align(len)];
+    // SAFETY: `out` has at least `header` bytes; write_unaligned has no
+    // alignment requirement and cmsghdr is plain integers.
+    unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<libc::cmsghdr>(), h) };
+    out[data_at..len].copy_from_slice(data);
+    out
+}
+
+/// An `SCM_TIMESTAMPNS` message of `sec.nsec`, as the kernel writes it.
+pub fn craft_timestampns(sec: i64, nsec: i64) -> Vec<u8> {
+    craft_cmsg(
+        libc::SOL_SOCKET,
+        libc::SCM_TIMESTAMPNS,
+        &timespec_bytes(sec, nsec),
+    )
+}
+
+/// A control message that is not a stamp (`IP_TOS`) carrying `data`.
+pub fn craft_other(data: &[u8]) -> Vec<u8> {
+    craft_cmsg(libc::IPPROTO_IP, libc::IP_TOS, data)
+}
+
+/// The bytes of a timespec, for [`craft_cmsg`].
+pub fn timespec_bytes(sec: i64, nsec: i64) -> Vec<u8> {
+    // SAFETY: an all-zero timespec is valid (plain integers).
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    ts.tv_sec = sec as _;
+    ts.tv_nsec = nsec as _;
+    let mut out = vec![0u8; std::mem::size_of::<libc::timespec>()];
+    // SAFETY: `out` is exactly one timespec long; see above.
+    unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<libc::timespec>(), ts) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: i64 = 1_767_225_600; // 2026-01-01
+
+    fn ns(sec: i64, nsec: i64) -> i128 {
+        i128::from(sec) * 1_000_000_000 + i128::from(nsec)
+    }
+
+    #[test]
+    fn the_stamp_is_read_from_either_message_and_nothing_else() {
+        let one = craft_cmsg(
+            libc::SOL_SOCKET,
+            libc::SCM_TIMESTAMPNS,
+            &timespec_bytes(SEC, 123_456_789),
+        );
+        assert_eq!(parse_rx_timestamp(&one), Some(ns(SEC, 123_456_789)));
+
+        // SCM_TIMESTAMPING: software stamp first, then two zeroed ones.
+        let mut three = timespec_bytes(SEC, 5);
+        three.extend(timespec_bytes(0, 0));
+        three.extend(timespec_bytes(SEC + 9, 9));
+        let ts = craft_cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &three);
+        assert_eq!(parse_rx_timestamp(&ts), Some(ns(SEC, 5)));
+
+        // Another message first (IP_TOS-like), then the stamp: found.
+        let mut both = craft_cmsg(libc::IPPROTO_IP, libc::IP_TOS, &[0x10]);
+        both.extend(&one);
+        assert_eq!(parse_rx_timestamp(&both), Some(ns(SEC, 123_456_789)));
+
+        // Other levels and types are not stamps.
+        let other = craft_cmsg(
+            libc::IPPROTO_IP,
+            libc::SCM_TIMESTAMPNS,
+            &timespec_bytes(SEC, 1),
+        );
+        assert_eq!(parse_rx_timestamp(&other), None);
+        let rights = craft_cmsg(libc::SOL_SOCKET, libc::SCM_RIGHTS, &timespec_bytes(SEC, 1));
+        assert_eq!(parse_rx_timestamp(&rights), None);
+        assert_eq!(parse_rx_timestamp(&[]), None);
+    }
+
+    #[test]
+    fn cut_short_or_malformed_buffers_give_no_stamp_and_no_panic() {
+        let one = craft_cmsg(
+            libc::SOL_SOCKET,
+            libc::SCM_TIMESTAMPNS,
+            &timespec_bytes(SEC, 7),
+        );
+        // MSG_CTRUNC: the kernel wrote part of the message.
+        for cut in 0..one.len() {
+            let data_end = cmsg_align(std::mem::size_of::<libc::cmsghdr>())
+                + std::mem::size_of::<libc::timespec>();
+            let got = parse_rx_timestamp(&one[..cut]);
+            if cut < data_end {
+                assert_eq!(got, None, "cut at {cut}");
+            }
+        }
+        // A zero length (would loop forever if followed), a length past the
+        // buffer, a length shorter than a header.
+        for len in [0usize, 8, one.len() + 1, usize::MAX] {
+            let mut bad = one.clone();
+            bad[..std::mem::size_of::<usize>()].copy_from_slice(&len.to_ne_bytes());
+            assert_eq!(parse_rx_timestamp(&bad), None, "cmsg_len {len}");
+        }
+        // A stamp with a length too short for its timespec is not read.
+        let short = craft_cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &[1, 2, 3, 4]);
+        assert_eq!(parse_rx_timestamp(&short), None);
+        // Out-of-range and empty timespecs.
+        for (s, n) in [(0, 0), (SEC, 1_000_000_000), (SEC, -1), (-1, 0)] {
+            let m = craft_cmsg(
+                libc::SOL_SOCKET,
+                libc::SCM_TIMESTAMPNS,
+                &timespec_bytes(s, n),
+            );
+            assert_eq!(parse_rx_timestamp(&m), None, "{s}.{n}");
+        }
+    }
+
+    #[test]
+    fn an_anchor_converts_both_ways_and_refuses_what_an_instant_cannot_hold() {
+        let base = Instant::now();
+        let anchor = WallAnchor {
+            mono: base,
+            realtime_ns: ns(SEC, 0),
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(anchor.to_instant(ns(SEC, 0)), Some(base));
+        assert_eq!(anchor.to_instant(ns(SEC, 2_000_000)), Some(base + ms(2)));
+        assert_eq!(
+            anchor.to_instant(ns(SEC, 0) - 1_000_000),
+            base.checked_sub(ms(1))
+        );
+        assert_eq!(anchor.to_instant(i128::MAX), None);
+        assert_eq!(anchor.to_instant(i128::MIN), None);
+        assert!(!anchor.is_due(base + ms(999)));
+        assert!(anchor.is_due(base + ms(1000)));
+    }
+
+    #[test]
+    fn a_measured_anchor_agrees_with_the_clocks() {
+        let a = WallAnchor::measure();
+        let now = realtime_ns();
+        let back = a.to_instant(now).expect("representable");
+        let drift = back.saturating_duration_since(Instant::now());
+        // `now` was read after the anchor and before this Instant::now():
+        // its instant cannot be later than the present by more than the
+        // anchor's error (a bracket; 1 ms allows a preempted test thread).
+        assert!(drift < Duration::from_millis(1), "{drift:?}");
+    }
+
+    /// A simulated machine: a monotonic origin and a wall clock that
+    /// reads `SEC` there and steps by `step_ms` at `step_at`.
+    struct Wall {
+        origin: Instant,
+        step_at: Duration,
+        step_ms: i64,
+    }
+
+    impl Wall {
+        fn at(&self, t: Instant) -> i128 {
+            let since = t.duration_since(self.origin);
+            let mut wall = ns(SEC, 0) + since.as_nanos() as i128;
+            if since >= self.step_at {
+                wall += i128::from(self.step_ms) * 1_000_000;
+            }
+            wall
+        }
+        fn anchor(&self, t: Instant) -> WallAnchor {
+            WallAnchor {
+                mono: t,
+                realtime_ns: self.at(t),
+            }
+        }
+    }
+
+    /// A wall-clock step of any size or sign, between reads or inside one
+    /// read's lateness, against a connection whose anchor was measured
+    /// before it. Reads: bytes arrive at t0 + 5, 25, 45, 65 ms and are read
+    /// 2 ms later; the kernel stamps them on the wall clock of that moment.
+    /// - A step between reads is caught by the next read's clock pair:
+    ///   every latency stays exact.
+    /// - A step between a segment's arrival and its read (the only case
+    ///   the check cannot see before converting) misplaces that one read,
+    ///   within [previous arrival, read time]: never a negative TTFT or
+    ///   ITL, never above the user-space figure; the reads after are exact.
+    #[test]
+    fn a_wall_clock_step_cannot_make_a_latency_negative_or_wrong() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let arrivals = [ms(5), ms(25), ms(45), ms(65)];
+        for step_ms in [-3_600_000i64, -30, -10, -1, 1, 10, 30, 3_600_000] {
+            // Between read 1 (at 27 ms) and arrival 2 (45 ms) / inside read
+            // 2's lateness (arrival 45, read 47).
+            for (step_at, inside) in [(ms(35), false), (ms(46), true)] {
+                let wall = Wall {
+                    origin: t0,
+                    step_at,
+                    step_ms,
+                };
+                let mut clock = ConnClock::new(wall.anchor(t0));
+                let mut floor = t0;
+                for (k, at) in arrivals.iter().enumerate() {
+                    let arrived = t0 + *at;
+                    let read_at = arrived + ms(2);
+                    let placed = clock.arrival(
+                        Some(wall.at(arrived)),
+                        floor,
+                        read_at,
+                        wall.at(read_at),
+                        || wall.anchor(read_at),
+                    );
+                    let what = format!("step {step_ms} ms at {step_at:?}, read {k}");
+                    assert!(placed >= floor, "{what}: went backwards");
+                    assert!(placed <= read_at, "{what}: after its read");
+                    if inside && k == 2 {
+                        // Bounded, not exact: the stamp predates the step.
+                        assert!(placed.duration_since(t0) <= read_at - t0, "{what}");
+                    } else {
+                        assert_eq!(placed, arrived, "{what}: not exact");
+                    }
+                    floor = placed;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn placing_keeps_the_kernel_time_between_floor_and_read() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        // No stamp: the read time. A floor past the read: the read time.
+        let r = t0 + ms(3);
+        assert_eq!(place(None, t0, r), (r, false));
+        assert_eq!(place(Some(t0), t0 + ms(9), r), (r, true));
+        // In range: the kernel's time as it is; outside: the nearer bound.
+        assert_eq!(place(Some(t0 + ms(1)), t0, r), (t0 + ms(1), false));
+        assert_eq!(place(Some(t0 + ms(4)), t0, r), (r, true));
+        assert_eq!(place(t0.checked_sub(ms(1)), t0, r), (t0, true));
+    }
+}
