@@ -4,6 +4,10 @@
 //! level until they are within 10% (or one stream). Pure: the driver feeds
 //! it each probe's verdict and runs the concurrency it answers.
 
+use super::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
+use crate::record::RequestRecord;
+use crate::stats::summary::level_stats;
+
 /// Doubling that adds less than this share of throughput has hit the knee.
 pub const MIN_DOUBLING_GAIN: f64 = 0.10;
 
@@ -95,6 +99,58 @@ impl CapacitySearch {
             return None;
         }
         Some(lo + (hi - lo) / 2)
+    }
+}
+
+/// `--find-capacity`'s whole judgement, as the driver calls it: where to
+/// start, and after each probe (its records), whether it met the SLO and
+/// bought throughput, and what to probe next. The driver only runs the
+/// levels; what counts as passing lives here, beside the decision's own
+/// SLO checks.
+#[derive(Clone, Debug)]
+pub struct CapacityPolicy {
+    search: CapacitySearch,
+    slo: CapacitySlo,
+}
+
+impl CapacityPolicy {
+    pub fn new(max_concurrency: u32, slo: CapacitySlo) -> CapacityPolicy {
+        CapacityPolicy {
+            search: CapacitySearch::new(max_concurrency),
+            slo,
+        }
+    }
+
+    /// The first probe's concurrency.
+    pub fn first(&self) -> u32 {
+        self.search.first()
+    }
+
+    /// Judge a finished probe from its records; the next concurrency to
+    /// probe, or None when the search is over.
+    pub fn judge(
+        &mut self,
+        concurrency: u32,
+        partial: bool,
+        records: &[RequestRecord],
+    ) -> Option<u32> {
+        let stats = level_stats(records, concurrency, &[50.0, 99.0]);
+        let point = LevelPoint::from_stats(concurrency, LevelKind::Search, partial, &stats);
+        self.search.observe(ProbeResult {
+            concurrency,
+            meets_slo: meets_slo(&point, &self.slo),
+            output_throughput: stats.output_throughput,
+        })
+    }
+
+    /// (highest passing, lowest failing) so far.
+    pub fn bounds(&self) -> (Option<u32>, Option<u32>) {
+        self.search.bounds()
+    }
+
+    /// Forget every probe: a new series searches again from the start.
+    pub fn restart(&mut self) {
+        self.search = CapacitySearch::new(self.search.max);
     }
 }
 

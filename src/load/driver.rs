@@ -9,19 +9,26 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+// The driver's clock is tokio's, not std's: under `tokio::time::pause()`
+// (the driver's unit tests) std time stands still while tokio's moves, and
+// an open-loop schedule or the server watch on std time would never come
+// due. Unpaused, the two are one clock (tokio's `Instant` wraps std's), so
+// converting at the edges (`run_start` in, `PreparedRequest::scheduled`
+// out) is exact.
+use tokio::time::Instant;
 
 use super::arrivals::Arrivals;
+use super::executor::{Executor, HttpExecutor};
 use super::replay::ReplayEntry;
-use super::request::{execute_counted, PreparedRequest, Target};
+use super::request::{PreparedRequest, Target};
 use super::BodySpec;
-use crate::analysis::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
-use crate::analysis::search::{CapacitySearch, ProbeResult};
+use crate::analysis::decide::CapacitySlo;
+use crate::analysis::search::CapacityPolicy;
 use crate::record::{ErrorClass, Outcome, RequestRecord};
-use crate::stats::summary::level_stats;
 use crate::workload::dataset::flatten_messages;
 use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 
@@ -181,6 +188,8 @@ pub enum DriverEvent {
 pub struct DriverConfig {
     pub plan: Vec<LevelPlan>,
     pub warmup: u32,
+    /// Where [`spawn`] sends the requests; [`spawn_with`] leaves it unused
+    /// (its executor knows where to send).
     pub target: Arc<Target>,
     pub body: BodySpec,
     pub workload: Workload,
@@ -253,23 +262,34 @@ pub struct DriverHandle {
     pub task: tokio::task::JoinHandle<()>,
 }
 
-/// Start the driver on the current runtime. `run_start` is time zero for
-/// every offset in the run.
-pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
+/// Start the driver on the current runtime, sending over HTTP to
+/// `config.target`. `run_start` is time zero for every offset in the run.
+pub fn spawn(config: DriverConfig, run_start: std::time::Instant) -> DriverHandle {
+    let executor = Arc::new(HttpExecutor::new(config.target.clone()));
+    spawn_with(config, run_start, executor)
+}
+
+/// [`spawn`] with the requests sent (and the server's root asked) by
+/// `executor`: a scripted server in the driver's tests.
+pub fn spawn_with(
+    config: DriverConfig,
+    run_start: std::time::Instant,
+    executor: Arc<dyn Executor>,
+) -> DriverHandle {
     let (command_tx, command_rx) = mpsc::unbounded_channel();
     let (event_tx, event_rx) = mpsc::unbounded_channel();
     let in_flight = Arc::new(AtomicU32::new(0));
     let streaming = Arc::new(AtomicU32::new(0));
     let (cancel_tx, _) = watch::channel(false);
     let search = config.search.map(|plan| SearchState {
-        search: CapacitySearch::new(plan.max_concurrency),
+        policy: CapacityPolicy::new(plan.max_concurrency, plan.slo.clone()),
         pending: None,
         records: Vec::new(),
         plan,
         probes: 0,
     });
     let driver = Driver {
-        target: config.target,
+        executor,
         body: config.body,
         workload: config.workload,
         plan: config.plan,
@@ -286,7 +306,7 @@ pub fn spawn(config: DriverConfig, run_start: Instant) -> DriverHandle {
         turns: config.turns.max(1),
         conversations: HashMap::new(),
         ready_turns: std::collections::VecDeque::new(),
-        run_start,
+        run_start: Instant::from_std(run_start),
         events: event_tx,
         cancel: cancel_tx,
         tasks: JoinSet::new(),
@@ -394,7 +414,8 @@ struct Conversation {
 
 /// `--find-capacity` as it runs.
 struct SearchState {
-    search: CapacitySearch,
+    /// What passes, and what to probe next: analysis's call, not the driver's.
+    policy: CapacityPolicy,
     plan: SearchPlan,
     /// The concurrency to probe next, once the current probe is judged.
     pending: Option<u32>,
@@ -413,7 +434,7 @@ impl LevelState {
 }
 
 struct Driver {
-    target: Arc<Target>,
+    executor: Arc<dyn Executor>,
     body: BodySpec,
     workload: Workload,
     plan: Vec<LevelPlan>,
@@ -704,19 +725,25 @@ impl Driver {
             body: self.body.build(prompt),
             input_tokens_target: prompt.input_tokens_target,
             max_tokens: prompt.max_tokens,
-            scheduled,
+            // std time at the edge: the executor compares it with the time
+            // the request really went out (see the `Instant` import).
+            scheduled: scheduled.map(Instant::into_std),
             turn,
         };
-        let target = self.target.clone();
+        // Subscribed here, before the task exists: a Stop sent after this
+        // reaches it even if the task has not started yet.
         let cancel = self.cancel.subscribe();
-        let run_start = self.run_start;
-        let streaming = self.streaming.clone();
+        let work = self.executor.execute(
+            request,
+            self.run_start.into_std(),
+            cancel,
+            self.streaming.clone(),
+        );
         // --save-prompts only (never by default: prompts can be private data).
         let saved_prompt = self.workload.save_prompts().then(|| prompt.text.clone());
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let handle = self.tasks.spawn(async move {
-            let mut record =
-                execute_counted(&target, request, run_start, cancel, Some(&streaming)).await;
+            let mut record = work.await;
             record.prompt = saved_prompt;
             record
         });
@@ -813,7 +840,7 @@ impl Driver {
     fn start_next_planned(&mut self) {
         if let Some(search) = &mut self.search {
             let next = if search.probes == 0 {
-                Some(search.search.first())
+                Some(search.policy.first())
             } else {
                 search.pending.take()
             };
@@ -1057,15 +1084,10 @@ impl Driver {
             return;
         }
         let records = std::mem::take(&mut search.records);
-        let c = level.info.concurrency;
-        let stats = level_stats(&records, c, &[50.0, 99.0]);
-        let point = LevelPoint::from_stats(c, LevelKind::Search, level.partial, &stats);
-        search.pending = search.search.observe(ProbeResult {
-            concurrency: c,
-            meets_slo: meets_slo(&point, &search.plan.slo),
-            output_throughput: stats.output_throughput,
-        });
-        let (passing, failing) = search.search.bounds();
+        search.pending = search
+            .policy
+            .judge(level.info.concurrency, level.partial, &records);
+        let (passing, failing) = search.policy.bounds();
         let next = search.pending;
         self.emit(DriverEvent::Search(SearchProgress {
             passing,
@@ -1255,19 +1277,7 @@ impl Driver {
 
     /// Ask the server's root whether anyone answers.
     fn start_poll(&mut self) {
-        let client = self.target.client.clone();
-        let mut root = self.target.url.clone();
-        root.set_path("/");
-        root.set_query(None);
-        self.poll = Some(tokio::spawn(async move {
-            let answer = client
-                .get(root)
-                .timeout(Duration::from_secs(1))
-                .send()
-                .await;
-            // Any HTTP answer, even a 404, means something listens.
-            answer.is_ok()
-        }));
+        self.poll = Some(tokio::spawn(self.executor.server_answers()));
     }
 
     fn on_poll(&mut self, answered: bool) {
@@ -1308,7 +1318,7 @@ impl Driver {
         self.plan_done_sent = false;
         self.next_poll = None;
         if let Some(search) = &mut self.search {
-            search.search = CapacitySearch::new(search.plan.max_concurrency);
+            search.policy.restart();
             search.pending = None;
             search.records.clear();
             search.probes = 0;
@@ -1418,6 +1428,6 @@ async fn poll_result(poll: &mut Option<tokio::task::JoinHandle<bool>>) -> bool {
 
 async fn sleep_until_opt(at: Option<Instant>) {
     if let Some(at) = at {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        tokio::time::sleep_until(at).await;
     }
 }

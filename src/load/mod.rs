@@ -3,6 +3,7 @@
 
 pub mod arrivals;
 pub mod driver;
+pub mod executor;
 pub mod h1;
 pub mod replay;
 pub mod request;
