@@ -4,8 +4,8 @@
 //! level until they are within 10% (or one stream). Pure: the driver feeds
 //! it each probe's verdict and runs the concurrency it answers.
 
-use super::decide::{meets_slo, CapacitySlo, LevelKind, LevelPoint};
-use crate::record::RequestRecord;
+use super::decide::{meets_slo, CapacitySlo, LevelPoint};
+use crate::record::{Mode, RequestRecord};
 use crate::stats::summary::level_stats;
 
 /// Doubling that adds less than this share of throughput has hit the knee.
@@ -135,7 +135,7 @@ impl CapacityPolicy {
         records: &[RequestRecord],
     ) -> Option<u32> {
         let stats = level_stats(records, concurrency, &[50.0, 99.0]);
-        let point = LevelPoint::from_stats(concurrency, LevelKind::Search, partial, &stats);
+        let point = LevelPoint::from_stats(concurrency, Mode::Search, partial, &stats);
         self.search.observe(ProbeResult {
             concurrency,
             meets_slo: meets_slo(&point, &self.slo),

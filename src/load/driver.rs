@@ -35,35 +35,9 @@ use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 /// Highest concurrency a user can ask for by hand.
 pub const MAX_CONCURRENCY: u32 = 4096;
 
-/// How a level came to be (saved as the level's `mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mode {
-    Planned,
-    Manual,
-    /// A probe of `--find-capacity`.
-    Search,
-    /// Open loop at a request rate.
-    Rate,
-    /// Open loop on a recorded timeline (`--replay`).
-    Replay,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Planned => "planned",
-            Mode::Manual => "manual",
-            Mode::Search => "search",
-            Mode::Rate => "rate",
-            Mode::Replay => "replay",
-        }
-    }
-
-    /// Requests go out on a schedule, not when a slot frees.
-    pub fn is_open_loop(self) -> bool {
-        matches!(self, Mode::Rate | Mode::Replay)
-    }
-}
+/// How a level came to be; it lives with the records, where analysis and
+/// the reports reach it without importing the driver.
+pub use crate::record::Mode;
 
 /// One planned step of the sweep.
 #[derive(Clone, Copy, Debug, PartialEq)]
