@@ -180,6 +180,54 @@ mod tests {
         }
     }
 
+    /// `n` answers of 20 tokens, one after another, each 500 ms with its
+    /// first token at `ttft_ms`; the first `failed` of them failed.
+    fn probe(n: u64, ttft_ms: u64, failed: u64) -> Vec<RequestRecord> {
+        use crate::record::{ErrorClass, Outcome};
+        use std::time::Duration;
+        (0..n)
+            .map(|i| {
+                let mut r = RequestRecord::empty(i, 0);
+                r.start = Duration::from_millis(500 * i);
+                r.end = r.start + Duration::from_millis(500);
+                if i < failed {
+                    r.outcome = Outcome::Failed(ErrorClass::Http(500));
+                    return r;
+                }
+                r.ttft = Some(Duration::from_millis(ttft_ms));
+                r.e2el = Some(Duration::from_millis(500));
+                r.tpot = Some(Duration::from_millis((500 - ttft_ms) / 19));
+                r.output_tokens = 20;
+                r
+            })
+            .collect()
+    }
+
+    fn slo() -> CapacitySlo {
+        CapacitySlo {
+            ttft_p99_ms: Some(100.0),
+            min_stream_tok_s: None,
+            tpot_p99_ms: None,
+            max_error_rate: 0.01,
+        }
+    }
+
+    #[test]
+    fn the_policy_judges_a_probe_by_its_records() {
+        let mut policy = CapacityPolicy::new(64, slo());
+        assert_eq!(policy.first(), 1);
+        // TTFT within the SLO: passes, so the search doubles.
+        assert_eq!(policy.judge(1, false, &probe(10, 50, 0)), Some(2));
+        // TTFT over it: fails, and between 1 and 2 there is nothing to bisect.
+        assert_eq!(policy.judge(2, false, &probe(10, 200, 0)), None);
+        assert_eq!(policy.bounds(), (Some(1), Some(2)));
+        policy.restart();
+        assert_eq!(policy.bounds(), (None, None));
+        // One failure in ten breaks the 1% error budget, fast as it is.
+        assert_eq!(policy.judge(1, false, &probe(10, 50, 1)), None);
+        assert_eq!(policy.bounds(), (None, Some(1)));
+    }
+
     #[test]
     fn slo_bound_found_by_doubling_then_bisecting() {
         // SLO holds to 40: 1..32 pass, 64 fails; bisect 32..64 -> 48 fails,
