@@ -53,6 +53,56 @@ impl RxClock {
     }
 }
 
+/// How a level came to be (saved as the level's `mode`). The driver sets
+/// it; the decision math reads it (planned and search levels place the
+/// knee and the capacity).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Planned,
+    Manual,
+    /// A probe of `--find-capacity`.
+    Search,
+    /// Open loop at a request rate.
+    Rate,
+    /// Open loop on a recorded timeline (`--replay`).
+    Replay,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Planned => "planned",
+            Mode::Manual => "manual",
+            Mode::Search => "search",
+            Mode::Rate => "rate",
+            Mode::Replay => "replay",
+        }
+    }
+
+    /// From a level file's `mode`; None for anything else.
+    pub fn parse(mode: &str) -> Option<Mode> {
+        [
+            Mode::Planned,
+            Mode::Manual,
+            Mode::Search,
+            Mode::Rate,
+            Mode::Replay,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == mode)
+    }
+
+    /// Requests go out on a schedule, not when a slot frees.
+    pub fn is_open_loop(self) -> bool {
+        matches!(self, Mode::Rate | Mode::Replay)
+    }
+
+    /// Planned and search levels place the knee and the capacity.
+    pub fn is_sweep(self) -> bool {
+        matches!(self, Mode::Planned | Mode::Search)
+    }
+}
+
 /// Why a request did not count as a success. The `key()` is what result files
 /// use in their `errors` object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

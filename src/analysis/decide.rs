@@ -16,6 +16,7 @@
 use serde_json::{json, Value};
 
 use super::words::{figure, median, num, opt_num, percent0, percent1, round_to, streams};
+use crate::record::Mode;
 use crate::stats::summary::LevelStats;
 
 /// A step whose gain per doubling is below this may be the knee.
@@ -29,40 +30,11 @@ pub const DEFAULT_MIN_STREAM_TOK_S: f64 = 20.0;
 /// Levels with this error rate or more do not meet the SLO.
 pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;
 
-/// How a level came to be (the `mode` of a level file).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LevelKind {
-    Planned,
-    Search,
-    Manual,
-    Rate,
-    Replay,
-}
-
-impl LevelKind {
-    /// From a level file's `mode` (`Mode::as_str()`); `None` for anything else.
-    pub fn parse(mode: &str) -> Option<LevelKind> {
-        match mode {
-            "planned" => Some(LevelKind::Planned),
-            "search" => Some(LevelKind::Search),
-            "manual" => Some(LevelKind::Manual),
-            "rate" => Some(LevelKind::Rate),
-            "replay" => Some(LevelKind::Replay),
-            _ => None,
-        }
-    }
-
-    /// Planned and search levels place the knee and the capacity.
-    pub fn is_sweep(self) -> bool {
-        matches!(self, LevelKind::Planned | LevelKind::Search)
-    }
-}
-
 /// One finished level, as the knee and capacity see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LevelPoint {
     pub concurrency: u32,
-    pub kind: LevelKind,
+    pub kind: Mode,
     pub partial: bool,
     /// Total output tok/s of the level.
     pub output_throughput: f64,
@@ -82,7 +54,7 @@ impl LevelPoint {
     /// are `None` unless 99 was among the saved percentiles.
     pub fn from_stats(
         concurrency: u32,
-        kind: LevelKind,
+        kind: Mode,
         partial: bool,
         stats: &LevelStats,
     ) -> LevelPoint {
@@ -563,7 +535,7 @@ mod tests {
     fn level(c: u32, per_stream: f64, total: f64, p50: f64, p99: f64) -> LevelPoint {
         LevelPoint {
             concurrency: c,
-            kind: LevelKind::Planned,
+            kind: Mode::Planned,
             partial: false,
             output_throughput: total,
             per_stream_tok_s: per_stream,
@@ -783,7 +755,7 @@ mod tests {
         partial.partial = true;
         levels.push(partial);
         let mut manual = level(48, 60.0, 2880.0, 300.0, 400.0);
-        manual.kind = LevelKind::Manual;
+        manual.kind = Mode::Manual;
         levels.push(manual);
         let points = sweep_points(&levels);
         let cs: Vec<u32> = points.iter().map(|p| p.concurrency).collect();
@@ -889,11 +861,11 @@ mod tests {
         let mut s = level_stats(&[], 8, &[50.0, 99.0]);
         s.completed = 99;
         s.failed = 1;
-        let p = LevelPoint::from_stats(8, LevelKind::Search, false, &s);
+        let p = LevelPoint::from_stats(8, Mode::Search, false, &s);
         assert_eq!(p.error_rate, 0.01);
         assert_eq!(p.p99_ttft_ms, None);
-        assert_eq!(LevelKind::parse("search"), Some(LevelKind::Search));
-        assert_eq!(LevelKind::parse("bogus"), None);
-        assert!(!LevelKind::Manual.is_sweep());
+        assert_eq!(Mode::parse("search"), Some(Mode::Search));
+        assert_eq!(Mode::parse("bogus"), None);
+        assert!(!Mode::Manual.is_sweep());
     }
 }

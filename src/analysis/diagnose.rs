@@ -848,11 +848,12 @@ mod tests {
 
     #[test]
     fn rounds_spread_message() {
-        use crate::analysis::decide::{LevelKind, LevelPoint};
+        use crate::analysis::decide::LevelPoint;
         use crate::analysis::rounds::rounds_spread as spreads_of;
+        use crate::record::Mode;
         let round = |tput: f64| LevelPoint {
             concurrency: 16,
-            kind: LevelKind::Planned,
+            kind: Mode::Planned,
             partial: false,
             output_throughput: tput,
             per_stream_tok_s: tput / 16.0,
@@ -876,7 +877,8 @@ mod tests {
 
     #[test]
     fn diagnose_run_composes_everything() {
-        use crate::analysis::decide::{decide, CapacitySlo, LevelKind, LevelPoint};
+        use crate::analysis::decide::{decide, CapacitySlo, LevelPoint};
+        use crate::record::Mode;
         let a = stats_with(20, 128.0, 0);
         let views = [LevelView {
             concurrency: 1,
@@ -885,7 +887,7 @@ mod tests {
         // Lowest level's p99 TTFT 61 ms against a 50 ms SLO: no capacity.
         let point = LevelPoint {
             concurrency: 1,
-            kind: LevelKind::Planned,
+            kind: Mode::Planned,
             partial: false,
             output_throughput: 92.0,
             per_stream_tok_s: 92.0,

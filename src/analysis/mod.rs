@@ -8,7 +8,7 @@
 //! - [`decide::decide`]`(&[LevelPoint], &CapacitySlo) -> Decision`: one
 //!   [`decide::LevelPoint`] per finished level of the run, any kind, partial
 //!   or not (build it with `LevelPoint::from_stats(concurrency,
-//!   LevelKind::parse(mode.as_str())?, partial, &stats)`); the SLO from
+//!   mode, partial, &stats)`, `mode` a `record::Mode`); the SLO from
 //!   `--slo-ttft-p99-ms`, `--slo-min-stream-tok-s` (default 20),
 //!   `--slo-tpot-p99-ms` (`CapacitySlo::default()` is no TTFT/TPOT SLO, 20
 //!   tok/s, errors < 1%). The `Decision` holds the merged sweep points, the

@@ -106,12 +106,12 @@ pub fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::decide::LevelKind;
+    use crate::record::Mode;
 
     fn round(c: u32, tput: f64, p50: Option<f64>) -> LevelPoint {
         LevelPoint {
             concurrency: c,
-            kind: LevelKind::Planned,
+            kind: Mode::Planned,
             partial: false,
             output_throughput: tput,
             per_stream_tok_s: tput / f64::from(c),
@@ -166,7 +166,7 @@ mod tests {
         let mut p = round(8, 100.0, None);
         p.partial = true;
         let mut m = round(8, 300.0, None);
-        m.kind = LevelKind::Manual;
+        m.kind = Mode::Manual;
         let levels = vec![round(8, 200.0, None), p, m];
         assert!(rounds_spread(&levels).is_empty());
     }

@@ -4,6 +4,10 @@
 //! level until they are within 10% (or one stream). Pure: the driver feeds
 //! it each probe's verdict and runs the concurrency it answers.
 
+use super::decide::{meets_slo, CapacitySlo, LevelPoint};
+use crate::record::{Mode, RequestRecord};
+use crate::stats::summary::level_stats;
+
 /// Doubling that adds less than this share of throughput has hit the knee.
 pub const MIN_DOUBLING_GAIN: f64 = 0.10;
 
@@ -98,6 +102,58 @@ impl CapacitySearch {
     }
 }
 
+/// `--find-capacity`'s whole judgement, as the driver calls it: where to
+/// start, and after each probe (its records), whether it met the SLO and
+/// bought throughput, and what to probe next. The driver only runs the
+/// levels; what counts as passing lives here, beside the decision's own
+/// SLO checks.
+#[derive(Clone, Debug)]
+pub struct CapacityPolicy {
+    search: CapacitySearch,
+    slo: CapacitySlo,
+}
+
+impl CapacityPolicy {
+    pub fn new(max_concurrency: u32, slo: CapacitySlo) -> CapacityPolicy {
+        CapacityPolicy {
+            search: CapacitySearch::new(max_concurrency),
+            slo,
+        }
+    }
+
+    /// The first probe's concurrency.
+    pub fn first(&self) -> u32 {
+        self.search.first()
+    }
+
+    /// Judge a finished probe from its records; the next concurrency to
+    /// probe, or None when the search is over.
+    pub fn judge(
+        &mut self,
+        concurrency: u32,
+        partial: bool,
+        records: &[RequestRecord],
+    ) -> Option<u32> {
+        let stats = level_stats(records, concurrency, &[50.0, 99.0]);
+        let point = LevelPoint::from_stats(concurrency, Mode::Search, partial, &stats);
+        self.search.observe(ProbeResult {
+            concurrency,
+            meets_slo: meets_slo(&point, &self.slo),
+            output_throughput: stats.output_throughput,
+        })
+    }
+
+    /// (highest passing, lowest failing) so far.
+    pub fn bounds(&self) -> (Option<u32>, Option<u32>) {
+        self.search.bounds()
+    }
+
+    /// Forget every probe: a new series searches again from the start.
+    pub fn restart(&mut self) {
+        self.search = CapacitySearch::new(self.search.max);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +178,54 @@ mod tests {
                 None => return (seen, search.bounds().0),
             }
         }
+    }
+
+    /// `n` answers of 20 tokens, one after another, each 500 ms with its
+    /// first token at `ttft_ms`; the first `failed` of them failed.
+    fn probe(n: u64, ttft_ms: u64, failed: u64) -> Vec<RequestRecord> {
+        use crate::record::{ErrorClass, Outcome};
+        use std::time::Duration;
+        (0..n)
+            .map(|i| {
+                let mut r = RequestRecord::empty(i, 0);
+                r.start = Duration::from_millis(500 * i);
+                r.end = r.start + Duration::from_millis(500);
+                if i < failed {
+                    r.outcome = Outcome::Failed(ErrorClass::Http(500));
+                    return r;
+                }
+                r.ttft = Some(Duration::from_millis(ttft_ms));
+                r.e2el = Some(Duration::from_millis(500));
+                r.tpot = Some(Duration::from_millis((500 - ttft_ms) / 19));
+                r.output_tokens = 20;
+                r
+            })
+            .collect()
+    }
+
+    fn slo() -> CapacitySlo {
+        CapacitySlo {
+            ttft_p99_ms: Some(100.0),
+            min_stream_tok_s: None,
+            tpot_p99_ms: None,
+            max_error_rate: 0.01,
+        }
+    }
+
+    #[test]
+    fn the_policy_judges_a_probe_by_its_records() {
+        let mut policy = CapacityPolicy::new(64, slo());
+        assert_eq!(policy.first(), 1);
+        // TTFT within the SLO: passes, so the search doubles.
+        assert_eq!(policy.judge(1, false, &probe(10, 50, 0)), Some(2));
+        // TTFT over it: fails, and between 1 and 2 there is nothing to bisect.
+        assert_eq!(policy.judge(2, false, &probe(10, 200, 0)), None);
+        assert_eq!(policy.bounds(), (Some(1), Some(2)));
+        policy.restart();
+        assert_eq!(policy.bounds(), (None, None));
+        // One failure in ten breaks the 1% error budget, fast as it is.
+        assert_eq!(policy.judge(1, false, &probe(10, 50, 1)), None);
+        assert_eq!(policy.bounds(), (None, Some(1)));
     }
 
     #[test]

@@ -3,6 +3,9 @@
 
 pub mod arrivals;
 pub mod driver;
+#[cfg(test)]
+mod driver_tests;
+pub mod executor;
 pub mod h1;
 pub mod replay;
 pub mod request;

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::atomic::write_atomic;
 use super::resume::PriorRun;
 use crate::analysis::cost::{cost, Cost};
-use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
+use crate::analysis::decide::{decide, Decision, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
@@ -190,10 +190,9 @@ impl FinishedLevel {
 impl FinishedLevel {
     /// The level as the decision math sees it.
     pub fn point(&self) -> Option<LevelPoint> {
-        let kind = LevelKind::parse(self.info.mode.as_str())?;
         Some(LevelPoint::from_stats(
             self.info.concurrency,
-            kind,
+            self.info.mode,
             self.partial,
             &self.stats,
         ))

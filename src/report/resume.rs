@@ -9,8 +9,9 @@ use std::path::Path;
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
-use crate::analysis::decide::{LevelKind, LevelPoint};
+use crate::analysis::decide::LevelPoint;
 use crate::load::driver::LevelPlan;
+use crate::record::Mode;
 
 /// What a resumed run keeps of the one before.
 #[derive(Clone, Debug, Default)]
@@ -188,7 +189,7 @@ fn point_of(level: &Value) -> Option<LevelPoint> {
     let failed = f("failed").unwrap_or(0.0);
     Some(LevelPoint {
         concurrency: u32::try_from(level.get("max_concurrency")?.as_u64()?).ok()?,
-        kind: LevelKind::parse(level.get("mode")?.as_str()?)?,
+        kind: Mode::parse(level.get("mode")?.as_str()?)?,
         partial: level.get("partial")?.as_bool()?,
         output_throughput: f("output_throughput")?,
         per_stream_tok_s: f("per_stream_tok_s").unwrap_or(0.0),

@@ -438,7 +438,7 @@ async fn view_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::decide::{decide, CapacitySlo, LevelKind, LevelPoint};
+    use crate::analysis::decide::{decide, CapacitySlo, LevelPoint};
     use std::path::Path;
 
     pub(crate) fn fixture(name: &str) -> SavedRun {
@@ -494,7 +494,7 @@ mod tests {
                 .iter()
                 .map(|l| LevelPoint {
                     concurrency: l.concurrency.unwrap_or(0),
-                    kind: LevelKind::parse(&l.mode).unwrap_or(LevelKind::Planned),
+                    kind: Mode::parse(&l.mode).unwrap_or(Mode::Planned),
                     partial: l.partial,
                     output_throughput: l.output_throughput.unwrap_or(0.0),
                     per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),

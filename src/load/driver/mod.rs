@@ -1,0 +1,667 @@
+//! The load driver: closed-loop dispatch under a concurrency target that can
+//! change at run time.
+//!
+//! One task owns all driver state; commands come in over a channel and
+//! everything that happens goes out as `DriverEvent`s, so the view and the
+//! recorder never share state with the load tasks. A request belongs to the
+//! level it was dispatched in, even when that level closes before it returns.
+//!
+//! The driver never touches the network itself: requests and the server's
+//! root go through an [`Executor`] (`super::executor`), so its tests run the
+//! whole state machine against a scripted server on tokio's paused clock
+//! (`super::driver_tests`). This file holds the public types, the actor's
+//! state, its loop and the steering commands; the rest of `Driver`'s
+//! methods are in `levels`, `warmup`, `schedule`, `prompts` and
+//! `server_watch`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+// The driver's clock is tokio's, not std's: under `tokio::time::pause()`
+// (the driver's unit tests) std time stands still while tokio's moves, and
+// an open-loop schedule or the server watch on std time would never come
+// due. Unpaused, the two are one clock (tokio's `Instant` wraps std's), so
+// converting at the edges (`run_start` in, `PreparedRequest::scheduled`
+// out) is exact.
+use tokio::time::Instant;
+
+use super::arrivals::Arrivals;
+use super::executor::{Executor, HttpExecutor};
+use super::replay::ReplayEntry;
+use super::request::{PreparedRequest, Target};
+use super::BodySpec;
+use crate::analysis::decide::CapacitySlo;
+use crate::analysis::search::CapacityPolicy;
+use crate::record::{ErrorClass, Outcome, RequestRecord};
+use crate::workload::dataset::flatten_messages;
+use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
+
+mod levels;
+mod prompts;
+mod schedule;
+mod server_watch;
+mod warmup;
+
+use prompts::Conversation;
+use schedule::{OpenLoop, Schedule};
+pub use server_watch::SERVER_GONE_AFTER;
+use server_watch::{poll_result, ServerState, IDLE_POLL_EVERY};
+
+/// Highest concurrency a user can ask for by hand.
+pub const MAX_CONCURRENCY: u32 = 4096;
+
+/// How a level came to be; it lives with the records, where analysis and
+/// the reports reach it without importing the driver.
+pub use crate::record::Mode;
+
+/// One planned step of the sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LevelPlan {
+    /// Closed loop: streams kept busy. Open loop: the cap on requests in flight.
+    pub concurrency: u32,
+    pub num_prompts: u32,
+    /// Open loop: requests per second (`--request-rate`).
+    pub rate: Option<f64>,
+}
+
+impl LevelPlan {
+    /// A closed-loop level.
+    pub fn closed(concurrency: u32, num_prompts: u32) -> LevelPlan {
+        LevelPlan {
+            concurrency,
+            num_prompts,
+            rate: None,
+        }
+    }
+}
+
+/// What a level is, as announced when it starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelInfo {
+    /// Index in run order; records carry it in `level`.
+    pub index: usize,
+    pub concurrency: u32,
+    pub mode: Mode,
+    /// Requests to send; None for a manual level, which runs until changed.
+    pub num_prompts: Option<u32>,
+    /// Position in the plan (0-based) for planned levels.
+    pub plan_index: Option<usize>,
+    /// Offset from the run's start.
+    pub started_at: Duration,
+    /// Open loop: requests per second.
+    pub rate: Option<f64>,
+    /// Replay: length of the log's timeline at the replay speed.
+    pub timeline: Option<Duration>,
+    /// The series it belongs to (0 first): a stretch of the run against
+    /// one server configuration.
+    pub series: usize,
+}
+
+/// What the user (or the headless runner) can ask of the driver.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Command {
+    /// Take over by hand at this concurrency: a manual level starts.
+    SetConcurrency(u32),
+    /// Open loop: take over by hand at this request rate (requests/s).
+    SetRate(f64),
+    /// A new series: the plan starts again from its first level, against
+    /// what is now a differently configured server.
+    NewSeries,
+    /// Planned level: end it early (partial). Manual level: end it and resume the plan.
+    NextLevel,
+    /// Stop or resume dispatching; requests in flight finish either way.
+    TogglePause,
+    /// Stop dispatching, cancel what is in flight, end the run.
+    Stop,
+}
+
+// Records are nearly every event sent, so boxing them would only add an
+// allocation per request.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum DriverEvent {
+    WarmupStarted {
+        requests: u32,
+        concurrency: u32,
+    },
+    WarmupFinished {
+        ok: usize,
+        failed: usize,
+        calibration: Calibration,
+        /// Prompt tokens the server reported for the warmup requests.
+        reported_prompt_tokens: Vec<u32>,
+    },
+    LevelStarted(LevelInfo),
+    TargetChanged {
+        at: Duration,
+        target: u32,
+    },
+    Record(RequestRecord),
+    LevelFinished {
+        index: usize,
+        partial: bool,
+    },
+    Paused(bool),
+    /// A manual level's requests in flight first reached its target: the
+    /// level's steady-state measurement starts here.
+    TargetReached {
+        index: usize,
+        at: Duration,
+    },
+    /// Every request failed to connect (or was cut) for a while: dispatch
+    /// waits for the server to answer again.
+    ServerGone {
+        since: Duration,
+    },
+    /// The server answers again; nothing is sent until a new series starts.
+    ServerBack {
+        at: Duration,
+    },
+    /// The plan ran out; the driver stays, watching the server, for a new
+    /// series (only when it watches the server).
+    PlanDone,
+    /// A new series began; the plan starts again.
+    SeriesStarted {
+        series: usize,
+        at: Duration,
+    },
+    /// `--find-capacity` judged a probe: the bounds so far and what runs next.
+    Search(SearchProgress),
+    /// The run is over; no event follows. `error` says why it could not go on.
+    Finished {
+        stopped_by_user: bool,
+        error: Option<String>,
+    },
+}
+
+pub struct DriverConfig {
+    pub plan: Vec<LevelPlan>,
+    pub warmup: u32,
+    /// Where [`spawn`] sends the requests; [`spawn_with`] leaves it unused
+    /// (its executor knows where to send).
+    pub target: Arc<Target>,
+    pub body: BodySpec,
+    pub workload: Workload,
+    /// Seeds the open-loop arrival times.
+    pub seed: u64,
+    /// Open loop: gamma shape of the gaps between requests (1: Poisson).
+    pub burstiness: f64,
+    /// `--replay`: one open-loop level on the log's timeline, instead of the plan.
+    pub replay: Option<Replay>,
+    /// `--find-capacity`: levels chosen by the search, instead of the plan.
+    pub search: Option<SearchPlan>,
+    /// `--turns`: requests per multi-turn conversation (1: none).
+    pub turns: u32,
+    /// The live view: a server that goes away pauses the run until it
+    /// answers again (a restart with a new setting), and the driver waits
+    /// after the plan for a new series. Headless runs stop instead.
+    pub watch_server: bool,
+    /// The series the first level belongs to (a resumed run goes on in
+    /// the series it stopped in).
+    pub first_series: usize,
+}
+
+/// Where `--find-capacity` stands after a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchProgress {
+    /// Highest concurrency that met the SLO and still bought throughput.
+    pub passing: Option<u32>,
+    /// Lowest concurrency that failed either.
+    pub failing: Option<u32>,
+    /// The next probe; None when the search is over.
+    pub next: Option<u32>,
+}
+
+/// A request log to send on its own timeline.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub entries: Arc<Vec<ReplayEntry>>,
+    /// 2.0 sends twice as fast as recorded.
+    pub speed: f64,
+    /// Most requests in flight.
+    pub max_in_flight: u32,
+}
+
+/// How `--find-capacity` sizes and judges its probes.
+#[derive(Clone, Debug)]
+pub struct SearchPlan {
+    pub max_concurrency: u32,
+    pub slo: CapacitySlo,
+    /// Requests per probe; None: `prompts_per_stream` x its concurrency.
+    pub num_prompts: Option<u32>,
+    pub prompts_per_stream: u32,
+}
+
+impl SearchPlan {
+    fn num_prompts(&self, concurrency: u32) -> u32 {
+        self.num_prompts
+            .unwrap_or(concurrency.saturating_mul(self.prompts_per_stream.max(1)))
+    }
+}
+
+/// What the rest of the program holds of a running driver.
+pub struct DriverHandle {
+    pub commands: mpsc::UnboundedSender<Command>,
+    pub events: mpsc::UnboundedReceiver<DriverEvent>,
+    /// Requests in flight right now, all levels together.
+    pub in_flight: Arc<AtomicU32>,
+    /// Of those, the ones whose first output token has arrived; the rest
+    /// wait in the server's queue (or its prefill).
+    pub streaming: Arc<AtomicU32>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Start the driver on the current runtime, sending over HTTP to
+/// `config.target`. `run_start` is time zero for every offset in the run.
+pub fn spawn(config: DriverConfig, run_start: std::time::Instant) -> DriverHandle {
+    let executor = Arc::new(HttpExecutor::new(config.target.clone()));
+    spawn_with(config, run_start, executor)
+}
+
+/// [`spawn`] with the requests sent (and the server's root asked) by
+/// `executor`: a scripted server in the driver's tests.
+pub fn spawn_with(
+    config: DriverConfig,
+    run_start: std::time::Instant,
+    executor: Arc<dyn Executor>,
+) -> DriverHandle {
+    let (command_tx, command_rx) = mpsc::unbounded_channel();
+    let (event_tx, event_rx) = mpsc::unbounded_channel();
+    let in_flight = Arc::new(AtomicU32::new(0));
+    let streaming = Arc::new(AtomicU32::new(0));
+    let (cancel_tx, _) = watch::channel(false);
+    let search = config.search.map(|plan| SearchState {
+        policy: CapacityPolicy::new(plan.max_concurrency, plan.slo.clone()),
+        pending: None,
+        records: Vec::new(),
+        plan,
+        probes: 0,
+    });
+    let driver = Driver {
+        executor,
+        body: config.body,
+        workload: config.workload,
+        plan: config.plan,
+        warmup: config.warmup,
+        seed: config.seed,
+        burstiness: config.burstiness,
+        replay: config.replay,
+        search,
+        open_loop: None,
+        paused_at: None,
+        run_ok: 0,
+        last_level_all_failed: false,
+        fatal: None,
+        turns: config.turns.max(1),
+        conversations: HashMap::new(),
+        ready_turns: std::collections::VecDeque::new(),
+        run_start: Instant::from_std(run_start),
+        events: event_tx,
+        cancel: cancel_tx,
+        tasks: JoinSet::new(),
+        task_levels: HashMap::new(),
+        deferred: Vec::new(),
+        next_id: 0,
+        levels: Vec::new(),
+        current: None,
+        next_plan: 0,
+        concurrency_target: 0,
+        paused: false,
+        stopping: false,
+        in_flight: in_flight.clone(),
+        streaming: streaming.clone(),
+        watch_server: config.watch_server,
+        server: ServerState::Up,
+        next_poll: None,
+        poll: None,
+        plan_done_sent: false,
+        series: config.first_series,
+    };
+    let task = tokio::spawn(driver.run(command_rx));
+    DriverHandle {
+        commands: command_tx,
+        events: event_rx,
+        in_flight,
+        streaming,
+        task,
+    }
+}
+
+struct LevelState {
+    info: LevelInfo,
+    /// Manual levels: in flight first reached the target, so requests
+    /// sent from now on measure the steady state.
+    reached_target: bool,
+    dispatched: u32,
+    in_flight: u32,
+    closed: bool,
+    partial: bool,
+    announced_finish: bool,
+    ok: u32,
+    failed: u32,
+    first_error: Option<String>,
+}
+
+/// `--find-capacity` as it runs.
+struct SearchState {
+    /// What passes, and what to probe next: analysis's call, not the driver's.
+    policy: CapacityPolicy,
+    plan: SearchPlan,
+    /// The concurrency to probe next, once the current probe is judged.
+    pending: Option<u32>,
+    /// The current probe's records (probes run one at a time).
+    records: Vec<RequestRecord>,
+    probes: usize,
+}
+
+impl LevelState {
+    fn remaining(&self) -> u32 {
+        match self.info.num_prompts {
+            Some(n) => n.saturating_sub(self.dispatched),
+            None => u32::MAX,
+        }
+    }
+}
+
+struct Driver {
+    executor: Arc<dyn Executor>,
+    body: BodySpec,
+    workload: Workload,
+    plan: Vec<LevelPlan>,
+    warmup: u32,
+    run_start: Instant,
+    events: mpsc::UnboundedSender<DriverEvent>,
+    cancel: watch::Sender<bool>,
+    tasks: JoinSet<RequestRecord>,
+    /// Level of each task in flight, so a task that dies without a record
+    /// (a panic) still leaves its level's count right, and whether it is
+    /// in flight across a concurrency change.
+    task_levels: HashMap<tokio::task::Id, TaskMeta>,
+    /// Steering asked for during warmup, applied when the first level starts.
+    deferred: Vec<Command>,
+    next_id: u64,
+    levels: Vec<LevelState>,
+    current: Option<usize>,
+    /// Plan index of the next planned level to start.
+    next_plan: usize,
+    concurrency_target: u32,
+    paused: bool,
+    stopping: bool,
+    in_flight: Arc<AtomicU32>,
+    streaming: Arc<AtomicU32>,
+    seed: u64,
+    burstiness: f64,
+    replay: Option<Replay>,
+    search: Option<SearchState>,
+    open_loop: Option<OpenLoop>,
+    paused_at: Option<Instant>,
+    /// Requests of the run that succeeded.
+    run_ok: u64,
+    /// The last finished level had requests and every one failed.
+    last_level_all_failed: bool,
+    /// Why the run stops on its own (every request failing).
+    fatal: Option<String>,
+    /// `--turns`: requests per conversation (1: single requests).
+    turns: u32,
+    /// Conversations with a turn in flight, by request id.
+    conversations: HashMap<u64, Conversation>,
+    /// Conversations whose answer is back, waiting for a free stream.
+    ready_turns: std::collections::VecDeque<Conversation>,
+    watch_server: bool,
+    server: ServerState,
+    /// When to ask the server's root next, if at all.
+    next_poll: Option<Instant>,
+    /// The question asked, while it is out.
+    poll: Option<tokio::task::JoinHandle<bool>>,
+    plan_done_sent: bool,
+    /// The series running (0 first).
+    series: usize,
+}
+
+/// What the driver knows of a request in flight.
+#[derive(Clone, Copy)]
+struct TaskMeta {
+    level: usize,
+    transition: bool,
+}
+
+/// Warmup records carry this level index; they never reach the recorder.
+const WARMUP_LEVEL: usize = usize::MAX;
+
+impl Driver {
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let mut commands_open = true;
+        match self.warmup_phase(&mut commands, &mut commands_open).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.emit(DriverEvent::Finished {
+                    stopped_by_user: true,
+                    error: None,
+                });
+                return;
+            }
+            Err(error) => {
+                self.emit(DriverEvent::Finished {
+                    stopped_by_user: false,
+                    error: Some(error),
+                });
+                return;
+            }
+        }
+
+        self.start_next_planned();
+        for command in std::mem::take(&mut self.deferred) {
+            self.handle(command);
+        }
+        loop {
+            self.check_outage();
+            // Settle first: it may start the next level, which dispatch then fills.
+            if !matches!(self.server, ServerState::Suspect { .. }) {
+                self.settle_levels();
+            }
+            self.dispatch();
+            if self.current.is_none() && self.tasks.is_empty() {
+                if !self.watch_server || self.stopping || !commands_open {
+                    break;
+                }
+                if !self.plan_done_sent && matches!(self.server, ServerState::Up) {
+                    self.plan_done_sent = true;
+                    self.emit(DriverEvent::PlanDone);
+                    self.next_poll = Some(Instant::now() + IDLE_POLL_EVERY);
+                }
+            }
+            if self.poll.is_none() && self.next_poll.is_some_and(|at| at <= Instant::now()) {
+                self.start_poll();
+            }
+            let wake = [self.next_send_time(), self.next_watch_time()]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                _ = sleep_until_opt(wake), if wake.is_some() => {}
+                answered = poll_result(&mut self.poll), if self.poll.is_some() => {
+                    self.on_poll(answered);
+                }
+                command = commands.recv(), if commands_open => match command {
+                    Some(command) => self.handle(command),
+                    // Nobody can steer any more: let the plan run out.
+                    None => commands_open = false,
+                },
+                Some(joined) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => {
+                    self.on_joined(joined);
+                }
+                // Nothing in flight and nobody left to steer (a paused
+                // level, say): the run cannot move on, so end it.
+                else => {
+                    self.stopping = true;
+                    self.close_current(true);
+                }
+            }
+        }
+        let error = self.fatal.take();
+        self.emit(DriverEvent::Finished {
+            stopped_by_user: self.stopping && error.is_none(),
+            error,
+        });
+    }
+
+    fn emit(&self, event: DriverEvent) {
+        // The receiver is gone only when the program is shutting down.
+        let _ = self.events.send(event);
+    }
+
+    fn now(&self) -> Duration {
+        self.run_start.elapsed()
+    }
+
+    fn spawn_request(
+        &mut self,
+        level: usize,
+        prompt: &PromptSpec,
+        scheduled: Option<Instant>,
+        turn: Option<u32>,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = PreparedRequest {
+            id,
+            level,
+            body: self.body.build(prompt),
+            input_tokens_target: prompt.input_tokens_target,
+            max_tokens: prompt.max_tokens,
+            // std time at the edge: the executor compares it with the time
+            // the request really went out (see the `Instant` import).
+            scheduled: scheduled.map(Instant::into_std),
+            turn,
+        };
+        // Subscribed here, before the task exists: a Stop sent after this
+        // reaches it even if the task has not started yet.
+        let cancel = self.cancel.subscribe();
+        let work = self.executor.execute(
+            request,
+            self.run_start.into_std(),
+            cancel,
+            self.streaming.clone(),
+        );
+        // --save-prompts only (never by default: prompts can be private data).
+        let saved_prompt = self.workload.save_prompts().then(|| prompt.text.clone());
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let handle = self.tasks.spawn(async move {
+            let mut record = work.await;
+            record.prompt = saved_prompt;
+            record
+        });
+        // Sent before a manual level filled up: it shares the server with
+        // the last level's requests, so it is transition, not steady state.
+        let transition = self.levels.get(level).is_some_and(|l| !l.reached_target);
+        self.task_levels
+            .insert(handle.id(), TaskMeta { level, transition });
+        id
+    }
+
+    fn set_target(&mut self, target: u32) {
+        if target != self.concurrency_target {
+            self.concurrency_target = target;
+            self.emit(DriverEvent::TargetChanged {
+                at: self.now(),
+                target,
+            });
+        }
+    }
+
+    fn handle(&mut self, command: Command) {
+        if self.stopping {
+            return;
+        }
+        match command {
+            Command::NewSeries => self.new_series(),
+            Command::SetRate(rate) => {
+                let rate = if rate.is_finite() {
+                    rate.clamp(0.01, 100_000.0)
+                } else {
+                    return;
+                };
+                let current = self.current.map(|i| &self.levels[i].info);
+                if current.is_some_and(|l| l.mode == Mode::Manual && l.rate == Some(rate)) {
+                    return;
+                }
+                let cap = current.map_or(self.concurrency_target, |l| l.concurrency);
+                let index = self.current;
+                let manual = current.is_some_and(|l| l.mode == Mode::Manual);
+                self.close_current(!manual);
+                if let Some(index) = index {
+                    self.judge_probe(index);
+                }
+                self.start_level(cap.max(1), Mode::Manual, None, None, Some(rate));
+            }
+            Command::SetConcurrency(n) => {
+                let n = n.clamp(1, MAX_CONCURRENCY);
+                let current_mode = self.current.map(|i| self.levels[i].info.mode);
+                if current_mode == Some(Mode::Manual) && n == self.concurrency_target {
+                    return;
+                }
+                // A planned level cut short by the user is partial; a manual
+                // stint ended by another change is complete.
+                let index = self.current;
+                self.close_current(current_mode.is_some_and(|m| m != Mode::Manual));
+                if let Some(index) = index {
+                    self.judge_probe(index);
+                }
+                self.start_level(n, Mode::Manual, None, None, None);
+            }
+            Command::NextLevel => match self.current.map(|i| self.levels[i].info.mode) {
+                Some(Mode::Manual) => {
+                    let at = self.concurrency_target;
+                    self.close_current(false);
+                    // Resume the plan at its next level above where the user was.
+                    while self
+                        .plan
+                        .get(self.next_plan)
+                        .is_some_and(|p| p.concurrency <= at)
+                    {
+                        self.next_plan += 1;
+                    }
+                    self.start_next_planned();
+                }
+                Some(_) => {
+                    let index = self.current;
+                    self.close_current(true);
+                    if let Some(index) = index {
+                        self.judge_probe(index);
+                    }
+                    self.start_next_planned();
+                }
+                None => {}
+            },
+            Command::TogglePause => {
+                self.paused = !self.paused;
+                if self.paused {
+                    self.paused_at = Some(Instant::now());
+                } else if let Some(at) = self.paused_at.take() {
+                    // The schedule waits with the user: no backlog of "late" sends.
+                    if let Some(open) = &mut self.open_loop {
+                        open.shift(at.elapsed());
+                    }
+                }
+                self.emit(DriverEvent::Paused(self.paused));
+            }
+            Command::Stop => {
+                self.stopping = true;
+                self.close_current(true);
+                // In-flight requests see this and come back as Cancelled.
+                // send_replace: kept even when no request listens right now.
+                self.cancel.send_replace(true);
+            }
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}

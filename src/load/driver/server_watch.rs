@@ -1,0 +1,158 @@
+//! The watch on the server (the live view): failures to connect held
+//! while an outage may be starting, the server gone and polled, back again.
+
+// One actor split over files: these are more of `Driver`'s methods.
+use super::*;
+
+/// Whether the server is there, as the requests' outcomes tell.
+pub(super) enum ServerState {
+    Up,
+    /// Every request back since `since` failed to connect or was cut: the
+    /// records wait here, not yet charged to a level, until the outage
+    /// proves real (then they are restart failures) or a request gets
+    /// through (then they count as they are).
+    Suspect {
+        since: Instant,
+        held: Vec<RequestRecord>,
+    },
+    /// Nothing is sent; the server's root is polled until it answers.
+    Gone,
+    /// It answered; the next series may start.
+    Back,
+}
+
+/// How long every request must fail to connect before the server counts as gone.
+pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
+/// How often a gone server is asked whether it is back.
+pub(super) const SERVER_POLL_EVERY: Duration = Duration::from_millis(500);
+/// How often an idle driver (the plan done) checks the server is still there.
+pub(super) const IDLE_POLL_EVERY: Duration = Duration::from_millis(500);
+
+/// The poll's answer; a poll task that died counts as no answer.
+pub(super) async fn poll_result(poll: &mut Option<tokio::task::JoinHandle<bool>>) -> bool {
+    match poll {
+        Some(handle) => handle.await.unwrap_or(false),
+        None => std::future::pending().await,
+    }
+}
+
+impl Driver {
+    /// A record on its way out, through the watch on the server: failures
+    /// to connect are held while an outage may be starting.
+    pub(super) fn pass_on(&mut self, mut record: RequestRecord) {
+        if !self.watch_server {
+            self.emit(DriverEvent::Record(record));
+            return;
+        }
+        let lost = matches!(
+            record.outcome,
+            Outcome::Failed(ErrorClass::ConnectRefused | ErrorClass::ConnectionClosed)
+        );
+        match (&mut self.server, lost) {
+            (ServerState::Up, true) => {
+                self.server = ServerState::Suspect {
+                    since: Instant::now(),
+                    held: vec![record],
+                };
+            }
+            (ServerState::Suspect { held, .. }, true) => held.push(record),
+            (ServerState::Suspect { .. }, false) => {
+                // Something got through: the failures count as they are.
+                if let ServerState::Suspect { held, .. } =
+                    std::mem::replace(&mut self.server, ServerState::Up)
+                {
+                    for held in held {
+                        self.emit(DriverEvent::Record(held));
+                    }
+                }
+                self.emit(DriverEvent::Record(record));
+            }
+            (ServerState::Gone | ServerState::Back, true) => {
+                Self::as_restart(&mut record);
+                self.emit(DriverEvent::Record(record));
+            }
+            _ => self.emit(DriverEvent::Record(record)),
+        }
+    }
+
+    /// A failure of the restart window: saved as such, charged to no level.
+    pub(super) fn as_restart(record: &mut RequestRecord) {
+        record.outcome = Outcome::Failed(ErrorClass::ServerRestart);
+        record.transition = true;
+    }
+
+    /// An outage held for `SERVER_GONE_AFTER` with nothing in flight is the
+    /// server gone: its failures become restart failures, the level running
+    /// is cut short, and dispatch waits.
+    pub(super) fn check_outage(&mut self) {
+        let ServerState::Suspect { since, .. } = &self.server else {
+            return;
+        };
+        if since.elapsed() < SERVER_GONE_AFTER {
+            return;
+        }
+        let since = self.run_start.elapsed().saturating_sub(since.elapsed());
+        let state = std::mem::replace(&mut self.server, ServerState::Gone);
+        if !self.tasks.is_empty() {
+            // Requests still streaming: the server is there after all.
+            self.server = ServerState::Up;
+            if let ServerState::Suspect { held, .. } = state {
+                for held in held {
+                    self.emit(DriverEvent::Record(held));
+                }
+            }
+            return;
+        }
+        if let ServerState::Suspect { held, .. } = state {
+            for mut held in held {
+                Self::as_restart(&mut held);
+                self.emit(DriverEvent::Record(held));
+            }
+        }
+        let manual = self
+            .current
+            .is_some_and(|i| self.levels[i].info.mode == Mode::Manual);
+        self.close_current(!manual);
+        self.next_poll = Some(Instant::now());
+        self.emit(DriverEvent::ServerGone { since });
+    }
+
+    /// When the driver next wakes for the server watch: the end of an
+    /// outage's grace, or the next poll.
+    pub(super) fn next_watch_time(&self) -> Option<Instant> {
+        match &self.server {
+            ServerState::Suspect { since, .. } => Some(*since + SERVER_GONE_AFTER),
+            _ => self.next_poll.filter(|_| self.poll.is_none()),
+        }
+    }
+
+    /// Ask the server's root whether anyone answers.
+    pub(super) fn start_poll(&mut self) {
+        self.poll = Some(tokio::spawn(self.executor.server_answers()));
+    }
+
+    pub(super) fn on_poll(&mut self, answered: bool) {
+        self.poll = None;
+        let idle = self.current.is_none() && self.tasks.is_empty();
+        match (&self.server, answered) {
+            (ServerState::Gone, true) => {
+                self.server = ServerState::Back;
+                self.next_poll = None;
+                self.emit(DriverEvent::ServerBack { at: self.now() });
+            }
+            (ServerState::Gone, false) => {
+                self.next_poll = Some(Instant::now() + SERVER_POLL_EVERY);
+            }
+            // The plan is done and the server went away: the same wait.
+            (ServerState::Up, false) if idle => {
+                self.server = ServerState::Gone;
+                self.next_poll = Some(Instant::now() + SERVER_POLL_EVERY);
+                self.emit(DriverEvent::ServerGone { since: self.now() });
+            }
+            (ServerState::Up, true) if idle => {
+                self.next_poll = Some(Instant::now() + IDLE_POLL_EVERY);
+            }
+            _ => self.next_poll = None,
+        }
+    }
+}
