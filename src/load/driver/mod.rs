@@ -460,7 +460,10 @@ impl Driver {
         loop {
             self.check_outage();
             // Settle first: it may start the next level, which dispatch then fills.
-            if !matches!(self.server, ServerState::Suspect { .. }) {
+            if !matches!(
+                self.server,
+                ServerState::Suspect { .. } | ServerState::Confirming { .. }
+            ) {
                 self.settle_levels();
             }
             self.dispatch();

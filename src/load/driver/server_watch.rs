@@ -15,6 +15,13 @@ pub(super) enum ServerState {
         since: Instant,
         held: Vec<RequestRecord>,
     },
+    /// The failures lasted `SERVER_GONE_AFTER` with nothing in flight: the
+    /// root is asked once before the run calls the server gone, so one
+    /// connection a server dropped at low concurrency is not a restart.
+    Confirming {
+        since: Instant,
+        held: Vec<RequestRecord>,
+    },
     /// Nothing is sent; the server's root is polled until it answers.
     Gone,
     /// It answered; the next series may start.
@@ -55,16 +62,12 @@ impl Driver {
                     held: vec![record],
                 };
             }
-            (ServerState::Suspect { held, .. }, true) => held.push(record),
-            (ServerState::Suspect { .. }, false) => {
+            (ServerState::Suspect { held, .. } | ServerState::Confirming { held, .. }, true) => {
+                held.push(record)
+            }
+            (ServerState::Suspect { .. } | ServerState::Confirming { .. }, false) => {
                 // Something got through: the failures count as they are.
-                if let ServerState::Suspect { held, .. } =
-                    std::mem::replace(&mut self.server, ServerState::Up)
-                {
-                    for held in held {
-                        self.emit(DriverEvent::Record(held));
-                    }
-                }
+                self.flush_held();
                 self.emit(DriverEvent::Record(record));
             }
             (ServerState::Gone | ServerState::Back, true) => {
@@ -72,6 +75,17 @@ impl Driver {
                 self.emit(DriverEvent::Record(record));
             }
             _ => self.emit(DriverEvent::Record(record)),
+        }
+    }
+
+    /// The outage was not one: the held failures count as they are.
+    fn flush_held(&mut self) {
+        if let ServerState::Suspect { held, .. } | ServerState::Confirming { held, .. } =
+            std::mem::replace(&mut self.server, ServerState::Up)
+        {
+            for held in held {
+                self.emit(DriverEvent::Record(held));
+            }
         }
     }
 
@@ -91,29 +105,37 @@ impl Driver {
         if since.elapsed() < SERVER_GONE_AFTER {
             return;
         }
-        let since = self.run_start.elapsed().saturating_sub(since.elapsed());
-        let state = std::mem::replace(&mut self.server, ServerState::Gone);
         if !self.tasks.is_empty() {
             // Requests still streaming: the server is there after all.
-            self.server = ServerState::Up;
-            if let ServerState::Suspect { held, .. } = state {
-                for held in held {
-                    self.emit(DriverEvent::Record(held));
-                }
-            }
+            self.flush_held();
             return;
         }
-        if let ServerState::Suspect { held, .. } = state {
-            for mut held in held {
-                Self::as_restart(&mut held);
-                self.emit(DriverEvent::Record(held));
-            }
+        // Every request failed for the whole grace: ask the root once.
+        if let ServerState::Suspect { since, held } =
+            std::mem::replace(&mut self.server, ServerState::Up)
+        {
+            self.server = ServerState::Confirming { since, held };
+        }
+        if self.poll.is_none() {
+            self.start_poll();
+        }
+    }
+
+    /// The root did not answer either: the server is gone. Its failures
+    /// become restart failures, the level running is cut short, and
+    /// dispatch waits.
+    fn server_gone(&mut self, since: Instant, held: Vec<RequestRecord>) {
+        let since = self.run_start.elapsed().saturating_sub(since.elapsed());
+        self.server = ServerState::Gone;
+        for mut held in held {
+            Self::as_restart(&mut held);
+            self.emit(DriverEvent::Record(held));
         }
         let manual = self
             .current
             .is_some_and(|i| self.levels[i].info.mode == Mode::Manual);
         self.close_current(!manual);
-        self.next_poll = Some(Instant::now());
+        self.next_poll = Some(Instant::now() + SERVER_POLL_EVERY);
         self.emit(DriverEvent::ServerGone { since });
     }
 
@@ -122,6 +144,8 @@ impl Driver {
     pub(super) fn next_watch_time(&self) -> Option<Instant> {
         match &self.server {
             ServerState::Suspect { since, .. } => Some(*since + SERVER_GONE_AFTER),
+            // Waiting for the root's answer to the one question.
+            ServerState::Confirming { .. } => None,
             _ => self.next_poll.filter(|_| self.poll.is_none()),
         }
     }
@@ -134,6 +158,18 @@ impl Driver {
     pub(super) fn on_poll(&mut self, answered: bool) {
         self.poll = None;
         let idle = self.current.is_none() && self.tasks.is_empty();
+        if matches!(self.server, ServerState::Confirming { .. }) {
+            if answered {
+                // It answers: the failures were the connections', not an outage.
+                self.flush_held();
+                self.next_poll = None;
+            } else if let ServerState::Confirming { since, held } =
+                std::mem::replace(&mut self.server, ServerState::Gone)
+            {
+                self.server_gone(since, held);
+            }
+            return;
+        }
         match (&self.server, answered) {
             (ServerState::Gone, true) => {
                 self.server = ServerState::Back;

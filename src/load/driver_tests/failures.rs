@@ -208,6 +208,45 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
         .all(|r| r.outcome != Outcome::Failed(ErrorClass::ServerRestart)));
 }
 
+/// One request at a time, and the server drops one connection: two seconds
+/// of "every request failed" with nothing in flight, but the root answers
+/// the one question asked, so it is no restart: the failure counts as it
+/// is and the level goes on.
+#[tokio::test(start_paused = true)]
+async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers() {
+    let server = FakeServer::new(|s| {
+        if s.id == 3 {
+            fail(5, ErrorClass::ConnectionClosed)
+        } else {
+            ok(10, 100)
+        }
+    })
+    .answering(|_| true);
+    let mut cfg = config(vec![LevelPlan::closed(1, 8)]);
+    cfg.watch_server = true;
+    let mut h = Harness::start(cfg, server);
+    h.send_at(ms(10_000), Command::Stop).await;
+    let run = h.finish().await;
+    assert_eq!(
+        run.count(|e| matches!(e, DriverEvent::ServerGone { .. })),
+        0
+    );
+    // Request 3 failed at 305 ms; the grace ended at 2305: one question,
+    // then none until the plan is done and the idle watch begins.
+    let polls = run.server.polls();
+    let done = run.when(|e| *e == DriverEvent::PlanDone).map(|w| w.0);
+    assert_eq!(polls.first(), Some(&ms(2305)), "{polls:?}");
+    assert!(done.is_some_and(|d| polls[1] > d), "{polls:?} {done:?}");
+    let dropped = run.records().into_iter().find(|r| r.id == 3).cloned();
+    assert_eq!(
+        dropped.map(|r| (r.outcome, r.transition)),
+        Some((Outcome::Failed(ErrorClass::ConnectionClosed), false))
+    );
+    // The level went on after the answer and finished whole.
+    assert_eq!(run.records().len(), 8);
+    assert_eq!(run.level_finished(0).map(|f| f.1), Some(false));
+}
+
 #[tokio::test(start_paused = true)]
 async fn after_the_plan_the_driver_watches_the_idle_server() {
     let down = |at: Duration| (ms(1000)..ms(3000)).contains(&at);
