@@ -619,6 +619,27 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
+impl Prepared {
+    /// What the exporters (`--metrics-listen`, `--events`) need of the run.
+    pub fn export_plan(&self) -> crate::export::ExportPlan<'_> {
+        crate::export::ExportPlan {
+            metrics_listen: self.plan.metrics_listen,
+            events: self.plan.events.as_ref(),
+            target: &self.plan.display_target,
+            model: &self.model,
+            run_id: self
+                .result_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map_or_else(|| self.run.date.clone(), str::to_string),
+            level_offset: self.prior.as_ref().map_or(0, |p| p.next_level_index),
+            levels: &self.plan.levels,
+            search: self.plan.search.is_some(),
+            warnings: &self.warnings,
+        }
+    }
+}
+
 /// Look at the server and settle model and identity. Errors here mean the
 /// run cannot start (exit 1).
 pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
@@ -1081,7 +1102,7 @@ pub async fn interrupted() {
 /// table on stdout (on stderr when `--events -` takes stdout). Returns the
 /// exit code.
 pub async fn run_headless(prepared: Prepared) -> Result<i32> {
-    let mut exports = Exports::open(&prepared)?;
+    let mut exports = Exports::open(&prepared.export_plan())?;
     let result = headless(prepared, &mut exports).await;
     if let Err(e) = &result {
         exports.failed(&one_line(e), EXIT_FAILED);
@@ -1110,7 +1131,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
         lag,
         prepared.prior.clone(),
     )?;
-    exports.run_started(&prepared, &recorder)?;
+    exports.run_started(&prepared.export_plan(), &recorder)?;
     let run_start = Instant::now();
     let mut driver = start_driver(&prepared, run_start, false);
     exports.attach(&driver);

@@ -14,9 +14,9 @@ use std::collections::BTreeSet;
 use color_eyre::eyre::Result;
 use serde_json::{json, Map, Value};
 
+use crate::load::driver::LevelPlan;
 use crate::load::driver::{DriverEvent, DriverHandle};
 use crate::report::recorder::{FinishedLevel, Recorder};
-use crate::run::Prepared;
 
 use events::{EventLog, EventsTo};
 use metrics::MetricsExporter;
@@ -33,13 +33,22 @@ pub struct Exports {
     done: bool,
 }
 
-/// `run_id`: the result folder's name, unique per run (folders never clash).
-pub fn run_id(prepared: &Prepared) -> String {
-    prepared
-        .result_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .map_or_else(|| prepared.run.date.clone(), str::to_string)
+/// What the exporters need of a prepared run. `run` builds it, so this
+/// module imports nothing above it (docs/architecture.md).
+pub struct ExportPlan<'a> {
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub events: Option<&'a EventsTo>,
+    /// The display target: credentials already removed.
+    pub target: &'a str,
+    pub model: &'a str,
+    /// The result folder's name, unique per run (folders never clash).
+    pub run_id: String,
+    /// A resumed run's levels go on from the kept ones.
+    pub level_offset: usize,
+    pub levels: &'a [LevelPlan],
+    /// `--find-capacity`: levels are the search's, not the plan's.
+    pub search: bool,
+    pub warnings: &'a [String],
 }
 
 impl Exports {
@@ -56,23 +65,21 @@ impl Exports {
 
     /// Bind the metrics listener and create the events file: both fail here,
     /// in one line, before any load is sent.
-    pub fn open(prepared: &Prepared) -> Result<Exports> {
-        let plan = &prepared.plan;
-        let level_offset = prepared.prior.as_ref().map_or(0, |p| p.next_level_index);
+    pub fn open(plan: &ExportPlan<'_>) -> Result<Exports> {
+        let level_offset = plan.level_offset;
         let metrics = match plan.metrics_listen {
             Some(addr) => Some(MetricsExporter::start(
                 addr,
                 vec![
-                    // The display target: credentials were removed from it.
-                    ("target".into(), plan.display_target.clone()),
-                    ("model".into(), prepared.model.clone()),
-                    ("run_id".into(), run_id(prepared)),
+                    ("target".into(), plan.target.to_string()),
+                    ("model".into(), plan.model.to_string()),
+                    ("run_id".into(), plan.run_id.clone()),
                 ],
                 level_offset,
             )?),
             None => None,
         };
-        let events = match &plan.events {
+        let events = match plan.events {
             Some(to) => Some(EventLog::create(to)?),
             None => None,
         };
@@ -97,19 +104,18 @@ impl Exports {
 
     /// The run is about to send load: `run_started`, and warnings found
     /// while preparing it.
-    pub fn run_started(&mut self, prepared: &Prepared, recorder: &Recorder) -> Result<()> {
+    pub fn run_started(&mut self, prepared: &ExportPlan<'_>, recorder: &Recorder) -> Result<()> {
         if let Some(metrics) = &self.metrics {
             // A planned sweep's levels are known: run order is plan order
             // unless a search or a hand steers it.
-            if prepared.plan.search.is_none() {
-                metrics.expect_levels(0..prepared.plan.levels.len());
+            if !prepared.search {
+                metrics.expect_levels(0..prepared.levels.len());
             }
         }
         let Some(events) = &mut self.events else {
             return Ok(());
         };
         let plan: Vec<Value> = prepared
-            .plan
             .levels
             .iter()
             .map(|l| json!({"concurrency": l.concurrency, "num_prompts": l.num_prompts, "rate": l.rate}))
@@ -118,14 +124,14 @@ impl Exports {
             "run_started",
             fields(json!({
                 "tokbench_version": env!("CARGO_PKG_VERSION"),
-                "run_id": run_id(prepared),
+                "run_id": prepared.run_id.clone(),
                 "result_dir": recorder.dir().display().to_string(),
                 "metrics_listen": self.metrics.as_ref().map(|m| m.addr().to_string()),
                 "run": recorder.run().to_json(),
                 "plan": plan,
             })),
         )?;
-        for warning in &prepared.warnings {
+        for warning in prepared.warnings {
             events.emit("warning", fields(json!({"message": warning})))?;
         }
         Ok(())
@@ -339,7 +345,7 @@ mod tests {
             date: "20261201-100000".into(),
             percentiles: vec![50.0, 99.0],
             prefix_len: 0,
-            decision: crate::run::DecisionConfig::default(),
+            decision: crate::analysis::DecisionConfig::default(),
             warmup_requests: 0,
             connect_probe_ms: None,
             http_client: "lean-http1",

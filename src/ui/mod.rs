@@ -83,7 +83,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         prepared.prior.clone(),
     )?;
     // Bound and created before any load, like the result folder.
-    let mut exports = Exports::open(&prepared)?;
+    let mut exports = Exports::open(&prepared.export_plan())?;
     let palette = Palette::new(ColorMode::from_env());
     let mut app = App::new(RunView::from_prepared(&prepared), palette);
     app.settle = prepared.plan.settle;
@@ -96,7 +96,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     }
     app.series = first_series;
     let series = SeriesWatch::start(&prepared, first_series, &mut recorder, &mut app);
-    if let Err(e) = exports.run_started(&prepared, &recorder) {
+    if let Err(e) = exports.run_started(&prepared.export_plan(), &recorder) {
         exports.failed(&run::one_line(&e), EXIT_FAILED);
         return Err(e);
     }
