@@ -32,13 +32,12 @@ pub struct ServerSample {
 pub fn spawn(
     client: reqwest::Client,
     base_url: String,
-    engine: &str,
+    engine: Engine,
     interval: Duration,
     run_start: Instant,
 ) -> mpsc::UnboundedReceiver<ServerSample> {
     let (tx, rx) = mpsc::unbounded_channel();
-    // A name of the user's own behaves as OpenAI-compatible's (vLLM's names).
-    let mut sources = Engine::of(engine).gauge_sources().to_vec();
+    let mut sources = engine.gauge_sources().to_vec();
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

@@ -41,6 +41,14 @@ pub struct ServerIdentity {
     pub connect_probe_ms: Option<f64>,
 }
 
+impl ServerIdentity {
+    /// How its engine behaves: the engine its saved name is, or
+    /// OpenAI-compatible for a name of the user's own (`--engine`).
+    pub fn engine_kind(&self) -> Engine {
+        Engine::of(&self.engine)
+    }
+}
+
 /// Check that the server answers and learn its models and version.
 ///
 /// Connection failures are errors (the run cannot start); a server that lacks
@@ -222,6 +230,18 @@ mod tests {
         assert_eq!(model_ids(&ollama), vec!["llama3:8b"]);
         assert!(model_ids(&serde_json::json!({"data":"nope"})).is_empty());
         assert!(model_ids(&serde_json::json!(null)).is_empty());
+    }
+
+    #[test]
+    fn identity_behaves_as_its_engine() {
+        let id = |engine: &str| ServerIdentity {
+            engine: engine.into(),
+            ..ServerIdentity::default()
+        };
+        assert_eq!(id("llamacpp").engine_kind(), Engine::Llamacpp);
+        assert_eq!(id("tokbench-sim").engine_kind(), Engine::TokbenchSim);
+        // `--engine trtllm`: saved as given, scraped as any OpenAI server.
+        assert_eq!(id("trtllm").engine_kind(), Engine::OpenaiCompatible);
     }
 
     #[test]
