@@ -12,6 +12,7 @@ pub mod analysis;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod engine;
 pub mod export;
 pub mod fmt;
 pub mod load;

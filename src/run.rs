@@ -1045,7 +1045,7 @@ pub fn start_probe(
     let http = probe::live::spawn(
         prepared.client.clone(),
         prepared.plan.base_url.clone(),
-        &prepared.identity.engine,
+        prepared.identity.engine_kind(),
         interval,
         run_start,
     );

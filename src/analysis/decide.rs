@@ -210,10 +210,11 @@ pub fn is_flat(points: &[SweepPoint]) -> bool {
 /// The sentence for a sweep that does not rise, from its lowest concurrency.
 pub fn no_rise_message(lowest_concurrency: u32) -> String {
     if lowest_concurrency <= 1 {
-        "throughput does not rise with concurrency: the server runs one request at a time \
-         (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1?) or one \
-         stream already uses all its compute; more streams only queue"
-            .to_string()
+        format!(
+            "throughput does not rise with concurrency: the server runs one request at a time \
+             (one slot: {}?) or one stream already uses all its compute; more streams only queue",
+            crate::engine::one_slot_settings()
+        )
     } else {
         format!(
             "throughput does not rise above {}: the server is already saturated at the lowest level \

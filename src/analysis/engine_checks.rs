@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use super::diagnose::Diagnosis;
+use crate::engine::{Engine, CONCURRENCY_CAP};
 
 /// What one finished level saw of the server.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -34,7 +35,8 @@ pub struct ServerView {
 /// Everything the engine checks need, passed once.
 #[derive(Clone, Debug, Default)]
 pub struct EngineInput<'a> {
-    /// `ollama`, `vllm`, `llamacpp`, `tgi`, ... (DESIGN.md section 3).
+    /// The saved engine name (`crate::engine::Engine::name`); one of the
+    /// user's own behaves as `openai-compatible`.
     pub engine: &'a str,
     /// Finished planned levels, in run order.
     pub levels: &'a [ServerView],
@@ -92,9 +94,14 @@ pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let seen = in_use.map_or_else(String::new, |s| {
         format!(" (slots in use ~{s:.0}: requests streaming at once, mean over the levels)")
     });
-    let message = if input.engine == "ollama" {
+    let named = Engine::of(input.engine)
+        .advice()
+        .slots
+        .filter(|s| s.named_when_queueing);
+    let message = if let Some(named) = named {
         format!(
-            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably {}; effective parallel slots about {slots:.0}{seen}",
+            "requests are waiting for a slot: {} is probably {}; effective parallel slots about {slots:.0}{seen}",
+            named.setting,
             if slots <= 1.0 { "1".to_string() } else { format!("about {slots:.0}") }
         )
     } else {
@@ -218,12 +225,15 @@ pub fn overload_responses(input: &EngineInput<'_>) -> Option<Diagnosis> {
     if n503 + n429 == 0 {
         return None;
     }
-    let limit = match (input.engine, n503 > 0) {
-        ("ollama", true) => "Ollama's queue is full: more than OLLAMA_MAX_QUEUE (default 512) requests piled up, usually behind a model load",
-        ("vllm", true) => "vLLM refuses past --max-num-queued-reqs",
-        ("llamacpp", true) => "llama-server answers 503 while it loads the model",
-        ("tgi", _) | (_, false) => "the server caps concurrent requests (TGI --max-concurrent-requests, a gateway's rate limit)",
-        _ => "the server or a proxy in front of it is refusing work",
+    // A 429 is a cap on concurrent requests from any server; a 503 says
+    // what it means of the engine that sent it.
+    let limit = if n503 > 0 {
+        Engine::of(input.engine)
+            .advice()
+            .on_503
+            .unwrap_or("the server or a proxy in front of it is refusing work")
+    } else {
+        CONCURRENCY_CAP
     };
     Some(Diagnosis {
         id: "overload_responses",

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::gauges::{llamacpp_slots, ollama_ps, LlamacppGauges, VllmGauges};
 use super::prometheus;
+use crate::engine::{Engine, GaugeSource};
 
 /// Most bytes read of one scrape: a metrics page is a few tens of KiB.
 const SCRAPE_LIMIT: usize = 4 << 20;
@@ -25,37 +26,18 @@ pub struct ServerSample {
     pub gauges: BTreeMap<&'static str, f64>,
 }
 
-/// What the probe found it can read on this target; None: nothing at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Source {
-    VllmMetrics,
-    LlamacppMetrics,
-    LlamacppSlots,
-    OllamaPs,
-}
-
-fn sources_for(engine: &str) -> Vec<Source> {
-    match engine {
-        "vllm" | "tokbench-sim" => vec![Source::VllmMetrics],
-        "llamacpp" => vec![Source::LlamacppMetrics, Source::LlamacppSlots],
-        "ollama" => vec![Source::OllamaPs],
-        // Unknown servers: try vLLM's names, the most common /metrics.
-        _ => vec![Source::VllmMetrics],
-    }
-}
-
 /// Start scraping. The task ends when the receiver is dropped. Nothing is
 /// sent when the target exposes none of its engine's endpoints; the caller
 /// shows "no server metrics" once.
 pub fn spawn(
     client: reqwest::Client,
     base_url: String,
-    engine: &str,
+    engine: Engine,
     interval: Duration,
     run_start: Instant,
 ) -> mpsc::UnboundedReceiver<ServerSample> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut sources = sources_for(engine);
+    let mut sources = engine.gauge_sources().to_vec();
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -72,11 +54,7 @@ pub fn spawn(
             };
             let mut missing = Vec::new();
             for source in sources.clone() {
-                let path = match source {
-                    Source::VllmMetrics | Source::LlamacppMetrics => "/metrics",
-                    Source::LlamacppSlots => "/slots",
-                    Source::OllamaPs => "/api/ps",
-                };
+                let path = source.path();
                 let Some(body) = fetch(&client, &format!("{base_url}{path}"), interval).await
                 else {
                     missing.push(source);
@@ -84,25 +62,25 @@ pub fn spawn(
                 };
                 let now = Instant::now();
                 let found = match source {
-                    Source::VllmMetrics => {
+                    GaugeSource::VllmMetrics => {
                         let metrics = prometheus::parse_bytes(&body);
                         VllmGauges::from_metrics(&metrics).map(|g| {
                             vllm_gauges(&g, previous.as_ref(), now, &mut sample.gauges);
                             previous = Some((now, g));
                         })
                     }
-                    Source::LlamacppMetrics => {
+                    GaugeSource::LlamacppMetrics => {
                         let metrics = prometheus::parse_bytes(&body);
                         LlamacppGauges::from_metrics(&metrics).map(|g| {
                             llamacpp_gauges(&g, previous_llama.as_ref(), now, &mut sample.gauges);
                             previous_llama = Some((now, g));
                         })
                     }
-                    Source::LlamacppSlots => llamacpp_slots(&body).map(|s| {
+                    GaugeSource::LlamacppSlots => llamacpp_slots(&body).map(|s| {
                         sample.gauges.insert("slots_busy", f64::from(s.busy));
                         sample.gauges.insert("slots_total", f64::from(s.total));
                     }),
-                    Source::OllamaPs => ollama_ps(&body).map(|models| {
+                    GaugeSource::OllamaPs => ollama_ps(&body).map(|models| {
                         sample.gauges.insert("models_loaded", models.len() as f64);
                         if let Some(share) =
                             models.iter().filter_map(|m| m.gpu_share()).reduce(f64::min)

@@ -12,6 +12,8 @@ use std::time::Duration;
 use color_eyre::eyre::{eyre, Result};
 use serde_json::Value;
 
+use crate::engine::Engine;
+
 /// A server root as shown and saved: without any user name or password.
 pub fn display_url(base_url: &str) -> String {
     match reqwest::Url::parse(base_url) {
@@ -37,6 +39,14 @@ pub struct ServerIdentity {
     pub models: Vec<String>,
     /// Median connect + first byte of a tiny request on a fresh connection, ms.
     pub connect_probe_ms: Option<f64>,
+}
+
+impl ServerIdentity {
+    /// How its engine behaves: the engine its saved name is, or
+    /// OpenAI-compatible for a name of the user's own (`--engine`).
+    pub fn engine_kind(&self) -> Engine {
+        Engine::of(&self.engine)
+    }
 }
 
 /// Check that the server answers and learn its models and version.
@@ -72,58 +82,26 @@ pub async fn preflight(
         models
     };
     Ok(ServerIdentity {
-        engine: engine.into(),
+        engine: engine.name().into(),
         engine_version: version,
         models,
         connect_probe_ms: connect_probe(fresh_connections, &format!("{base_url}/v1/models")).await,
     })
 }
 
-/// Which engine answers, from the endpoints only it has: Ollama's
-/// `/api/version`, llama.cpp's `/props`, SGLang's `/get_server_info`, TGI's
-/// `/info`, vLLM's `/version`; anything else is `openai-compatible`.
+/// Which engine answers, from the endpoints only it has, in
+/// `Engine::ALL`'s order (`engine/`: Ollama's `/api/version`, llama.cpp's
+/// `/props`, SGLang's `/get_server_info`, TGI's `/info`, vLLM's `/version`);
+/// anything else is `openai-compatible`.
 pub(crate) async fn detect_engine(
     client: &reqwest::Client,
     base_url: &str,
-) -> (&'static str, Option<String>) {
-    let field = |v: Option<Value>, key: &str| {
-        v.and_then(|v| v.get(key).and_then(Value::as_str).map(str::to_owned))
-    };
-    if let Some(version) = field(
-        get_json(client, &format!("{base_url}/api/version"))
-            .await
-            .ok()
-            .flatten(),
-        "version",
-    ) {
-        return ("ollama", Some(version));
-    }
-    if let Ok(Some(props)) = get_json(client, &format!("{base_url}/props")).await {
-        if props.get("total_slots").is_some() {
-            return ("llamacpp", field(Some(props), "build_info"));
-        }
-    }
-    if let Ok(Some(info)) = get_json(client, &format!("{base_url}/get_server_info")).await {
-        return ("sglang", field(Some(info), "version"));
-    }
-    if let Ok(Some(info)) = get_json(client, &format!("{base_url}/info")).await {
-        // TGI's /info names its router and its concurrency cap.
-        if info.get("max_concurrent_requests").is_some() || info.get("router").is_some() {
-            return ("tgi", field(Some(info), "version"));
-        }
-    }
-    match field(
-        get_json(client, &format!("{base_url}/version"))
-            .await
-            .ok()
-            .flatten(),
-        "version",
-    ) {
-        Some(v) if v.contains("tokbench-sim") => ("tokbench-sim", Some(v)),
-        // Of the engines we know, a bare `/version` with a `version` field is vLLM's.
-        Some(v) => ("vllm", Some(v)),
-        None => ("openai-compatible", None),
-    }
+) -> (Engine, Option<String>) {
+    Engine::detect(|path| {
+        let url = format!("{base_url}{path}");
+        async move { get_json(client, &url).await.ok().flatten() }
+    })
+    .await
 }
 
 /// How far the server is: the median of five tiny requests, each on a new
@@ -252,6 +230,18 @@ mod tests {
         assert_eq!(model_ids(&ollama), vec!["llama3:8b"]);
         assert!(model_ids(&serde_json::json!({"data":"nope"})).is_empty());
         assert!(model_ids(&serde_json::json!(null)).is_empty());
+    }
+
+    #[test]
+    fn identity_behaves_as_its_engine() {
+        let id = |engine: &str| ServerIdentity {
+            engine: engine.into(),
+            ..ServerIdentity::default()
+        };
+        assert_eq!(id("llamacpp").engine_kind(), Engine::Llamacpp);
+        assert_eq!(id("tokbench-sim").engine_kind(), Engine::TokbenchSim);
+        // `--engine trtllm`: saved as given, scraped as any OpenAI server.
+        assert_eq!(id("trtllm").engine_kind(), Engine::OpenaiCompatible);
     }
 
     #[test]

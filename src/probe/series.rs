@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{detect_engine, get_json, model_ids};
+use crate::engine::Engine;
 
 /// Longest series label: the live view's prompt refuses more, and a
 /// default label is cut to it.
@@ -50,13 +51,13 @@ pub async fn look(client: &reqwest::Client, base_url: &str) -> SeriesLook {
             .and_then(|n| u32::try_from(n).ok()),
         _ => None,
     };
-    let gpu_blocks = if engine == "vllm" {
+    let gpu_blocks = if engine.spec().kv_blocks {
         metrics_gpu_blocks(client, base_url).await
     } else {
         None
     };
     SeriesLook {
-        engine: engine.to_string(),
+        engine: engine.name().to_string(),
         engine_version,
         model,
         slots,
@@ -82,7 +83,7 @@ async fn metrics_gpu_blocks(client: &reqwest::Client, base_url: &str) -> Option<
 /// Why a series against `after` cannot follow one against `before`: a
 /// different engine is a different benchmark, not a setting.
 pub fn refusal(before: &SeriesLook, after: &SeriesLook) -> Option<String> {
-    let known = |e: &str| !e.is_empty() && e != "openai-compatible";
+    let known = |e: &str| !e.is_empty() && Engine::from_name(e) != Some(Engine::OpenaiCompatible);
     (known(&before.engine) && known(&after.engine) && before.engine != after.engine).then(|| {
         format!(
             "the server is now {} (was {}): a different engine is a new run, not a new series; q quits and saves",

@@ -185,6 +185,9 @@ pub enum SimEngine {
 }
 
 impl SimEngine {
+    /// Every personality (`engine::Engine::played_by` names what each plays).
+    pub const ALL: [SimEngine; 3] = [SimEngine::Vllm, SimEngine::Ollama, SimEngine::Llamacpp];
+
     /// The engine's name on the command line.
     pub fn name(self) -> &'static str {
         match self {

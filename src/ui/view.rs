@@ -330,7 +330,7 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
         output_len: run.output_len.map_or(0, to_u32),
         ignore_eos: run.ignore_eos,
         knobs: (!knobs.is_empty()).then(|| knobs.join(" ")),
-        simulated: run.engine.as_deref() == Some("tokbench-sim"),
+        simulated: run.engine.as_deref() == Some(crate::engine::Engine::TokbenchSim.name()),
         plan,
         result_dir: folder.display().to_string(),
         started_at: run.started_at.clone(),
