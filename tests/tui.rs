@@ -369,7 +369,12 @@ fn view_shows_a_saved_run_and_quits_on_q() {
         assert!(
             screen
                 .lines()
-                .any(|l| l.split(['│', ' ']).filter(|w| !w.is_empty()).nth(1) == Some(c)),
+                // The table is the rightmost panel: read the row there, not
+                // whatever the chart draws beside it.
+                .any(|l| {
+                    let table = l.rsplit("││").next().unwrap_or(l);
+                    table.split(['│', ' ']).filter(|w| !w.is_empty()).nth(1) == Some(c)
+                }),
             "no row for {c} streams:\n{screen}"
         );
     }
@@ -489,8 +494,9 @@ fn running(pid: &str) -> bool {
 #[test]
 fn sighup_then_resume_finishes_the_sweep() {
     let name = "sighup-resume";
-    // One batch slot: requests run one after another, 0.6 s each (200 tokens
-    // at 3 ms), so level 2 has a clear moment with one answer in and more to come.
+    // One batch slot: requests run one after another, 1.2 s each (400 tokens
+    // at 3 ms), so level 2 has a clear moment with one answer in and more to
+    // come: 2.4 s of it, room for a screen read on a loaded machine.
     let sim = Sim::with(SimConfig {
         max_num_seqs: 1,
         ..paced(3.0, 1.0)
@@ -500,7 +506,7 @@ fn sighup_then_resume_finishes_the_sweep() {
     let pidfile = dir.join("pid");
     let flags = format!(
         "--base-url {url} --concurrency 1,2,4 --num-prompts 3 --warmup 1 \
-         --random-input-len 16 --random-output-len 200 --seed 9",
+         --random-input-len 16 --random-output-len 400 --seed 9",
         url = sim.url()
     );
     let command = format!(
@@ -589,7 +595,7 @@ fn sighup_then_resume_finishes_the_sweep() {
         .arg("sweep")
         .args(
             flags
-                .replace("--random-output-len 200", "--random-output-len 100")
+                .replace("--random-output-len 400", "--random-output-len 100")
                 .split_whitespace(),
         )
         .args(["--no-tui", "--resume"])
@@ -598,6 +604,6 @@ fn sighup_then_resume_finishes_the_sweep() {
         .expect("tokbench runs");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("output_len 200 now 100"), "{stderr}");
+    assert!(stderr.contains("output_len 400 now 100"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

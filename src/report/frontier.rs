@@ -27,8 +27,8 @@ use serde_json::Value;
 
 use super::saved::{median, SavedLevel, SavedRun};
 use super::svg::{
-    esc, group, nice, text_width, tick_label, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK,
-    MUTED, WIDTH,
+    draw_common_swatch, esc, group, legend_item_width, legend_rows_in, legend_text, nice,
+    tick_label, CommonSwatch, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK, MUTED, WIDTH,
 };
 
 const LEFT: f64 = 78.0;
@@ -796,26 +796,8 @@ fn legend_items(f: &Frontier) -> Vec<(Swatch, String)> {
     items
 }
 
-fn item_width(text: &str) -> f64 {
-    28.0 + 6.0 + text_width(text, 12.0, false) + 22.0
-}
-
 fn legend_rows(items: &[(Swatch, String)]) -> Vec<Vec<(Swatch, String)>> {
-    let room = WIDTH - LEFT - RIGHT;
-    let mut rows: Vec<Vec<(Swatch, String)>> = vec![Vec::new()];
-    let mut used = 0.0;
-    for item in items {
-        let w = item_width(&item.1);
-        if used + w > room && rows.last().is_some_and(|r| !r.is_empty()) {
-            rows.push(Vec::new());
-            used = 0.0;
-        }
-        if let Some(row) = rows.last_mut() {
-            row.push(item.clone());
-        }
-        used += w;
-    }
-    rows
+    legend_rows_in(items, WIDTH - LEFT - RIGHT)
 }
 
 fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, String)>]) {
@@ -837,37 +819,12 @@ fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, String)>]) {
                         x + 28.0
                     );
                 }
-                Swatch::Ring => {
-                    let _ = writeln!(
-                        svg,
-                        r#"<circle cx="{sx:.1}" cy="{mid:.1}" r="6.5" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
-                    );
-                }
-                Swatch::Diamond => {
-                    let r = 6.0;
-                    let _ = writeln!(
-                        svg,
-                        r#"<path d="M{sx:.1} {:.1} L{:.1} {mid:.1} L{sx:.1} {:.1} L{:.1} {mid:.1} Z" fill="{MUTED}"/>"#,
-                        mid - r,
-                        sx + r,
-                        mid + r,
-                        sx - r
-                    );
-                }
-                Swatch::Hollow => {
-                    let _ = writeln!(
-                        svg,
-                        r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="#ffffff" stroke="{MUTED}" stroke-width="2"/>"##
-                    );
-                }
+                Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
+                Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
+                Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
             }
-            let _ = writeln!(
-                svg,
-                r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
-                x + 34.0,
-                esc(text)
-            );
-            x += item_width(text);
+            legend_text(svg, x, y, text);
+            x += legend_item_width(text);
         }
     }
     svg.push_str("</g>\n");

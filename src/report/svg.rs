@@ -910,26 +910,84 @@ fn legend_items(data: &ChartData) -> Vec<(Swatch, &'static str)> {
 }
 
 /// Approximate width of a legend entry at 12px: swatch, gap, text, spacing.
-fn item_width(text: &str) -> f64 {
+pub(crate) fn legend_item_width(text: &str) -> f64 {
     28.0 + 6.0 + text_width(text, 12.0, false) + 22.0
 }
 
-fn legend_rows(items: &[(Swatch, &'static str)]) -> Vec<Vec<(Swatch, &'static str)>> {
-    let room = WIDTH - LEFT - RIGHT + 40.0;
-    let mut rows: Vec<Vec<(Swatch, &'static str)>> = vec![Vec::new()];
+/// Legend entries in rows that fit `room` pixels, in order. Shared by the
+/// throughput chart and the frontier, whose swatches differ.
+pub(crate) fn legend_rows_in<S: Clone, T: AsRef<str> + Clone>(
+    items: &[(S, T)],
+    room: f64,
+) -> Vec<Vec<(S, T)>> {
+    let mut rows: Vec<Vec<(S, T)>> = vec![Vec::new()];
     let mut used = 0.0;
-    for &item in items {
-        let w = item_width(item.1);
+    for item in items {
+        let w = legend_item_width(item.1.as_ref());
         if used + w > room && rows.last().is_some_and(|r| !r.is_empty()) {
             rows.push(Vec::new());
             used = 0.0;
         }
         if let Some(row) = rows.last_mut() {
-            row.push(item);
+            row.push(item.clone());
         }
         used += w;
     }
     rows
+}
+
+/// The swatches both charts' legends draw the same way.
+#[derive(Clone, Copy)]
+pub(crate) enum CommonSwatch {
+    /// The capacity ring.
+    Ring,
+    /// A manual (or other series') level.
+    Diamond,
+    /// A partial level.
+    Hollow,
+}
+
+/// One of the common swatches centred on (`sx`, `mid`).
+pub(crate) fn draw_common_swatch(svg: &mut String, swatch: CommonSwatch, sx: f64, mid: f64) {
+    match swatch {
+        CommonSwatch::Ring => {
+            let _ = writeln!(
+                svg,
+                r#"<circle cx="{sx:.1}" cy="{mid:.1}" r="6.5" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
+            );
+        }
+        CommonSwatch::Diamond => {
+            let r = 6.0;
+            let _ = writeln!(
+                svg,
+                r#"<path d="M{sx:.1} {:.1} L{:.1} {mid:.1} L{sx:.1} {:.1} L{:.1} {mid:.1} Z" fill="{MUTED}"/>"#,
+                mid - r,
+                sx + r,
+                mid + r,
+                sx - r
+            );
+        }
+        CommonSwatch::Hollow => {
+            let _ = writeln!(
+                svg,
+                r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="#ffffff" stroke="{MUTED}" stroke-width="2"/>"##
+            );
+        }
+    }
+}
+
+/// A legend entry's words after its swatch at `x`.
+pub(crate) fn legend_text(svg: &mut String, x: f64, y: f64, text: &str) {
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
+        x + 34.0,
+        esc(text)
+    );
+}
+
+fn legend_rows(items: &[(Swatch, &'static str)]) -> Vec<Vec<(Swatch, &'static str)>> {
+    legend_rows_in(items, WIDTH - LEFT - RIGHT + 40.0)
 }
 
 fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, &'static str)>]) {
@@ -967,12 +1025,7 @@ fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, &'static str)>]) {
                         mid - 7.0
                     );
                 }
-                Swatch::Ring => {
-                    let _ = writeln!(
-                        svg,
-                        r#"<circle cx="{sx:.1}" cy="{mid:.1}" r="6.5" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
-                    );
-                }
+                Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
                 Swatch::Dashed => {
                     let _ = writeln!(
                         svg,
@@ -980,31 +1033,11 @@ fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, &'static str)>]) {
                         x + 28.0
                     );
                 }
-                Swatch::Diamond => {
-                    let r = 6.0;
-                    let _ = writeln!(
-                        svg,
-                        r#"<path d="M{sx:.1} {:.1} L{:.1} {mid:.1} L{sx:.1} {:.1} L{:.1} {mid:.1} Z" fill="{MUTED}"/>"#,
-                        mid - r,
-                        sx + r,
-                        mid + r,
-                        sx - r
-                    );
-                }
-                Swatch::Hollow => {
-                    let _ = writeln!(
-                        svg,
-                        r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="#ffffff" stroke="{MUTED}" stroke-width="2"/>"##
-                    );
-                }
+                Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
+                Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
             }
-            let _ = writeln!(
-                svg,
-                r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
-                x + 34.0,
-                esc(text)
-            );
-            x += item_width(text);
+            legend_text(svg, x, y, text);
+            x += legend_item_width(text);
         }
     }
     svg.push_str("</g>\n");
