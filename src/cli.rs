@@ -1,4 +1,4 @@
-//! Command-line definitions only (DESIGN.md section 5). No behaviour lives here.
+//! Command-line definitions only (docs/architecture.md section 5). No behaviour lives here.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -450,7 +450,7 @@ pub struct SimArgs {
     pub timing: SimTimingArgs,
 }
 
-/// The simulator's timing model (DESIGN.md section 7).
+/// The simulator's timing model (docs/architecture.md section 5).
 #[derive(Args, Debug, Clone)]
 pub struct SimTimingArgs {
     /// Fixed cost of one engine step, ms.

@@ -1,6 +1,6 @@
 //! tokbench: load-test LLM inference servers and watch the result live.
 //!
-//! Data flows one way (DESIGN.md section 4):
+//! Data flows one way (docs/architecture.md sections 1 and 2):
 //! workload -> load driver -> protocol client -> records -> stats -> analysis -> report/view.
 
 // Nothing a server or a user sent may panic the tool: no unwrap or expect

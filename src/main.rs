@@ -1,5 +1,5 @@
 //! Wiring: parse the command line, pick the mode, run it, exit with the
-//! contract's code (DESIGN.md section 5).
+//! contract's code (docs/architecture.md section 5).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 

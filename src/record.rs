@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
-/// Where a request's output token count came from (DESIGN.md section 2), most
+/// Where a request's output token count came from (docs/architecture.md section 7), most
 /// trusted first. Saved with every level so a reader knows how far to trust it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TokenSource {

@@ -32,7 +32,7 @@ use crate::report::resume::PriorRun;
 use crate::report::{text, time};
 use crate::workload::{rng, Calibration, Traffic, Workload};
 
-/// Exit codes of DESIGN.md section 5.
+/// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INTERRUPTED: i32 = 130;

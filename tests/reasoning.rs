@@ -28,7 +28,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// Step 5 ms, no other cost, 10 reasoning tokens, concurrency 1: token i leaves
 /// at the end of step i, so the first content token (token 10) comes 10 steps =
 /// 50 ms after the first reasoning token. The simulator schedules steps against
-/// absolute deadlines (DESIGN.md section 7), so the gap does not drift; what is
+/// absolute deadlines (docs/architecture.md section 5), so the gap does not drift; what is
 /// left is the jitter of two arrival times on loopback, well under a millisecond
 /// on an idle machine. The tolerance is half a step (2.5 ms) on the median: it
 /// tells 10 steps from 9 or 11 (45 or 55 ms) with room for a busy test machine.

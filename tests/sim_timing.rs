@@ -1,5 +1,5 @@
 //! The vLLM-like simulator, measured from the client side: its timing contract
-//! (DESIGN.md section 7), its SSE shape, admission under a KV limit, client
+//! (docs/architecture.md section 5), its SSE shape, admission under a KV limit, client
 //! disconnects, and the auxiliary endpoints.
 //!
 //! Arrival times are taken where the bytes arrive, with a small hand-rolled SSE split

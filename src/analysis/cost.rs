@@ -1,4 +1,4 @@
-//! Cost at capacity against an API price (DESIGN.md section 1, issue 5
+//! Cost at capacity against an API price (README.md, "From numbers to a decision", issue 5
 //! item 3). From the capacity's output throughput `T` tok/s:
 //! - cost per million output tokens = `price_per_hour / (T * 3600 / 1e6)`
 //! - break-even output tok/s = `price_per_hour / price_per_m * 1e6 / 3600`
@@ -27,7 +27,7 @@ pub struct Cost {
 }
 
 impl Cost {
-    /// The `cost` object of summary.json (DESIGN.md section 6).
+    /// The `cost` object of summary.json (docs/architecture.md section 5).
     pub fn to_json(&self) -> Value {
         let r4 = |x: Option<f64>| opt_num(x.map(|v| round_to(v, 4)));
         json!({

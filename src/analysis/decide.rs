@@ -1,4 +1,4 @@
-//! The knee of the sweep and the capacity under an SLO (DESIGN.md section 1,
+//! The knee of the sweep and the capacity under an SLO (README.md, "From numbers to a decision",
 //! issue 5 item 1).
 //!
 //! Rules:
@@ -179,7 +179,7 @@ pub struct Knee {
 }
 
 impl Knee {
-    /// The `knee` object of summary.json (DESIGN.md section 6).
+    /// The `knee` object of summary.json (docs/architecture.md section 5).
     pub fn to_json(&self) -> Value {
         json!({
             "from_concurrency": self.from_concurrency,
@@ -382,7 +382,7 @@ pub struct Capacity {
 }
 
 impl Capacity {
-    /// The `capacity` object of summary.json (DESIGN.md section 6).
+    /// The `capacity` object of summary.json (docs/architecture.md section 5).
     pub fn to_json(&self) -> Value {
         json!({
             "concurrency": self.concurrency,
@@ -548,7 +548,7 @@ mod tests {
         }
     }
 
-    /// DESIGN.md section 1, the seed article's six levels.
+    /// README.md, "From numbers to a decision", the seed article's six levels.
     fn article() -> Vec<LevelPoint> {
         vec![
             level(1, 92.0, 92.0, 48.0, 61.0),

@@ -1,4 +1,4 @@
-//! Checks for the ways a benchmark measures the wrong thing (DESIGN.md
+//! Checks for the ways a benchmark measures the wrong thing (docs/architecture.md
 //! section 1, issue 5 item 5). Each returns a diagnosis only when it fires;
 //! `diagnose_run` runs them all over one `DiagnoseInput`.
 

@@ -1,7 +1,7 @@
 //! One request, timed where its bytes arrive.
 //!
 //! Every timestamp of a request is taken here, in the load task, from one
-//! monotonic clock, before any JSON is parsed (DESIGN.md section 2). Nothing
+//! monotonic clock, before any JSON is parsed (docs/architecture.md section 7). Nothing
 //! downstream measures.
 
 use std::error::Error as StdError;

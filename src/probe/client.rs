@@ -1,6 +1,6 @@
 //! How much the client itself costs: its CPU time and its event-loop lag.
 //! On a CPU-only host the client competes with the server, so every level
-//! records both (DESIGN.md section 3).
+//! records both (docs/architecture.md section 8).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Server-side gauges, read from what each engine exposes (DESIGN.md
+//! Server-side gauges, read from what each engine exposes (docs/architecture.md
 //! section 3; issue "Speak every engine", item 4):
 //!
 //! - vLLM `/metrics`: `VllmGauges` (requests running and waiting, KV-cache

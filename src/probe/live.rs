@@ -146,7 +146,7 @@ fn vllm_gauges(
 }
 
 /// llama.cpp gauges; rates from the counters, since scraping resets its
-/// per-second gauges (DESIGN.md section 3).
+/// per-second gauges (docs/architecture.md section 8).
 fn llamacpp_gauges(
     g: &LlamacppGauges,
     previous: Option<&(Instant, LlamacppGauges)>,

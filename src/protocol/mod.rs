@@ -1,6 +1,6 @@
 //! Wire formats: bytes off the socket in, `StreamEvent`s out.
 //!
-//! One file per format (DESIGN.md section 4): `sse` is the event-stream
+//! One file per format (docs/architecture.md sections 1 and 2): `sse` is the event-stream
 //! framing, `openai` the OpenAI-compatible chunk JSON (chat and completions,
 //! plus llama.cpp's native `/completion` stream, which shares the framing),
 //! `ndjson` the newline-delimited framing and `ollama` Ollama's native

@@ -1,5 +1,5 @@
 //! Ollama's native streaming API: the request body we send to `/api/generate`
-//! and `/api/chat`, and the NDJSON stream that comes back (DESIGN.md
+//! and `/api/chat`, and the NDJSON stream that comes back (docs/architecture.md
 //! section 3).
 //!
 //! One JSON object per line, no `[DONE]`:

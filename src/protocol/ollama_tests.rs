@@ -352,7 +352,7 @@ fn error_with_other_fields_and_error_shapes() {
 
 #[test]
 fn busy_body_keeps_its_two_spaces() {
-    // The 503 body Ollama sends when OLLAMA_MAX_QUEUE overflows (DESIGN.md 3).
+    // The 503 body Ollama sends when OLLAMA_MAX_QUEUE overflows (docs/architecture.md section 8).
     let body = br#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#;
     assert_eq!(
         super::super::error_message_from_body(503, body),

@@ -1,5 +1,5 @@
 //! `tokbench report DIR [--format md|csv|json|svg|html|br] [-o FILE]`
-//! (DESIGN.md section 5), and the reports a run leaves in its folder.
+//! (docs/architecture.md section 5), and the reports a run leaves in its folder.
 //!
 //! Every format is a pure function of the run's `summary.json`
 //! ([`SavedRun`]), so a report made today from last month's folder is the

@@ -1,4 +1,4 @@
-//! Result files and printed output (DESIGN.md section 6).
+//! Result files and printed output (docs/architecture.md section 5).
 
 pub mod atomic;
 pub mod br;

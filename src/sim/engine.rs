@@ -1,4 +1,4 @@
-//! The simulated continuous-batching engine (DESIGN.md section 7).
+//! The simulated continuous-batching engine (docs/architecture.md section 5).
 //!
 //! Two layers:
 //! - [`Scheduler`] is pure: it holds the waiting queue and the running batch, decides

@@ -4,7 +4,7 @@
 //!
 //! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
 //! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
-//! follows DESIGN.md section 7: see `engine.rs` for the contract. It serves
+//! follows docs/architecture.md section 5: see `engine.rs` for the contract. It serves
 //! `/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/tokenize`, `/version`,
 //! `/health` and `/metrics` (vLLM's Prometheus names). With [`SimConfig::api_key`] set,
 //! everything under `/v1` needs that bearer key, like vLLM's `--api-key`. With
@@ -80,7 +80,7 @@ pub struct SimConfig {
     pub api_key: Option<String>,
     /// Injected noise, for a machine that is noisy or throttling: the largest relative
     /// deviation of the engine's speed from the contract, in `[0, 0.9]`; 0 (the default)
-    /// is off and keeps DESIGN.md section 7's timing exactly.
+    /// is off and keeps docs/architecture.md section 5's timing exactly.
     ///
     /// The engine's busy time (idle time not counted) is cut into periods of
     /// [`SimConfig::noise_period_ms`]; each period gets a speed factor drawn uniformly

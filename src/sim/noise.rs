@@ -4,7 +4,7 @@
 //! The model: the engine's busy time (the summed durations of its steps, idle time not
 //! counted) is cut into periods of `period_ms`. Each period `k` has a speed factor drawn
 //! uniformly from `[1 - amplitude, 1 + amplitude]`, a pure function of `(seed, k)`, and
-//! every step that *starts* in period `k` takes its contract time (DESIGN.md section 7)
+//! every step that *starts* in period `k` takes its contract time (docs/architecture.md section 5)
 //! times that factor: the fixed cost, the per-sequence cost and the prefill alike. So
 //! TTFT and TPOT scale by the factor and throughput by its inverse, for as long as the
 //! period lasts; a step longer than a period keeps the factor it started with.

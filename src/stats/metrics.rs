@@ -1,5 +1,5 @@
 //! Per-request timing from the chunk arrivals a load task recorded
-//! (DESIGN.md section 2). Pure: the caller measures, this only does arithmetic.
+//! (docs/architecture.md section 7). Pure: the caller measures, this only does arithmetic.
 
 use std::time::Duration;
 

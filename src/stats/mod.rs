@@ -2,7 +2,7 @@
 //! with vLLM-compatible result keys, and a bounded live window for the TUI.
 //!
 //! Everything here is pure (no I/O, no clock): callers measure and pass
-//! times in; these functions only compute (DESIGN.md section 2).
+//! times in; these functions only compute (docs/architecture.md section 7).
 //!
 //! - [`percentile`]: numpy-compatible percentiles on raw samples (result files);
 //! - [`metrics`]: TTFT, E2EL, TPOT and ITL of one request from its arrivals;

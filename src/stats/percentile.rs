@@ -1,5 +1,5 @@
 //! Percentiles exactly as numpy computes them by default, so saved figures
-//! match `vllm bench serve` on the same samples (DESIGN.md section 2).
+//! match `vllm bench serve` on the same samples (docs/architecture.md section 7).
 
 /// numpy.percentile default ("linear") on a SORTED slice; `p` in `0..=100`.
 ///

@@ -1,6 +1,6 @@
 //! The live terminal view: watch a sweep and steer it by keypress.
 //!
-//! Split the way the data flows (DESIGN.md section 4):
+//! Split the way the data flows (docs/architecture.md sections 1 and 2):
 //! - [`app`]: the state, folded from driver events and key presses; pure;
 //! - [`draw`]: the screen as a function of that state;
 //! - [`widgets`], [`theme`]: the pieces it is drawn with;

@@ -2,7 +2,7 @@
 //! an `App` fed the driver events a real sweep would produce, with fixed
 //! times and deterministic jitter, so every screen is reproducible.
 //!
-//! The shape is the seed article's illustrative sweep (DESIGN.md section 1):
+//! The shape is the seed article's illustrative sweep (README.md, "From numbers to a decision"):
 //! per-stream speed falling, total throughput rising, p99 TTFT climbing.
 
 use std::time::Duration;
