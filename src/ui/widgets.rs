@@ -251,6 +251,24 @@ impl Widget for Spark<'_> {
 
 // ---------------------------------------------------------------- chart
 
+/// The left and bottom axes of a chart whose plot area is `graph`, with
+/// the left axis's labels at their rows (offsets from the top).
+fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)], p: &Palette) {
+    let (gx, gy, gw, gh) = (graph.x, graph.y, graph.width, graph.height);
+    let axis_y = gy + gh;
+    for r in 0..gh {
+        buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
+    }
+    buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
+    for c in 0..gw {
+        buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
+    }
+    for (r, text) in labels {
+        buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
+        buf.set_string(gx - 1 - text.len() as u16, gy + r, text, p.dim);
+    }
+}
+
 /// How a point on the chart came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PointKind {
@@ -447,18 +465,7 @@ impl Widget for ThroughputChart<'_> {
         let graph = Rect::new(gx, gy, gw, gh);
 
         // Axes.
-        for r in 0..gh {
-            buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
-        }
-        buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
-        for c in 0..gw {
-            buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
-        }
-        for (r, text) in &left_labels {
-            buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
-            let x = gx - 1 - text.len() as u16;
-            buf.set_string(x, gy + r, text, p.dim);
-        }
+        left_axis(buf, graph, &left_labels, p);
         if !right_labels.is_empty() {
             let rx = gx + gw;
             for r in 0..gh {
@@ -707,17 +714,7 @@ impl Widget for FrontierChart<'_> {
         let gy = area.y;
         let axis_y = gy + gh;
         let graph = Rect::new(gx, gy, gw, gh);
-        for r in 0..gh {
-            buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
-        }
-        buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
-        for c in 0..gw {
-            buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
-        }
-        for (r, text) in &left_labels {
-            buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
-            buf.set_string(gx - 1 - text.len() as u16, gy + r, text, p.dim);
-        }
+        left_axis(buf, graph, &left_labels, p);
         // x ticks at 0, half and the top, each centred on its column.
         let label_y = axis_y + 1;
         let mut next_free = area.x;
