@@ -28,7 +28,8 @@ use serde_json::Value;
 use super::saved::{median, SavedLevel, SavedRun};
 use super::svg::{
     draw_common_swatch, esc, group, legend_item_width, legend_rows_in, legend_text, nice,
-    tick_label, CommonSwatch, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK, MUTED, WIDTH,
+    place_label, tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT,
+    INK, MUTED, WIDTH,
 };
 
 const LEFT: f64 = 78.0;
@@ -617,26 +618,13 @@ fn place(
     points: &[(f64, f64)],
     placed: &[TextBox],
 ) -> Spot {
-    let mut best: Option<(f64, Spot)> = None;
-    for &(x, y, anchor) in candidates {
-        let b = TextBox::new(x, y, anchor, text, size, bold);
-        let mut cost = points.iter().filter(|p| b.grown(2.0).contains(**p)).count() as f64;
-        cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
-        if b.x0 < a.x0 + 2.0 || b.x1 > a.x1 - 2.0 || b.y0 < a.top + 2.0 || b.y1 > a.bottom - 2.0 {
-            cost += 1000.0;
-        }
-        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-            best = Some((cost, (x, y, anchor, b)));
-        }
-    }
-    best.map(|(_, spot)| spot).unwrap_or_else(|| {
-        (
-            a.x0,
-            a.top,
-            "start",
-            TextBox::new(a.x0, a.top, "start", text, size, bold),
-        )
-    })
+    let plot = PlotBox {
+        x0: a.x0,
+        x1: a.x1,
+        top: a.top,
+        bottom: a.bottom,
+    };
+    place_label(&plot, 2.0, text, size, bold, candidates, points, placed)
 }
 
 /// Each curve vertex (and each partial level) labelled with its streams.

@@ -627,31 +627,15 @@ impl Plot {
         points: &[(f64, f64)],
         boxes: &[TextBox],
     ) -> Spot {
-        let mut best: Option<(f64, Spot)> = None;
-        for &(x, y, anchor) in candidates {
-            let b = TextBox::new(x, y, anchor, text, size, bold);
-            let mut cost = points.iter().filter(|p| b.grown(3.0).contains(**p)).count() as f64;
-            cost += 50.0 * boxes.iter().filter(|o| o.overlaps(&b)).count() as f64;
-            if b.x0 < self.x0 + 2.0
-                || b.x1 > self.x1 - 2.0
-                || b.y0 < self.top + 2.0
-                || b.y1 > self.bottom - 2.0
-            {
-                cost += 1000.0;
-            }
-            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                best = Some((cost, Spot { x, y, anchor, b }));
-            }
-        }
-        match best {
-            Some((_, spot)) => spot,
-            None => Spot {
-                x: self.x0,
-                y: self.top,
-                anchor: "start",
-                b: TextBox::new(self.x0, self.top, "start", text, size, bold),
-            },
-        }
+        let plot = PlotBox {
+            x0: self.x0,
+            x1: self.x1,
+            top: self.top,
+            bottom: self.bottom,
+        };
+        let (x, y, anchor, b) =
+            place_label(&plot, 3.0, text, size, bold, candidates, points, boxes);
+        Spot { x, y, anchor, b }
     }
 
     /// The SLO's and the capacity's labels, placed clear of the lines, and
@@ -763,6 +747,61 @@ struct Spot {
     y: f64,
     anchor: &'static str,
     b: TextBox,
+}
+
+/// A placed label: where its text is anchored, how, and the box it covers.
+pub(super) type Placed = (f64, f64, &'static str, TextBox);
+
+/// A chart's plot area, for placing labels inside it.
+pub(super) struct PlotBox {
+    pub x0: f64,
+    pub x1: f64,
+    pub top: f64,
+    pub bottom: f64,
+}
+
+/// Of some candidate spots for `text`, the first whose box stays inside
+/// `plot` and covers the fewest obstacle points (within `clearance`) and
+/// placed boxes; the plot's top left when none is given. Both SVG charts
+/// place their labels with it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn place_label(
+    plot: &PlotBox,
+    clearance: f64,
+    text: &str,
+    size: f64,
+    bold: bool,
+    candidates: &[(f64, f64, &'static str)],
+    points: &[(f64, f64)],
+    placed: &[TextBox],
+) -> Placed {
+    let mut best: Option<(f64, Placed)> = None;
+    for &(x, y, anchor) in candidates {
+        let b = TextBox::new(x, y, anchor, text, size, bold);
+        let mut cost = points
+            .iter()
+            .filter(|p| b.grown(clearance).contains(**p))
+            .count() as f64;
+        cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
+        if b.x0 < plot.x0 + 2.0
+            || b.x1 > plot.x1 - 2.0
+            || b.y0 < plot.top + 2.0
+            || b.y1 > plot.bottom - 2.0
+        {
+            cost += 1000.0;
+        }
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, (x, y, anchor, b)));
+        }
+    }
+    best.map(|(_, spot)| spot).unwrap_or_else(|| {
+        (
+            plot.x0,
+            plot.top,
+            "start",
+            TextBox::new(plot.x0, plot.top, "start", text, size, bold),
+        )
+    })
 }
 
 /// Where a line of text lies, from an estimate of its width.
