@@ -510,43 +510,68 @@ impl CostView {
     }
 }
 
-/// What belongs to one run of `tokbench view A B`. The run shown (table,
-/// marks, result panel) lives in `App`'s own fields; the other waits here,
-/// overlaid on the chart, and `Tab` swaps them.
+/// What belongs to one run: its identity, levels and results. `App::shown`
+/// is the run on screen (the live one, or the one the table shows in
+/// `tokbench view`); in `tokbench view A B` the other waits in
+/// `Saved::other`, overlaid on the chart, and `Tab` swaps the two whole.
 #[derive(Clone, Debug)]
-pub struct Side {
-    /// `A` for the first folder given, `B` for the second.
+pub struct RunState {
+    /// `A` for the first folder given to `tokbench view`, `B` for the
+    /// second; `A` for a live run.
     pub label: char,
     pub run: RunView,
-    /// Series labels by index, and each series' result.
-    pub series_labels: BTreeMap<usize, String>,
-    pub series_results: Vec<SeriesResult>,
+    /// Every level started, in run order (`LevelInfo::index` == position).
     pub levels: Vec<LevelRow>,
     pub counters: Counters,
+    /// The sweep's capacity so far (concurrency), once the analysis finds one.
     pub capacity: Option<u32>,
+    /// The knee so far: from and to concurrency.
     pub knee: Option<(u32, u32)>,
+    /// Capacity, knee and notes in words, one line each.
     pub verdict: Vec<String>,
+    /// Cost at capacity, when a GPU price was given and a capacity is known.
     pub cost: Option<CostView>,
-    /// The SLOs it was judged against, in words.
+    /// The SLOs it was judged against, in words (a saved run).
     pub slo: Option<String>,
+    /// Series labels by index.
+    pub series_labels: BTreeMap<usize, String>,
+    /// Capacity and knee of each series so far (label, capacity, knee,
+    /// peak tok/s), for the comparison line.
+    pub series_results: Vec<SeriesResult>,
+}
+
+impl RunState {
+    /// A run with nothing measured yet.
+    pub fn new(run: RunView) -> RunState {
+        RunState {
+            label: 'A',
+            run,
+            levels: Vec::new(),
+            counters: Counters::default(),
+            capacity: None,
+            knee: None,
+            verdict: Vec::new(),
+            cost: None,
+            slo: None,
+            series_labels: BTreeMap::new(),
+            series_results: Vec::new(),
+        }
+    }
 }
 
 /// A finished run read back from its folder (`tokbench view`): nothing is
 /// measured or sent, and the screen has no live parts.
 #[derive(Clone, Debug)]
 pub struct Saved {
-    /// The label of the run shown: `A`, or `B` after `Tab`.
-    pub label: char,
     /// `view A B`: the other run.
-    pub other: Option<Box<Side>>,
+    pub other: Option<Box<RunState>>,
     /// The two runs were measured at different shapes: said in the header.
     pub warning: Option<String>,
-    /// The SLOs of the run shown, in words.
-    pub slo: Option<String>,
 }
 
 pub struct App {
-    pub run: RunView,
+    /// The run on screen: its identity, levels and results.
+    pub shown: RunState,
     pub palette: Palette,
     pub phase: Phase,
     /// The driver's concurrency target (what the user set, before the driver confirms).
@@ -573,9 +598,6 @@ pub struct App {
     /// The user asked to quit; waiting for the driver to stop.
     pub quitting: bool,
     pub show_help: bool,
-    /// Every level started, in run order (`LevelInfo::index` == position).
-    pub levels: Vec<LevelRow>,
-    pub counters: Counters,
     /// Since the run started.
     pub elapsed: Duration,
     /// Output tok/s over the last few complete seconds (all levels).
@@ -595,14 +617,6 @@ pub struct App {
     /// that second), for the server bars; the last two minutes only.
     pub server_queue: std::collections::BTreeMap<u64, f64>,
     pub latency: Latency,
-    /// The sweep's capacity so far (concurrency), once the analysis finds one.
-    pub capacity: Option<u32>,
-    /// The knee so far: from and to concurrency.
-    pub knee: Option<(u32, u32)>,
-    /// Capacity, knee and notes in words, one line each.
-    pub verdict: Vec<String>,
-    /// Cost at capacity, when a GPU price was given and a capacity is known.
-    pub cost: Option<CostView>,
     /// `Some` for a run read back from disk (`tokbench view`).
     pub saved: Option<Saved>,
     /// A concurrency or rate change waiting out the settle window, and when
@@ -620,13 +634,8 @@ pub struct App {
     step_summary_for: Option<usize>,
     /// Open loop: the rate the running level sends at.
     pub rate: Option<f64>,
-    /// Series labels by index.
-    pub series_labels: BTreeMap<usize, String>,
     /// The series running now.
     pub series: usize,
-    /// Capacity and knee of each series so far (label, capacity, knee,
-    /// peak tok/s), for the comparison line.
-    pub series_results: Vec<SeriesResult>,
     /// The server went away at this offset; dispatch waits.
     pub server_gone_since: Option<Duration>,
     /// It answered again: the loop looks at it and starts a series.
@@ -655,7 +664,7 @@ const RX_LAG_WINDOW: usize = 4096;
 impl App {
     pub fn new(run: RunView, palette: Palette) -> App {
         App {
-            run,
+            shown: RunState::new(run),
             palette,
             phase: Phase::Starting,
             target: 0,
@@ -669,8 +678,6 @@ impl App {
             achieved: (0, 0, 0),
             quitting: false,
             show_help: false,
-            levels: Vec::new(),
-            counters: Counters::default(),
             elapsed: Duration::ZERO,
             recent_tok_s: 0.0,
             client_cpu: None,
@@ -679,10 +686,6 @@ impl App {
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),
             latency: Latency::default(),
-            capacity: None,
-            knee: None,
-            verdict: Vec::new(),
-            cost: None,
             saved: None,
             pending: None,
             settle: Duration::from_secs(1),
@@ -691,9 +694,7 @@ impl App {
             step_summary: None,
             step_summary_for: None,
             rate: None,
-            series_labels: BTreeMap::new(),
             series: 0,
-            series_results: Vec::new(),
             server_gone_since: None,
             server_back: false,
             prompt: None,
@@ -711,29 +712,21 @@ impl App {
     /// The screen of a finished run read back from disk: `shown` in the
     /// table, `other` (when given) overlaid on the chart.
     pub fn from_saved(
-        shown: Side,
-        other: Option<Side>,
+        mut shown: RunState,
+        other: Option<RunState>,
         warning: Option<String>,
         palette: Palette,
     ) -> App {
-        let mut app = App::new(shown.run, palette);
-        app.series_labels = shown.series_labels;
-        app.series_results = shown.series_results;
+        shown.verdict = shown.verdict.iter().map(|l| one_line(l)).collect();
+        let mut app = App::new(shown.run.clone(), palette);
+        app.shown = shown;
         app.phase = Phase::Finished {
             stopped_by_user: false,
             error: None,
         };
-        app.levels = shown.levels;
-        app.counters = shown.counters;
-        app.capacity = shown.capacity;
-        app.knee = shown.knee;
-        app.verdict = shown.verdict.iter().map(|l| one_line(l)).collect();
-        app.cost = shown.cost;
         app.saved = Some(Saved {
-            label: shown.label,
             other: other.map(Box::new),
             warning: warning.as_deref().map(one_line),
-            slo: shown.slo,
         });
         app
     }
@@ -743,33 +736,22 @@ impl App {
     }
 
     /// The run overlaid on the chart (`tokbench view A B`).
-    pub fn other(&self) -> Option<&Side> {
+    pub fn other(&self) -> Option<&RunState> {
         self.saved.as_ref().and_then(|s| s.other.as_deref())
     }
 
     /// `Tab` in `tokbench view A B`: the other run comes forward.
     pub fn swap_runs(&mut self) -> bool {
-        let Some(saved) = self.saved.as_mut() else {
+        let Some(other) = self.saved.as_mut().and_then(|s| s.other.as_deref_mut()) else {
             return false;
         };
-        let Some(other) = saved.other.as_deref_mut() else {
-            return false;
-        };
-        std::mem::swap(&mut saved.label, &mut other.label);
-        std::mem::swap(&mut saved.slo, &mut other.slo);
-        std::mem::swap(&mut self.run, &mut other.run);
-        std::mem::swap(&mut self.levels, &mut other.levels);
-        std::mem::swap(&mut self.counters, &mut other.counters);
-        std::mem::swap(&mut self.capacity, &mut other.capacity);
-        std::mem::swap(&mut self.knee, &mut other.knee);
-        std::mem::swap(&mut self.verdict, &mut other.verdict);
-        std::mem::swap(&mut self.cost, &mut other.cost);
+        std::mem::swap(&mut self.shown, other);
         true
     }
 
     /// The level dispatching now, if any.
     pub fn current(&self) -> Option<&LevelRow> {
-        self.levels.last().filter(|l| l.is_running())
+        self.shown.levels.last().filter(|l| l.is_running())
     }
 
     pub fn is_finished(&self) -> bool {
@@ -814,7 +796,7 @@ impl App {
                 self.series = info.series;
                 // The driver closes the running level before it starts the
                 // next one; it keeps draining until LevelFinished.
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -823,10 +805,10 @@ impl App {
                 if info.mode != Mode::Manual {
                     row.steady.start(info.started_at);
                 }
-                self.levels.push(row);
+                self.shown.levels.push(row);
             }
             DriverEvent::TargetReached { index, at } => {
-                if let Some(level) = self.levels.get_mut(*index) {
+                if let Some(level) = self.shown.levels.get_mut(*index) {
                     level.steady.start(*at);
                 }
             }
@@ -838,7 +820,7 @@ impl App {
                 if self.is_finished() {
                     self.phase = Phase::Running;
                 }
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -857,13 +839,18 @@ impl App {
                 self.server_gone_since = None;
                 self.server_back = false;
                 self.stopped_at = None;
-                self.series_labels
+                self.shown
+                    .series_labels
                     .entry(*series)
                     .or_insert_with(|| format!("series {}", series + 1));
                 self.phase = Phase::Running;
                 self.note(format!(
                     "new series: {}",
-                    self.series_labels.get(series).cloned().unwrap_or_default()
+                    self.shown
+                        .series_labels
+                        .get(series)
+                        .cloned()
+                        .unwrap_or_default()
                 ));
             }
             DriverEvent::TargetChanged { at, target } => {
@@ -875,12 +862,13 @@ impl App {
                 self.latency_stale = true;
             }
             DriverEvent::Record(r) => {
-                if let Some(level) = self.levels.get_mut(r.level) {
+                if let Some(level) = self.shown.levels.get_mut(r.level) {
                     level.add(r);
                 }
                 if let (true, Some(ttft)) = (r.is_ok(), r.ttft) {
                     // Every level still measuring shares the server with it.
                     for level in self
+                        .shown
                         .levels
                         .iter_mut()
                         .filter(|l| !matches!(l.state, LevelState::Finished { .. }))
@@ -899,14 +887,14 @@ impl App {
                 }
                 match r.outcome {
                     Outcome::Ok => {
-                        self.counters.ok += 1;
+                        self.shown.counters.ok += 1;
                         self.achieved.0 += u64::from(r.input_tokens());
                         self.achieved.1 += u64::from(r.output_tokens);
                         self.achieved.2 += 1;
                     }
                     Outcome::Failed(class) => {
-                        self.counters.failed += 1;
-                        *self.counters.by_class.entry(class.key()).or_insert(0) += 1;
+                        self.shown.counters.failed += 1;
+                        *self.shown.counters.by_class.entry(class.key()).or_insert(0) += 1;
                         let column = match class {
                             ErrorClass::Http(503) => Some(0),
                             ErrorClass::Http(429) => Some(1),
@@ -926,15 +914,16 @@ impl App {
                             }
                         }
                         let message = r.error_message.as_deref().unwrap_or("no message");
-                        self.counters.last_error = Some(one_line(&format!("{class}: {message}")));
+                        self.shown.counters.last_error =
+                            Some(one_line(&format!("{class}: {message}")));
                     }
-                    Outcome::Cancelled => self.counters.cancelled += 1,
+                    Outcome::Cancelled => self.shown.counters.cancelled += 1,
                 }
                 self.window.record_request(r);
                 self.latency_stale = true;
             }
             DriverEvent::LevelFinished { index, partial } => {
-                if let Some(level) = self.levels.get_mut(*index) {
+                if let Some(level) = self.shown.levels.get_mut(*index) {
                     level.state = LevelState::Finished { partial: *partial };
                     level.stale = true;
                     level.recompute();
@@ -947,7 +936,7 @@ impl App {
                 stopped_by_user,
                 error,
             } => {
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -965,7 +954,7 @@ impl App {
     /// holds. Identical to the view's by construction; taking them makes the
     /// screen show exactly what was saved.
     pub fn on_level_saved(&mut self, finished: &FinishedLevel) {
-        let Some(level) = self.levels.get_mut(finished.info.index) else {
+        let Some(level) = self.shown.levels.get_mut(finished.info.index) else {
             return;
         };
         let s = &finished.stats;
@@ -995,15 +984,15 @@ impl App {
         knee: Option<(u32, u32)>,
         lines: Vec<String>,
     ) {
-        self.capacity = capacity;
-        self.knee = knee;
-        self.verdict = lines.iter().map(|l| one_line(l)).collect();
+        self.shown.capacity = capacity;
+        self.shown.knee = knee;
+        self.shown.verdict = lines.iter().map(|l| one_line(l)).collect();
     }
 
     /// The cost at capacity over the levels so far (`None` without a GPU
     /// price or a capacity).
     pub fn set_cost(&mut self, cost: Option<CostView>) {
-        self.cost = cost;
+        self.shown.cost = cost;
     }
 
     pub fn set_in_flight(&mut self, n: u32) {
@@ -1134,7 +1123,7 @@ impl App {
     pub fn recompute(&mut self, now: Duration) {
         self.last_recompute = Some(now);
         let (per_stream, max_rse) = (self.steady_per_stream, self.steady_rse);
-        for level in &mut self.levels {
+        for level in &mut self.shown.levels {
             // Finished levels were computed once, when they finished.
             if !matches!(level.state, LevelState::Finished { .. }) {
                 level.recompute();
@@ -1157,7 +1146,7 @@ impl App {
     /// Once a hand-set level settles, say in one line what the step from
     /// the level before did.
     fn update_step_summary(&mut self) {
-        let Some(new) = self.levels.last() else {
+        let Some(new) = self.shown.levels.last() else {
             return;
         };
         if new.info.mode != Mode::Manual
@@ -1166,7 +1155,14 @@ impl App {
         {
             return;
         }
-        let Some(old) = self.levels.iter().rev().skip(1).find(|l| l.has_results()) else {
+        let Some(old) = self
+            .shown
+            .levels
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|l| l.has_results())
+        else {
             return;
         };
         let from_to = match (old.info.rate, new.info.rate) {
@@ -1242,11 +1238,12 @@ impl App {
 
     /// Name a series (before its first level starts).
     pub fn set_series_label(&mut self, index: usize, label: &str) {
-        self.series_labels.insert(index, one_line(label));
+        self.shown.series_labels.insert(index, one_line(label));
     }
 
     pub fn series_label(&self, index: usize) -> String {
-        self.series_labels
+        self.shown
+            .series_labels
             .get(&index)
             .cloned()
             .unwrap_or_else(|| format!("series {}", index + 1))
@@ -1638,10 +1635,16 @@ pub(crate) mod tests {
         r.output_tokens = 100;
         r.transition = true;
         app.on_driver_event(&DriverEvent::Record(r.clone()));
-        assert_eq!((app.levels[0].done, app.levels[0].transition), (0, 1));
+        assert_eq!(
+            (app.shown.levels[0].done, app.shown.levels[0].transition),
+            (0, 1)
+        );
         r.transition = false;
         app.on_driver_event(&DriverEvent::Record(r));
-        assert_eq!((app.levels[0].done, app.levels[0].transition), (1, 1));
+        assert_eq!(
+            (app.shown.levels[0].done, app.shown.levels[0].transition),
+            (1, 1)
+        );
     }
 
     #[test]
@@ -1673,7 +1676,7 @@ pub(crate) mod tests {
         // A minute later the rate is gone; the total stays.
         app.on_tick(Duration::from_secs(70));
         assert_eq!(app.failure_rates()[0], None);
-        assert_eq!(app.counters.class("http_503"), 10);
+        assert_eq!(app.shown.counters.class("http_503"), 10);
     }
 
     /// The client's and the server's queue counts 3 apart for 5 s in a row
@@ -1898,28 +1901,31 @@ pub(crate) mod tests {
             partial: false,
         });
         let want = level_stats(&records, 4, &[50.0, 99.0]);
-        let got = app.levels[0].figures;
+        let got = app.shown.levels[0].figures;
         assert!((got.output_tok_s - want.output_throughput).abs() < 1e-9);
         assert!((got.per_stream_tok_s - want.per_stream_tok_s).abs() < 1e-9);
         let ttft = want.ttft.expect("ttft");
         assert_eq!(got.ttft_p50_ms, ttft.percentile(50.0));
         assert_eq!(got.ttft_p99_ms, ttft.percentile(99.0));
-        assert_eq!(app.counters.class("http_503"), 4);
-        assert_eq!(app.counters.cancelled, 3);
-        assert!(app.levels[0].ttft_ms.is_empty(), "freed once finished");
+        assert_eq!(app.shown.counters.class("http_503"), 4);
+        assert_eq!(app.shown.counters.cancelled, 3);
+        assert!(
+            app.shown.levels[0].ttft_ms.is_empty(),
+            "freed once finished"
+        );
     }
 
     #[test]
     fn levels_move_through_their_states() {
         let mut app = running_at(4);
         app.on_driver_event(&level(1, 5, Mode::Manual, 3));
-        assert_eq!(app.levels[0].state, LevelState::Draining);
+        assert_eq!(app.shown.levels[0].state, LevelState::Draining);
         assert!(app.is_manual());
         app.on_driver_event(&DriverEvent::LevelFinished {
             index: 0,
             partial: true,
         });
-        assert!(app.levels[0].is_partial());
+        assert!(app.shown.levels[0].is_partial());
         assert_eq!(app.current().map(|l| l.info.concurrency), Some(5));
     }
 

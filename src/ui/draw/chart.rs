@@ -27,7 +27,7 @@ pub(super) fn series_of(label: char) -> u8 {
 
 /// The series of the run the table shows.
 pub(super) fn shown_series(app: &App) -> u8 {
-    app.saved.as_ref().map_or(0, |s| series_of(s.label))
+    app.saved.as_ref().map_or(0, |_| series_of(app.shown.label))
 }
 
 /// A complete planned (or search) level at the capacity's concurrency: the
@@ -75,11 +75,22 @@ pub(super) fn has_series(levels: &[LevelRow]) -> bool {
 /// The run shown with its capacity marked, and the other run of `view A B`.
 fn chart_points(app: &App) -> Vec<ChartPoint> {
     if app.other().is_none() {
-        let latest = app.levels.iter().map(|l| l.info.series).max().unwrap_or(0);
-        return points_of(&app.levels, None, app.capacity, latest);
+        let latest = app
+            .shown
+            .levels
+            .iter()
+            .map(|l| l.info.series)
+            .max()
+            .unwrap_or(0);
+        return points_of(&app.shown.levels, None, app.shown.capacity, latest);
     }
     let series = shown_series(app);
-    let mut points = points_of(&app.levels, Some(series), app.capacity, usize::MAX);
+    let mut points = points_of(
+        &app.shown.levels,
+        Some(series),
+        app.shown.capacity,
+        usize::MAX,
+    );
     if let Some(other) = app.other() {
         points.extend(points_of(&other.levels, Some(1 - series), None, usize::MAX));
     }
@@ -120,12 +131,13 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     let x_max = app
+        .shown
         .run
         .plan
         .iter()
         .copied()
         .chain(points.iter().map(|pt| pt.concurrency))
-        .chain(app.levels.iter().map(|l| l.info.concurrency))
+        .chain(app.shown.levels.iter().map(|l| l.info.concurrency))
         .chain(std::iter::once(app.target))
         .max()
         .unwrap_or(1);
@@ -133,7 +145,7 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         points: &points,
         x_max,
         palette: p,
-        knee: app.knee,
+        knee: app.shown.knee,
         front: if app.other().is_some() {
             shown_series(app)
         } else {
@@ -149,7 +161,7 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
     let points = chart_points(app);
     let room = area.width.saturating_sub(4);
-    let unit = match app.run.gpus {
+    let unit = match app.shown.run.gpus {
         Some(n) if n > 0 => format!("output tok/s per GPU ({n})"),
         _ => "output tok/s".into(),
     };
@@ -174,7 +186,7 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
     FrontierChart {
         points: &points,
         palette: p,
-        gpus: app.run.gpus,
+        gpus: app.shown.run.gpus,
         front: if app.other().is_some() {
             shown_series(app)
         } else {
@@ -190,8 +202,8 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
 fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> Line<'static> {
     let p = &app.palette;
     let two = app.other().is_some();
-    let labels: Vec<(usize, String)> = if !two && has_series(&app.levels) {
-        let mut seen: Vec<usize> = app.levels.iter().map(|l| l.info.series).collect();
+    let labels: Vec<(usize, String)> = if !two && has_series(&app.shown.levels) {
+        let mut seen: Vec<usize> = app.shown.levels.iter().map(|l| l.info.series).collect();
         seen.dedup();
         seen.into_iter().map(|s| (s, app.series_label(s))).collect()
     } else {
@@ -230,7 +242,7 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> 
         marks.push((CAPACITY_GLYPH, "capacity", p.capacity));
     }
     // The knee and p99 TTFT are marks of the streams axis only.
-    if app.knee.is_some() && with_p99 {
+    if app.shown.knee.is_some() && with_p99 {
         marks.push((KNEE_GLYPH, "knee", p.knee));
     }
     let p99 = if two {

@@ -11,7 +11,7 @@ use ratatui::widgets::Widget;
 
 pub(super) fn counter_lines(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
-    let c = &app.counters;
+    let c = &app.shown.counters;
     let count_style = |n: u64| if n > 0 { p.bad } else { p.dim };
     let mut parts = vec![
         Part::new(
@@ -174,14 +174,14 @@ pub(super) fn footer_line(app: &App, area: Rect) -> Line<'static> {
     match &app.phase {
         _ if app.is_saved() => {
             parts.push(key("q", "quit", 0));
-            if let Some(saved) = app.saved.as_ref().filter(|s| s.other.is_some()) {
-                let other = if saved.label == 'A' { 'B' } else { 'A' };
+            if app.saved.as_ref().is_some_and(|s| s.other.is_some()) {
+                let other = if app.shown.label == 'A' { 'B' } else { 'A' };
                 parts.push(key("Tab", &format!("table of run {other}"), 0));
             }
             parts.push(key("?", "help", 1));
             parts.push(Part::text(
                 2,
-                format!("results: {}", app.run.result_dir),
+                format!("results: {}", app.shown.run.result_dir),
                 p.dim,
             ));
         }
@@ -194,7 +194,7 @@ pub(super) fn footer_line(app: &App, area: Rect) -> Line<'static> {
             parts.push(key("s", "new series (or restart the server)", 1));
             parts.push(Part::text(
                 1,
-                format!("results: {}", app.run.result_dir),
+                format!("results: {}", app.shown.run.result_dir),
                 p.dim,
             ));
             parts.push(key("?", "help", 2));

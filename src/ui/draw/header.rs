@@ -331,7 +331,7 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
                     let position = if level.info.mode == Mode::Search {
                         format!("probe {}", k + 1)
                     } else {
-                        format!("level {}/{}", k + 1, app.run.plan.len())
+                        format!("level {}/{}", k + 1, app.shown.run.plan.len())
                     };
                     // One part, one space: at 80 columns every character
                     // of the status line is spoken for.
@@ -410,7 +410,8 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
 /// grew over the run's finished levels: the server's effective slot count.
 fn slots_in_use(app: &App) -> Option<String> {
     let slots = crate::analysis::engine_checks::flat_streaming(
-        &app.levels
+        &app.shown
+            .levels
             .iter()
             .filter(|l| l.info.series == app.series && !l.is_partial())
             .filter_map(|l| Some((l.info.concurrency, l.streaming_mean?)))

@@ -110,7 +110,7 @@ pub(super) fn help(app: &App, area: Rect, buf: &mut Buffer) {
         .max()
         .unwrap_or(0);
     let mut lines: Vec<Line<'_>> = Vec::new();
-    let shape = format!("figures at {} tokens", app.run.shape());
+    let shape = format!("figures at {} tokens", app.shown.run.shape());
     lines.push(Line::styled(format!(" {shape}"), p.dim));
     for (k, what) in help {
         lines.push(Line::from(vec![

@@ -84,7 +84,7 @@ pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
         format!("{} ", clock(app.elapsed.as_secs())),
         app.palette.strong,
     );
-    header_line(app, &app.run, None, clock, header).render(header, buf);
+    header_line(app, &app.shown.run, None, clock, header).render(header, buf);
     status_line(app, status).render(status, buf);
     latency_panels(app, sparks, buf);
     main_panels(app, main, buf);
@@ -122,15 +122,15 @@ fn render_saved(area: Rect, buf: &mut Buffer, app: &App) {
     match saved.other.as_deref() {
         Some(other) => {
             // A first, B second, whichever the table shows.
-            let shown = (saved.label, &app.run, true);
+            let shown = (app.shown.label, &app.shown.run, true);
             let back = (other.label, &other.run, false);
-            let (first, second) = if saved.label == 'A' {
+            let (first, second) = if app.shown.label == 'A' {
                 (shown, back)
             } else {
                 (back, shown)
             };
             for (n, (letter, run, is_shown)) in [first, second].into_iter().enumerate() {
-                let versus = if is_shown { &other.run } else { &app.run };
+                let versus = if is_shown { &other.run } else { &app.shown.run };
                 let tag = Tag {
                     letter,
                     shown: is_shown,
@@ -141,7 +141,8 @@ fn render_saved(area: Rect, buf: &mut Buffer, app: &App) {
             }
         }
         None => {
-            header_line(app, &app.run, None, started(&app.run), row(0)).render(row(0), buf);
+            header_line(app, &app.shown.run, None, started(&app.shown.run), row(0))
+                .render(row(0), buf);
             saved_status_line(app, row(1)).render(row(1), buf);
         }
     }
@@ -178,8 +179,8 @@ fn started_text(iso: &str, width: u16) -> String {
 /// Under a single saved run's header: what it is and what it was judged by.
 fn saved_status_line(app: &App, area: Rect) -> Line<'static> {
     let p = &app.palette;
-    let levels = app.levels.len();
-    let partial = app.levels.iter().filter(|l| l.is_partial()).count();
+    let levels = app.shown.levels.len();
+    let partial = app.shown.levels.iter().filter(|l| l.is_partial()).count();
     let mut parts = vec![Part::text(
         0,
         " SAVED RUN ",
@@ -190,7 +191,7 @@ fn saved_status_line(app: &App, area: Rect) -> Line<'static> {
         count.push_str(&format!(" ({partial} partial)"));
     }
     parts.push(Part::text(0, count, p.text));
-    if let Some(slo) = app.saved.as_ref().and_then(|s| s.slo.as_deref()) {
+    if let Some(slo) = app.shown.slo.as_deref() {
         parts.push(Part::text(2, format!("SLO: {slo}"), p.dim));
     }
     with_right(parts, Span::styled("? help ", p.dim), area.width)

@@ -79,10 +79,11 @@ pub(super) struct Variant {
 
 impl LevelTable {
     pub(super) fn build(app: &App) -> LevelTable {
-        let grouped = app.other().is_none() && has_series(&app.levels);
+        let grouped = app.other().is_none() && has_series(&app.shown.levels);
         let mut rows = Vec::new();
         let mut last_series = None;
         for l in app
+            .shown
             .levels
             .iter()
             .filter(|l| l.has_results() || l.is_running())
@@ -108,10 +109,11 @@ impl LevelTable {
         let f = &l.figures;
         // Each series has its own capacity; the run's is the latest one's.
         let series_capacity = app
+            .shown
             .series_results
             .iter()
             .find(|r| r.index == l.info.series)
-            .map_or(app.capacity, |r| r.capacity);
+            .map_or(app.shown.capacity, |r| r.capacity);
         let capacity = is_capacity(series_capacity, l);
         let mark = if l.is_running() {
             '▶'
@@ -144,7 +146,7 @@ impl LevelTable {
             LevelState::Finished { partial: false } => {
                 if capacity {
                     ("capacity".into(), p.capacity)
-                } else if complete_plan && app.knee.is_some_and(|(_, to)| to == c) {
+                } else if complete_plan && app.shown.knee.is_some_and(|(_, to)| to == c) {
                     ("knee".into(), p.knee)
                 } else if l.info.mode == Mode::Manual && l.is_steady {
                     (rse(l).unwrap_or_default(), p.text)
@@ -244,10 +246,10 @@ impl LevelTable {
     pub(super) fn render(&self, app: &App, v: &Variant, area: Rect, buf: &mut Buffer) {
         let p = &app.palette;
         let mut parts = vec![Part::text(0, "levels", p.title)];
-        if let Some(saved) = app.saved.as_ref().filter(|s| s.other.is_some()) {
+        if app.saved.as_ref().is_some_and(|s| s.other.is_some()) {
             // Which run the rows are, and how to see the other.
-            parts.push(Part::text(0, format!("run {}", saved.label), p.strong));
-            let other = if saved.label == 'A' { 'B' } else { 'A' };
+            parts.push(Part::text(0, format!("run {}", app.shown.label), p.strong));
+            let other = if app.shown.label == 'A' { 'B' } else { 'A' };
             parts.push(Part::text(2, format!("Tab: {other}"), p.key));
         }
         parts.push(Part::text(1, "TTFT in ms", p.dim));

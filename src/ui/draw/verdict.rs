@@ -15,7 +15,7 @@ use ratatui::widgets::{Block, BorderType, Widget};
 pub(super) const VERDICT_MIN_HEIGHT: u16 = 5;
 
 pub(super) fn has_result(app: &App) -> bool {
-    !app.verdict.is_empty() || app.cost.is_some()
+    !app.shown.verdict.is_empty() || app.shown.cost.is_some()
 }
 
 /// A word of the result panel and its style.
@@ -163,13 +163,13 @@ fn wrap_words(words: &[Word], width: usize, max_lines: usize, p: &Palette) -> Ve
 fn result_entries(app: &App) -> Vec<(Vec<Word>, u8)> {
     let p = &app.palette;
     let mut entries: Vec<(Vec<Word>, u8)> = Vec::new();
-    let mut rest = app.verdict.iter().peekable();
+    let mut rest = app.shown.verdict.iter().peekable();
     if let Some(first) =
         rest.next_if(|l| l.starts_with("capacity:") || l.starts_with("no capacity:"))
     {
         entries.push((sentence(first, p), 1));
     }
-    if let Some(cost) = &app.cost {
+    if let Some(cost) = &app.shown.cost {
         entries.push((cost_words(cost, p), 0));
     }
     for line in rest {
@@ -178,7 +178,7 @@ fn result_entries(app: &App) -> Vec<(Vec<Word>, u8)> {
     }
     if app.other().is_some() {
         // Two runs: the header has no room for the SLO; it goes here.
-        if let Some(slo) = app.saved.as_ref().and_then(|s| s.slo.as_deref()) {
+        if let Some(slo) = app.shown.slo.as_deref() {
             entries.push((sentence(&format!("SLO: {slo}"), p), 4));
         }
     }
@@ -218,7 +218,7 @@ fn share_lines(full: &[usize], ranks: &[u8], height: usize) -> Vec<usize> {
 pub(super) fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
     let title = match &app.saved {
-        Some(saved) if saved.other.is_some() => format!("result {}", saved.label),
+        Some(saved) if saved.other.is_some() => format!("result {}", app.shown.label),
         Some(_) => "result".into(),
         None if app.is_finished() => "result".into(),
         None => "so far".into(),
