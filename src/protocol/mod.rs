@@ -8,6 +8,7 @@
 //! Decoders never look at the clock: the load task timestamps the bytes
 //! before it feeds them here, so parsing cost never enters a measurement.
 
+pub mod error_body;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;

@@ -1,4 +1,4 @@
-//! Tests of `openai.rs`: the recorded captures, a synthetic vLLM stream, error
+//! Tests of `openai/`: the recorded captures, a synthetic vLLM stream, error
 //! shapes, `error_message_from_body` and `request_body`.
 
 use super::*;

@@ -510,43 +510,68 @@ impl CostView {
     }
 }
 
-/// What belongs to one run of `tokbench view A B`. The run shown (table,
-/// marks, result panel) lives in `App`'s own fields; the other waits here,
-/// overlaid on the chart, and `Tab` swaps them.
+/// What belongs to one run: its identity, levels and results. `App::shown`
+/// is the run on screen (the live one, or the one the table shows in
+/// `tokbench view`); in `tokbench view A B` the other waits in
+/// `Saved::other`, overlaid on the chart, and `Tab` swaps the two whole.
 #[derive(Clone, Debug)]
-pub struct Side {
-    /// `A` for the first folder given, `B` for the second.
+pub struct RunState {
+    /// `A` for the first folder given to `tokbench view`, `B` for the
+    /// second; `A` for a live run.
     pub label: char,
     pub run: RunView,
-    /// Series labels by index, and each series' result.
-    pub series_labels: BTreeMap<usize, String>,
-    pub series_results: Vec<SeriesResult>,
+    /// Every level started, in run order (`LevelInfo::index` == position).
     pub levels: Vec<LevelRow>,
     pub counters: Counters,
+    /// The sweep's capacity so far (concurrency), once the analysis finds one.
     pub capacity: Option<u32>,
+    /// The knee so far: from and to concurrency.
     pub knee: Option<(u32, u32)>,
+    /// Capacity, knee and notes in words, one line each.
     pub verdict: Vec<String>,
+    /// Cost at capacity, when a GPU price was given and a capacity is known.
     pub cost: Option<CostView>,
-    /// The SLOs it was judged against, in words.
+    /// The SLOs it was judged against, in words (a saved run).
     pub slo: Option<String>,
+    /// Series labels by index.
+    pub series_labels: BTreeMap<usize, String>,
+    /// Capacity and knee of each series so far (label, capacity, knee,
+    /// peak tok/s), for the comparison line.
+    pub series_results: Vec<SeriesResult>,
+}
+
+impl RunState {
+    /// A run with nothing measured yet.
+    pub fn new(run: RunView) -> RunState {
+        RunState {
+            label: 'A',
+            run,
+            levels: Vec::new(),
+            counters: Counters::default(),
+            capacity: None,
+            knee: None,
+            verdict: Vec::new(),
+            cost: None,
+            slo: None,
+            series_labels: BTreeMap::new(),
+            series_results: Vec::new(),
+        }
+    }
 }
 
 /// A finished run read back from its folder (`tokbench view`): nothing is
 /// measured or sent, and the screen has no live parts.
 #[derive(Clone, Debug)]
 pub struct Saved {
-    /// The label of the run shown: `A`, or `B` after `Tab`.
-    pub label: char,
     /// `view A B`: the other run.
-    pub other: Option<Box<Side>>,
+    pub other: Option<Box<RunState>>,
     /// The two runs were measured at different shapes: said in the header.
     pub warning: Option<String>,
-    /// The SLOs of the run shown, in words.
-    pub slo: Option<String>,
 }
 
 pub struct App {
-    pub run: RunView,
+    /// The run on screen: its identity, levels and results.
+    pub shown: RunState,
     pub palette: Palette,
     pub phase: Phase,
     /// The driver's concurrency target (what the user set, before the driver confirms).
@@ -573,9 +598,6 @@ pub struct App {
     /// The user asked to quit; waiting for the driver to stop.
     pub quitting: bool,
     pub show_help: bool,
-    /// Every level started, in run order (`LevelInfo::index` == position).
-    pub levels: Vec<LevelRow>,
-    pub counters: Counters,
     /// Since the run started.
     pub elapsed: Duration,
     /// Output tok/s over the last few complete seconds (all levels).
@@ -595,14 +617,6 @@ pub struct App {
     /// that second), for the server bars; the last two minutes only.
     pub server_queue: std::collections::BTreeMap<u64, f64>,
     pub latency: Latency,
-    /// The sweep's capacity so far (concurrency), once the analysis finds one.
-    pub capacity: Option<u32>,
-    /// The knee so far: from and to concurrency.
-    pub knee: Option<(u32, u32)>,
-    /// Capacity, knee and notes in words, one line each.
-    pub verdict: Vec<String>,
-    /// Cost at capacity, when a GPU price was given and a capacity is known.
-    pub cost: Option<CostView>,
     /// `Some` for a run read back from disk (`tokbench view`).
     pub saved: Option<Saved>,
     /// A concurrency or rate change waiting out the settle window, and when
@@ -620,13 +634,8 @@ pub struct App {
     step_summary_for: Option<usize>,
     /// Open loop: the rate the running level sends at.
     pub rate: Option<f64>,
-    /// Series labels by index.
-    pub series_labels: BTreeMap<usize, String>,
     /// The series running now.
     pub series: usize,
-    /// Capacity and knee of each series so far (label, capacity, knee,
-    /// peak tok/s), for the comparison line.
-    pub series_results: Vec<SeriesResult>,
     /// The server went away at this offset; dispatch waits.
     pub server_gone_since: Option<Duration>,
     /// It answered again: the loop looks at it and starts a series.
@@ -655,7 +664,7 @@ const RX_LAG_WINDOW: usize = 4096;
 impl App {
     pub fn new(run: RunView, palette: Palette) -> App {
         App {
-            run,
+            shown: RunState::new(run),
             palette,
             phase: Phase::Starting,
             target: 0,
@@ -669,8 +678,6 @@ impl App {
             achieved: (0, 0, 0),
             quitting: false,
             show_help: false,
-            levels: Vec::new(),
-            counters: Counters::default(),
             elapsed: Duration::ZERO,
             recent_tok_s: 0.0,
             client_cpu: None,
@@ -679,10 +686,6 @@ impl App {
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),
             latency: Latency::default(),
-            capacity: None,
-            knee: None,
-            verdict: Vec::new(),
-            cost: None,
             saved: None,
             pending: None,
             settle: Duration::from_secs(1),
@@ -691,9 +694,7 @@ impl App {
             step_summary: None,
             step_summary_for: None,
             rate: None,
-            series_labels: BTreeMap::new(),
             series: 0,
-            series_results: Vec::new(),
             server_gone_since: None,
             server_back: false,
             prompt: None,
@@ -711,29 +712,21 @@ impl App {
     /// The screen of a finished run read back from disk: `shown` in the
     /// table, `other` (when given) overlaid on the chart.
     pub fn from_saved(
-        shown: Side,
-        other: Option<Side>,
+        mut shown: RunState,
+        other: Option<RunState>,
         warning: Option<String>,
         palette: Palette,
     ) -> App {
-        let mut app = App::new(shown.run, palette);
-        app.series_labels = shown.series_labels;
-        app.series_results = shown.series_results;
+        shown.verdict = shown.verdict.iter().map(|l| one_line(l)).collect();
+        let mut app = App::new(shown.run.clone(), palette);
+        app.shown = shown;
         app.phase = Phase::Finished {
             stopped_by_user: false,
             error: None,
         };
-        app.levels = shown.levels;
-        app.counters = shown.counters;
-        app.capacity = shown.capacity;
-        app.knee = shown.knee;
-        app.verdict = shown.verdict.iter().map(|l| one_line(l)).collect();
-        app.cost = shown.cost;
         app.saved = Some(Saved {
-            label: shown.label,
             other: other.map(Box::new),
             warning: warning.as_deref().map(one_line),
-            slo: shown.slo,
         });
         app
     }
@@ -743,33 +736,22 @@ impl App {
     }
 
     /// The run overlaid on the chart (`tokbench view A B`).
-    pub fn other(&self) -> Option<&Side> {
+    pub fn other(&self) -> Option<&RunState> {
         self.saved.as_ref().and_then(|s| s.other.as_deref())
     }
 
     /// `Tab` in `tokbench view A B`: the other run comes forward.
     pub fn swap_runs(&mut self) -> bool {
-        let Some(saved) = self.saved.as_mut() else {
+        let Some(other) = self.saved.as_mut().and_then(|s| s.other.as_deref_mut()) else {
             return false;
         };
-        let Some(other) = saved.other.as_deref_mut() else {
-            return false;
-        };
-        std::mem::swap(&mut saved.label, &mut other.label);
-        std::mem::swap(&mut saved.slo, &mut other.slo);
-        std::mem::swap(&mut self.run, &mut other.run);
-        std::mem::swap(&mut self.levels, &mut other.levels);
-        std::mem::swap(&mut self.counters, &mut other.counters);
-        std::mem::swap(&mut self.capacity, &mut other.capacity);
-        std::mem::swap(&mut self.knee, &mut other.knee);
-        std::mem::swap(&mut self.verdict, &mut other.verdict);
-        std::mem::swap(&mut self.cost, &mut other.cost);
+        std::mem::swap(&mut self.shown, other);
         true
     }
 
     /// The level dispatching now, if any.
     pub fn current(&self) -> Option<&LevelRow> {
-        self.levels.last().filter(|l| l.is_running())
+        self.shown.levels.last().filter(|l| l.is_running())
     }
 
     pub fn is_finished(&self) -> bool {
@@ -814,7 +796,7 @@ impl App {
                 self.series = info.series;
                 // The driver closes the running level before it starts the
                 // next one; it keeps draining until LevelFinished.
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -823,10 +805,10 @@ impl App {
                 if info.mode != Mode::Manual {
                     row.steady.start(info.started_at);
                 }
-                self.levels.push(row);
+                self.shown.levels.push(row);
             }
             DriverEvent::TargetReached { index, at } => {
-                if let Some(level) = self.levels.get_mut(*index) {
+                if let Some(level) = self.shown.levels.get_mut(*index) {
                     level.steady.start(*at);
                 }
             }
@@ -838,7 +820,7 @@ impl App {
                 if self.is_finished() {
                     self.phase = Phase::Running;
                 }
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -857,13 +839,18 @@ impl App {
                 self.server_gone_since = None;
                 self.server_back = false;
                 self.stopped_at = None;
-                self.series_labels
+                self.shown
+                    .series_labels
                     .entry(*series)
                     .or_insert_with(|| format!("series {}", series + 1));
                 self.phase = Phase::Running;
                 self.note(format!(
                     "new series: {}",
-                    self.series_labels.get(series).cloned().unwrap_or_default()
+                    self.shown
+                        .series_labels
+                        .get(series)
+                        .cloned()
+                        .unwrap_or_default()
                 ));
             }
             DriverEvent::TargetChanged { at, target } => {
@@ -875,12 +862,13 @@ impl App {
                 self.latency_stale = true;
             }
             DriverEvent::Record(r) => {
-                if let Some(level) = self.levels.get_mut(r.level) {
+                if let Some(level) = self.shown.levels.get_mut(r.level) {
                     level.add(r);
                 }
                 if let (true, Some(ttft)) = (r.is_ok(), r.ttft) {
                     // Every level still measuring shares the server with it.
                     for level in self
+                        .shown
                         .levels
                         .iter_mut()
                         .filter(|l| !matches!(l.state, LevelState::Finished { .. }))
@@ -899,14 +887,14 @@ impl App {
                 }
                 match r.outcome {
                     Outcome::Ok => {
-                        self.counters.ok += 1;
+                        self.shown.counters.ok += 1;
                         self.achieved.0 += u64::from(r.input_tokens());
                         self.achieved.1 += u64::from(r.output_tokens);
                         self.achieved.2 += 1;
                     }
                     Outcome::Failed(class) => {
-                        self.counters.failed += 1;
-                        *self.counters.by_class.entry(class.key()).or_insert(0) += 1;
+                        self.shown.counters.failed += 1;
+                        *self.shown.counters.by_class.entry(class.key()).or_insert(0) += 1;
                         let column = match class {
                             ErrorClass::Http(503) => Some(0),
                             ErrorClass::Http(429) => Some(1),
@@ -926,15 +914,16 @@ impl App {
                             }
                         }
                         let message = r.error_message.as_deref().unwrap_or("no message");
-                        self.counters.last_error = Some(one_line(&format!("{class}: {message}")));
+                        self.shown.counters.last_error =
+                            Some(one_line(&format!("{class}: {message}")));
                     }
-                    Outcome::Cancelled => self.counters.cancelled += 1,
+                    Outcome::Cancelled => self.shown.counters.cancelled += 1,
                 }
                 self.window.record_request(r);
                 self.latency_stale = true;
             }
             DriverEvent::LevelFinished { index, partial } => {
-                if let Some(level) = self.levels.get_mut(*index) {
+                if let Some(level) = self.shown.levels.get_mut(*index) {
                     level.state = LevelState::Finished { partial: *partial };
                     level.stale = true;
                     level.recompute();
@@ -947,7 +936,7 @@ impl App {
                 stopped_by_user,
                 error,
             } => {
-                for level in &mut self.levels {
+                for level in &mut self.shown.levels {
                     if level.state == LevelState::Running {
                         level.state = LevelState::Draining;
                     }
@@ -965,7 +954,7 @@ impl App {
     /// holds. Identical to the view's by construction; taking them makes the
     /// screen show exactly what was saved.
     pub fn on_level_saved(&mut self, finished: &FinishedLevel) {
-        let Some(level) = self.levels.get_mut(finished.info.index) else {
+        let Some(level) = self.shown.levels.get_mut(finished.info.index) else {
             return;
         };
         let s = &finished.stats;
@@ -995,15 +984,15 @@ impl App {
         knee: Option<(u32, u32)>,
         lines: Vec<String>,
     ) {
-        self.capacity = capacity;
-        self.knee = knee;
-        self.verdict = lines.iter().map(|l| one_line(l)).collect();
+        self.shown.capacity = capacity;
+        self.shown.knee = knee;
+        self.shown.verdict = lines.iter().map(|l| one_line(l)).collect();
     }
 
     /// The cost at capacity over the levels so far (`None` without a GPU
     /// price or a capacity).
     pub fn set_cost(&mut self, cost: Option<CostView>) {
-        self.cost = cost;
+        self.shown.cost = cost;
     }
 
     pub fn set_in_flight(&mut self, n: u32) {
@@ -1134,7 +1123,7 @@ impl App {
     pub fn recompute(&mut self, now: Duration) {
         self.last_recompute = Some(now);
         let (per_stream, max_rse) = (self.steady_per_stream, self.steady_rse);
-        for level in &mut self.levels {
+        for level in &mut self.shown.levels {
             // Finished levels were computed once, when they finished.
             if !matches!(level.state, LevelState::Finished { .. }) {
                 level.recompute();
@@ -1157,7 +1146,7 @@ impl App {
     /// Once a hand-set level settles, say in one line what the step from
     /// the level before did.
     fn update_step_summary(&mut self) {
-        let Some(new) = self.levels.last() else {
+        let Some(new) = self.shown.levels.last() else {
             return;
         };
         if new.info.mode != Mode::Manual
@@ -1166,7 +1155,14 @@ impl App {
         {
             return;
         }
-        let Some(old) = self.levels.iter().rev().skip(1).find(|l| l.has_results()) else {
+        let Some(old) = self
+            .shown
+            .levels
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|l| l.has_results())
+        else {
             return;
         };
         let from_to = match (old.info.rate, new.info.rate) {
@@ -1242,11 +1238,12 @@ impl App {
 
     /// Name a series (before its first level starts).
     pub fn set_series_label(&mut self, index: usize, label: &str) {
-        self.series_labels.insert(index, one_line(label));
+        self.shown.series_labels.insert(index, one_line(label));
     }
 
     pub fn series_label(&self, index: usize) -> String {
-        self.series_labels
+        self.shown
+            .series_labels
             .get(&index)
             .cloned()
             .unwrap_or_else(|| format!("series {}", index + 1))
@@ -1492,469 +1489,5 @@ impl App {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::record::ErrorClass;
-    use crate::stats::summary::level_stats;
-    use crate::ui::theme::{ColorMode, Palette};
-
-    pub(crate) fn run_view() -> RunView {
-        RunView {
-            target: "http://gpu-box:8000".into(),
-            engine: "vLLM".into(),
-            engine_version: Some("0.11.2".into()),
-            model: "Qwen/Qwen3-8B".into(),
-            input_len: 1024,
-            output_len: 1024,
-            ignore_eos: Some(true),
-            knobs: None,
-            simulated: false,
-            plan: vec![1, 4, 16, 32, 64, 128],
-            result_dir: "results/20261129-191400".into(),
-            started_at: None,
-            profile: None,
-            gpus: None,
-        }
-    }
-
-    pub(crate) fn app() -> App {
-        App::new(run_view(), Palette::new(ColorMode::None))
-    }
-
-    pub(crate) fn key(c: char) -> KeyEvent {
-        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
-    }
-
-    pub(crate) fn level(index: usize, concurrency: u32, mode: Mode, at_s: u64) -> DriverEvent {
-        DriverEvent::LevelStarted(LevelInfo {
-            rate: None,
-            timeline: None,
-            index,
-            concurrency,
-            mode,
-            num_prompts: (mode == Mode::Planned).then_some(concurrency * 10),
-            plan_index: (mode == Mode::Planned).then_some(index),
-            started_at: Duration::from_secs(at_s),
-            series: 0,
-        })
-    }
-
-    fn running_at(concurrency: u32) -> App {
-        let mut app = app();
-        // Keys act at once here; the settle window has tests of its own.
-        app.settle = Duration::ZERO;
-        app.on_driver_event(&level(0, concurrency, Mode::Planned, 0));
-        app.on_driver_event(&DriverEvent::TargetChanged {
-            at: Duration::ZERO,
-            target: concurrency,
-        });
-        app
-    }
-
-    fn send(app: &mut App, c: char) -> Option<Action> {
-        app.on_key(key(c))
-    }
-
-    #[test]
-    fn concurrency_keys_send_the_new_target() {
-        let mut app = running_at(4);
-        assert_eq!(
-            send(&mut app, '+'),
-            Some(Action::Send(Command::SetConcurrency(5)))
-        );
-        // The next key steps from what was asked, before the driver confirms.
-        assert_eq!(
-            send(&mut app, '='),
-            Some(Action::Send(Command::SetConcurrency(6)))
-        );
-        assert_eq!(
-            send(&mut app, ']'),
-            Some(Action::Send(Command::SetConcurrency(12)))
-        );
-        assert_eq!(
-            send(&mut app, '['),
-            Some(Action::Send(Command::SetConcurrency(6)))
-        );
-        assert_eq!(
-            send(&mut app, '-'),
-            Some(Action::Send(Command::SetConcurrency(5)))
-        );
-        assert_eq!(app.target, 5);
-    }
-
-    /// Presses within the settle window make one change, sent when the
-    /// window closes; the window restarts with each press.
-    #[test]
-    fn quick_presses_coalesce_into_one_change() {
-        let mut app = running_at(64);
-        app.settle = Duration::from_secs(1);
-        app.on_tick(Duration::from_millis(10_000));
-        assert_eq!(send(&mut app, '+'), None);
-        app.on_tick(Duration::from_millis(10_100));
-        assert_eq!(send(&mut app, '+'), None);
-        app.on_tick(Duration::from_millis(10_250));
-        assert_eq!(send(&mut app, '+'), None);
-        assert!(matches!(app.pending, Some((Pending::Concurrency(67), _))));
-        // 1 s after the last press, not the first.
-        app.on_tick(Duration::from_millis(11_200));
-        assert_eq!(app.due_command(), None);
-        app.on_tick(Duration::from_millis(11_250));
-        assert_eq!(app.due_command(), Some(Command::SetConcurrency(67)));
-        assert_eq!(app.due_command(), None, "sent once");
-        // `]` twice: x4, as one level.
-        app.target = 67;
-        app.on_tick(Duration::from_millis(20_000));
-        send(&mut app, ']');
-        send(&mut app, ']');
-        app.on_tick(Duration::from_millis(21_000));
-        assert_eq!(app.due_command(), Some(Command::SetConcurrency(268)));
-    }
-
-    /// Open loop: the same keys step the rate, ±10% and x2/÷2.
-    #[test]
-    fn under_a_rate_the_keys_step_the_rate() {
-        let mut app = running_at(8);
-        app.rate = Some(10.0);
-        app.settle = Duration::from_secs(1);
-        send(&mut app, ']');
-        send(&mut app, '+');
-        app.on_tick(Duration::from_secs(2));
-        assert_eq!(app.due_command(), Some(Command::SetRate(22.0)));
-        app.rate = Some(22.0);
-        send(&mut app, '[');
-        app.on_tick(Duration::from_secs(4));
-        assert_eq!(app.due_command(), Some(Command::SetRate(11.0)));
-    }
-
-    /// The transition rule as the view applies it: a transition record is
-    /// counted apart and never in the level's figures.
-    #[test]
-    fn transition_records_stay_out_of_the_figures() {
-        let mut app = running_at(4);
-        let mut r = RequestRecord::empty(1, 0);
-        r.start = Duration::from_secs(1);
-        r.end = Duration::from_secs(2);
-        r.ttft = Some(Duration::from_millis(100));
-        r.output_tokens = 100;
-        r.transition = true;
-        app.on_driver_event(&DriverEvent::Record(r.clone()));
-        assert_eq!((app.levels[0].done, app.levels[0].transition), (0, 1));
-        r.transition = false;
-        app.on_driver_event(&DriverEvent::Record(r));
-        assert_eq!((app.levels[0].done, app.levels[0].transition), (1, 1));
-    }
-
-    #[test]
-    fn the_waiting_counter_is_in_flight_less_streaming() {
-        let mut app = running_at(4);
-        app.set_queue(4, 1);
-        assert_eq!(app.waiting(), 3);
-        // A streaming count ahead of in flight (read a moment apart) never
-        // makes waiting negative.
-        app.set_queue(2, 3);
-        assert_eq!((app.streaming, app.waiting()), (2, 0));
-    }
-
-    /// 503s as a rate: 10 in the last 5 complete seconds is 2/s; a class
-    /// with none has no rate.
-    #[test]
-    fn failures_show_as_rates_over_the_last_seconds() {
-        let mut app = running_at(4);
-        for i in 0..10u64 {
-            let mut r = RequestRecord::empty(i, 0);
-            r.end = Duration::from_millis(5_000 + 400 * i);
-            r.outcome = Outcome::Failed(ErrorClass::Http(503));
-            app.on_driver_event(&DriverEvent::Record(r));
-        }
-        app.on_tick(Duration::from_secs(10));
-        let [r503, r429, timeout] = app.failure_rates();
-        assert_eq!(r503, Some(2.0));
-        assert_eq!((r429, timeout), (None, None));
-        // A minute later the rate is gone; the total stays.
-        app.on_tick(Duration::from_secs(70));
-        assert_eq!(app.failure_rates()[0], None);
-        assert_eq!(app.counters.class("http_503"), 10);
-    }
-
-    /// The client's and the server's queue counts 3 apart for 5 s in a row
-    /// make the note; 2 apart do not.
-    #[test]
-    fn queue_disagreement_needs_five_seconds_over_two() {
-        let mut app = running_at(8);
-        let mut seen = Vec::new();
-        for second in 0..9u64 {
-            // The tick of a new second judges the second before it.
-            app.on_tick(Duration::from_millis(second * 1000 + 500));
-            seen.push(app.queue_disagrees());
-            app.set_queue(8, 3); // waiting 5
-            let mut sample = crate::probe::live::ServerSample {
-                at: Duration::from_millis(second * 1000 + 500),
-                ..Default::default()
-            };
-            // Seconds 0 and 1: 2 apart (fine); from second 2 on: 4 apart.
-            sample
-                .gauges
-                .insert("waiting", if second < 2 { 3.0 } else { 1.0 });
-            app.on_server_sample(&sample);
-        }
-        // Disagreeing since second 2: said from the 7th second on.
-        assert_eq!(
-            seen,
-            [false, false, false, false, false, false, false, true, true]
-        );
-    }
-
-    #[test]
-    fn v_toggles_the_frontier_and_leaves_a_pending_change_alone() {
-        let mut app = running_at(8);
-        app.settle = Duration::from_secs(1);
-        assert!(!app.frontier);
-        // A `]` waiting out its settle window ...
-        assert_eq!(send(&mut app, ']'), None);
-        let pending = app.pending;
-        assert!(pending.is_some(), "the step waits to settle");
-        // ... is still there, unchanged, after `v` twice.
-        assert_eq!(send(&mut app, 'v'), None);
-        assert!(app.frontier);
-        assert_eq!(app.pending, pending);
-        assert_eq!(send(&mut app, 'V'), None);
-        assert!(!app.frontier);
-        assert_eq!(app.pending, pending);
-        // Inside the label prompt `v` is a letter of the label.
-        send(&mut app, 's');
-        app.prompt.as_mut().expect("prompt").text.clear();
-        send(&mut app, 'v');
-        assert!(!app.frontier);
-        assert_eq!(app.prompt.as_ref().map(|p| p.text.as_str()), Some("v"));
-    }
-
-    #[test]
-    fn the_label_prompt_takes_a_label_and_refuses_bad_ones() {
-        let mut app = running_at(4);
-        assert_eq!(send(&mut app, 's'), Some(Action::ProbeForLabel));
-        app.offer_label("slots 2 → 4".into());
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
-            Some(Action::NewSeries("slots 2 → 4".into()))
-        );
-        send(&mut app, 's');
-        // Typing replaces the default; an empty label is refused.
-        for _ in 0..3 {
-            app.on_key(KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE));
-        }
-        app.prompt.as_mut().expect("prompt").text.clear();
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
-            None
-        );
-        assert!(app
-            .prompt
-            .as_ref()
-            .and_then(|p| p.error.as_deref())
-            .is_some());
-        for _ in 0..61 {
-            send(&mut app, 'x');
-        }
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
-            None
-        );
-        assert!(app
-            .prompt
-            .as_ref()
-            .and_then(|p| p.error.as_deref())
-            .is_some_and(|e| e.contains("60")));
-        // Esc cancels; q inside the prompt is a letter, not quit.
-        assert_eq!(send(&mut app, 'q'), None);
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
-            None
-        );
-        assert!(app.prompt.is_none() && !app.quitting);
-    }
-
-    #[test]
-    fn concurrency_is_bounded() {
-        let mut app = running_at(1);
-        // Already at 1: `-` and `[` send nothing and say why.
-        assert_eq!(send(&mut app, '-'), None);
-        assert_eq!(send(&mut app, '['), None);
-        assert!(app.status().is_some_and(|s| s.contains("stays at 1")));
-        let mut app = running_at(3000);
-        assert_eq!(
-            send(&mut app, ']'),
-            Some(Action::Send(Command::SetConcurrency(MAX_CONCURRENCY)))
-        );
-        assert_eq!(send(&mut app, '+'), None);
-    }
-
-    #[test]
-    fn level_pause_and_quit_keys() {
-        let mut app = running_at(4);
-        assert_eq!(send(&mut app, 'n'), Some(Action::Send(Command::NextLevel)));
-        assert_eq!(
-            send(&mut app, 'p'),
-            Some(Action::Send(Command::TogglePause))
-        );
-        assert_eq!(send(&mut app, 'q'), Some(Action::Send(Command::Stop)));
-        assert!(app.quitting);
-        // Once quitting, nothing else is sent; a second q does not resend.
-        assert_eq!(send(&mut app, '+'), None);
-        assert_eq!(send(&mut app, 'q'), None);
-        // When the driver is done, q leaves.
-        app.on_driver_event(&DriverEvent::Finished {
-            stopped_by_user: true,
-            error: None,
-        });
-        assert_eq!(send(&mut app, 'q'), Some(Action::Exit));
-    }
-
-    #[test]
-    fn esc_and_ctrl_c_quit_and_esc_closes_help_first() {
-        let mut app = running_at(4);
-        assert_eq!(send(&mut app, '?'), None);
-        assert!(app.show_help);
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
-            None
-        );
-        assert!(!app.show_help);
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)),
-            Some(Action::Send(Command::Stop))
-        );
-        let mut app = running_at(4);
-        assert_eq!(
-            app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-            Some(Action::Send(Command::Stop))
-        );
-    }
-
-    #[test]
-    fn only_presses_count() {
-        let mut app = running_at(4);
-        let mut release = key('+');
-        release.kind = KeyEventKind::Release;
-        assert_eq!(app.on_key(release), None);
-        let mut repeat = key('+');
-        repeat.kind = KeyEventKind::Repeat;
-        assert_eq!(app.on_key(repeat), None);
-        assert_eq!(app.target, 4);
-    }
-
-    #[test]
-    fn steering_waits_for_the_first_level() {
-        let mut app = app();
-        app.on_driver_event(&DriverEvent::WarmupStarted {
-            requests: 4,
-            concurrency: 1,
-        });
-        assert_eq!(send(&mut app, '+'), None);
-        assert_eq!(send(&mut app, 'n'), None);
-        assert!(app.status().is_some());
-        // Quitting works at any time.
-        assert_eq!(send(&mut app, 'q'), Some(Action::Send(Command::Stop)));
-    }
-
-    #[test]
-    fn after_the_sweep_only_quit_and_help() {
-        let mut app = running_at(4);
-        app.on_driver_event(&DriverEvent::LevelFinished {
-            index: 0,
-            partial: false,
-        });
-        app.on_driver_event(&DriverEvent::Finished {
-            stopped_by_user: false,
-            error: None,
-        });
-        assert_eq!(send(&mut app, '+'), None);
-        assert_eq!(send(&mut app, 'p'), None);
-        assert_eq!(send(&mut app, '?'), None);
-        assert!(app.show_help);
-        assert_eq!(send(&mut app, 'q'), Some(Action::Exit));
-    }
-
-    /// The running sums give exactly what `level_stats` saves.
-    #[test]
-    fn row_figures_match_the_saved_statistics() {
-        let mut app = running_at(4);
-        let mut records = Vec::new();
-        for i in 0..37u64 {
-            let mut r = RequestRecord::empty(i, 0);
-            r.start = Duration::from_millis(100 + 13 * i);
-            r.end = r.start + Duration::from_millis(900 + (i * 7919) % 400);
-            r.ttft = Some(Duration::from_micros(20_000 + (i * 104_729) % 90_000));
-            r.output_tokens = 100 + (i as u32 % 3);
-            r.outcome = match i % 10 {
-                3 => Outcome::Failed(ErrorClass::Http(503)),
-                7 => Outcome::Cancelled,
-                _ => Outcome::Ok,
-            };
-            app.on_driver_event(&DriverEvent::Record(r.clone()));
-            records.push(r);
-        }
-        app.on_driver_event(&DriverEvent::LevelFinished {
-            index: 0,
-            partial: false,
-        });
-        let want = level_stats(&records, 4, &[50.0, 99.0]);
-        let got = app.levels[0].figures;
-        assert!((got.output_tok_s - want.output_throughput).abs() < 1e-9);
-        assert!((got.per_stream_tok_s - want.per_stream_tok_s).abs() < 1e-9);
-        let ttft = want.ttft.expect("ttft");
-        assert_eq!(got.ttft_p50_ms, ttft.percentile(50.0));
-        assert_eq!(got.ttft_p99_ms, ttft.percentile(99.0));
-        assert_eq!(app.counters.class("http_503"), 4);
-        assert_eq!(app.counters.cancelled, 3);
-        assert!(app.levels[0].ttft_ms.is_empty(), "freed once finished");
-    }
-
-    #[test]
-    fn levels_move_through_their_states() {
-        let mut app = running_at(4);
-        app.on_driver_event(&level(1, 5, Mode::Manual, 3));
-        assert_eq!(app.levels[0].state, LevelState::Draining);
-        assert!(app.is_manual());
-        app.on_driver_event(&DriverEvent::LevelFinished {
-            index: 0,
-            partial: true,
-        });
-        assert!(app.levels[0].is_partial());
-        assert_eq!(app.current().map(|l| l.info.concurrency), Some(5));
-    }
-
-    #[test]
-    fn the_clock_stops_with_the_run() {
-        let mut app = running_at(4);
-        app.on_tick(Duration::from_secs(90));
-        app.on_driver_event(&DriverEvent::Finished {
-            stopped_by_user: false,
-            error: None,
-        });
-        app.on_tick(Duration::from_secs(300));
-        assert_eq!(app.elapsed, Duration::from_secs(90));
-    }
-
-    #[test]
-    fn server_text_cannot_reach_the_terminal_raw() {
-        assert_eq!(one_line("a\x1b[2Jb\nc\t"), "a [2Jb c");
-    }
-
-    #[test]
-    fn markers_fall_on_the_seconds_the_target_changed() {
-        let mut app = running_at(4);
-        app.on_driver_event(&DriverEvent::TargetChanged {
-            at: Duration::from_millis(2500),
-            target: 5,
-        });
-        app.recompute(Duration::from_secs(4));
-        let marked: Vec<u64> = app
-            .latency
-            .points
-            .iter()
-            .filter(|p| p.marker)
-            .map(|p| p.second)
-            .collect();
-        assert_eq!(marked, [0, 2]);
-    }
-}
+#[path = "app_tests.rs"]
+pub(crate) mod tests;

@@ -445,7 +445,7 @@ fn absorb(
         if results.len() > 1 {
             lines.splice(0..0, app::series_lines(&results));
         }
-        app.series_results = results;
+        app.shown.series_results = results;
         app.set_verdict(
             decision.capacity.as_ref().ok().map(|c| c.concurrency),
             decision

@@ -393,7 +393,7 @@ impl Screen {
                 );
                 // --gpu-price-per-hour 2 --api-price-per-m 0.65 at the
                 // capacity's 1,551 tok/s.
-                let capacity_tok_s = s.app.levels[3].figures.output_tok_s;
+                let capacity_tok_s = s.app.shown.levels[3].figures.output_tok_s;
                 s.app.set_cost(Some(CostView::from_cost(&cost(
                     capacity_tok_s,
                     2.0,
@@ -412,7 +412,7 @@ impl Screen {
         }
         if self == Screen::FrontierFinished {
             // `--gpus 8`: the frontier's throughput per GPU.
-            s.app.run.gpus = Some(8);
+            s.app.shown.run.gpus = Some(8);
         }
         s.app
     }

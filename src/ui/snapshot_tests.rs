@@ -307,7 +307,7 @@ fn numbers_are_never_cut() {
             .filter(|l| l.contains(['●', '▶', '○', '◆', '◇', '★']) && !l.contains("level"))
             .collect();
         assert!(rows.iter().any(|r| r.contains('▶')), "{w}x{h}\n{t}");
-        for level in app.levels.iter().filter(|l| l.has_results()) {
+        for level in app.shown.levels.iter().filter(|l| l.has_results()) {
             let c = level.info.concurrency.to_string();
             let Some(row) = rows
                 .iter()

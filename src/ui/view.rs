@@ -17,7 +17,9 @@ use crossterm::event::{Event, EventStream};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::app::{knob_text, Action, App, CostView, Counters, Figures, LevelRow, RunView, Side};
+use super::app::{
+    knob_text, Action, App, CostView, Counters, Figures, LevelRow, RunState, RunView,
+};
 use super::draw;
 use super::follow::Follower;
 use super::terminal::{TerminalGuard, Tui};
@@ -220,7 +222,7 @@ fn to_u32(n: u64) -> u32 {
 
 /// One run of the files as the screen shows it. Whatever the summary lacks
 /// shows as `-` or is left out; nothing in it can make this fail.
-pub fn side_of(run: &SavedRun, label: char) -> Side {
+pub fn side_of(run: &SavedRun, label: char) -> RunState {
     let mut counters = Counters::default();
     let mut levels = Vec::new();
     // Levels without a concurrency (an open-loop rate level) have no place
@@ -346,7 +348,7 @@ pub fn side_of(run: &SavedRun, label: char) -> Side {
     }
     .sanitized();
 
-    Side {
+    RunState {
         label,
         run: view,
         series_labels,
@@ -409,8 +411,8 @@ async fn view_loop(
             }
             follower.poll_requests();
             let status = follower.status_line(std::time::SystemTime::now());
-            app.verdict.retain(|l| !l.starts_with("following:"));
-            app.verdict.insert(0, status);
+            app.shown.verdict.retain(|l| !l.starts_with("following:"));
+            app.shown.verdict.insert(0, status);
         }
         app.on_tick(start.elapsed());
         terminal
@@ -539,37 +541,37 @@ mod tests {
     fn a_saved_run_becomes_the_screen_state() {
         let app = app_of(&[fixture("a")], Palette::new(ColorMode::None));
         assert!(app.is_saved() && app.is_finished());
-        assert_eq!(app.levels.len(), 6);
-        assert_eq!(app.capacity, Some(32));
-        assert_eq!(app.knee, Some((64, 128)));
-        assert_eq!(app.counters.failed, 3);
-        assert_eq!(app.counters.class("http_503"), 3);
-        let cost = app.cost.as_ref().expect("cost");
+        assert_eq!(app.shown.levels.len(), 6);
+        assert_eq!(app.shown.capacity, Some(32));
+        assert_eq!(app.shown.knee, Some((64, 128)));
+        assert_eq!(app.shown.counters.failed, 3);
+        assert_eq!(app.shown.counters.class("http_503"), 3);
+        let cost = app.shown.cost.as_ref().expect("cost");
         assert_eq!(cost.break_even_tok_s, Some(854.701));
         assert_eq!(cost.break_even_utilization, Some(0.4946));
-        assert!(app.verdict[0].starts_with("capacity: 32 streams"));
-        assert_eq!(app.run.shape(), "in 1024 / out 1024");
-        assert_eq!(app.run.knobs.as_deref(), Some("gpu=h100"));
-        assert!(app.run.result_dir.ends_with("tests/fixtures/view/a"));
+        assert!(app.shown.verdict[0].starts_with("capacity: 32 streams"));
+        assert_eq!(app.shown.run.shape(), "in 1024 / out 1024");
+        assert_eq!(app.shown.run.knobs.as_deref(), Some("gpu=h100"));
+        assert!(app.shown.run.result_dir.ends_with("tests/fixtures/view/a"));
     }
 
     #[test]
     fn tab_swaps_the_runs_and_back() {
         let mut app = app_of(&[fixture("a"), fixture("b")], Palette::new(ColorMode::None));
-        assert_eq!(app.capacity, Some(32));
+        assert_eq!(app.shown.capacity, Some(32));
         assert_eq!(app.other().map(|o| o.label), Some('B'));
         let tab = crossterm::event::KeyEvent::new(
             crossterm::event::KeyCode::Tab,
             crossterm::event::KeyModifiers::NONE,
         );
         assert_eq!(app.on_key(tab), None);
-        assert_eq!(app.capacity, Some(64));
-        assert_eq!(app.levels.len(), 7);
-        assert_eq!(app.saved.as_ref().map(|s| s.label), Some('B'));
+        assert_eq!(app.shown.capacity, Some(64));
+        assert_eq!(app.shown.levels.len(), 7);
+        assert_eq!(app.saved.as_ref().map(|_| app.shown.label), Some('B'));
         assert_eq!(app.other().map(|o| o.capacity), Some(Some(32)));
         app.on_key(tab);
-        assert_eq!(app.capacity, Some(32));
-        assert_eq!(app.saved.as_ref().map(|s| s.label), Some('A'));
+        assert_eq!(app.shown.capacity, Some(32));
+        assert_eq!(app.saved.as_ref().map(|_| app.shown.label), Some('A'));
         // q leaves at once: nothing to stop or save.
         assert_eq!(
             app.on_key(crate::ui::app::tests::key('q')),
@@ -602,15 +604,19 @@ mod tests {
         )
         .expect("reads");
         let app = app_of(&[run], Palette::new(ColorMode::None));
-        assert_eq!(app.levels.len(), 1, "the level without streams is left out");
-        assert!(app.levels[0].has_results());
-        assert_eq!(app.run.shape(), "in ? / out ?");
-        assert_eq!(app.cost, None);
-        assert!(
-            app.verdict[0].starts_with("no capacity: "),
-            "{:?}",
-            app.verdict
+        assert_eq!(
+            app.shown.levels.len(),
+            1,
+            "the level without streams is left out"
         );
-        assert_eq!(app.run.result_dir, "old");
+        assert!(app.shown.levels[0].has_results());
+        assert_eq!(app.shown.run.shape(), "in ? / out ?");
+        assert_eq!(app.shown.cost, None);
+        assert!(
+            app.shown.verdict[0].starts_with("no capacity: "),
+            "{:?}",
+            app.shown.verdict
+        );
+        assert_eq!(app.shown.run.result_dir, "old");
     }
 }

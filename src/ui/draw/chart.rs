@@ -1,0 +1,283 @@
+//! The chart panels: throughput against concurrency (or rate), the
+//! latency frontier, their points, series colours and legend.
+
+use super::latency::padded;
+use crate::load::driver::Mode;
+use crate::ui::app::{App, LevelRow, LevelState};
+use crate::ui::theme::Palette;
+use crate::ui::widgets::{
+    self, fit, ChartPoint, FrontierChart, Part, PointKind, ThroughputChart, CAPACITY_GLYPH,
+    KNEE_GLYPH, P99_GLYPH, P99_GLYPH_B,
+};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Widget};
+
+/// A series' colour on the chart and in the legend.
+pub fn series_style(p: &Palette, series: u8) -> Style {
+    widgets::series_style(p, series % SERIES_STYLES as u8)
+}
+
+/// The chart series of a run's letter: `A` (and the live run) 0, `B` 1.
+pub(super) fn series_of(label: char) -> u8 {
+    u8::from(label == 'B')
+}
+
+/// The series of the run the table shows.
+pub(super) fn shown_series(app: &App) -> u8 {
+    app.saved.as_ref().map_or(0, |_| series_of(app.shown.label))
+}
+
+/// A complete planned (or search) level at the capacity's concurrency: the
+/// capacity point on the chart and the highlighted row of the table.
+pub(super) fn is_capacity(capacity: Option<u32>, l: &LevelRow) -> bool {
+    l.state == (LevelState::Finished { partial: false })
+        && l.info.mode != Mode::Manual
+        && capacity == Some(l.info.concurrency)
+}
+
+/// `series`: the chart series of every level (a run of `view A B`), or
+/// None to give each level its own run's series (a run of several series).
+fn points_of(
+    levels: &[LevelRow],
+    series: Option<u8>,
+    capacity: Option<u32>,
+    capacity_series: usize,
+) -> Vec<ChartPoint> {
+    levels
+        .iter()
+        // A hand-set level that never settled is no result: table only.
+        .filter(|l| l.has_results() && !l.unsteady)
+        .map(|l| ChartPoint {
+            concurrency: l.info.concurrency,
+            tok_s: l.figures.output_tok_s,
+            p99_ttft_ms: l.figures.ttft_p99_ms,
+            kind: kind_of(l),
+            partial: l.is_partial(),
+            series: series.unwrap_or((l.info.series % SERIES_STYLES) as u8),
+            capacity: l.info.series == capacity_series && is_capacity(capacity, l),
+        })
+        .collect()
+}
+
+/// Distinct marks and colours for series; more series than this repeat.
+pub(super) const SERIES_STYLES: usize = 4;
+
+/// The run has more than one series (server settings compared in one run).
+pub(super) fn has_series(levels: &[LevelRow]) -> bool {
+    levels
+        .iter()
+        .any(|l| l.info.series != levels[0].info.series)
+}
+
+/// The run shown with its capacity marked, and the other run of `view A B`.
+fn chart_points(app: &App) -> Vec<ChartPoint> {
+    if app.other().is_none() {
+        let latest = app
+            .shown
+            .levels
+            .iter()
+            .map(|l| l.info.series)
+            .max()
+            .unwrap_or(0);
+        return points_of(&app.shown.levels, None, app.shown.capacity, latest);
+    }
+    let series = shown_series(app);
+    let mut points = points_of(
+        &app.shown.levels,
+        Some(series),
+        app.shown.capacity,
+        usize::MAX,
+    );
+    if let Some(other) = app.other() {
+        points.extend(points_of(&other.levels, Some(1 - series), None, usize::MAX));
+    }
+    points
+}
+
+pub(super) fn kind_of(l: &LevelRow) -> PointKind {
+    if l.is_running() {
+        PointKind::Running
+    } else if l.info.mode == Mode::Manual {
+        PointKind::Manual
+    } else {
+        PointKind::Planned
+    }
+}
+
+pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    if app.frontier {
+        return frontier_panel(app, area, buf);
+    }
+    let p = &app.palette;
+    let points = chart_points(app);
+    let room = area.width.saturating_sub(4);
+    let title = fit(
+        vec![
+            Part::text(0, "output tok/s", p.title),
+            Part::text(1, "vs streams", p.title),
+        ],
+        room,
+        1,
+    );
+    let legend = chart_legend(app, &points, room, true);
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(title)))
+        .title_bottom(Line::from(padded(legend)).right_aligned());
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let x_max = app
+        .shown
+        .run
+        .plan
+        .iter()
+        .copied()
+        .chain(points.iter().map(|pt| pt.concurrency))
+        .chain(app.shown.levels.iter().map(|l| l.info.concurrency))
+        .chain(std::iter::once(app.target))
+        .max()
+        .unwrap_or(1);
+    ThroughputChart {
+        points: &points,
+        x_max,
+        palette: p,
+        knee: app.shown.knee,
+        front: if app.other().is_some() {
+            shown_series(app)
+        } else {
+            (app.series % SERIES_STYLES) as u8
+        },
+    }
+    .render(inner, buf);
+}
+
+/// The chart panel toggled by `v`: the same levels as per-user speed
+/// against total throughput, each labelled with its streams.
+fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
+    let p = &app.palette;
+    let points = chart_points(app);
+    let room = area.width.saturating_sub(4);
+    let unit = match app.shown.run.gpus {
+        Some(n) if n > 0 => format!("output tok/s per GPU ({n})"),
+        _ => "output tok/s".into(),
+    };
+    let title = fit(
+        vec![
+            Part::text(0, unit, p.title),
+            Part::text(1, "vs tok/s per user", p.title),
+            Part::text(2, "(v: vs streams)", p.dim),
+        ],
+        room,
+        1,
+    );
+    // Neither p99 TTFT nor the knee is on this chart: no legend entry.
+    let legend = chart_legend(app, &points, room, false);
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(title)))
+        .title_bottom(Line::from(padded(legend)).right_aligned());
+    let inner = block.inner(area);
+    block.render(area, buf);
+    FrontierChart {
+        points: &points,
+        palette: p,
+        gpus: app.shown.run.gpus,
+        front: if app.other().is_some() {
+            shown_series(app)
+        } else {
+            (app.series % SERIES_STYLES) as u8
+        },
+    }
+    .render(inner, buf);
+}
+
+/// The marks in use, in words when they fit, glyphs alone when not; the
+/// p99 series always says its unit and its axis (`with_p99`: the streams
+/// chart; the frontier has neither it nor the knee).
+fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> Line<'static> {
+    let p = &app.palette;
+    let two = app.other().is_some();
+    let labels: Vec<(usize, String)> = if !two && has_series(&app.shown.levels) {
+        let mut seen: Vec<usize> = app.shown.levels.iter().map(|l| l.info.series).collect();
+        seen.dedup();
+        seen.into_iter().map(|s| (s, app.series_label(s))).collect()
+    } else {
+        Vec::new()
+    };
+    let mut marks: Vec<(char, &str, Style)> = if two {
+        vec![
+            (PointKind::Planned.glyph_in(0, false), "A", p.point_planned),
+            (PointKind::Planned.glyph_in(1, false), "B", p.point_b),
+        ]
+    } else if !labels.is_empty() {
+        labels
+            .iter()
+            .map(|(s, label)| {
+                let series = (*s % SERIES_STYLES) as u8;
+                (
+                    PointKind::Planned.glyph_in(series, false),
+                    label.as_str(),
+                    series_style(p, series),
+                )
+            })
+            .collect()
+    } else {
+        vec![(PointKind::Planned.glyph(false), "level", p.point_planned)]
+    };
+    if points.iter().any(|pt| pt.partial) {
+        marks.push((PointKind::Planned.glyph(true), "partial", p.point_planned));
+    }
+    if points.iter().any(|pt| pt.kind == PointKind::Manual) {
+        marks.push((PointKind::Manual.glyph(false), "manual", p.point_manual));
+    }
+    if points.iter().any(|pt| pt.kind == PointKind::Running) {
+        marks.push((PointKind::Running.glyph(false), "now", p.running));
+    }
+    if points.iter().any(|pt| pt.capacity) {
+        marks.push((CAPACITY_GLYPH, "capacity", p.capacity));
+    }
+    // The knee and p99 TTFT are marks of the streams axis only.
+    if app.shown.knee.is_some() && with_p99 {
+        marks.push((KNEE_GLYPH, "knee", p.knee));
+    }
+    let p99 = if two {
+        Part::new(
+            0,
+            vec![
+                Span::styled(P99_GLYPH.to_string(), p.p99),
+                Span::styled(P99_GLYPH_B.to_string(), p.p99_b),
+                Span::styled(" p99 TTFT ms (right)", p.p99),
+            ],
+        )
+    } else {
+        Part::text(0, format!("{P99_GLYPH} p99 TTFT ms (right)"), p.p99)
+    };
+    let p99_width = if with_p99 {
+        p99.spans.iter().map(Span::width).sum::<usize>()
+    } else {
+        0
+    };
+    let worded: usize = marks.iter().map(|(_, w, _)| w.len() + 4).sum::<usize>() + p99_width;
+    let mut parts = Vec::new();
+    if worded <= usize::from(room) {
+        for (glyph, word, style) in marks {
+            parts.push(Part::text(0, format!("{glyph} {word}"), style));
+        }
+    } else {
+        let glyphs: Vec<Span<'static>> = marks
+            .iter()
+            .map(|(glyph, _, style)| Span::styled(glyph.to_string(), *style))
+            .chain(std::iter::once(Span::styled(" tok/s", p.dim)))
+            .collect();
+        parts.push(Part::new(1, glyphs));
+    }
+    if with_p99 {
+        parts.push(p99);
+    }
+    fit(parts, room, 2)
+}
