@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
+use super::schema::{LevelFile, SummaryFile};
+
 /// The SLOs the run was judged against (`run.slo`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SavedSlo {
@@ -51,36 +53,45 @@ pub struct SavedLevel {
 impl SavedLevel {
     fn from_value(v: &Value) -> Option<SavedLevel> {
         let raw = v.as_object()?.clone();
-        let concurrency = uint(v, "max_concurrency").and_then(|c| u32::try_from(c).ok());
-        let output_throughput = float(v, "output_throughput");
-        let per_stream_tok_s = float(v, "per_stream_tok_s").or_else(|| {
+        // A level whose keys have unexpected types (hand-edited, or from a
+        // tokbench that never wrote them so) still lists, with `-` cells.
+        let level: LevelFile = serde_json::from_value(v.clone()).unwrap_or_default();
+        let finite = |x: Option<f64>| x.filter(|x| x.is_finite());
+        let concurrency = level.max_concurrency;
+        let output_throughput = finite(level.output_throughput);
+        let per_stream_tok_s = finite(level.per_stream_tok_s).or_else(|| {
             // Older summaries: the column's definition, output throughput / streams.
             match (output_throughput, concurrency) {
                 (Some(t), Some(c)) if c > 0 => Some(t / f64::from(c)),
                 _ => None,
             }
         });
-        let tpot_p50_ms = float(v, "p50_tpot_ms").or_else(|| float(v, "median_tpot_ms"));
-        let stream_decode_tok_s = float(v, "stream_decode_tok_s")
+        let tpot_p50_ms = level
+            .percentile("tpot", "50")
+            .or_else(|| level.stat("median_tpot_ms"));
+        let stream_decode_tok_s = finite(level.stream_decode_tok_s)
             .or_else(|| tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t));
         Some(SavedLevel {
             concurrency,
-            mode: string(v, "mode").unwrap_or_else(|| "planned".into()),
-            partial: v.get("partial").and_then(Value::as_bool).unwrap_or(false),
-            completed: uint(v, "completed"),
-            failed: uint(v, "failed"),
+            mode: level.mode_or_planned().to_string(),
+            partial: level.partial,
+            completed: level.completed,
+            failed: level.failed,
             output_throughput,
             per_stream_tok_s,
             stream_decode_tok_s,
-            ttft_p50_ms: float(v, "p50_ttft_ms").or_else(|| float(v, "median_ttft_ms")),
-            ttft_p99_ms: float(v, "p99_ttft_ms"),
+            ttft_p50_ms: level
+                .percentile("ttft", "50")
+                .or_else(|| level.stat("median_ttft_ms")),
+            ttft_p99_ms: level.percentile("ttft", "99"),
             tpot_p50_ms,
-            file: string(v, "file"),
-            steady: v.get("steady").and_then(Value::as_bool),
-            series: uint(v, "series")
+            file: level.file,
+            steady: level.steady,
+            series: level
+                .series
                 .and_then(|s| usize::try_from(s).ok())
                 .unwrap_or(0),
-            series_label: string(v, "series_label"),
+            series_label: level.series_label,
             raw,
         })
     }
@@ -356,24 +367,27 @@ impl SavedRun {
                 effective_cost_per_m: float(c, "effective_cost_per_m"),
                 verdict: string(c, "verdict"),
             });
-        let diagnoses = raw
-            .get("diagnoses")
-            .and_then(Value::as_array)
-            .map(|ds| {
-                ds.iter()
-                    .filter_map(|d| {
-                        let message = string(d, "message")?;
-                        Some(SavedDiagnosis {
-                            id: string(d, "id").unwrap_or_default(),
-                            message,
-                        })
-                    })
-                    .collect()
+        // The summary's own keys, typed; a key of an unexpected type reads
+        // as absent (`-`), like everything else here.
+        let summary: SummaryFile = serde_json::from_value(Value::Object(
+            ["tokbench_version", "capacity_reason", "diagnoses"]
+                .iter()
+                .filter_map(|k| Some((k.to_string(), raw.get(*k)?.clone())))
+                .collect(),
+        ))
+        .unwrap_or_default();
+        let diagnoses = summary
+            .diagnoses
+            .into_iter()
+            .filter(|d| !d.message.is_empty())
+            .map(|d| SavedDiagnosis {
+                id: d.id,
+                message: d.message,
             })
-            .unwrap_or_default();
+            .collect();
         Ok(SavedRun {
             source: source.to_path_buf(),
-            tokbench_version: string(&raw, "tokbench_version"),
+            tokbench_version: summary.tokbench_version,
             model: string(&run, "model")
                 .or_else(|| levels.first().and_then(|l| string_map(&l.raw, "model_id"))),
             engine: string(&run, "engine"),
@@ -395,7 +409,7 @@ impl SavedRun {
             levels,
             knee,
             capacity,
-            capacity_reason: string(&raw, "capacity_reason"),
+            capacity_reason: summary.capacity_reason,
             cost,
             diagnoses,
             gpus: uint32(&run, "gpus").filter(|g| *g > 0),
