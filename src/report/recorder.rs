@@ -16,8 +16,8 @@ use serde_json::{json, Map, Value};
 use super::atomic::write_atomic;
 use super::resume::PriorRun;
 use super::schema::{
-    ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed, SearchState,
-    SummaryFile, TargetChange, SCHEMA_VERSION,
+    self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
+    SearchState, SummaryFile, TargetChange, SCHEMA_VERSION,
 };
 use crate::analysis::cost::{cost, Cost};
 use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
@@ -1022,14 +1022,14 @@ impl Recorder {
                 .as_ref()
                 .map_or(Value::Null, |d| d.to_json()),
             levels,
-            knee: decision.knee_json(),
-            capacity: decision.capacity_json(),
+            knee: schema::typed(decision.knee_json()),
+            capacity: schema::typed(decision.capacity_json()),
             series: match self.series_json() {
                 Value::Array(a) => a,
                 _ => Vec::new(),
             },
             capacity_reason: Some(decision.capacity_line()),
-            cost: cost.as_ref().map_or(Value::Null, Cost::to_json),
+            cost: cost.as_ref().and_then(|c| schema::typed(c.to_json())),
             diagnoses,
             rounds: spreads,
             warmup: self.warmup.clone().unwrap_or(Value::Null),

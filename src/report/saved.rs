@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
-use super::schema::{LevelFile, SummaryFile};
+use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, SummaryFile};
 
 /// The SLOs the run was judged against (`run.slo`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -338,35 +338,27 @@ impl SavedRun {
                     .collect()
             })
             .unwrap_or_default();
-        let knee = raw
-            .get("knee")
-            .filter(|k| k.is_object())
-            .map(|k| SavedKnee {
-                from_concurrency: uint32(k, "from_concurrency"),
-                to_concurrency: uint32(k, "to_concurrency"),
-                reason: string(k, "reason"),
-            });
-        let capacity = raw
-            .get("capacity")
-            .filter(|c| c.is_object())
-            .map(|c| SavedCapacity {
-                concurrency: uint32(c, "concurrency"),
-                output_throughput: float(c, "output_throughput"),
-                per_stream_tok_s: float(c, "per_stream_tok_s"),
-                p99_ttft_ms: float(c, "p99_ttft_ms"),
-                share_of_peak: float(c, "share_of_peak"),
-                reason: string(c, "reason"),
-            });
-        let cost = raw
-            .get("cost")
-            .filter(|c| c.is_object())
-            .map(|c| SavedCost {
-                gpu_price_per_hour: float(c, "gpu_price_per_hour"),
-                api_price_per_m: float(c, "api_price_per_m"),
-                cost_per_m_output: float(c, "cost_per_m_output"),
-                effective_cost_per_m: float(c, "effective_cost_per_m"),
-                verdict: string(c, "verdict"),
-            });
+        let part = |key: &str| raw.get(key).cloned().unwrap_or(Value::Null);
+        let knee = schema::typed::<Knee>(part("knee")).map(|k| SavedKnee {
+            from_concurrency: k.from_concurrency,
+            to_concurrency: k.to_concurrency,
+            reason: k.reason,
+        });
+        let capacity = schema::typed::<Capacity>(part("capacity")).map(|c| SavedCapacity {
+            concurrency: c.concurrency,
+            output_throughput: number(&c.output_throughput),
+            per_stream_tok_s: number(&c.per_stream_tok_s),
+            p99_ttft_ms: number(&c.p99_ttft_ms),
+            share_of_peak: number(&c.share_of_peak),
+            reason: c.reason,
+        });
+        let cost = schema::typed::<Cost>(part("cost")).map(|c| SavedCost {
+            gpu_price_per_hour: number(&c.gpu_price_per_hour),
+            api_price_per_m: number(&c.api_price_per_m),
+            cost_per_m_output: number(&c.cost_per_m_output),
+            effective_cost_per_m: number(&c.effective_cost_per_m),
+            verdict: c.verdict,
+        });
         // The summary's own keys, typed; a key of an unexpected type reads
         // as absent (`-`), like everything else here.
         let summary: SummaryFile = serde_json::from_value(Value::Object(

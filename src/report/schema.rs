@@ -17,8 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Number, Value};
 
 /// The version written into `summary.json` and each level file. Files
 /// without the key are version 0 (every tokbench before it was added); they
@@ -36,95 +37,153 @@ pub const LATENCY_METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2el", "ttfb", "
 pub struct LevelFile {
     /// Absent in files from before it was written (version 0).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub schema_version: Option<u32>,
 
     // vLLM's keys.
+    #[serde(deserialize_with = "lenient")]
     pub date: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub backend: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub model_id: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub num_prompts: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub max_concurrency: Option<u32>,
     /// `"inf"` for a closed loop (as vLLM writes it), requests/s otherwise.
+    #[serde(deserialize_with = "lenient")]
     pub request_rate: Option<Value>,
     /// Open loop only.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub burstiness: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub duration: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub completed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub failed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub total_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub total_output_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub request_throughput: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub output_throughput: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub total_token_throughput: Option<f64>,
     /// With `--goodput` only: good requests per second.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub request_goodput: Option<f64>,
 
     // tokbench's keys.
+    #[serde(deserialize_with = "lenient")]
     pub mode: Option<String>,
+    #[serde(deserialize_with = "flag")]
     pub partial: bool,
+    #[serde(deserialize_with = "lenient")]
     pub level_index: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub started_at_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub series: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub series_label: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub transition_requests: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub throughput_rse: Option<f64>,
     /// Hand-set levels only.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub steady: Option<bool>,
     /// Hand-set levels only: why (not) steady, a string or null.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub steady_reason: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub cancelled: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub short_outputs: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub per_stream_tok_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub stream_decode_tok_s: Option<f64>,
     /// Error class -> count.
+    #[serde(deserialize_with = "lenient")]
     pub errors: Option<BTreeMap<String, u64>>,
+    #[serde(deserialize_with = "lenient")]
     pub token_count_source: Option<String>,
     /// `{min, mean, max}` of the prompts' tokens.
+    #[serde(deserialize_with = "lenient")]
     pub input_len: Option<Value>,
     /// `{min, mean, max}` of the answers' tokens.
+    #[serde(deserialize_with = "lenient")]
     pub output_len: Option<Value>,
     /// `{p50, p99, max}`: how late the client read (null without kernel times).
+    #[serde(deserialize_with = "lenient")]
     pub client_rx_lag_ms: Option<Value>,
     /// `{kernel, user}`: requests timed by each receive clock.
+    #[serde(deserialize_with = "lenient")]
     pub rx_clock: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub client: Option<ClientLoad>,
     /// The probe's gauges, each `{min, mean, max}`; `{}` without a probe.
+    #[serde(deserialize_with = "lenient")]
     pub server: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub server_timings: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub goodput: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub waiting: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub streaming: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub send_lateness: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub turns: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub prefix_cache_hit_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub replay_timeline_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub gpu: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub traffic: Option<Value>,
 
     // The run's identity.
+    #[serde(deserialize_with = "lenient")]
     pub engine: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub engine_version: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub profile: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub input_len_target: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
     pub output_len_target: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
     pub ignore_eos: Option<bool>,
+    #[serde(deserialize_with = "lenient")]
     pub extra_body: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub labels: Option<Map<String, Value>>,
 
     /// In `summary.json`'s `levels` only: the level file's name.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub file: Option<String>,
 
     /// The latency keys (`mean_ttft_ms`, `p99_tpot_ms`, ..., see
@@ -137,7 +196,9 @@ pub struct LevelFile {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClientLoad {
+    #[serde(deserialize_with = "lenient")]
     pub cpu_percent: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub loop_lag_ms_p99: Option<f64>,
 }
 
@@ -180,18 +241,15 @@ pub struct SummaryFile {
     pub traffic: Value,
     pub dataset: Value,
     pub levels: Vec<LevelFile>,
-    /// `null` or `{from_concurrency, to_concurrency, throughput_gain,
-    /// p99_ttft_growth, reason}`.
-    pub knee: Value,
-    /// `null` or `{concurrency, output_throughput, per_stream_tok_s,
-    /// stream_decode_tok_s, p99_ttft_ms, share_of_peak, reason}`.
-    pub capacity: Value,
+    /// Where more streams stopped paying; `null` when not found.
+    pub knee: Option<Knee>,
+    /// The highest level meeting the SLO; `null` when none does.
+    pub capacity: Option<Capacity>,
+    /// Each series: `{index, label, server, knee, capacity}`.
     pub series: Vec<Value>,
     pub capacity_reason: Option<String>,
-    /// `null` or `{gpu_price_per_hour, api_price_per_m, cost_per_m_output,
-    /// break_even_output_tok_s, break_even_utilization,
-    /// effective_cost_per_m, verdict}`.
-    pub cost: Value,
+    /// The cost at capacity (`--gpu-price-per-hour`); `null` without.
+    pub cost: Option<Cost>,
     /// Only the checks that fired.
     pub diagnoses: Vec<DiagnosisEntry>,
     pub rounds: Vec<Value>,
@@ -202,6 +260,88 @@ pub struct SummaryFile {
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+// Knee, capacity and cost keep their numbers as `serde_json::Number`: the
+// analysis rounds them, and a whole value has always been written as an
+// integer (`"share_of_peak": 1`), which an `f64` would turn into `1.0`.
+
+/// summary.json's `knee`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Knee {
+    #[serde(deserialize_with = "lenient")]
+    pub from_concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub to_concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub throughput_gain: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub p99_ttft_growth: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// summary.json's `capacity` (and each series').
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Capacity {
+    #[serde(deserialize_with = "lenient")]
+    pub concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_throughput: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub per_stream_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub stream_decode_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub p99_ttft_ms: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub share_of_peak: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// summary.json's `cost`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cost {
+    #[serde(deserialize_with = "lenient")]
+    pub gpu_price_per_hour: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub api_price_per_m: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub cost_per_m_output: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub break_even_output_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub break_even_utilization: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub effective_cost_per_m: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub verdict: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// A finite number's value.
+pub fn number(n: &Option<Number>) -> Option<f64> {
+    n.as_ref()
+        .and_then(Number::as_f64)
+        .filter(|x| x.is_finite())
+}
+
+/// An object the analysis built, read as one of the structs above (`None`
+/// for `null` or an object of other types).
+pub fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Option<T> {
+    if value.is_null() {
+        return None;
+    }
+    serde_json::from_value(value).ok()
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -250,43 +390,97 @@ impl SummaryFile {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RequestLine {
+    #[serde(deserialize_with = "lenient")]
     pub cached_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub chunks: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub coalesced_reads: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
     pub e2el_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub end_s: Option<f64>,
     /// The error class (`http_503`, `timeout`, `cancelled`, ...), null when ok.
+    #[serde(deserialize_with = "lenient")]
     pub error: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub error_message: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub finish_reason: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub id: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub input_tokens_reported: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub level: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub output_reads: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub output_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub output_tokens_requested: Option<u64>,
     /// `--save-prompts` only.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
     pub prompt: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub reasoning_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub retries: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
     pub rx_clock: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub rx_lag_ms_max: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub send_lag_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub server_timings: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
     pub start_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub token_source: Option<String>,
+    #[serde(deserialize_with = "lenient")]
     pub tpot_ms: Option<f64>,
+    #[serde(deserialize_with = "flag")]
     pub transition: bool,
+    #[serde(deserialize_with = "lenient")]
     pub ttfb_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub ttfc_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub ttft_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
     pub turn: Option<u64>,
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// Reads a field the tolerant way every reader always did: a value of
+/// another type is absent (`None`) rather than an error for the whole file,
+/// and a count written as a whole float (`4.0`) is the count.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    let v = Value::deserialize(d)?;
+    if let Ok(t) = serde_json::from_value::<Option<T>>(v.clone()) {
+        return Ok(t);
+    }
+    let whole = v
+        .as_f64()
+        .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15);
+    Ok(whole.and_then(|f| serde_json::from_value::<Option<T>>(Value::from(f as u64)).ok()?))
+}
+
+/// A flag: `true` only when the file says `true`.
+fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Value::deserialize(d)?.as_bool().unwrap_or(false))
 }
 
 #[cfg(test)]
@@ -319,7 +513,21 @@ mod tests {
         assert_eq!(summary.levels[1].file.as_deref(), Some("sweep-c2.json"));
         assert_eq!(summary.diagnoses[0].id, "single_round");
         assert_eq!(summary.target_changes.len(), 2);
-        assert_eq!(summary.to_value(), raw);
+        let capacity = summary.capacity.as_ref().expect("a capacity");
+        assert_eq!(capacity.concurrency, Some(2));
+        assert_eq!(number(&capacity.share_of_peak), Some(1.0));
+        assert_eq!(
+            summary
+                .cost
+                .as_ref()
+                .and_then(|c| number(&c.gpu_price_per_hour)),
+            Some(2.0)
+        );
+        assert_eq!(
+            summary.to_value(),
+            raw,
+            "numbers keep their form (1, not 1.0)"
+        );
     }
 
     #[test]
@@ -388,7 +596,14 @@ mod tests {
         assert_eq!(level.max_concurrency, Some(4));
         assert!(!level.partial);
         assert_eq!(level.stats.get("new_key"), Some(&serde_json::json!([1])));
+        let odd: LevelFile = serde_json::from_str(
+            r#"{"completed": 4.0, "failed": "none", "output_throughput": "fast", "partial": 1}"#,
+        )
+        .expect("odd types read as absent");
+        assert_eq!(odd.completed, Some(4));
+        assert_eq!((odd.failed, odd.output_throughput), (None, None));
+        assert!(!odd.partial);
         let summary: SummaryFile = serde_json::from_str(r#"{"levels": []}"#).expect("loads");
-        assert!(summary.levels.is_empty() && summary.knee.is_null());
+        assert!(summary.levels.is_empty() && summary.knee.is_none());
     }
 }
