@@ -17,7 +17,7 @@ use super::atomic::write_atomic;
 use super::resume::PriorRun;
 use super::schema::{
     self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
-    SearchState, SummaryFile, TargetChange, SCHEMA_VERSION,
+    RunSection, RunSlo, SearchState, SummaryFile, TargetChange, SCHEMA_VERSION,
 };
 use crate::analysis::cost::{cost, Cost};
 use crate::analysis::decide::{decide, Decision, LevelKind, LevelPoint};
@@ -100,42 +100,53 @@ pub struct RunInfo {
 
 impl RunInfo {
     pub fn to_json(&self) -> Value {
-        let mut run = json!({
-            "target": self.target,
-            "engine": self.engine,
-            "engine_version": self.engine_version,
-            "model": self.model,
-            "backend": self.backend,
-            "profile": self.profile,
-            "input_len": self.input_len,
-            "output_len": self.output_len,
-            "ignore_eos": self.ignore_eos,
-            "extra_body": self.extra_body,
-            "labels": self.labels,
-            "seed": self.seed,
-            "started_at": self.started_at,
-            "warmup_requests": self.warmup_requests,
-            "prefix_len": self.prefix_len,
-            "rounds": self.decision.rounds,
-            "gpus": self.decision.gpus,
-            "connect_probe_ms": self.connect_probe_ms.map(round3),
-            "http_client": self.http_client,
-            "kind": self.kind,
-            "turns": self.turns,
-            "burstiness": self.burstiness,
-            "slo": {
-                "ttft_p99_ms": self.decision.slo.ttft_p99_ms,
-                "min_stream_tok_s": self.decision.slo.min_stream_tok_s,
-                "tpot_p99_ms": self.decision.slo.tpot_p99_ms,
-                "max_error_rate": self.decision.slo.max_error_rate,
+        serde_json::to_value(self.to_section()).unwrap_or(Value::Null)
+    }
+
+    /// summary.json's `run` (`report::schema::RunSection`).
+    pub fn to_section(&self) -> RunSection {
+        let slo = &self.decision.slo;
+        RunSection {
+            target: Some(self.target.clone()),
+            engine: Some(self.engine.clone()),
+            engine_version: self.engine_version.clone(),
+            model: Some(self.model.clone()),
+            backend: Some(self.backend.clone()),
+            profile: Some(self.profile.clone()),
+            input_len: Some(self.input_len),
+            output_len: Some(self.output_len),
+            ignore_eos: Some(self.ignore_eos),
+            extra_body: self.extra_body.clone(),
+            labels: Some(
+                self.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect(),
+            ),
+            seed: Some(self.seed),
+            started_at: Some(self.started_at.clone()),
+            warmup_requests: Some(self.warmup_requests),
+            prefix_len: Some(self.prefix_len),
+            rounds: Some(self.decision.rounds),
+            gpus: self.decision.gpus,
+            connect_probe_ms: self.connect_probe_ms.map(round3),
+            http_client: Some(self.http_client.to_string()),
+            kind: Some(self.kind.clone()),
+            turns: Some(self.turns),
+            burstiness: Some(self.burstiness),
+            slo: Some(RunSlo {
+                ttft_p99_ms: slo.ttft_p99_ms,
+                min_stream_tok_s: slo.min_stream_tok_s,
+                tpot_p99_ms: slo.tpot_p99_ms,
+                max_error_rate: Some(slo.max_error_rate),
+            }),
+            goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
+            other: match self.traffic.run_json() {
+                Value::Object(traffic) => traffic,
+                _ => Map::new(),
             },
-            "goodput_slo": self.decision.goodput.as_ref().map(GoodputSlo::to_json),
-        });
-        // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
-        if let (Value::Object(map), Value::Object(traffic)) = (&mut run, self.traffic.run_json()) {
-            map.extend(traffic);
         }
-        run
     }
 }
 
@@ -1013,7 +1024,7 @@ impl Recorder {
         let summary = SummaryFile {
             schema_version: Some(SCHEMA_VERSION),
             tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-            run: self.run.to_json(),
+            run: self.run.to_section(),
             traffic,
             dataset: self
                 .run

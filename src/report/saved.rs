@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
-use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, SummaryFile};
+use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, RunSection, SummaryFile};
 
 /// The SLOs the run was judged against (`run.slo`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -324,11 +324,12 @@ impl SavedRun {
             );
         };
         let levels: Vec<SavedLevel> = levels.iter().filter_map(SavedLevel::from_value).collect();
-        let run = raw.get("run").cloned().unwrap_or(Value::Null);
-        let slo = run.get("slo").cloned().unwrap_or(Value::Null);
+        let mut run: RunSection =
+            schema::typed(raw.get("run").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+        let slo = run.slo.take().unwrap_or_default();
         let labels = run
-            .get("labels")
-            .and_then(Value::as_object)
+            .labels
+            .as_ref()
             .map(|m| {
                 m.iter()
                     .map(|(k, v)| {
@@ -380,23 +381,24 @@ impl SavedRun {
         Ok(SavedRun {
             source: source.to_path_buf(),
             tokbench_version: summary.tokbench_version,
-            model: string(&run, "model")
+            model: run
+                .model
                 .or_else(|| levels.first().and_then(|l| string_map(&l.raw, "model_id"))),
-            engine: string(&run, "engine"),
-            engine_version: string(&run, "engine_version"),
-            target: string(&run, "target"),
-            backend: string(&run, "backend"),
-            profile: string(&run, "profile"),
-            input_len: uint(&run, "input_len"),
-            output_len: uint(&run, "output_len"),
-            ignore_eos: run.get("ignore_eos").and_then(Value::as_bool),
-            started_at: string(&run, "started_at"),
+            engine: run.engine,
+            engine_version: run.engine_version,
+            target: run.target,
+            backend: run.backend,
+            profile: run.profile,
+            input_len: run.input_len.map(u64::from),
+            output_len: run.output_len.map(u64::from),
+            ignore_eos: run.ignore_eos,
+            started_at: run.started_at,
             labels,
             slo: SavedSlo {
-                ttft_p99_ms: float(&slo, "ttft_p99_ms"),
-                min_stream_tok_s: float(&slo, "min_stream_tok_s"),
-                tpot_p99_ms: float(&slo, "tpot_p99_ms"),
-                max_error_rate: float(&slo, "max_error_rate"),
+                ttft_p99_ms: slo.ttft_p99_ms,
+                min_stream_tok_s: slo.min_stream_tok_s,
+                tpot_p99_ms: slo.tpot_p99_ms,
+                max_error_rate: slo.max_error_rate,
             },
             levels,
             knee,
@@ -404,7 +406,7 @@ impl SavedRun {
             capacity_reason: summary.capacity_reason,
             cost,
             diagnoses,
-            gpus: uint32(&run, "gpus").filter(|g| *g > 0),
+            gpus: run.gpus.filter(|g| *g > 0),
             raw,
         })
     }
@@ -569,19 +571,6 @@ pub fn median(values: &[f64]) -> Option<f64> {
 
 fn float(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
-}
-
-fn uint(v: &Value, key: &str) -> Option<u64> {
-    let x = v.get(key)?;
-    x.as_u64().or_else(|| {
-        x.as_f64()
-            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
-            .map(|f| f as u64)
-    })
-}
-
-fn uint32(v: &Value, key: &str) -> Option<u32> {
-    uint(v, key).and_then(|x| u32::try_from(x).ok())
 }
 
 fn string(v: &Value, key: &str) -> Option<String> {

@@ -235,9 +235,7 @@ pub struct SummaryFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u32>,
     pub tokbench_version: Option<String>,
-    /// Target (no credentials), engine, model, lengths, SLOs, `gpus`, seed,
-    /// `started_at`, ...
-    pub run: Value,
+    pub run: RunSection,
     pub traffic: Value,
     pub dataset: Value,
     pub levels: Vec<LevelFile>,
@@ -260,6 +258,84 @@ pub struct SummaryFile {
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// summary.json's `run`: the run's settings and identity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSection {
+    /// The server root, without credentials.
+    #[serde(deserialize_with = "lenient")]
+    pub target: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub engine: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub engine_version: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub model: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub backend: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub profile: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub input_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub ignore_eos: Option<bool>,
+    #[serde(deserialize_with = "lenient")]
+    pub extra_body: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub labels: Option<Map<String, Value>>,
+    #[serde(deserialize_with = "lenient")]
+    pub seed: Option<u64>,
+    /// UTC, RFC 3339.
+    #[serde(deserialize_with = "lenient")]
+    pub started_at: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub warmup_requests: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub prefix_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub rounds: Option<u32>,
+    /// `--gpus`; null when not given.
+    #[serde(deserialize_with = "lenient")]
+    pub gpus: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub connect_probe_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub http_client: Option<String>,
+    /// `sweep`, `rate`, `replay`, ...
+    #[serde(deserialize_with = "lenient")]
+    pub kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub turns: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub burstiness: Option<f64>,
+    /// The capacity SLOs.
+    #[serde(deserialize_with = "lenient")]
+    pub slo: Option<RunSlo>,
+    /// `--goodput`'s SLOs; null without.
+    #[serde(deserialize_with = "lenient")]
+    pub goodput_slo: Option<Value>,
+    /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
+    /// `dataset`, `save_prompts`) and any key this version does not name.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// `run.slo`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSlo {
+    #[serde(deserialize_with = "lenient")]
+    pub ttft_p99_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub min_stream_tok_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub tpot_p99_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub max_error_rate: Option<f64>,
 }
 
 // Knee, capacity and cost keep their numbers as `serde_json::Number`: the
@@ -513,6 +589,8 @@ mod tests {
         assert_eq!(summary.levels[1].file.as_deref(), Some("sweep-c2.json"));
         assert_eq!(summary.diagnoses[0].id, "single_round");
         assert_eq!(summary.target_changes.len(), 2);
+        assert_eq!((summary.run.seed, summary.run.gpus), (Some(7), Some(1)));
+        assert_eq!(summary.run.other["prompt_source"], "random");
         let capacity = summary.capacity.as_ref().expect("a capacity");
         assert_eq!(capacity.concurrency, Some(2));
         assert_eq!(number(&capacity.share_of_peak), Some(1.0));
