@@ -10,6 +10,7 @@ pub mod markdown;
 pub mod recorder;
 pub mod resume;
 pub mod saved;
+pub mod schema;
 pub mod svg;
 pub mod text;
 /// Moved to the crate root (the simulator needs it and imports nothing of

@@ -15,6 +15,10 @@ use serde_json::{json, Map, Value};
 
 use super::atomic::write_atomic;
 use super::resume::PriorRun;
+use super::schema::{
+    self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
+    RunSection, RunSlo, SearchState, SummaryFile, TargetChange, SCHEMA_VERSION,
+};
 use crate::analysis::cost::{cost, Cost};
 use crate::analysis::decide::{decide, Decision, LevelPoint};
 use crate::analysis::diagnose::{
@@ -96,42 +100,53 @@ pub struct RunInfo {
 
 impl RunInfo {
     pub fn to_json(&self) -> Value {
-        let mut run = json!({
-            "target": self.target,
-            "engine": self.engine,
-            "engine_version": self.engine_version,
-            "model": self.model,
-            "backend": self.backend,
-            "profile": self.profile,
-            "input_len": self.input_len,
-            "output_len": self.output_len,
-            "ignore_eos": self.ignore_eos,
-            "extra_body": self.extra_body,
-            "labels": self.labels,
-            "seed": self.seed,
-            "started_at": self.started_at,
-            "warmup_requests": self.warmup_requests,
-            "prefix_len": self.prefix_len,
-            "rounds": self.decision.rounds,
-            "gpus": self.decision.gpus,
-            "connect_probe_ms": self.connect_probe_ms.map(round3),
-            "http_client": self.http_client,
-            "kind": self.kind,
-            "turns": self.turns,
-            "burstiness": self.burstiness,
-            "slo": {
-                "ttft_p99_ms": self.decision.slo.ttft_p99_ms,
-                "min_stream_tok_s": self.decision.slo.min_stream_tok_s,
-                "tpot_p99_ms": self.decision.slo.tpot_p99_ms,
-                "max_error_rate": self.decision.slo.max_error_rate,
+        serde_json::to_value(self.to_section()).unwrap_or(Value::Null)
+    }
+
+    /// summary.json's `run` (`report::schema::RunSection`).
+    pub fn to_section(&self) -> RunSection {
+        let slo = &self.decision.slo;
+        RunSection {
+            target: Some(self.target.clone()),
+            engine: Some(self.engine.clone()),
+            engine_version: self.engine_version.clone(),
+            model: Some(self.model.clone()),
+            backend: Some(self.backend.clone()),
+            profile: Some(self.profile.clone()),
+            input_len: Some(self.input_len),
+            output_len: Some(self.output_len),
+            ignore_eos: Some(self.ignore_eos),
+            extra_body: self.extra_body.clone(),
+            labels: Some(
+                self.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect(),
+            ),
+            seed: Some(self.seed),
+            started_at: Some(self.started_at.clone()),
+            warmup_requests: Some(self.warmup_requests),
+            prefix_len: Some(self.prefix_len),
+            rounds: Some(self.decision.rounds),
+            gpus: self.decision.gpus,
+            connect_probe_ms: self.connect_probe_ms.map(round3),
+            http_client: Some(self.http_client.to_string()),
+            kind: Some(self.kind.clone()),
+            turns: Some(self.turns),
+            burstiness: Some(self.burstiness),
+            slo: Some(RunSlo {
+                ttft_p99_ms: slo.ttft_p99_ms,
+                min_stream_tok_s: slo.min_stream_tok_s,
+                tpot_p99_ms: slo.tpot_p99_ms,
+                max_error_rate: Some(slo.max_error_rate),
+            }),
+            goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
+            other: match self.traffic.run_json() {
+                Value::Object(traffic) => traffic,
+                _ => Map::new(),
             },
-            "goodput_slo": self.decision.goodput.as_ref().map(GoodputSlo::to_json),
-        });
-        // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
-        if let (Value::Object(map), Value::Object(traffic)) = (&mut run, self.traffic.run_json()) {
-            map.extend(traffic);
         }
-        run
     }
 }
 
@@ -455,51 +470,50 @@ impl Recorder {
         let ms = |d: Option<Duration>| d.map(|d| round3(d.as_secs_f64() * 1000.0));
         let concurrency = self.open.get(&r.level).map(|l| l.info.concurrency);
         let error = match r.outcome {
-            Outcome::Ok => Value::Null,
-            Outcome::Failed(class) => Value::String(class.key()),
-            Outcome::Cancelled => Value::String("cancelled".into()),
+            Outcome::Ok => None,
+            Outcome::Failed(class) => Some(class.key()),
+            Outcome::Cancelled => Some("cancelled".into()),
         };
-        let mut line = json!({
-            "id": r.id,
-            "level": r.level + self.level_offset(),
-            "concurrency": concurrency,
-            "start_s": round3(r.start.as_secs_f64()),
-            "end_s": round3(r.end.as_secs_f64()),
-            "ttfb_ms": ms(r.ttfb),
-            "ttft_ms": ms(r.ttft),
-            "e2el_ms": ms(r.e2el),
-            "tpot_ms": ms(r.tpot),
-            "input_tokens": r.input_tokens(),
-            "input_tokens_reported": r.input_tokens_reported,
-            "output_tokens": r.output_tokens,
-            "output_tokens_requested": r.output_tokens_requested,
-            "token_source": r.token_source.as_str(),
-            "chunks": r.chunks,
-            "output_reads": r.output_reads,
-            "coalesced_reads": r.coalesced_reads,
-            "rx_clock": r.rx_clock.as_str(),
-            "rx_lag_ms_max": r
+        let line = RequestLine {
+            id: Some(r.id),
+            level: Some((r.level + self.level_offset()) as u64),
+            concurrency,
+            start_s: Some(round3(r.start.as_secs_f64())),
+            end_s: Some(round3(r.end.as_secs_f64())),
+            ttfb_ms: ms(r.ttfb),
+            ttft_ms: ms(r.ttft),
+            e2el_ms: ms(r.e2el),
+            tpot_ms: ms(r.tpot),
+            input_tokens: Some(u64::from(r.input_tokens())),
+            input_tokens_reported: r.input_tokens_reported.map(u64::from),
+            output_tokens: Some(u64::from(r.output_tokens)),
+            output_tokens_requested: Some(u64::from(r.output_tokens_requested)),
+            token_source: Some(r.token_source.as_str().to_string()),
+            chunks: Some(u64::from(r.chunks)),
+            output_reads: Some(u64::from(r.output_reads)),
+            coalesced_reads: Some(u64::from(r.coalesced_reads)),
+            rx_clock: Some(r.rx_clock.as_str().to_string()),
+            rx_lag_ms_max: r
                 .rx_lag_ms
                 .iter()
                 .copied()
                 .fold(None, |m: Option<f32>, v| Some(m.map_or(v, |m| m.max(v))))
                 .map(|v| round3(f64::from(v))),
-            "retries": r.retries,
-            "finish_reason": r.finish_reason.map(|f| f.as_str()),
-            "error": error,
-            "error_message": r.error_message,
-            "server_timings": r.server_timings.map(server_timings_json),
-            "send_lag_ms": ms(r.send_lag),
-            "turn": r.turn,
-            "ttfc_ms": ms(r.ttfc),
-            "reasoning_tokens": r.reasoning_tokens,
-            "cached_tokens": r.cached_tokens,
-            "transition": r.transition,
-        });
-        // `--save-prompts` only: prompt text never reaches a file otherwise.
-        if let (Some(prompt), Value::Object(map)) = (&r.prompt, &mut line) {
-            map.insert("prompt".into(), json!(prompt));
-        }
+            retries: Some(u64::from(r.retries)),
+            finish_reason: r.finish_reason.map(|f| f.as_str().to_string()),
+            error,
+            error_message: r.error_message.clone(),
+            server_timings: r.server_timings.map(server_timings_json),
+            send_lag_ms: ms(r.send_lag),
+            turn: r.turn.map(u64::from),
+            ttfc_ms: ms(r.ttfc),
+            reasoning_tokens: r.reasoning_tokens.map(u64::from),
+            cached_tokens: r.cached_tokens.map(u64::from),
+            transition: r.transition,
+            // `--save-prompts` only: prompt text never reaches a file otherwise.
+            prompt: r.prompt.clone(),
+            other: Map::new(),
+        };
         serde_json::to_writer(&mut self.jsonl, &line)
             .map_err(std::io::Error::from)
             .and_then(|()| self.jsonl.write_all(b"\n"))
@@ -691,112 +705,111 @@ impl Recorder {
 
     /// A level object: vLLM's keys, tokbench's, and the run's identity.
     fn level_json(&self, level: &FinishedLevel, num_prompts: usize) -> Value {
-        let mut map = Map::new();
-        map.insert("date".into(), json!(self.run.date));
-        map.insert("backend".into(), json!(self.run.backend));
-        map.insert("model_id".into(), json!(self.run.model));
-        map.insert("num_prompts".into(), json!(num_prompts));
-        map.insert("max_concurrency".into(), json!(level.info.concurrency));
+        self.level_file(level, num_prompts).to_value()
+    }
+
+    /// The level file (`report::schema::LevelFile`), as written.
+    fn level_file(&self, level: &FinishedLevel, num_prompts: usize) -> LevelFile {
+        let stats = &level.stats;
+        let finite = |x: f64| Some(x).filter(|x| x.is_finite());
         // vLLM writes "inf" for a closed loop; an open loop's rate is a number.
-        match level.info.rate {
-            Some(rate) if rate.is_finite() => {
-                map.insert("request_rate".into(), json!(rate));
-                map.insert("burstiness".into(), json!(self.run.burstiness));
-            }
-            _ => {
-                map.insert("request_rate".into(), json!("inf"));
-            }
-        }
-        if let Some(lateness) = &level.lateness {
-            map.insert("send_lateness".into(), lateness.to_json());
-        }
-        if let Some(o) = &level.occupancy {
-            map.insert("waiting".into(), o.waiting_json());
-            map.insert("streaming".into(), o.streaming_json());
-        }
-        map.insert("transition_requests".into(), json!(level.transition));
-        map.insert(
-            "throughput_rse".into(),
-            json!(level
-                .throughput_rse
-                .map(|r| (r * 10_000.0).round() / 10_000.0)),
-        );
-        if let Some(steadiness) = &level.steadiness {
-            map.insert("steady".into(), json!(steadiness.steady));
-            map.insert("steady_reason".into(), json!(steadiness.reason));
-        }
-        map.insert("series".into(), json!(level.info.series));
-        map.insert(
-            "series_label".into(),
-            json!(self.series_label(level.info.series)),
-        );
-        if !level.turns.is_empty() {
-            map.insert(
-                "turns".into(),
-                Value::Array(level.turns.iter().map(TurnStats::to_json).collect()),
-            );
-        }
-        if let Some(rate) = level.cache_hit_rate {
-            map.insert(
-                "prefix_cache_hit_rate".into(),
-                json!((rate * 10_000.0).round() / 10_000.0),
-            );
-        }
-        if let Some(timeline) = level.info.timeline {
-            map.insert(
-                "replay_timeline_s".into(),
-                json!(round3(timeline.as_secs_f64())),
-            );
-        }
-        map.insert("mode".into(), json!(level.info.mode.as_str()));
-        map.insert("partial".into(), json!(level.partial));
-        map.insert(
-            "level_index".into(),
-            json!(level.info.index + self.level_offset()),
-        );
-        map.insert(
-            "started_at_s".into(),
-            json!(round3(level.info.started_at.as_secs_f64())),
-        );
-        level.stats.insert_json(&mut map, &self.run.percentiles);
-        if let Some(goodput) = &level.goodput {
-            // vLLM's `request_goodput` is a rate; the whole count rides beside it.
-            map.insert("request_goodput".into(), json!(round3(goodput.rate_per_s)));
-            map.insert("goodput".into(), goodput.to_json());
-        }
-        map.insert(
-            "client".into(),
-            json!({"cpu_percent": level.client.cpu_percent.map(round3),
-                   "loop_lag_ms_p99": level.client.loop_lag_ms_p99.map(round3)}),
-        );
-        // The server's own gauges over the level; empty without a probe.
-        map.insert("server".into(), level.server.to_json());
-        // Power and energy per million output tokens, on a GPU host.
-        if let Some(gpu) = crate::probe::gpu::level_gpu_json(
-            &level.server,
-            level.stats.duration_s,
-            level.stats.total_output_tokens,
-        ) {
-            map.insert("gpu".into(), gpu);
-        }
-        // What the server said of each request (llama.cpp timings, Ollama
-        // durations), beside what the client measured.
-        map.insert("server_timings".into(), level.server_timings.clone());
-        map.insert("engine".into(), json!(self.run.engine));
-        map.insert("engine_version".into(), json!(self.run.engine_version));
-        map.insert("profile".into(), json!(self.run.profile));
+        let (request_rate, burstiness) = match level.info.rate {
+            Some(rate) if rate.is_finite() => (json!(rate), Some(self.run.burstiness)),
+            _ => (json!("inf"), None),
+        };
         // What the requests really had: profile, means and spread of the lengths.
         let mut traffic = level.achieved.to_json(&self.run.profile);
         if let Value::Object(t) = &mut traffic {
             t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
         }
-        map.insert("traffic".into(), traffic);
-        map.insert("input_len_target".into(), json!(self.run.input_len));
-        map.insert("output_len_target".into(), json!(self.run.output_len));
-        map.insert("ignore_eos".into(), json!(self.run.ignore_eos));
-        map.insert("extra_body".into(), json!(self.run.extra_body));
-        map.insert("labels".into(), json!(self.run.labels));
-        Value::Object(map)
+        let goodput = level.goodput.as_ref();
+        LevelFile {
+            schema_version: Some(SCHEMA_VERSION),
+            date: Some(self.run.date.clone()),
+            backend: Some(self.run.backend.clone()),
+            model_id: Some(self.run.model.clone()),
+            num_prompts: Some(num_prompts as u64),
+            max_concurrency: Some(level.info.concurrency),
+            request_rate: Some(request_rate),
+            burstiness,
+            duration: finite(stats.duration_s),
+            completed: Some(stats.completed as u64),
+            failed: Some(stats.failed as u64),
+            total_input_tokens: Some(stats.total_input_tokens),
+            total_output_tokens: Some(stats.total_output_tokens),
+            request_throughput: finite(stats.request_throughput),
+            output_throughput: finite(stats.output_throughput),
+            total_token_throughput: finite(stats.total_token_throughput),
+            // vLLM's `request_goodput` is a rate; the whole count rides beside it.
+            request_goodput: goodput.map(|g| round3(g.rate_per_s)),
+            mode: Some(level.info.mode.as_str().to_string()),
+            partial: level.partial,
+            level_index: Some((level.info.index + self.level_offset()) as u64),
+            started_at_s: Some(round3(level.info.started_at.as_secs_f64())),
+            series: Some(level.info.series as u64),
+            series_label: Some(self.series_label(level.info.series)),
+            transition_requests: Some(level.transition as u64),
+            throughput_rse: level
+                .throughput_rse
+                .map(|r| (r * 10_000.0).round() / 10_000.0),
+            steady: level.steadiness.as_ref().map(|s| s.steady),
+            steady_reason: level.steadiness.as_ref().map(|s| json!(s.reason)),
+            cancelled: Some(stats.cancelled as u64),
+            short_outputs: Some(stats.short_outputs as u64),
+            per_stream_tok_s: finite(stats.per_stream_tok_s),
+            stream_decode_tok_s: stats.stream_decode_tok_s.and_then(finite),
+            errors: Some(
+                stats
+                    .errors
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v as u64))
+                    .collect(),
+            ),
+            token_count_source: stats.token_count_source.map(|s| s.as_str().to_string()),
+            input_len: stats.input_len.map(|m| m.to_json()),
+            output_len: stats.output_len.map(|m| m.to_json()),
+            client_rx_lag_ms: stats.client_rx_lag.map(|l| l.to_json()),
+            rx_clock: Some(json!({"kernel": stats.rx_kernel, "user": stats.rx_user})),
+            client: Some(ClientLoadJson {
+                cpu_percent: level.client.cpu_percent.map(round3),
+                loop_lag_ms_p99: level.client.loop_lag_ms_p99.map(round3),
+            }),
+            // The server's own gauges over the level; empty without a probe.
+            server: Some(level.server.to_json()),
+            // What the server said of each request (llama.cpp timings, Ollama
+            // durations), beside what the client measured.
+            server_timings: Some(level.server_timings.clone()),
+            goodput: goodput.map(Goodput::to_json),
+            waiting: level.occupancy.as_ref().map(|o| o.waiting_json()),
+            streaming: level.occupancy.as_ref().map(|o| o.streaming_json()),
+            send_lateness: level.lateness.as_ref().map(|l| l.to_json()),
+            turns: (!level.turns.is_empty())
+                .then(|| level.turns.iter().map(TurnStats::to_json).collect()),
+            prefix_cache_hit_rate: level
+                .cache_hit_rate
+                .map(|rate| (rate * 10_000.0).round() / 10_000.0),
+            replay_timeline_s: level.info.timeline.map(|t| round3(t.as_secs_f64())),
+            // Power and energy per million output tokens, on a GPU host.
+            gpu: crate::probe::gpu::level_gpu_json(
+                &level.server,
+                stats.duration_s,
+                stats.total_output_tokens,
+            ),
+            traffic: Some(traffic),
+            engine: Some(self.run.engine.clone()),
+            engine_version: self.run.engine_version.clone(),
+            profile: Some(self.run.profile.clone()),
+            input_len_target: Some(self.run.input_len),
+            output_len_target: Some(self.run.output_len),
+            ignore_eos: Some(self.run.ignore_eos),
+            extra_body: self.run.extra_body.clone(),
+            labels: match json!(self.run.labels) {
+                Value::Object(m) => Some(m),
+                _ => None,
+            },
+            file: None,
+            stats: stats.latency_json(&self.run.percentiles),
+        }
     }
 
     /// Knee and capacity over the levels finished so far (partial and manual
@@ -966,25 +979,33 @@ impl Recorder {
         let saved = self.saved_levels();
         let decision = self.decision();
         let cost = self.cost(&decision);
-        let kept = self.prior.iter().flat_map(|p| p.levels.iter().cloned());
-        let levels: Vec<Value> = kept
+        // Kept levels of a resumed run come back as they were read.
+        let kept = self.prior.iter().flat_map(|p| {
+            p.levels
+                .iter()
+                .map(|v| serde_json::from_value::<LevelFile>(v.clone()).unwrap_or_default())
+        });
+        let levels: Vec<LevelFile> = kept
             .chain(saved.iter().map(|l| {
-                let mut v =
-                    self.level_json(l, l.stats.completed + l.stats.failed + l.stats.cancelled);
-                if let (Value::Object(map), Some(file)) = (&mut v, &l.file) {
-                    let name = file
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .unwrap_or_default();
-                    map.insert("file".into(), json!(name));
-                }
-                v
+                let mut level =
+                    self.level_file(l, l.stats.completed + l.stats.failed + l.stats.cancelled);
+                level.file = l
+                    .file
+                    .as_ref()
+                    .and_then(|f| f.file_name())
+                    .and_then(|n| n.to_str())
+                    .map(str::to_string);
+                level
             }))
             .collect();
-        let diagnoses: Vec<Value> = self
+        let diagnoses: Vec<DiagnosisEntry> = self
             .diagnoses_for(&decision)
             .iter()
-            .map(Diagnosis::to_json)
+            .map(|d| DiagnosisEntry {
+                id: d.id.to_string(),
+                message: d.message.clone(),
+                evidence: d.evidence.clone(),
+            })
             .collect();
         let spreads: Vec<Value> =
             rounds_spread(&saved.iter().filter_map(|l| l.point()).collect::<Vec<_>>())
@@ -999,34 +1020,50 @@ impl Recorder {
         if let Value::Object(t) = &mut traffic {
             t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
         }
-        let summary = json!({
-            "tokbench_version": env!("CARGO_PKG_VERSION"),
-            "run": self.run.to_json(),
-            "traffic": traffic,
-            "dataset": self.run.traffic.dataset.as_ref().map_or(Value::Null, |d| d.to_json()),
-            "levels": levels,
-            "knee": decision.knee_json(),
-            "capacity": decision.capacity_json(),
-            "series": self.series_json(),
-            "capacity_reason": decision.capacity_line(),
-            "cost": cost.as_ref().map_or(Value::Null, Cost::to_json),
-            "diagnoses": diagnoses,
-            "rounds": spreads,
-            "warmup": self.warmup,
-            "search": self.search.map(|s| json!({
-                "passing": s.passing,
-                "failing": s.failing,
-                "next": s.next,
-                "done": s.next.is_none(),
-            })),
-            "resumed": self.prior.as_ref().map(|p| json!({
-                "first_started_at": p.run.get("started_at"),
-                "levels_kept": p.levels.len(),
-            })),
-            "target_changes": self.target_changes.iter()
-                .map(|(at, c)| json!({"at_s": round3(*at), "concurrency": c}))
-                .collect::<Vec<_>>(),
-        });
+        let summary = SummaryFile {
+            schema_version: Some(SCHEMA_VERSION),
+            tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            run: self.run.to_section(),
+            traffic,
+            dataset: self
+                .run
+                .traffic
+                .dataset
+                .as_ref()
+                .map_or(Value::Null, |d| d.to_json()),
+            levels,
+            knee: schema::typed(decision.knee_json()),
+            capacity: schema::typed(decision.capacity_json()),
+            series: match self.series_json() {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            },
+            capacity_reason: Some(decision.capacity_line()),
+            cost: cost.as_ref().and_then(|c| schema::typed(c.to_json())),
+            diagnoses,
+            rounds: spreads,
+            warmup: self.warmup.clone().unwrap_or(Value::Null),
+            search: self.search.map(|s| SearchState {
+                passing: s.passing,
+                failing: s.failing,
+                next: s.next,
+                done: s.next.is_none(),
+            }),
+            resumed: self.prior.as_ref().map(|p| Resumed {
+                first_started_at: p.run.get("started_at").cloned().unwrap_or(Value::Null),
+                levels_kept: p.levels.len(),
+            }),
+            target_changes: self
+                .target_changes
+                .iter()
+                .map(|(at, c)| TargetChange {
+                    at_s: round3(*at),
+                    concurrency: *c,
+                })
+                .collect(),
+            other: Map::new(),
+        }
+        .to_value();
         let path = self.dir.join("summary.json");
         write_atomic(&path, &pretty(&summary))
             .wrap_err_with(|| format!("cannot write {}", path.display()))?;

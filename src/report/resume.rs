@@ -9,6 +9,7 @@ use std::path::Path;
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
+use super::schema::{LevelFile, SummaryFile};
 use crate::analysis::decide::LevelPoint;
 use crate::load::driver::LevelPlan;
 use crate::record::Mode;
@@ -60,33 +61,35 @@ impl PriorRun {
         let all = summary.get("levels")?.as_array()?;
         let next_level_index = all
             .iter()
-            .filter_map(|l| l.get("level_index")?.as_u64())
+            .filter_map(|l| typed(l).level_index)
             .max()
             .map_or(0, |i| i as usize + 1);
-        // A cut-short level is measured again; its file stays on disk.
+        // A cut-short level is measured again; its file stays on disk. A
+        // level that does not say (older files) is not kept either.
         let levels: Vec<Value> = all
             .iter()
-            .filter(|l| l.get("partial").and_then(Value::as_bool) == Some(false))
+            .filter(|l| l.get("partial").is_some() && !typed(l).partial)
             .cloned()
             .collect();
-        let series_of = |l: &Value| l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let series_of = |l: &Value| typed(l).series.unwrap_or(0) as usize;
         let (points, point_series) = levels
             .iter()
             .filter_map(|l| Some((point_of(l)?, series_of(l))))
             .unzip();
         let last_series = levels.iter().map(series_of).max().unwrap_or(0);
-        let series_labels = summary
-            .get("series")
-            .and_then(Value::as_array)
-            .map(|all| {
-                all.iter()
-                    .filter_map(|s| {
-                        let index = s.get("index")?.as_u64()? as usize;
-                        Some((index, s.get("label")?.as_str()?.to_string()))
-                    })
-                    .collect()
+        // `series` entries, typed only as far as this needs.
+        let series: SummaryFile = serde_json::from_value(serde_json::json!({
+            "series": summary.get("series").cloned().unwrap_or(Value::Null)
+        }))
+        .unwrap_or_default();
+        let series_labels = series
+            .series
+            .iter()
+            .filter_map(|s| {
+                let index = s.get("index")?.as_u64()? as usize;
+                Some((index, s.get("label")?.as_str()?.to_string()))
             })
-            .unwrap_or_default();
+            .collect();
         Some(PriorRun {
             levels,
             points,
@@ -106,17 +109,13 @@ impl PriorRun {
         let mut unused: Vec<(String, Option<u64>, Option<f64>)> = self
             .levels
             .iter()
-            .filter(|l| {
-                l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize == self.last_series
-            })
+            .map(typed)
+            .filter(|l| l.series.unwrap_or(0) as usize == self.last_series)
             .map(|l| {
                 (
-                    l.get("mode")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    l.get("max_concurrency").and_then(Value::as_u64),
-                    l.get("request_rate").and_then(Value::as_f64),
+                    l.mode.clone().unwrap_or_default(),
+                    l.max_concurrency.map(u64::from),
+                    l.request_rate.as_ref().and_then(Value::as_f64),
                 )
             })
             .collect();
@@ -182,21 +181,27 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// A saved level object, typed; a level whose keys have unexpected types
+/// reads as one that says nothing.
+fn typed(level: &Value) -> LevelFile {
+    serde_json::from_value(level.clone()).unwrap_or_default()
+}
+
 /// A saved level object as a decision point.
 fn point_of(level: &Value) -> Option<LevelPoint> {
-    let f = |k: &str| level.get(k).and_then(Value::as_f64);
-    let completed = f("completed").unwrap_or(0.0);
-    let failed = f("failed").unwrap_or(0.0);
+    let l = typed(level);
+    let completed = l.completed.unwrap_or(0) as f64;
+    let failed = l.failed.unwrap_or(0) as f64;
     Some(LevelPoint {
-        concurrency: u32::try_from(level.get("max_concurrency")?.as_u64()?).ok()?,
-        kind: Mode::parse(level.get("mode")?.as_str()?)?,
-        partial: level.get("partial")?.as_bool()?,
-        output_throughput: f("output_throughput")?,
-        per_stream_tok_s: f("per_stream_tok_s").unwrap_or(0.0),
-        stream_decode_tok_s: f("stream_decode_tok_s"),
-        p50_ttft_ms: f("median_ttft_ms"),
-        p99_ttft_ms: f("p99_ttft_ms"),
-        p99_tpot_ms: f("p99_tpot_ms"),
+        concurrency: l.max_concurrency?,
+        kind: Mode::parse(l.mode.as_deref()?)?,
+        partial: l.partial,
+        output_throughput: l.output_throughput?,
+        per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),
+        stream_decode_tok_s: l.stream_decode_tok_s,
+        p50_ttft_ms: l.stat("median_ttft_ms"),
+        p99_ttft_ms: l.percentile("ttft", "99"),
+        p99_tpot_ms: l.percentile("tpot", "99"),
         error_rate: if completed + failed > 0.0 {
             failed / (completed + failed)
         } else {

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
+use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, RunSection, SummaryFile};
+
 /// The SLOs the run was judged against (`run.slo`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SavedSlo {
@@ -51,36 +53,45 @@ pub struct SavedLevel {
 impl SavedLevel {
     fn from_value(v: &Value) -> Option<SavedLevel> {
         let raw = v.as_object()?.clone();
-        let concurrency = uint(v, "max_concurrency").and_then(|c| u32::try_from(c).ok());
-        let output_throughput = float(v, "output_throughput");
-        let per_stream_tok_s = float(v, "per_stream_tok_s").or_else(|| {
+        // A level whose keys have unexpected types (hand-edited, or from a
+        // tokbench that never wrote them so) still lists, with `-` cells.
+        let level: LevelFile = serde_json::from_value(v.clone()).unwrap_or_default();
+        let finite = |x: Option<f64>| x.filter(|x| x.is_finite());
+        let concurrency = level.max_concurrency;
+        let output_throughput = finite(level.output_throughput);
+        let per_stream_tok_s = finite(level.per_stream_tok_s).or_else(|| {
             // Older summaries: the column's definition, output throughput / streams.
             match (output_throughput, concurrency) {
                 (Some(t), Some(c)) if c > 0 => Some(t / f64::from(c)),
                 _ => None,
             }
         });
-        let tpot_p50_ms = float(v, "p50_tpot_ms").or_else(|| float(v, "median_tpot_ms"));
-        let stream_decode_tok_s = float(v, "stream_decode_tok_s")
+        let tpot_p50_ms = level
+            .percentile("tpot", "50")
+            .or_else(|| level.stat("median_tpot_ms"));
+        let stream_decode_tok_s = finite(level.stream_decode_tok_s)
             .or_else(|| tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t));
         Some(SavedLevel {
             concurrency,
-            mode: string(v, "mode").unwrap_or_else(|| "planned".into()),
-            partial: v.get("partial").and_then(Value::as_bool).unwrap_or(false),
-            completed: uint(v, "completed"),
-            failed: uint(v, "failed"),
+            mode: level.mode_or_planned().to_string(),
+            partial: level.partial,
+            completed: level.completed,
+            failed: level.failed,
             output_throughput,
             per_stream_tok_s,
             stream_decode_tok_s,
-            ttft_p50_ms: float(v, "p50_ttft_ms").or_else(|| float(v, "median_ttft_ms")),
-            ttft_p99_ms: float(v, "p99_ttft_ms"),
+            ttft_p50_ms: level
+                .percentile("ttft", "50")
+                .or_else(|| level.stat("median_ttft_ms")),
+            ttft_p99_ms: level.percentile("ttft", "99"),
             tpot_p50_ms,
-            file: string(v, "file"),
-            steady: v.get("steady").and_then(Value::as_bool),
-            series: uint(v, "series")
+            file: level.file,
+            steady: level.steady,
+            series: level
+                .series
                 .and_then(|s| usize::try_from(s).ok())
                 .unwrap_or(0),
-            series_label: string(v, "series_label"),
+            series_label: level.series_label,
             raw,
         })
     }
@@ -313,11 +324,12 @@ impl SavedRun {
             );
         };
         let levels: Vec<SavedLevel> = levels.iter().filter_map(SavedLevel::from_value).collect();
-        let run = raw.get("run").cloned().unwrap_or(Value::Null);
-        let slo = run.get("slo").cloned().unwrap_or(Value::Null);
+        let mut run: RunSection =
+            schema::typed(raw.get("run").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+        let slo = run.slo.take().unwrap_or_default();
         let labels = run
-            .get("labels")
-            .and_then(Value::as_object)
+            .labels
+            .as_ref()
             .map(|m| {
                 m.iter()
                     .map(|(k, v)| {
@@ -327,78 +339,74 @@ impl SavedRun {
                     .collect()
             })
             .unwrap_or_default();
-        let knee = raw
-            .get("knee")
-            .filter(|k| k.is_object())
-            .map(|k| SavedKnee {
-                from_concurrency: uint32(k, "from_concurrency"),
-                to_concurrency: uint32(k, "to_concurrency"),
-                reason: string(k, "reason"),
-            });
-        let capacity = raw
-            .get("capacity")
-            .filter(|c| c.is_object())
-            .map(|c| SavedCapacity {
-                concurrency: uint32(c, "concurrency"),
-                output_throughput: float(c, "output_throughput"),
-                per_stream_tok_s: float(c, "per_stream_tok_s"),
-                p99_ttft_ms: float(c, "p99_ttft_ms"),
-                share_of_peak: float(c, "share_of_peak"),
-                reason: string(c, "reason"),
-            });
-        let cost = raw
-            .get("cost")
-            .filter(|c| c.is_object())
-            .map(|c| SavedCost {
-                gpu_price_per_hour: float(c, "gpu_price_per_hour"),
-                api_price_per_m: float(c, "api_price_per_m"),
-                cost_per_m_output: float(c, "cost_per_m_output"),
-                effective_cost_per_m: float(c, "effective_cost_per_m"),
-                verdict: string(c, "verdict"),
-            });
-        let diagnoses = raw
-            .get("diagnoses")
-            .and_then(Value::as_array)
-            .map(|ds| {
-                ds.iter()
-                    .filter_map(|d| {
-                        let message = string(d, "message")?;
-                        Some(SavedDiagnosis {
-                            id: string(d, "id").unwrap_or_default(),
-                            message,
-                        })
-                    })
-                    .collect()
+        let part = |key: &str| raw.get(key).cloned().unwrap_or(Value::Null);
+        let knee = schema::typed::<Knee>(part("knee")).map(|k| SavedKnee {
+            from_concurrency: k.from_concurrency,
+            to_concurrency: k.to_concurrency,
+            reason: k.reason,
+        });
+        let capacity = schema::typed::<Capacity>(part("capacity")).map(|c| SavedCapacity {
+            concurrency: c.concurrency,
+            output_throughput: number(&c.output_throughput),
+            per_stream_tok_s: number(&c.per_stream_tok_s),
+            p99_ttft_ms: number(&c.p99_ttft_ms),
+            share_of_peak: number(&c.share_of_peak),
+            reason: c.reason,
+        });
+        let cost = schema::typed::<Cost>(part("cost")).map(|c| SavedCost {
+            gpu_price_per_hour: number(&c.gpu_price_per_hour),
+            api_price_per_m: number(&c.api_price_per_m),
+            cost_per_m_output: number(&c.cost_per_m_output),
+            effective_cost_per_m: number(&c.effective_cost_per_m),
+            verdict: c.verdict,
+        });
+        // The summary's own keys, typed; a key of an unexpected type reads
+        // as absent (`-`), like everything else here.
+        let summary: SummaryFile = serde_json::from_value(Value::Object(
+            ["tokbench_version", "capacity_reason", "diagnoses"]
+                .iter()
+                .filter_map(|k| Some((k.to_string(), raw.get(*k)?.clone())))
+                .collect(),
+        ))
+        .unwrap_or_default();
+        let diagnoses = summary
+            .diagnoses
+            .into_iter()
+            .filter(|d| !d.message.is_empty())
+            .map(|d| SavedDiagnosis {
+                id: d.id,
+                message: d.message,
             })
-            .unwrap_or_default();
+            .collect();
         Ok(SavedRun {
             source: source.to_path_buf(),
-            tokbench_version: string(&raw, "tokbench_version"),
-            model: string(&run, "model")
+            tokbench_version: summary.tokbench_version,
+            model: run
+                .model
                 .or_else(|| levels.first().and_then(|l| string_map(&l.raw, "model_id"))),
-            engine: string(&run, "engine"),
-            engine_version: string(&run, "engine_version"),
-            target: string(&run, "target"),
-            backend: string(&run, "backend"),
-            profile: string(&run, "profile"),
-            input_len: uint(&run, "input_len"),
-            output_len: uint(&run, "output_len"),
-            ignore_eos: run.get("ignore_eos").and_then(Value::as_bool),
-            started_at: string(&run, "started_at"),
+            engine: run.engine,
+            engine_version: run.engine_version,
+            target: run.target,
+            backend: run.backend,
+            profile: run.profile,
+            input_len: run.input_len.map(u64::from),
+            output_len: run.output_len.map(u64::from),
+            ignore_eos: run.ignore_eos,
+            started_at: run.started_at,
             labels,
             slo: SavedSlo {
-                ttft_p99_ms: float(&slo, "ttft_p99_ms"),
-                min_stream_tok_s: float(&slo, "min_stream_tok_s"),
-                tpot_p99_ms: float(&slo, "tpot_p99_ms"),
-                max_error_rate: float(&slo, "max_error_rate"),
+                ttft_p99_ms: slo.ttft_p99_ms,
+                min_stream_tok_s: slo.min_stream_tok_s,
+                tpot_p99_ms: slo.tpot_p99_ms,
+                max_error_rate: slo.max_error_rate,
             },
             levels,
             knee,
             capacity,
-            capacity_reason: string(&raw, "capacity_reason"),
+            capacity_reason: summary.capacity_reason,
             cost,
             diagnoses,
-            gpus: uint32(&run, "gpus").filter(|g| *g > 0),
+            gpus: run.gpus.filter(|g| *g > 0),
             raw,
         })
     }
@@ -563,19 +571,6 @@ pub fn median(values: &[f64]) -> Option<f64> {
 
 fn float(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
-}
-
-fn uint(v: &Value, key: &str) -> Option<u64> {
-    let x = v.get(key)?;
-    x.as_u64().or_else(|| {
-        x.as_f64()
-            .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0)
-            .map(|f| f as u64)
-    })
-}
-
-fn uint32(v: &Value, key: &str) -> Option<u32> {
-    uint(v, key).and_then(|x| u32::try_from(x).ok())
 }
 
 fn string(v: &Value, key: &str) -> Option<String> {

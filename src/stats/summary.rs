@@ -101,7 +101,7 @@ impl MinMeanMax {
         })
     }
 
-    fn to_json(self) -> Value {
+    pub fn to_json(self) -> Value {
         let mut m = Map::new();
         m.insert("min".into(), num(self.min));
         m.insert("mean".into(), num(self.mean));
@@ -334,6 +334,48 @@ pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f
 }
 
 impl LevelStats {
+    /// The latency keys alone: `mean_/median_/std_/p{P}_` + `ttft|tpot|itl|
+    /// e2el|ttfb` + `_ms` (one `p{P}` per percentile), and the same for
+    /// `ttfc` when some request reasoned. Their names follow `--percentiles`,
+    /// so the level file keeps them in a map (`report::schema::LevelFile::stats`).
+    pub fn latency_json(&self, percentiles: &[f64]) -> Map<String, Value> {
+        let mut map = Map::new();
+        for (name, dist) in [
+            ("ttft", &self.ttft),
+            ("tpot", &self.tpot),
+            ("itl", &self.itl),
+            ("e2el", &self.e2el),
+            ("ttfb", &self.ttfb),
+        ] {
+            let d = dist.as_ref();
+            map.insert(format!("mean_{name}_ms"), opt_num(d.map(|d| d.mean)));
+            map.insert(format!("median_{name}_ms"), opt_num(d.map(|d| d.median)));
+            map.insert(format!("std_{name}_ms"), opt_num(d.map(|d| d.std)));
+            for &p in percentiles {
+                map.insert(
+                    format!("p{}_{name}_ms", percentile_label(p)),
+                    opt_num(d.and_then(|d| d.percentile(p))),
+                );
+            }
+        }
+
+        // Reasoning models only: the same keys for TTFC (`mean_ttfc_ms`,
+        // `median_ttfc_ms`, `std_ttfc_ms`, `p99_ttfc_ms`, ...), written only
+        // when some request reasoned before its content.
+        if let Some(d) = &self.ttfc {
+            map.insert("mean_ttfc_ms".into(), num(d.mean));
+            map.insert("median_ttfc_ms".into(), num(d.median));
+            map.insert("std_ttfc_ms".into(), num(d.std));
+            for &p in percentiles {
+                map.insert(
+                    format!("p{}_ttfc_ms", percentile_label(p)),
+                    opt_num(d.percentile(p)),
+                );
+            }
+        }
+        map
+    }
+
     /// Inserts vLLM-compatible keys into a result-file object (DESIGN.md
     /// section 6): `completed`, `failed`, `duration` (s), `total_input_tokens`,
     /// `total_output_tokens`, `request_throughput`, `output_throughput`,
@@ -366,25 +408,7 @@ impl LevelStats {
             num(self.total_token_throughput),
         );
 
-        for (name, dist) in [
-            ("ttft", &self.ttft),
-            ("tpot", &self.tpot),
-            ("itl", &self.itl),
-            ("e2el", &self.e2el),
-            ("ttfb", &self.ttfb),
-        ] {
-            let d = dist.as_ref();
-            map.insert(format!("mean_{name}_ms"), opt_num(d.map(|d| d.mean)));
-            map.insert(format!("median_{name}_ms"), opt_num(d.map(|d| d.median)));
-            map.insert(format!("std_{name}_ms"), opt_num(d.map(|d| d.std)));
-            for &p in percentiles {
-                map.insert(
-                    format!("p{}_{name}_ms", percentile_label(p)),
-                    opt_num(d.and_then(|d| d.percentile(p))),
-                );
-            }
-        }
-
+        map.extend(self.latency_json(percentiles));
         map.insert("per_stream_tok_s".into(), num(self.per_stream_tok_s));
         map.insert(
             "stream_decode_tok_s".into(),
@@ -421,21 +445,6 @@ impl LevelStats {
             "rx_clock".into(),
             serde_json::json!({"kernel": self.rx_kernel, "user": self.rx_user}),
         );
-
-        // Reasoning models only: the same keys for TTFC (`mean_ttfc_ms`,
-        // `median_ttfc_ms`, `std_ttfc_ms`, `p99_ttfc_ms`, ...), written only
-        // when some request reasoned before its content.
-        if let Some(d) = &self.ttfc {
-            map.insert("mean_ttfc_ms".into(), num(d.mean));
-            map.insert("median_ttfc_ms".into(), num(d.median));
-            map.insert("std_ttfc_ms".into(), num(d.std));
-            for &p in percentiles {
-                map.insert(
-                    format!("p{}_ttfc_ms", percentile_label(p)),
-                    opt_num(d.percentile(p)),
-                );
-            }
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde_json::Value;
+use crate::report::schema::RequestLine;
 
 /// Most bytes read from requests.jsonl per poll (a huge backlog is taken
 /// in steps, so a poll stays short).
@@ -96,8 +96,8 @@ impl Follower {
         let rest = self.partial_line.split_off(last_newline + 1);
         let whole = std::mem::replace(&mut self.partial_line, rest);
         for line in whole.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice::<Value>(line) {
-                Ok(v) if v.get("level").and_then(Value::as_u64).is_some() => {
+            match serde_json::from_slice::<RequestLine>(line) {
+                Ok(v) if v.level.is_some() => {
                     self.count(&v);
                     self.progress.last_line_at = Some(now);
                 }
@@ -106,18 +106,18 @@ impl Follower {
         }
     }
 
-    fn count(&mut self, v: &Value) {
-        let level = v.get("level").and_then(Value::as_u64);
+    fn count(&mut self, v: &RequestLine) {
+        let level = v.level;
         let p = &mut self.progress;
         if level > p.level {
             p.level = level;
-            p.concurrency = v.get("concurrency").and_then(Value::as_u64);
+            p.concurrency = v.concurrency.map(u64::from);
             p.done = 0;
             p.failed = 0;
         }
         if level == p.level {
             p.done += 1;
-            if v.get("error").is_some_and(|e| !e.is_null()) {
+            if v.error.is_some() {
                 p.failed += 1;
             }
         }

@@ -1,0 +1,687 @@
+//! The result files' one definition (docs/architecture.md section 5): a
+//! level file (`sweep-c{C}....json`, also each entry of `summary.json`'s
+//! `levels`), `summary.json`, and one line of `requests.jsonl`.
+//!
+//! The recorder writes these structs and every reader (`report`, `compare`,
+//! `view`, `--resume`, `--follow`) reads them, so a key is spelled once.
+//! The JSON Schemas under `assets/schema/` describe the same files for
+//! people who script against them.
+//!
+//! Keys and meanings are vLLM's where vLLM has them and never change:
+//! scripts that run `jq` on older files keep working. Reading is tolerant:
+//! every field is optional (`#[serde(default)]`), and keys this version does
+//! not name (the latency keys, whose names follow `--percentiles`, and
+//! anything a newer tokbench adds) are kept in a flattened map, so nothing
+//! read is lost. Objects are written through `serde_json::Value`, whose map
+//! is sorted, so key order is the alphabetical order files always had.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Number, Value};
+
+/// The version written into `summary.json` and each level file. Files
+/// without the key are version 0 (every tokbench before it was added); they
+/// hold the same keys and load the same way.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The latency statistics named for each metric: `mean_`, `median_`, `std_`
+/// and `p{P}_` + metric + `_ms` (one `p{P}` for each `--percentiles`).
+pub const LATENCY_METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2el", "ttfb", "ttfc"];
+
+/// One finished level: vLLM's keys with vLLM's meanings, tokbench's beside
+/// them, and the run's identity, so a level file stands alone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LevelFile {
+    /// Absent in files from before it was written (version 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub schema_version: Option<u32>,
+
+    // vLLM's keys.
+    #[serde(deserialize_with = "lenient")]
+    pub date: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub backend: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub model_id: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub num_prompts: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub max_concurrency: Option<u32>,
+    /// `"inf"` for a closed loop (as vLLM writes it), requests/s otherwise.
+    #[serde(deserialize_with = "lenient")]
+    pub request_rate: Option<Value>,
+    /// Open loop only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub burstiness: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub duration: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub completed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub failed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub total_input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub total_output_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub request_throughput: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_throughput: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub total_token_throughput: Option<f64>,
+    /// With `--goodput` only: good requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub request_goodput: Option<f64>,
+
+    // tokbench's keys.
+    #[serde(deserialize_with = "lenient")]
+    pub mode: Option<String>,
+    #[serde(deserialize_with = "flag")]
+    pub partial: bool,
+    #[serde(deserialize_with = "lenient")]
+    pub level_index: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub started_at_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub series: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub series_label: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub transition_requests: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub throughput_rse: Option<f64>,
+    /// Hand-set levels only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub steady: Option<bool>,
+    /// Hand-set levels only: why (not) steady, a string or null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub steady_reason: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub cancelled: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub short_outputs: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub per_stream_tok_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub stream_decode_tok_s: Option<f64>,
+    /// Error class -> count.
+    #[serde(deserialize_with = "lenient")]
+    pub errors: Option<BTreeMap<String, u64>>,
+    #[serde(deserialize_with = "lenient")]
+    pub token_count_source: Option<String>,
+    /// `{min, mean, max}` of the prompts' tokens.
+    #[serde(deserialize_with = "lenient")]
+    pub input_len: Option<Value>,
+    /// `{min, mean, max}` of the answers' tokens.
+    #[serde(deserialize_with = "lenient")]
+    pub output_len: Option<Value>,
+    /// `{p50, p99, max}`: how late the client read (null without kernel times).
+    #[serde(deserialize_with = "lenient")]
+    pub client_rx_lag_ms: Option<Value>,
+    /// `{kernel, user}`: requests timed by each receive clock.
+    #[serde(deserialize_with = "lenient")]
+    pub rx_clock: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub client: Option<ClientLoad>,
+    /// The probe's gauges, each `{min, mean, max}`; `{}` without a probe.
+    #[serde(deserialize_with = "lenient")]
+    pub server: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub server_timings: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub goodput: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub waiting: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub streaming: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub send_lateness: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub turns: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub prefix_cache_hit_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub replay_timeline_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub gpu: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub traffic: Option<Value>,
+
+    // The run's identity.
+    #[serde(deserialize_with = "lenient")]
+    pub engine: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub engine_version: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub profile: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub input_len_target: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_len_target: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub ignore_eos: Option<bool>,
+    #[serde(deserialize_with = "lenient")]
+    pub extra_body: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub labels: Option<Map<String, Value>>,
+
+    /// In `summary.json`'s `levels` only: the level file's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub file: Option<String>,
+
+    /// The latency keys (`mean_ttft_ms`, `p99_tpot_ms`, ..., see
+    /// [`LATENCY_METRICS`]) and any key this version does not name.
+    #[serde(flatten)]
+    pub stats: Map<String, Value>,
+}
+
+/// The client's own load over a level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientLoad {
+    #[serde(deserialize_with = "lenient")]
+    pub cpu_percent: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub loop_lag_ms_p99: Option<f64>,
+}
+
+impl LevelFile {
+    /// A latency statistic by its key (`p99_ttft_ms`, `median_tpot_ms`).
+    pub fn stat(&self, key: &str) -> Option<f64> {
+        self.stats
+            .get(key)
+            .and_then(Value::as_f64)
+            .filter(|x| x.is_finite())
+    }
+
+    /// `p{P}_{metric}_ms`, e.g. `percentile("ttft", "99")`.
+    pub fn percentile(&self, metric: &str, p: &str) -> Option<f64> {
+        self.stat(&format!("p{p}_{metric}_ms"))
+    }
+
+    /// `"planned"` when the file does not say (files from before modes).
+    pub fn mode_or_planned(&self) -> &str {
+        self.mode.as_deref().unwrap_or("planned")
+    }
+
+    /// The object as written (keys sorted, as files always had them).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// `summary.json`: the run, its levels in run order, and what follows from
+/// them. Rewritten atomically after every level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SummaryFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+    pub tokbench_version: Option<String>,
+    pub run: RunSection,
+    pub traffic: Value,
+    pub dataset: Value,
+    pub levels: Vec<LevelFile>,
+    /// Where more streams stopped paying; `null` when not found.
+    pub knee: Option<Knee>,
+    /// The highest level meeting the SLO; `null` when none does.
+    pub capacity: Option<Capacity>,
+    /// Each series: `{index, label, server, knee, capacity}`.
+    pub series: Vec<Value>,
+    pub capacity_reason: Option<String>,
+    /// The cost at capacity (`--gpu-price-per-hour`); `null` without.
+    pub cost: Option<Cost>,
+    /// Only the checks that fired.
+    pub diagnoses: Vec<DiagnosisEntry>,
+    pub rounds: Vec<Value>,
+    pub warmup: Value,
+    pub search: Option<SearchState>,
+    pub resumed: Option<Resumed>,
+    pub target_changes: Vec<TargetChange>,
+    /// Keys this version does not name.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// summary.json's `run`: the run's settings and identity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSection {
+    /// The server root, without credentials.
+    #[serde(deserialize_with = "lenient")]
+    pub target: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub engine: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub engine_version: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub model: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub backend: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub profile: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub input_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub ignore_eos: Option<bool>,
+    #[serde(deserialize_with = "lenient")]
+    pub extra_body: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub labels: Option<Map<String, Value>>,
+    #[serde(deserialize_with = "lenient")]
+    pub seed: Option<u64>,
+    /// UTC, RFC 3339.
+    #[serde(deserialize_with = "lenient")]
+    pub started_at: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub warmup_requests: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub prefix_len: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub rounds: Option<u32>,
+    /// `--gpus`; null when not given.
+    #[serde(deserialize_with = "lenient")]
+    pub gpus: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub connect_probe_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub http_client: Option<String>,
+    /// `sweep`, `rate`, `replay`, ...
+    #[serde(deserialize_with = "lenient")]
+    pub kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub turns: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub burstiness: Option<f64>,
+    /// The capacity SLOs.
+    #[serde(deserialize_with = "lenient")]
+    pub slo: Option<RunSlo>,
+    /// `--goodput`'s SLOs; null without.
+    #[serde(deserialize_with = "lenient")]
+    pub goodput_slo: Option<Value>,
+    /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
+    /// `dataset`, `save_prompts`) and any key this version does not name.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// `run.slo`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSlo {
+    #[serde(deserialize_with = "lenient")]
+    pub ttft_p99_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub min_stream_tok_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub tpot_p99_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub max_error_rate: Option<f64>,
+}
+
+// Knee, capacity and cost keep their numbers as `serde_json::Number`: the
+// analysis rounds them, and a whole value has always been written as an
+// integer (`"share_of_peak": 1`), which an `f64` would turn into `1.0`.
+
+/// summary.json's `knee`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Knee {
+    #[serde(deserialize_with = "lenient")]
+    pub from_concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub to_concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub throughput_gain: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub p99_ttft_growth: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// summary.json's `capacity` (and each series').
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Capacity {
+    #[serde(deserialize_with = "lenient")]
+    pub concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_throughput: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub per_stream_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub stream_decode_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub p99_ttft_ms: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub share_of_peak: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// summary.json's `cost`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cost {
+    #[serde(deserialize_with = "lenient")]
+    pub gpu_price_per_hour: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub api_price_per_m: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub cost_per_m_output: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub break_even_output_tok_s: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub break_even_utilization: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub effective_cost_per_m: Option<Number>,
+    #[serde(deserialize_with = "lenient")]
+    pub verdict: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// A finite number's value.
+pub fn number(n: &Option<Number>) -> Option<f64> {
+    n.as_ref()
+        .and_then(Number::as_f64)
+        .filter(|x| x.is_finite())
+}
+
+/// An object the analysis built, read as one of the structs above (`None`
+/// for `null` or an object of other types).
+pub fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Option<T> {
+    if value.is_null() {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiagnosisEntry {
+    pub id: String,
+    pub message: String,
+    pub evidence: Value,
+}
+
+/// The capacity search's bounds so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchState {
+    pub passing: Option<u32>,
+    pub failing: Option<u32>,
+    pub next: Option<u32>,
+    pub done: bool,
+}
+
+/// A `--resume`d run: when it first started and how many levels it kept.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Resumed {
+    pub first_started_at: Value,
+    pub levels_kept: usize,
+}
+
+/// The live view's changes of concurrency, seconds into the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TargetChange {
+    pub at_s: f64,
+    pub concurrency: u32,
+}
+
+impl SummaryFile {
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// One line of `requests.jsonl`: one finished request. Never prompt text
+/// (unless `--save-prompts`), never keys. Its schema version is the run's
+/// (`summary.json`'s `schema_version`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RequestLine {
+    #[serde(deserialize_with = "lenient")]
+    pub cached_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub chunks: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub coalesced_reads: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub concurrency: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub e2el_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub end_s: Option<f64>,
+    /// The error class (`http_503`, `timeout`, `cancelled`, ...), null when ok.
+    #[serde(deserialize_with = "lenient")]
+    pub error: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub error_message: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub finish_reason: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub id: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub input_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub input_tokens_reported: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub level: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_reads: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub output_tokens_requested: Option<u64>,
+    /// `--save-prompts` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub prompt: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub reasoning_tokens: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub retries: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub rx_clock: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub rx_lag_ms_max: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub send_lag_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub server_timings: Option<Value>,
+    #[serde(deserialize_with = "lenient")]
+    pub start_s: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub token_source: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    pub tpot_ms: Option<f64>,
+    #[serde(deserialize_with = "flag")]
+    pub transition: bool,
+    #[serde(deserialize_with = "lenient")]
+    pub ttfb_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub ttfc_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub ttft_ms: Option<f64>,
+    #[serde(deserialize_with = "lenient")]
+    pub turn: Option<u64>,
+    /// Keys this version does not name.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// Reads a field the tolerant way every reader always did: a value of
+/// another type is absent (`None`) rather than an error for the whole file,
+/// and a count written as a whole float (`4.0`) is the count.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    let v = Value::deserialize(d)?;
+    if let Ok(t) = serde_json::from_value::<Option<T>>(v.clone()) {
+        return Ok(t);
+    }
+    let whole = v
+        .as_f64()
+        .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15);
+    Ok(whole.and_then(|f| serde_json::from_value::<Option<T>>(Value::from(f as u64)).ok()?))
+}
+
+/// A flag: `true` only when the file says `true`.
+fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Value::deserialize(d)?.as_bool().unwrap_or(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V0_LEVEL: &str = include_str!("../../tests/fixtures/schema_v0/sweep-c2.json");
+    const V0_SUMMARY: &str = include_str!("../../tests/fixtures/schema_v0/summary.json");
+    const V0_REQUESTS: &str = include_str!("../../tests/fixtures/schema_v0/requests.jsonl");
+
+    #[test]
+    fn a_version_0_level_file_loads_and_writes_back_unchanged() {
+        let raw: Value = serde_json::from_str(V0_LEVEL).expect("json");
+        let level: LevelFile = serde_json::from_value(raw.clone()).expect("loads");
+        assert_eq!(level.schema_version, None);
+        assert_eq!(level.max_concurrency, Some(2));
+        assert_eq!(level.completed, Some(4));
+        assert_eq!(level.mode_or_planned(), "planned");
+        assert!(level.percentile("ttft", "99").is_some());
+        assert!(level.percentile("e2el", "90").is_some());
+        assert_eq!(level.to_value(), raw, "every key kept, none added");
+    }
+
+    #[test]
+    fn a_version_0_summary_loads_and_writes_back_unchanged() {
+        let raw: Value = serde_json::from_str(V0_SUMMARY).expect("json");
+        let summary: SummaryFile = serde_json::from_value(raw.clone()).expect("loads");
+        assert_eq!(summary.schema_version, None);
+        assert_eq!(summary.levels.len(), 2);
+        assert_eq!(summary.levels[1].file.as_deref(), Some("sweep-c2.json"));
+        assert_eq!(summary.diagnoses[0].id, "single_round");
+        assert_eq!(summary.target_changes.len(), 2);
+        assert_eq!((summary.run.seed, summary.run.gpus), (Some(7), Some(1)));
+        assert_eq!(summary.run.other["prompt_source"], "random");
+        let capacity = summary.capacity.as_ref().expect("a capacity");
+        assert_eq!(capacity.concurrency, Some(2));
+        assert_eq!(number(&capacity.share_of_peak), Some(1.0));
+        assert_eq!(
+            summary
+                .cost
+                .as_ref()
+                .and_then(|c| number(&c.gpu_price_per_hour)),
+            Some(2.0)
+        );
+        assert_eq!(
+            summary.to_value(),
+            raw,
+            "numbers keep their form (1, not 1.0)"
+        );
+    }
+
+    #[test]
+    fn version_0_request_lines_load_and_write_back_unchanged() {
+        for line in V0_REQUESTS.lines() {
+            let raw: Value = serde_json::from_str(line).expect("json");
+            let r: RequestLine = serde_json::from_value(raw.clone()).expect("loads");
+            assert!(r.level.is_some() && r.id.is_some());
+            assert_eq!(serde_json::to_value(&r).expect("serializes"), raw);
+        }
+    }
+
+    /// Every key a struct can write, found in the schema kept by hand.
+    fn assert_named(value: &Value, schema: &str, what: &str) {
+        let schema: Value = serde_json::from_str(schema).expect("schema json");
+        let props = schema["properties"].as_object().expect("properties");
+        for key in value.as_object().expect("an object").keys() {
+            assert!(
+                props.contains_key(key),
+                "{what}: {key} is not in its assets/schema/ file"
+            );
+        }
+    }
+
+    #[test]
+    fn the_schemas_name_every_key_the_structs_write() {
+        let some = Some(Value::Null);
+        let level = LevelFile {
+            schema_version: Some(SCHEMA_VERSION),
+            burstiness: Some(1.0),
+            request_goodput: Some(1.0),
+            steady: Some(true),
+            steady_reason: some.clone(),
+            goodput: some.clone(),
+            waiting: some.clone(),
+            streaming: some.clone(),
+            send_lateness: some.clone(),
+            turns: Some(Vec::new()),
+            prefix_cache_hit_rate: Some(0.0),
+            replay_timeline_s: Some(0.0),
+            gpu: some,
+            file: Some("sweep-c1.json".into()),
+            ..LevelFile::default()
+        };
+        let level_schema = include_str!("../../assets/schema/level.schema.json");
+        assert_named(&level.to_value(), level_schema, "LevelFile");
+        let summary = SummaryFile {
+            schema_version: Some(SCHEMA_VERSION),
+            ..SummaryFile::default()
+        };
+        let summary_schema = include_str!("../../assets/schema/summary.schema.json");
+        assert_named(&summary.to_value(), summary_schema, "SummaryFile");
+        let line = RequestLine {
+            prompt: Some("hi".into()),
+            ..RequestLine::default()
+        };
+        let line = serde_json::to_value(line).expect("serializes");
+        let request_schema = include_str!("../../assets/schema/request.schema.json");
+        assert_named(&line, request_schema, "RequestLine");
+    }
+
+    #[test]
+    fn missing_and_unknown_keys_are_tolerated() {
+        let level: LevelFile =
+            serde_json::from_str(r#"{"max_concurrency": 4, "new_key": [1]}"#).expect("loads");
+        assert_eq!(level.max_concurrency, Some(4));
+        assert!(!level.partial);
+        assert_eq!(level.stats.get("new_key"), Some(&serde_json::json!([1])));
+        let odd: LevelFile = serde_json::from_str(
+            r#"{"completed": 4.0, "failed": "none", "output_throughput": "fast", "partial": 1}"#,
+        )
+        .expect("odd types read as absent");
+        assert_eq!(odd.completed, Some(4));
+        assert_eq!((odd.failed, odd.output_throughput), (None, None));
+        assert!(!odd.partial);
+        let summary: SummaryFile = serde_json::from_str(r#"{"levels": []}"#).expect("loads");
+        assert!(summary.levels.is_empty() && summary.knee.is_none());
+    }
+}
