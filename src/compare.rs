@@ -14,7 +14,7 @@ use crate::cli::CompareArgs;
 use crate::report::saved::{median, SavedLevel, SavedRun};
 use crate::report::svg::group;
 
-/// Exit code 2 when the runs cannot be compared (DESIGN.md section 5).
+/// Exit code 2 when the runs cannot be compared (docs/architecture.md section 5).
 pub const EXIT_REFUSED: i32 = 2;
 
 pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {

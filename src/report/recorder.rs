@@ -1,4 +1,4 @@
-//! The recorder turns driver events into result files (DESIGN.md section 6):
+//! The recorder turns driver events into result files (docs/architecture.md section 5):
 //! a level file the moment a level ends, `summary.json` rewritten after every
 //! level, `requests.jsonl` flushed at least once a second. Both the headless
 //! runner and the live view feed it the same events, so results are the same

@@ -1,4 +1,4 @@
-//! A finished run read back from its `summary.json` (DESIGN.md section 6),
+//! A finished run read back from its `summary.json` (docs/architecture.md section 5),
 //! for `report` and `compare`.
 //!
 //! Reading is tolerant: a summary written by an older or newer tokbench may

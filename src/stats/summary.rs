@@ -1,5 +1,5 @@
 //! One level's statistics from its request records, and their vLLM-compatible
-//! keys in a result file (DESIGN.md sections 2 and 6).
+//! keys in a result file (docs/architecture.mds 2 and 6).
 //!
 //! Which records count where:
 //! - latency distributions, token totals, throughputs, lengths: completed
@@ -376,7 +376,7 @@ impl LevelStats {
         map
     }
 
-    /// Inserts vLLM-compatible keys into a result-file object (DESIGN.md
+    /// Inserts vLLM-compatible keys into a result-file object (docs/architecture.md
     /// section 6): `completed`, `failed`, `duration` (s), `total_input_tokens`,
     /// `total_output_tokens`, `request_throughput`, `output_throughput`,
     /// `total_token_throughput`; `mean_`/`median_`/`std_` + metric + `_ms` and
