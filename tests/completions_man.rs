@@ -167,6 +167,41 @@ fn every_shell_gets_a_script_naming_the_subcommands() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The zsh and fish scripts parse in a real zsh and fish (`-n`: read, not
+/// run), and zsh's defines its completion function.
+#[test]
+fn zsh_and_fish_scripts_parse_in_their_shells() {
+    need("zsh", "zsh", "the zsh script is syntax-checked by zsh -n");
+    need(
+        "fish",
+        "fish",
+        "the fish script is syntax-checked by fish -n",
+    );
+    let dir = support::scratch("completions", "zsh-fish");
+    for (shell, file) in [("zsh", "_tokbench"), ("fish", "tokbench.fish")] {
+        let script = dir.join(file);
+        std::fs::write(&script, tokbench(&["completions", shell]).stdout).expect("write script");
+        let check = Command::new(shell)
+            .arg("-n")
+            .arg(&script)
+            .output()
+            .expect("the shell runs");
+        assert!(check.status.success(), "{shell} -n: {}", text(&check));
+        assert!(
+            check.stderr.is_empty(),
+            "{shell} -n warned: {}",
+            text(&check)
+        );
+    }
+    let zsh = std::fs::read_to_string(dir.join("_tokbench")).unwrap_or_default();
+    assert!(
+        zsh.starts_with("#compdef tokbench"),
+        "{}",
+        &zsh[..zsh.len().min(80)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `man -l -` on the page: stderr must stay empty (man-db passes groff's
 /// warnings through), and the rendered text must hold what it documents.
 fn render(roff: &[u8]) -> String {
