@@ -28,8 +28,8 @@ use serde_json::Value;
 use super::saved::{median, SavedLevel, SavedRun};
 use super::svg::{
     draw_common_swatch, esc, group, legend_item_width, legend_rows_in, legend_text, nice,
-    place_label, tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT,
-    INK, MUTED, WIDTH,
+    place_label, sample_polyline, tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT,
+    GRID, HEIGHT, INK, MUTED, WIDTH,
 };
 
 const LEFT: f64 = 78.0;
@@ -576,14 +576,7 @@ fn obstacles(f: &Frontier, a: &Axes) -> Vec<(f64, f64)> {
             .iter()
             .map(|(_, u, t)| a.px(*u, *t))
             .collect();
-        for w in line.windows(2) {
-            let ((ax, ay), (bx, by)) = (w[0], w[1]);
-            let steps = ((bx - ax).hypot(by - ay) / 3.0).ceil().max(1.0) as usize;
-            for i in 0..=steps {
-                let t = i as f64 / steps as f64;
-                pts.push((ax + t * (bx - ax), ay + t * (by - ay)));
-            }
-        }
+        sample_polyline(&line, &mut pts);
     }
     for p in &f.points {
         let (x, y) = a.px(p.per_user, p.throughput);

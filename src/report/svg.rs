@@ -592,14 +592,7 @@ impl Plot {
                     Some((self.x(*c), y))
                 })
                 .collect();
-            for w in line.windows(2) {
-                let ((ax, ay), (bx, by)) = (w[0], w[1]);
-                let steps = ((bx - ax).hypot(by - ay) / 3.0).ceil().max(1.0) as usize;
-                for i in 0..=steps {
-                    let t = i as f64 / steps as f64;
-                    pts.push((ax + t * (bx - ax), ay + t * (by - ay)));
-                }
-            }
+            sample_polyline(&line, &mut pts);
             for m in &data.markers {
                 if let Some(v) = series.value(m) {
                     let y = match series {
@@ -747,6 +740,18 @@ struct Spot {
     y: f64,
     anchor: &'static str,
     b: TextBox,
+}
+
+/// Points every 3 px along a polyline, so labels can keep clear of it.
+pub(super) fn sample_polyline(line: &[(f64, f64)], out: &mut Vec<(f64, f64)>) {
+    for w in line.windows(2) {
+        let ((ax, ay), (bx, by)) = (w[0], w[1]);
+        let steps = ((bx - ax).hypot(by - ay) / 3.0).ceil().max(1.0) as usize;
+        for i in 0..=steps {
+            let t = i as f64 / steps as f64;
+            out.push((ax + t * (bx - ax), ay + t * (by - ay)));
+        }
+    }
 }
 
 /// A placed label: where its text is anchored, how, and the box it covers.

@@ -251,6 +251,33 @@ impl Widget for Spark<'_> {
 
 // ---------------------------------------------------------------- chart
 
+/// Ticks on the bottom axis at their columns, each label centred under its
+/// tick and dropped where it would touch the one before; the first column
+/// free after the last label.
+fn bottom_ticks(
+    buf: &mut Buffer,
+    area: Rect,
+    axis_y: u16,
+    ticks: impl IntoIterator<Item = (u16, String)>,
+    p: &Palette,
+) -> u16 {
+    let label_y = axis_y + 1;
+    let mut next_free = area.x;
+    for (col, text) in ticks {
+        buf[(col, axis_y)].set_char('┴').set_style(p.border);
+        let w = text.len() as u16;
+        let start = col
+            .saturating_sub(w / 2)
+            .max(next_free)
+            .min(area.right() - w);
+        if start >= next_free {
+            buf.set_string(start, label_y, &text, p.dim);
+            next_free = start + w + 1;
+        }
+    }
+    next_free
+}
+
 /// The left and bottom axes of a chart whose plot area is `graph`, with
 /// the left axis's labels at their rows (offsets from the top).
 fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)], p: &Palette) {
@@ -488,21 +515,13 @@ impl Widget for ThroughputChart<'_> {
             .find(|s| f64::from(*s) * per_power >= f64::from(widest + 1))
             .unwrap_or(powers.max(1));
         let label_y = axis_y + 1;
-        let mut next_free = area.x;
-        for k in (0..=powers).step_by(step as usize) {
-            let col = gx + cell(f64::from(k) / kmax, gw, 2);
-            buf[(col, axis_y)].set_char('┴').set_style(p.border);
-            let text = format!("{}", 1u64 << k);
-            let w = text.len() as u16;
-            let start = col
-                .saturating_sub(w / 2)
-                .max(next_free)
-                .min(area.right() - w);
-            if start >= next_free {
-                buf.set_string(start, label_y, &text, p.dim);
-                next_free = start + w + 1;
-            }
-        }
+        let ticks = (0..=powers).step_by(step as usize).map(|k| {
+            (
+                gx + cell(f64::from(k) / kmax, gw, 2),
+                format!("{}", 1u64 << k),
+            )
+        });
+        let next_free = bottom_ticks(buf, area, axis_y, ticks, p);
         let title = "streams";
         let title_x = area.right().saturating_sub(title.len() as u16);
         if title_x > next_free {
@@ -717,21 +736,8 @@ impl Widget for FrontierChart<'_> {
         left_axis(buf, graph, &left_labels, p);
         // x ticks at 0, half and the top, each centred on its column.
         let label_y = axis_y + 1;
-        let mut next_free = area.x;
-        for frac in [0.0, 0.5, 1.0] {
-            let col = gx + cell(frac, gw, 2);
-            buf[(col, axis_y)].set_char('┴').set_style(p.border);
-            let text = compact(frac * x_top);
-            let w = text.len() as u16;
-            let start = col
-                .saturating_sub(w / 2)
-                .max(next_free)
-                .min(area.right() - w);
-            if start >= next_free {
-                buf.set_string(start, label_y, &text, p.dim);
-                next_free = start + w + 1;
-            }
-        }
+        let ticks = [0.0, 0.5, 1.0].map(|frac| (gx + cell(frac, gw, 2), compact(frac * x_top)));
+        bottom_ticks(buf, area, axis_y, ticks, p);
         // The axis's name in the first gap between tick labels that holds
         // it with a blank either side (the top label takes the right end).
         let title = "tok/s per user";

@@ -123,13 +123,7 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         1,
     );
     let legend = chart_legend(app, &points, room, true);
-    let block = Block::bordered()
-        .border_type(BorderType::Rounded)
-        .border_style(p.border)
-        .title(Line::from(padded(title)))
-        .title_bottom(Line::from(padded(legend)).right_aligned());
-    let inner = block.inner(area);
-    block.render(area, buf);
+    let inner = chart_frame(app, area, buf, title, legend);
     let x_max = app
         .shown
         .run
@@ -146,13 +140,39 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         x_max,
         palette: p,
         knee: app.shown.knee,
-        front: if app.other().is_some() {
-            shown_series(app)
-        } else {
-            (app.series % SERIES_STYLES) as u8
-        },
+        front: front_series(app),
     }
     .render(inner, buf);
+}
+
+/// The chart panel's border with its title on top and legend below; the
+/// area inside it.
+fn chart_frame(
+    app: &App,
+    area: Rect,
+    buf: &mut Buffer,
+    title: Line<'static>,
+    legend: Line<'static>,
+) -> Rect {
+    let p = &app.palette;
+    let block = Block::bordered()
+        .border_type(BorderType::Rounded)
+        .border_style(p.border)
+        .title(Line::from(padded(title)))
+        .title_bottom(Line::from(padded(legend)).right_aligned());
+    let inner = block.inner(area);
+    block.render(area, buf);
+    inner
+}
+
+/// The series drawn on top: the run the table shows in `view A B`, else
+/// the series running now.
+fn front_series(app: &App) -> u8 {
+    if app.other().is_some() {
+        shown_series(app)
+    } else {
+        (app.series % SERIES_STYLES) as u8
+    }
 }
 
 /// The chart panel toggled by `v`: the same levels as per-user speed
@@ -176,22 +196,12 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
     );
     // Neither p99 TTFT nor the knee is on this chart: no legend entry.
     let legend = chart_legend(app, &points, room, false);
-    let block = Block::bordered()
-        .border_type(BorderType::Rounded)
-        .border_style(p.border)
-        .title(Line::from(padded(title)))
-        .title_bottom(Line::from(padded(legend)).right_aligned());
-    let inner = block.inner(area);
-    block.render(area, buf);
+    let inner = chart_frame(app, area, buf, title, legend);
     FrontierChart {
         points: &points,
         palette: p,
         gpus: app.shown.run.gpus,
-        front: if app.other().is_some() {
-            shown_series(app)
-        } else {
-            (app.series % SERIES_STYLES) as u8
-        },
+        front: front_series(app),
     }
     .render(inner, buf);
 }
