@@ -466,6 +466,14 @@ fn bad_flags_are_one_line_errors() {
         ),
         (vec!["--label", "novalue"], "is not K=V"),
         (vec!["--concurrency", "0"], "out of range"),
+        (
+            vec!["--settle-s=-1"],
+            "--settle-s -1: give a number of seconds",
+        ),
+        (
+            vec!["--steady-rse", "2"],
+            "--steady-rse 2: give a fraction between 0 and 1",
+        ),
     ] {
         let out = Command::new(bin())
             .args(["sweep", "--base-url", "http://127.0.0.1:9", "--no-tui"])

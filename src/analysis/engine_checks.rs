@@ -284,6 +284,45 @@ mod tests {
         .is_none());
     }
 
+    /// Worked by hand. One slot: mean streaming 0.98, 0.99, 0.94, 0.97 at
+    /// 1, 2, 4, 8 streams; every level is at or above round(0.97) = 1
+    /// stream, spread 0.05 <= max(25% of 0.99, 0.5): flat, ~0.97 (the last
+    /// level's). Four slots: 1, 2, 3.9, 3.95, 3.97 at 1..16 streams; levels
+    /// from 4 streams on are flat (spread 0.07): ~3.97. A server that
+    /// scales (7.8 streaming at 8) has one level at or above 8: not flat.
+    #[test]
+    fn slots_in_use_is_the_flat_streaming_mean() {
+        let one = [(1, 0.98), (2, 0.99), (4, 0.94), (8, 0.97)];
+        assert_eq!(flat_streaming(&one), Some(0.97));
+        let four = [(1, 1.0), (2, 2.0), (4, 3.9), (8, 3.95), (16, 3.97)];
+        assert_eq!(flat_streaming(&four), Some(3.97));
+        let scales = [(1, 1.0), (2, 2.0), (4, 3.9), (8, 7.8)];
+        assert_eq!(flat_streaming(&scales), None);
+        // Concurrency not yet past 1.5 x the slots: too early to say.
+        assert_eq!(flat_streaming(&[(4, 3.9), (5, 3.9)]), None);
+        // The slot check quotes it.
+        let mut levels = [
+            level(1, 40.0, 200.0),
+            level(2, 41.0, 410.0),
+            level(4, 40.5, 820.0),
+        ];
+        for (l, s) in levels.iter_mut().zip([0.98, 0.99, 0.97]) {
+            l.streaming_mean = Some(s);
+        }
+        let d = slot_queueing(&EngineInput {
+            engine: "ollama",
+            levels: &levels,
+            template_share: None,
+        })
+        .expect("fires");
+        assert!(
+            d.message
+                .ends_with("(slots in use ~1: requests streaming at once, mean over the levels)"),
+            "{}",
+            d.message
+        );
+    }
+
     #[test]
     fn offload_cold_cache_and_kv() {
         let mut a = level(1, 40.0, 200.0);

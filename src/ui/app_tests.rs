@@ -474,3 +474,53 @@ fn markers_fall_on_the_seconds_the_target_changed() {
         .collect();
     assert_eq!(marked, [0, 2]);
 }
+
+/// The step line, worked by hand. Level 0 (4 streams): four answers of
+/// 100 tokens from 0 to 1 s, first token at 100 ms: 400 tok/s, p99 TTFT
+/// 100 ms, nothing waiting. Level 1 (8 streams, steady from 2 s): five
+/// rounds of eight answers, each 100 tokens streamed from s + 0.2 to s + 1:
+/// every second holds 800 tokens (RSE 0), p99 TTFT 200 ms, two waiting.
+/// So: +100.0% tok/s, p99 TTFT x2.0, queue +2.
+#[test]
+fn the_step_line_says_what_the_step_did() {
+    let mut app = running_at(4);
+    let answer = |id: u64, level: usize, start_ms: u64, ttft_ms: u64| {
+        let mut r = RequestRecord::empty(id, level);
+        r.start = Duration::from_millis(start_ms);
+        r.ttft = Some(Duration::from_millis(ttft_ms));
+        r.end = r.start + Duration::from_secs(1);
+        r.output_tokens = 100;
+        r
+    };
+    for id in 0..4 {
+        app.on_driver_event(&DriverEvent::Record(answer(id, 0, 0, 100)));
+    }
+    app.on_driver_event(&DriverEvent::LevelFinished {
+        index: 0,
+        partial: false,
+    });
+    app.shown.levels[0].waiting_mean = Some(0.0);
+    app.on_driver_event(&level(1, 8, Mode::Manual, 2));
+    app.on_driver_event(&DriverEvent::TargetReached {
+        index: 1,
+        at: Duration::from_secs(2),
+    });
+    for round in 0..5u64 {
+        app.on_tick(Duration::from_millis(2_500 + 1000 * round));
+        app.set_queue(8, 6);
+        for k in 0..8 {
+            let r = answer(100 + 8 * round + k, 1, 2_000 + 1000 * round, 200);
+            app.on_driver_event(&DriverEvent::Record(r));
+        }
+    }
+    app.on_tick(Duration::from_millis(7_600));
+    assert!(
+        app.shown.levels[1].is_steady,
+        "{:?}",
+        app.shown.levels[1].estimate
+    );
+    assert_eq!(
+        app.step_summary.as_deref(),
+        Some("4 → 8 streams: +100.0% tok/s, p99 TTFT ×2.0, queue +2")
+    );
+}
