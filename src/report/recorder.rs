@@ -807,6 +807,8 @@ impl Recorder {
                 Value::Object(m) => Some(m),
                 _ => None,
             },
+            histograms: None,
+            samples: None,
             file: None,
             stats: stats.latency_json(&self.run.percentiles),
         }

@@ -181,6 +181,25 @@ pub struct LevelFile {
     #[serde(deserialize_with = "lenient")]
     pub labels: Option<Map<String, Value>>,
 
+    /// Level files only (summary.json's copies leave them out): each
+    /// latency metric's HDR histogram, in microseconds at 3 significant
+    /// digits, hdrhistogram's V2 format, DEFLATE, base64. Keys are the
+    /// metric with its unit: `ttft_ms`, `tpot_ms`, `itl_ms`, `e2el_ms`,
+    /// `ttfb_ms`, and `ttfc_ms` when some request reasoned first. What
+    /// `tokbench merge` adds up (`stats::hdr`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub histograms: Option<BTreeMap<String, String>>,
+    /// Level files only: every completed request's value of a per-request
+    /// metric (`ttft_ms`, `tpot_ms`, `e2el_ms`, `ttfb_ms`, `ttfc_ms`), ms at
+    /// microsecond resolution, for exact merges. A metric is absent when the
+    /// level had more values than it keeps (`stats::hdr::EXACT_CAP`); its
+    /// percentiles then came from its histogram. Inter-token gaps are never
+    /// listed: their histogram is what merges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub samples: Option<BTreeMap<String, Vec<f64>>>,
+
     /// In `summary.json`'s `levels` only: the level file's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "lenient")]
@@ -647,6 +666,8 @@ mod tests {
             prefix_cache_hit_rate: Some(0.0),
             replay_timeline_s: Some(0.0),
             gpu: some,
+            histograms: Some(BTreeMap::new()),
+            samples: Some(BTreeMap::new()),
             file: Some("sweep-c1.json".into()),
             ..LevelFile::default()
         };
