@@ -3,17 +3,18 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use color_eyre::eyre::Result;
 
 use super::prepare::{start_driver, start_probe, Prepared};
+use super::timing::TimingPlan;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent};
 use crate::probe::client::LagMonitor;
 use crate::report::recorder::Recorder;
-use crate::report::text;
+use crate::report::{text, time};
 
 /// The headless face: progress on stderr, a block per level and the final
 /// table on stdout (on stderr when `--events -` takes stdout). Returns the
@@ -81,6 +82,13 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
                     progress.clear();
                     let _ = write!(out, "{}", text::level_block(level, &prepared.run));
                     let _ = out.flush();
+                    // On a schedule the next level started on time anyway.
+                    let overrun = level.saved.as_ref().and_then(|l| l["drain_overrun_s"].as_f64());
+                    if let Some(over) = overrun.filter(|s| *s > 0.0) {
+                        eprintln!(
+                            "tokbench: this level's last answers came {over:.3} s after the next level started on schedule (longer than --level-gap); see drain_overrun_s"
+                        );
+                    }
                 }
                 match event {
                     DriverEvent::Finished { error, .. } => {
@@ -93,6 +101,9 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
                             "tokbench: warmup done ({ok} ok, {failed} failed); prompts calibrated at {:.2} tokens/word + {:.0} template tokens",
                             calibration.tokens_per_word, calibration.overhead_tokens
                         );
+                        if let Some(line) = start_at_line(&prepared.plan.timing, SystemTime::now()) {
+                            eprintln!("tokbench: {line}");
+                        }
                     }
                     _ => {}
                 }
@@ -154,6 +165,29 @@ pub fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     }
     let _ = writeln!(out, "results: {}", recorder.dir().display());
     let _ = out.flush();
+}
+
+/// The line said before the wait for `--start-at`: when level 1 starts,
+/// or that the warmup ran past that time.
+fn start_at_line(timing: &TimingPlan, now: SystemTime) -> Option<String> {
+    let at = timing.start_at?;
+    Some(match at.duration_since(now) {
+        Ok(wait) => format!(
+            "level 1 starts at {} (in {:.1} s; Ctrl-C cancels)",
+            time::iso8601(at),
+            wait.as_secs_f64()
+        ),
+        Err(late) => format!(
+            "the warmup ended {:.1} s after --start-at {}: level 1 starts now{}",
+            late.duration().as_secs_f64(),
+            time::iso8601(at),
+            if timing.duration.is_some() {
+                ", and ends on schedule (shorter)"
+            } else {
+                ""
+            }
+        ),
+    })
 }
 
 /// What the progress line shows, folded from driver events.

@@ -2,11 +2,13 @@
 //! driver, feed the recorder, print. The headless face lives here; the live
 //! view plugs into the same pieces.
 
+pub mod clock;
 mod headless;
 mod plan;
 mod prepare;
 #[cfg(test)]
 mod tests;
+pub mod timing;
 mod tls;
 mod url;
 

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use reqwest::header::HeaderValue;
 use serde_json::{Map, Value};
 
+use super::timing::TimingPlan;
 use super::url::{normalize_base_url, with_slash};
 use super::Secret;
 use crate::analysis::decide::CapacitySlo;
@@ -87,6 +88,8 @@ pub struct SweepPlan {
     pub turns: u32,
     /// Profile, range ratio, prompt source, dataset (issue 7).
     pub traffic: Traffic,
+    /// `--duration`, `--shard`, `--start-at`, `--level-gap` (issue 13).
+    pub timing: TimingPlan,
 }
 
 impl SweepPlan {
@@ -227,6 +230,13 @@ impl SweepPlan {
                 .collect()
         };
         let decision = decision_config(args)?;
+        let timing = TimingPlan::from_args(args, SystemTime::now()).map_err(|e| eyre!(e))?;
+        let levels = timing.shard_levels(
+            levels,
+            num_prompts.is_some(),
+            args.prompts_per_stream,
+            default_rate_prompts,
+        );
 
         let mut percentiles = args.percentiles.clone();
         if let Some(bad) = percentiles
@@ -271,6 +281,10 @@ impl SweepPlan {
             2
         } else if args.find_capacity {
             1
+        } else if let Some(shard) = timing.shard {
+            // Every shard warms its own connections and calibrates its own
+            // prompts, even one with no part in the first level.
+            shard.share(concurrency[0]).max(1)
         } else {
             concurrency[0]
         };
@@ -359,6 +373,7 @@ impl SweepPlan {
             resume: args.resume.clone(),
             turns: args.turns,
             traffic,
+            timing,
         })
     }
 

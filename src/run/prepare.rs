@@ -22,7 +22,9 @@ use crate::protocol::ollama::OllamaApi;
 use crate::protocol::openai::Api;
 use crate::report::recorder::RunInfo;
 use crate::report::resume::PriorRun;
+use crate::report::schema::ShardSection;
 use crate::report::time;
+use crate::report::timing::RunTiming;
 use crate::workload::{Calibration, Workload};
 
 /// Facts about the run that are not flags: who answered, and where files go.
@@ -229,6 +231,7 @@ async fn prepare_target(
         })?,
     };
     let calibration = first_guess_calibration(&client, &plan, &model).await;
+    let timing = run_timing(&client, &plan).await;
     let run = RunInfo {
         target: plan.display_target.clone(),
         engine: identity.engine.clone(),
@@ -254,6 +257,7 @@ async fn prepare_target(
         kind: plan.kind().into(),
         turns: plan.turns,
         traffic: plan.traffic.clone(),
+        timing,
     };
     if let Some(prior) = &prior {
         prior.check_same(&run.to_json())?;
@@ -275,6 +279,33 @@ async fn prepare_target(
         prior,
         warnings,
     })
+}
+
+/// What the result files say of the run's timing and shard; a shard's
+/// clock offset is measured here, against the server's root.
+async fn run_timing(client: &reqwest::Client, plan: &SweepPlan) -> RunTiming {
+    let timing = &plan.timing;
+    let shard = match timing.shard {
+        Some(shard) => {
+            let offset = super::clock::measure(client, &format!("{}/", plan.base_url)).await;
+            Some(ShardSection {
+                index: Some(shard.index),
+                count: Some(shard.count),
+                host: super::timing::host_name(),
+                clock_offset_ms: offset.map(|o| o.offset_ms),
+                clock_offset_error_ms: offset.map(|o| o.error_ms),
+            })
+        }
+        None => None,
+    };
+    RunTiming {
+        shard,
+        duration: timing.duration,
+        start_at: timing.start_at,
+        level_gap: (timing.start_at.is_some() && timing.duration.is_some())
+            .then_some(timing.level_gap),
+        origin: Default::default(),
+    }
 }
 
 /// Tokens per word of our prompt text by the server's own tokenizer, from a
@@ -345,6 +376,17 @@ pub fn start_driver(
     watch_server: bool,
 ) -> driver::DriverHandle {
     let plan = &prepared.plan;
+    // The wall clock at `run_start`, from one reading of each clock: level
+    // starts on the wall clock (`started_unix_s`) and `--start-at` as an
+    // offset into the run both follow from it.
+    let wall_origin = SystemTime::now()
+        .checked_sub(run_start.elapsed())
+        .unwrap_or_else(SystemTime::now);
+    let _ = prepared.run.timing.origin.set(wall_origin);
+    let start_offset = plan
+        .timing
+        .start_at
+        .map(|at| at.duration_since(wall_origin).unwrap_or(Duration::ZERO));
     let authorization = plan.authorization();
     let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
     let target = Target {
@@ -373,16 +415,26 @@ pub fn start_driver(
                 let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len)
                     .with_shared_prefix(plan.prefix_len)
                     .with_traffic(&plan.traffic);
+                if let Some(shard) = plan.timing.shard {
+                    workload = workload.with_shard(
+                        shard.index,
+                        shard.count,
+                        plan.timing.draw_seed(plan.seed),
+                    );
+                }
                 workload.calibration = prepared.calibration;
                 workload
             },
-            seed: plan.seed,
+            seed: plan.timing.draw_seed(plan.seed),
             burstiness: plan.burstiness,
             replay: plan.replay.clone(),
             search: plan.search.clone(),
             turns: plan.turns,
             watch_server,
             first_series: prepared.prior.as_ref().map_or(0, |p| p.last_series),
+            duration: plan.timing.duration,
+            start_at: start_offset,
+            level_gap: plan.timing.level_gap,
         },
         run_start,
     )
