@@ -56,13 +56,7 @@ impl RunTiming {
 
     /// `run.start_at`: RFC 3339 UTC, to the ms.
     pub fn start_at_text(&self) -> Option<String> {
-        let at = self.start_at?;
-        let ms = at.duration_since(UNIX_EPOCH).ok()?.subsec_millis();
-        let whole = crate::time::iso8601(at);
-        Some(match ms {
-            0 => whole,
-            ms => format!("{}.{ms:03}Z", whole.trim_end_matches('Z')),
-        })
+        self.start_at.map(rfc3339_ms)
     }
 
     /// A scheduled level's `drain_overrun_s`: how long after the next
@@ -80,6 +74,18 @@ impl RunTiming {
 
     pub fn level_gap_s(&self) -> Option<f64> {
         self.level_gap.map(|d| round3(d.as_secs_f64()))
+    }
+}
+
+/// `2026-12-01T13:00:00Z`, or `2026-12-01T13:00:00.250Z` with ms.
+pub fn rfc3339_ms(at: SystemTime) -> String {
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_millis());
+    let whole = crate::time::iso8601(at);
+    match ms {
+        0 => whole,
+        ms => format!("{}.{ms:03}Z", whole.trim_end_matches('Z')),
     }
 }
 

@@ -14,7 +14,8 @@ use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent};
 use crate::probe::client::LagMonitor;
 use crate::report::recorder::Recorder;
-use crate::report::{text, time};
+use crate::report::text;
+use crate::report::timing::rfc3339_ms;
 
 /// The headless face: progress on stderr, a block per level and the final
 /// table on stdout (on stderr when `--events -` takes stdout). Returns the
@@ -174,13 +175,13 @@ fn start_at_line(timing: &TimingPlan, now: SystemTime) -> Option<String> {
     Some(match at.duration_since(now) {
         Ok(wait) => format!(
             "level 1 starts at {} (in {:.1} s; Ctrl-C cancels)",
-            time::iso8601(at),
+            rfc3339_ms(at),
             wait.as_secs_f64()
         ),
         Err(late) => format!(
             "the warmup ended {:.1} s after --start-at {}: level 1 starts now{}",
             late.duration().as_secs_f64(),
-            time::iso8601(at),
+            rfc3339_ms(at),
             if timing.duration.is_some() {
                 ", and ends on schedule (shorter)"
             } else {
