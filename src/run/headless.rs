@@ -47,7 +47,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     let mut driver = start_driver(&prepared, run_start, false);
     exports.attach(&driver);
     let mut server_samples = start_probe(&prepared, run_start);
-    let progress = Progress::new(prepared.plan.levels.len());
+    let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
     eprintln!(
         "tokbench: {} ({}), model {}, {}; results in {}",
         prepared.plan.display_target,
@@ -228,14 +228,17 @@ impl ProgressState {
 /// terminal, a line every few seconds otherwise.
 struct Progress {
     levels: usize,
+    /// `--start-at`: the line counts down to it before level 1.
+    start_at: Option<SystemTime>,
     tty: bool,
     last_plain: std::cell::Cell<Option<Instant>>,
 }
 
 impl Progress {
-    fn new(levels: usize) -> Progress {
+    fn new(levels: usize, start_at: Option<SystemTime>) -> Progress {
         Progress {
             levels,
+            start_at,
             tty: std::io::stderr().is_terminal(),
             last_plain: std::cell::Cell::new(None),
         }
@@ -252,6 +255,14 @@ impl Progress {
             format!(
                 "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed",
                 state.done_in_level, state.failed_total
+            )
+        } else if let Some(wait) = self
+            .start_at
+            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+        {
+            format!(
+                "waiting for --start-at: level 1 in {:.1} s",
+                wait.as_secs_f64()
             )
         } else {
             return;
