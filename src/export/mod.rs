@@ -353,6 +353,7 @@ mod tests {
             burstiness: 1.0,
             kind: "sweep".into(),
             turns: 1,
+            timing: Default::default(),
         }
     }
 

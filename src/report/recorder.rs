@@ -91,6 +91,8 @@ pub struct RunInfo {
     pub kind: String,
     /// `--turns`: requests per conversation (1: single requests).
     pub turns: u32,
+    /// `--duration`, `--shard`, `--start-at` (issue 13).
+    pub timing: crate::report::timing::RunTiming,
 }
 
 impl RunInfo {
@@ -136,6 +138,10 @@ impl RunInfo {
                 max_error_rate: Some(slo.max_error_rate),
             }),
             goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            shard: self.timing.shard.clone(),
+            duration_target: self.timing.duration_s(),
+            start_at: self.timing.start_at_text(),
+            level_gap_s: self.timing.level_gap_s(),
             // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
             other: match self.traffic.run_json() {
                 Value::Object(traffic) => traffic,
@@ -778,6 +784,17 @@ impl Recorder {
             partial: level.partial,
             level_index: Some((level.info.index + self.level_offset()) as u64),
             started_at_s: Some(round3(level.info.started_at.as_secs_f64())),
+            duration_target: self.run.timing.duration_target(level.info.mode),
+            started_unix_s: self.run.timing.started_unix_s(level.info.started_at),
+            drain_overrun_s: self.run.timing.drain_overrun_s(
+                level.info.started_at
+                    + Duration::try_from_secs_f64(stats.duration_s).unwrap_or_default(),
+                self.level_starts
+                    .range(level.info.index + 1..)
+                    .next()
+                    .map(|(_, at)| *at),
+            ),
+            shard: self.run.timing.shard.clone(),
             series: Some(level.info.series as u64),
             series_label: Some(self.series_label(level.info.series)),
             transition_requests: Some(level.transition as u64),
