@@ -7,8 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod support;
-use support::{bin, paced, read_json, text, Sim};
+use crate::support::{self, bin, paced, read_json, text, Sim};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("config", name)

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 #[allow(dead_code)]
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod checks;
 
 use checks::{Ev, Input, SseRun};

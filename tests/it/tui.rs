@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokbench::sim::{EmissionLog, SimConfig};
 
-mod support;
-use support::{against_server, bin, median, paced, read_json, text, Sim, Tmux};
+use crate::support::{self, against_server, bin, median, paced, read_json, text, Sim, Tmux};
 
 /// The `ok N` counter on the screen.
 fn ok_count(screen: &str) -> Option<u64> {

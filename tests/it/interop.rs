@@ -4,8 +4,6 @@
 //! tokbench and the (vLLM-like) simulator serve, and `report --format br`
 //! validated against llm-d's own JSON Schema.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -13,7 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{bin, paced, read_json, scratch, text, Sim};
+
+use crate::support::{self, bin, paced, read_json, scratch, text, Sim};
 
 /// The sweep every test here runs: two short levels against a paced
 /// simulator, long enough per request (16 tokens of 20 ms) that a 100 ms

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-mod support;
-use support::{bin, paced, read_json, Sim, Tmux};
+use crate::support::{self, bin, paced, read_json, Sim, Tmux};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("tuning", name)

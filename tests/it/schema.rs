@@ -5,14 +5,13 @@
 //! commit 37f59cb) still load; and a seeded simulator run writes the same
 //! keys and the same non-timing values as that commit did.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use support::{bin, read_json, scratch, text};
+
+use crate::support::{bin, read_json, scratch, text};
 
 /// The run tests/fixtures/schema_v0 was written with (`tokbench demo`, the
 /// in-process simulator), by the binary of commit 37f59cb.

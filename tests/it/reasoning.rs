@@ -9,8 +9,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig};
 
-mod support;
-use support::{bin, paced, read_json, text};
+use crate::support::{bin, paced, read_json, text};
 
 const STEP_MS: f64 = 5.0;
 const REASONING: u64 = 10;

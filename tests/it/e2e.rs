@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokbench::sim::{self, EmissionLog, SimConfig, SimHandle};
 
-mod support;
-use support::{against_server, median, paced, AgainstServer};
+use crate::support::{against_server, median, paced, AgainstServer};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokbench")
@@ -646,7 +645,7 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
     use tokbench::record::{Outcome, TokenSource};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let capture = include_bytes!("fixtures/captures/llama-server/stream_basic.txt");
+    let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

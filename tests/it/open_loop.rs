@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokbench::sim::SimConfig;
 
-mod support;
-use support::{bin, paced, read_json, Sim};
+use crate::support::{self, bin, paced, read_json, Sim};
 
 /// The tests here time a schedule to the millisecond: they take turns,
 /// so that two of them never share the two cores.

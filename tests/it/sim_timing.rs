@@ -776,7 +776,7 @@ async fn api_key_guards_the_v1_routes() {
 
 /// The figures for the record (not a check): concurrency 1, step 5 ms, prefill 10 ms/1k,
 /// 500-word prompt, 64 tokens, 20 requests. Run with
-/// `cargo test --release --test sim_timing -- --ignored --nocapture`.
+/// `cargo test --release --test it sim_timing:: -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "prints measurements; checks nothing"]
 async fn report_single_stream_figures() {

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod support;
-use support::{bin, paced, read_json, Sim};
+use crate::support::{self, bin, paced, read_json, Sim};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("transport", name)

@@ -8,8 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-mod support;
-use support::{bin, text, Tmux};
+use crate::support::{self, bin, text, Tmux};
 
 fn tokbench(args: &[&str]) -> Output {
     let out = Command::new(bin())

@@ -3,7 +3,7 @@
 //! error line or the live view's screen. The real binary against the
 //! simulator (or a tiny key-echoing server) on loopback.
 //!
-//! The live-view case needs tmux, like tests/tui.rs.
+//! The live-view case needs tmux, like tests/it/tui.rs.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokbench::sim::SimConfig;
 
-mod support;
-use support::{bin, paced, text, Sim, Tmux};
+use crate::support::{self, bin, paced, text, Sim, Tmux};
 
 /// Distinctive strings: none may show up anywhere.
 const KEY: &str = "SECRET-XYZ-h1k-9f4c2a7e51";

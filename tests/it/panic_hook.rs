@@ -3,14 +3,15 @@
 //! terminal back (raw mode off, alternate screen left), the run is stopped
 //! and saved, and the exit code is 1. `TOKBENCH_TEST_PANIC=S` makes a task
 //! panic S seconds in. `TOKBENCH_BIN=target/dist/tokbench cargo test --test
-//! panic_hook` runs the same check on another build of the binary.
+//! it panic_hook::` runs the same check on another build of the binary. The
+//! panic and its hook are in that child process, not in this one, so this
+//! test shares the one test binary.
 //!
-//! Needs tmux, like tests/tui.rs.
+//! Needs tmux, like tests/it/tui.rs.
 
 use std::time::Duration;
 
-mod support;
-use support::{paced, read_json, Sim, Tmux};
+use crate::support::{self, paced, read_json, Sim, Tmux};
 
 #[test]
 fn a_panic_in_the_view_restores_the_terminal_and_saves_the_run() {
