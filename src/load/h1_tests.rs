@@ -250,7 +250,6 @@ async fn nothing_listening_is_connect_refused_in_one_line() {
 /// before reading, so the bytes were in its socket for at least that.
 #[tokio::test]
 async fn a_late_read_carries_the_kernel_time_of_its_bytes() {
-    use tokio::io::AsyncReadExt;
     use tokio::sync::oneshot;
     for clock in [RxClock::Kernel, RxClock::User] {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -259,12 +258,7 @@ async fn a_late_read_carries_the_kernel_time_of_its_bytes() {
         let (written_tx, written_rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.unwrap();
-            let mut seen = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = socket.read(&mut buf).await.unwrap();
-                seen.extend_from_slice(&buf[..n]);
-            }
+            read_request_head(&mut socket).await;
             socket
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
                 .await
@@ -431,18 +425,23 @@ async fn an_early_answer_to_a_large_upload_is_read() {
     }
 }
 
-async fn one_shot_server_head_only(close: bool) -> String {
+/// Read a request head off `socket` (a test server's side of it).
+async fn read_request_head(socket: &mut tokio::net::TcpStream) {
     use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut buf).await.unwrap();
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+async fn one_shot_server_head_only(close: bool) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buf).await.unwrap();
-            seen.extend_from_slice(&buf[..n]);
-        }
+        read_request_head(&mut socket).await;
         socket
             .write_all(
                 b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",

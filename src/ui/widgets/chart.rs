@@ -30,6 +30,23 @@ pub(super) fn bottom_ticks(
     next_free
 }
 
+/// The value axis's label rows of a plot `gh` rows high: bottom, top, and
+/// the middle when there is room, each on the row its fraction of the top
+/// maps to (as the points do).
+pub(super) fn label_rows(gh: u16) -> Vec<(u16, f64)> {
+    let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
+    let mut rows = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
+    if gh >= 5 {
+        rows.push((row_of(0.5), 0.5));
+    }
+    rows
+}
+
+/// The left axis's labels at `rows`, for a top value `y_top`.
+pub(super) fn left_labels(rows: &[(u16, f64)], y_top: f64) -> Vec<(u16, String)> {
+    rows.iter().map(|&(r, f)| (r, compact(f * y_top))).collect()
+}
+
 /// The left and bottom axes of a chart whose plot area is `graph`, with
 /// the left axis's labels at their rows (offsets from the top).
 pub(super) fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)], p: &Palette) {
@@ -217,17 +234,8 @@ impl Widget for ThroughputChart<'_> {
 
         // Rows: graph, then the axis line, then tick labels.
         let gh = area.height - 2;
-        // Label rows: bottom, top, and the middle when there is room, each
-        // on the row its value maps to (as the points do).
-        let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
-        let mut label_rows: Vec<(u16, f64)> = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
-        if gh >= 5 {
-            label_rows.push((row_of(0.5), 0.5));
-        }
-        let left_labels: Vec<(u16, String)> = label_rows
-            .iter()
-            .map(|&(r, f)| (r, compact(f * y_top)))
-            .collect();
+        let label_rows = label_rows(gh);
+        let left_labels = left_labels(&label_rows, y_top);
         let right_labels: Vec<(u16, String)> = match p99_top {
             Some(top) => label_rows
                 .iter()

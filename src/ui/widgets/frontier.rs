@@ -47,15 +47,7 @@ impl Widget for FrontierChart<'_> {
         let y_top = nice_ceil(xys.iter().map(|v| v.1).fold(0.0, f64::max) * 1.05);
         let x_top = nice_ceil(xys.iter().map(|v| v.0).fold(0.0, f64::max) * 1.05);
         let gh = area.height - 2;
-        let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
-        let mut label_rows: Vec<(u16, f64)> = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
-        if gh >= 5 {
-            label_rows.push((row_of(0.5), 0.5));
-        }
-        let left_labels: Vec<(u16, String)> = label_rows
-            .iter()
-            .map(|&(r, f)| (r, compact(f * y_top)))
-            .collect();
+        let left_labels = left_labels(&label_rows(gh), y_top);
         let lw = left_labels.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u16;
         let gx = area.x + lw + 1;
         let Some(gw) = area.width.checked_sub(lw + 2).filter(|w| *w >= 8) else {
