@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::support::{self, bin, paced, read_json, text, Sim};
+use crate::support::{self, bin, paced, read_json, stderr, stdout, text, Sim};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("config", name)
@@ -19,14 +19,6 @@ fn tokbench(args: &[&str]) -> Output {
         .env_remove("OPENAI_API_KEY")
         .output()
         .expect("tokbench runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn toml_of(out: &Output) -> toml::Table {

@@ -1,30 +1,20 @@
 //! End to end: the real binary against the built-in simulator on loopback,
 //! whose timing is known, so the measurement error is itself measured.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokbench::sim::{self, EmissionLog, SimConfig, SimHandle};
+use tokbench::sim::{EmissionLog, SimConfig, SimHandle};
 
-use crate::support::{against_server, median, paced, AgainstServer};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
+use crate::support::{
+    self, against_server, bin, median, paced, read_json, start_sim, text, tokbench_async,
+    AgainstServer,
+};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-async fn start_sim(cfg: SimConfig) -> SimHandle {
-    sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
-        .await
-        .expect("simulator starts")
+    support::scratch_path("e2e", name)
 }
 
 fn steps_only(step_ms: f64) -> SimConfig {
@@ -33,19 +23,6 @@ fn steps_only(step_ms: f64) -> SimConfig {
 
 fn fast_sim(step_ms: f64) -> SimConfig {
     paced(step_ms, 10.0)
-}
-
-/// Run the binary to completion off the async runtime (the simulator lives on it).
-async fn run_tokbench(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tokbench runs")
-    })
-    .await
-    .expect("join")
 }
 
 fn sweep_args(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Vec<String> {
@@ -63,25 +40,10 @@ fn sweep_args(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Vec<String> {
     args
 }
 
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
 fn num(v: &Value, key: &str) -> f64 {
     v.get(key)
         .and_then(Value::as_f64)
         .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// Acceptance: step 5 ms, no per-sequence cost, 10 ms per 1k prompt tokens,
@@ -103,7 +65,7 @@ async fn measures_the_simulator_timing_it_was_given() {
     })
     .await;
     let dir = scratch("timing");
-    let out = run_tokbench(sweep_args(
+    let out = tokbench_async(sweep_args(
         &sim,
         &dir,
         &[
@@ -373,7 +335,7 @@ fn jq_reads_four_numbers(file: &Path) {
 async fn default_timings_show_the_article_shape() {
     let sim = start_sim(SimConfig::default()).await;
     let dir = scratch("shape");
-    let out = run_tokbench(sweep_args(
+    let out = tokbench_async(sweep_args(
         &sim,
         &dir,
         &[
@@ -603,7 +565,7 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
     })
     .await;
     let dir = scratch("http400");
-    let out = run_tokbench(sweep_args(
+    let out = tokbench_async(sweep_args(
         &sim,
         &dir,
         &[
@@ -755,7 +717,7 @@ async fn ollama_slots_and_offload_are_diagnosed() {
         })
         .await;
         let dir = scratch(name);
-        let out = run_tokbench(sweep_args(
+        let out = tokbench_async(sweep_args(
             &sim,
             &dir,
             &[
@@ -837,7 +799,7 @@ async fn llamacpp_timings_agree_with_the_client() {
     .await;
     for backend in ["openai-chat", "openai-completions"] {
         let dir = scratch(&format!("llamacpp-{backend}"));
-        let out = run_tokbench(sweep_args(
+        let out = tokbench_async(sweep_args(
             &sim,
             &dir,
             &[
@@ -965,7 +927,7 @@ async fn ollama_cold_start_503s_are_counted_and_explained() {
     })
     .await;
     let dir = scratch("ollama-cold");
-    let out = run_tokbench(sweep_args(
+    let out = tokbench_async(sweep_args(
         &sim,
         &dir,
         &[

@@ -684,7 +684,7 @@ async fn sweep(name: &str, url: &str, levels: &str, num_prompts: u32, extra: &[&
         let out = std::fs::File::create(log_dir.join("stdout")).expect("stdout file");
         let err = std::fs::File::create(log_dir.join("stderr")).expect("stderr file");
         let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tokbench"))
+        let mut child = Command::new(crate::support::bin())
             .args(&args)
             .stdin(Stdio::null())
             .stdout(out)

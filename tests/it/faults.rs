@@ -3,37 +3,18 @@
 //! and every result file is written.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig, SimEngine};
+
+use crate::support::{self, read_json, tokbench_async};
 
 const NUM_PROMPTS: u64 = 8;
 const LEVELS: [u64; 2] = [2, 4];
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-faults-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-async fn run_tokbench(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_tokbench"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tokbench runs")
-    })
-    .await
-    .expect("join")
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+    support::scratch_path("faults", name)
 }
 
 /// Run a short sweep against a simulator with `cfg`'s faults; check that it survives
@@ -78,7 +59,7 @@ async fn sweep_with(name: &str, cfg: SimConfig, class: &str) -> u64 {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let out = run_tokbench(args).await;
+    let out = tokbench_async(args).await;
     let log = format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status.code(),

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{self, bin, paced, read_json, scratch, text, Sim};
+use crate::support::{
+    self, bin, paced, python_with_jsonschema, read_json, scratch, text, tokbench, Sim,
+};
 
 /// The sweep every test here runs: two short levels against a paced
 /// simulator, long enough per request (16 tokens of 20 ms) that a 100 ms
@@ -44,14 +46,6 @@ fn sweep_args(sim: &Sim, dir: &Path) -> Vec<String> {
     .collect()
 }
 
-fn run(args: &[String]) -> std::process::Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("tokbench runs")
-}
-
 #[test]
 fn events_on_stdout_follow_the_run_and_repeat_the_level_files() {
     let sim = Sim::with(paced(2.0, 0.0));
@@ -59,7 +53,7 @@ fn events_on_stdout_follow_the_run_and_repeat_the_level_files() {
     let run_dir = dir.join("run");
     let mut args = sweep_args(&sim, &run_dir);
     args.extend(["--events".into(), "-".into()]);
-    let out = run(&args);
+    let out = tokbench(&args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
     // stdout holds the events and nothing else; the table went to stderr.
@@ -134,7 +128,7 @@ fn a_run_that_cannot_start_its_exporters_sends_no_load() {
     let port = taken.local_addr().expect("addr").port();
     let mut args = sweep_args(&sim, &dir.join("run"));
     args.extend(["--metrics-listen".into(), format!("127.0.0.1:{port}")]);
-    let out = run(&args);
+    let out = tokbench(&args);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -147,7 +141,7 @@ fn a_run_that_cannot_start_its_exporters_sends_no_load() {
     assert!(!dir.join("run").join("sweep-c1.json").exists());
     let mut args = sweep_args(&sim, &dir.join("run2"));
     args.extend(["--events".into(), "/nonexistent-dir/ev.jsonl".into()]);
-    let out = run(&args);
+    let out = tokbench(&args);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
@@ -631,25 +625,6 @@ fn promql_names_are_found_and_labels_are_not() {
     );
 }
 
-/// A Python that has the `jsonschema` package, or a panic naming it.
-fn python_with_jsonschema() -> &'static str {
-    for python in ["python3", "/usr/bin/python3"] {
-        let ok = Command::new(python)
-            .args(["-c", "import jsonschema"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return python;
-        }
-    }
-    panic!(
-        "python3 with the jsonschema package is not installed: this test validates against \
-         llm-d's JSON Schema with it (apt-get install python3-jsonschema, or run .ci/run which installs it)"
-    );
-}
-
 /// Validate every report of a `--format br` array against the checked-in
 /// schema; the validator's messages on failure.
 fn validate_br(reports: &Path) {
@@ -670,7 +645,7 @@ for i, report in enumerate(reports):
 print(f"{len(reports)} reports, {bad} errors")
 sys.exit(1 if bad else 0)
 "#;
-    let out = Command::new(python_with_jsonschema())
+    let out = Command::new(python_with_jsonschema("against llm-d's JSON Schema"))
         .args(["-c", script])
         .arg(&schema)
         .arg(reports)
@@ -698,10 +673,10 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
         ]
         .map(String::from),
     );
-    let out = run(&args);
+    let out = tokbench(&args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let br = dir.join("br.json");
-    let out = run(&[
+    let out = tokbench(&[
         "report".into(),
         run_dir.display().to_string(),
         "--format".into(),
@@ -761,7 +736,7 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
             .join("tests/fixtures/view")
             .join(fixture);
         let to = dir.join(format!("fixture-{fixture}.json"));
-        let out = run(&[
+        let out = tokbench(&[
             "report".into(),
             from.display().to_string(),
             "--format".into(),

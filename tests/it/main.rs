@@ -1,7 +1,8 @@
 //! The integration tests: one binary, one module per file, sharing
 //! `support` (docs/architecture.md section 6, "A test"). One binary links
 //! once and runs every test in one process, where 22 binaries linked 22
-//! times. Run one file's tests with `cargo test --test it e2e::`.
+//! times. Run one file's tests with `cargo test --test it e2e::`. The one
+//! exception, `tests/open_loop.rs`, says why it is a binary of its own.
 
 mod support;
 
@@ -14,7 +15,6 @@ mod fuzz_corpus;
 mod gpu;
 mod interop;
 mod module_graph;
-mod open_loop;
 mod panic_hook;
 mod reasoning;
 mod report;

@@ -4,15 +4,13 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig};
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
+use crate::support::{bin, stderr, stdout, text, tokbench};
 
 /// Three finished runs: A and B differ only in the simulator's batch slots
 /// (16 vs 64), C has a different output length.
@@ -111,33 +109,8 @@ fn runs() -> &'static Runs {
     })
 }
 
-fn tokbench(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("tokbench runs")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn report(dir: &Path, format: &str) -> String {
-    let out = tokbench(&["report", &dir.display().to_string(), "--format", format]);
+    let out = tokbench(["report", &dir.display().to_string(), "--format", format]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
         out.stderr.is_empty(),
@@ -468,7 +441,7 @@ fn svg_draws_the_frontier_with_a_point_per_level_and_the_capacity() {
     assert!(svg.contains("total output tok/s"));
     assert!(svg.contains("output tok/s per user"));
     // --gpus: the throughput axis per GPU, the figures divided.
-    let out = tokbench(&[
+    let out = tokbench([
         "report",
         &runs.a.display().to_string(),
         "--format",
@@ -499,7 +472,7 @@ fn svg_draws_the_frontier_with_a_point_per_level_and_the_capacity() {
     let html = report(&runs.a, "html");
     assert!(html.contains("<h2>Interactivity against throughput</h2>"));
     assert_eq!(html.matches("<svg xmlns=").count(), 2, "two figures");
-    let out = tokbench(&[
+    let out = tokbench([
         "report",
         &runs.a.display().to_string(),
         "--format",
@@ -509,7 +482,7 @@ fn svg_draws_the_frontier_with_a_point_per_level_and_the_capacity() {
     ]);
     assert!(stdout(&out).contains("<th>output tok/s per GPU (4)</th>"));
     // Zero GPUs is refused by the parser, not divided by.
-    let out = tokbench(&["report", &runs.a.display().to_string(), "--gpus", "0"]);
+    let out = tokbench(["report", &runs.a.display().to_string(), "--gpus", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
 
@@ -636,7 +609,7 @@ fn json_is_the_summary_and_html_stands_alone() {
 fn output_file_instead_of_stdout() {
     let runs = runs();
     let file = runs.a.parent().expect("root").join("out-report.md");
-    let out = tokbench(&[
+    let out = tokbench([
         "report",
         &runs.a.join("summary.json").display().to_string(),
         "-o",
@@ -667,7 +640,7 @@ fn run_reports_land_in_the_result_folder() {
 #[test]
 fn compare_shows_the_capacity_difference() {
     let runs = runs();
-    let out = tokbench(&[
+    let out = tokbench([
         "compare",
         &runs.a.display().to_string(),
         &runs.b.join("summary.json").display().to_string(),
@@ -719,7 +692,7 @@ fn compare_shows_the_capacity_difference() {
 fn compare_refuses_different_lengths_unless_forced() {
     let runs = runs();
     let (a, c) = (runs.a.display().to_string(), runs.c.display().to_string());
-    let out = tokbench(&["compare", &a, &c]);
+    let out = tokbench(["compare", &a, &c]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(out.stdout.is_empty(), "{}", text(&out));
     let err = stderr(&out);
@@ -727,7 +700,7 @@ fn compare_refuses_different_lengths_unless_forced() {
     assert!(err.contains("out 32") && err.contains("out 16"), "{err}");
     assert!(err.contains("--force"), "{err}");
 
-    let out = tokbench(&["compare", &a, &c, "--force"]);
+    let out = tokbench(["compare", &a, &c, "--force"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "one warning line: {err}");

@@ -24,17 +24,17 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig};
 
+use crate::support::{self, read_json, text};
+
 const LIMIT: f64 = 0.15;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-rounds-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    support::scratch_path("rounds", name)
 }
 
 fn sim_config(noise: f64) -> SimConfig {
@@ -48,21 +48,6 @@ fn sim_config(noise: f64) -> SimConfig {
         noise_seed: 28,
         ..SimConfig::default()
     }
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// One `--rounds 3` sweep at 2 and 4 streams against a fresh simulator; its summary.json.
@@ -95,7 +80,7 @@ async fn sweep_three_rounds(cfg: SimConfig, dir: &Path) -> Value {
     .collect();
     // Off the async runtime: the simulator lives on it.
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_tokbench"))
+        Command::new(support::bin())
             .args(&args)
             .stdin(Stdio::null())
             .output()

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{bin, read_json, scratch, text};
+use crate::support::{bin, python_with_jsonschema, read_json, scratch, text};
 
 /// The run tests/fixtures/schema_v0 was written with (`tokbench demo`, the
 /// in-process simulator), by the binary of commit 37f59cb.
@@ -68,26 +68,6 @@ fn request_lines(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A Python that has the `jsonschema` package, or a panic naming it.
-fn python_with_jsonschema() -> &'static str {
-    for python in ["python3", "/usr/bin/python3"] {
-        let ok = Command::new(python)
-            .args(["-c", "import jsonschema"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return python;
-        }
-    }
-    panic!(
-        "python3 with the jsonschema package is not installed: this test validates the result \
-         files against assets/schema/ with it (apt-get install python3-jsonschema, or run .ci/run \
-         which installs it)"
-    );
-}
-
 /// Validate a result folder against assets/schema/: summary.json, each level
 /// file, each line of requests.jsonl. Also fails on a key the schema does not
 /// name (in `properties` or, for the latency keys, `patternProperties`), so
@@ -129,12 +109,14 @@ for e in errors[:40]:
     print(e)
 sys.exit(1 if errors else 0)
 "#;
-    let out = Command::new(python_with_jsonschema())
-        .args(["-c", script])
-        .arg(schema_dir())
-        .arg(dir)
-        .output()
-        .expect("python runs");
+    let out = Command::new(python_with_jsonschema(
+        "the result files against assets/schema/",
+    ))
+    .args(["-c", script])
+    .arg(schema_dir())
+    .arg(dir)
+    .output()
+    .expect("python runs");
     assert!(
         out.status.success(),
         "schema validation of {}: {}",

@@ -806,7 +806,7 @@ async fn sweep_diagnoses(
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tokbench"))
+        std::process::Command::new(crate::support::bin())
             .args(&args)
             .stdin(std::process::Stdio::null())
             .output()

@@ -2,16 +2,13 @@
 //! simulator, whose tokenizer counts whitespace-separated words, so the
 //! lengths the requests really had can be checked against what was asked.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig, SimHandle};
+use tokbench::sim::SimHandle;
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
+use crate::support::{self, paced, read_json, tokbench_async};
 
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,34 +19,12 @@ fn fixture(name: &str) -> String {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-traffic-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    support::scratch_path("traffic", name)
 }
 
 /// Small fixed steps: a token every half millisecond, no prefill cost.
 async fn start_sim() -> SimHandle {
-    let cfg = SimConfig {
-        step_ms: 0.5,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
-        ..SimConfig::default()
-    };
-    sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
-        .await
-        .expect("simulator starts")
-}
-
-async fn run(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tokbench runs")
-    })
-    .await
-    .expect("join")
+    support::start_sim(paced(0.5, 0.0)).await
 }
 
 async fn sweep(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Output {
@@ -67,7 +42,7 @@ async fn sweep(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Output {
         "7".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = run(args).await;
+    let out = tokbench_async(args).await;
     assert!(
         out.status.success(),
         "tokbench {extra:?} failed: {}\n{}",
@@ -75,12 +50,6 @@ async fn sweep(sim: &SimHandle, dir: &Path, extra: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stdout)
     );
     out
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
 fn requests(dir: &Path) -> Vec<Value> {
@@ -321,7 +290,7 @@ async fn compare_refuses_different_profiles_unless_forced() {
         if force {
             args.push("--force".into());
         }
-        run(args)
+        tokbench_async(args)
     };
     let refused = compare(false).await;
     assert_eq!(refused.status.code(), Some(2));

@@ -244,7 +244,11 @@ fn ollama_restart_starts_a_second_series() {
         "{wide}"
     );
     tmux.run(&["resize-window", "-x", "80", "-y", "24"]);
-    let narrow = tmux.wait_for("80x24", Duration::from_secs(5), |s| s.lines().count() <= 24);
+    // The pane is 24 lines as soon as tmux resizes it; wait for the view's
+    // redraw at that size too, not only for the smaller pane.
+    let narrow = tmux.wait_for("80x24", Duration::from_secs(5), |s| {
+        s.lines().count() <= 24 && s.contains("series 1") && s.contains("series 2")
+    });
     eprintln!("resized in {narrow:?}");
     let small = tmux.screen();
     assert!(

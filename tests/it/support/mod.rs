@@ -1,13 +1,13 @@
-//! What the end-to-end test files share: the binary under test, scratch
-//! folders, the simulator on a runtime of its own, and a tmux server to
-//! drive the live view. Each test file takes what it needs (`mod support;`),
-//! so some of it is unused in any one of them.
-#![allow(dead_code)]
+//! What the integration tests share: the binary under test, scratch
+//! folders, the simulator (on the test's runtime or on one of its own), and
+//! a tmux server to drive the live view. Each test module takes what it
+//! needs (`use crate::support::...`).
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -18,12 +18,47 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tokbench")
 }
 
-/// A fresh folder under the temp dir, named by the test file and case.
-pub fn scratch(file: &str, name: &str) -> PathBuf {
+/// Runs the binary under test to its end, stdin closed.
+pub fn tokbench<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tokbench runs")
+}
+
+/// `tokbench` off the async runtime, so a simulator on the same runtime
+/// keeps serving while the binary runs.
+pub async fn tokbench_async(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || tokbench(&args))
+        .await
+        .expect("join")
+}
+
+/// A path under the temp dir, named by the test file and case, with nothing
+/// there: tokbench makes the folder.
+pub fn scratch_path(file: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tokbench-{file}-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A fresh, empty folder under the temp dir, named by the test file and case.
+pub fn scratch(file: &str, name: &str) -> PathBuf {
+    let dir = scratch_path(file, name);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
+}
+
+/// The simulator on the test's own runtime, on a free loopback port.
+pub async fn start_sim(config: SimConfig) -> SimHandle {
+    sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config)
+        .await
+        .expect("simulator starts")
 }
 
 pub fn read_json(path: &Path) -> Value {
@@ -100,6 +135,14 @@ pub fn against_server(run_dir: &Path, streams: &[StreamEmissions]) -> Vec<Agains
         });
     }
     out
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 pub fn text(out: &Output) -> String {
@@ -245,4 +288,24 @@ impl Drop for Tmux {
             let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// A Python that has the `jsonschema` package, or a panic naming it and
+/// what the test validates with it.
+pub fn python_with_jsonschema(validates: &str) -> &'static str {
+    for python in ["python3", "/usr/bin/python3"] {
+        let ok = Command::new(python)
+            .args(["-c", "import jsonschema"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return python;
+        }
+    }
+    panic!(
+        "python3 with the jsonschema package is not installed: this test validates {validates} \
+         with it (apt-get install python3-jsonschema, or run .ci/run which installs it)"
+    );
 }
