@@ -18,7 +18,7 @@ use super::theme::Palette;
 mod chart;
 mod frontier;
 
-use chart::{bottom_ticks, cell, label_rows, left_axis, left_labels};
+use chart::{bottom_ticks, cell, label_rows, left_axis, left_labels, waiting_note};
 pub use chart::{
     series_style, ChartPoint, PointKind, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
     P99_GLYPH_B,

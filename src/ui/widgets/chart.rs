@@ -47,6 +47,15 @@ pub(super) fn left_labels(rows: &[(u16, f64)], y_top: f64) -> Vec<(u16, String)>
     rows.iter().map(|&(r, f)| (r, compact(f * y_top))).collect()
 }
 
+/// What an empty chart says, centred in its plot area `graph`.
+pub(super) fn waiting_note(buf: &mut Buffer, graph: Rect, p: &Palette) {
+    let note = "waiting for the first level";
+    if usize::from(graph.width) > note.len() {
+        let x = graph.x + (graph.width - note.len() as u16) / 2;
+        buf.set_string(x, graph.y + graph.height / 2, note, p.dim);
+    }
+}
+
 /// The left and bottom axes of a chart whose plot area is `graph`, with
 /// the left axis's labels at their rows (offsets from the top).
 pub(super) fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)], p: &Palette) {
@@ -296,11 +305,7 @@ impl Widget for ThroughputChart<'_> {
         }
 
         if self.points.is_empty() {
-            let note = "waiting for the first level";
-            if usize::from(gw) > note.len() {
-                let x = gx + (gw - note.len() as u16) / 2;
-                buf.set_string(x, gy + gh / 2, note, p.dim);
-            }
+            waiting_note(buf, graph, p);
             return;
         }
 

@@ -72,11 +72,7 @@ impl Widget for FrontierChart<'_> {
             buf.set_string(x, label_y, title, p.dim);
         }
         if self.points.is_empty() {
-            let note = "waiting for the first level";
-            if usize::from(gw) > note.len() {
-                let x = gx + (gw - note.len() as u16) / 2;
-                buf.set_string(x, gy + gh / 2, note, p.dim);
-            }
+            waiting_note(buf, graph, p);
             return;
         }
         let tops = (x_top, y_top);
