@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
 use crate::support::{bin, paced, read_json, scratch, text, Sim};
+use serde_json::Value;
 use tokbench::load::request::record_id_of_request_id;
 use tokbench::sim::{EmissionLog, SimConfig, StreamEmissions};
 
