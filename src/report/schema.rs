@@ -211,6 +211,63 @@ pub struct LevelFile {
     pub stats: Map<String, Value>,
 }
 
+/// `run.shard` and a level's `shard`: one shard of a sharded run, or
+/// (`merged_from`, `indexes`, `missing`) a folder `tokbench merge` wrote,
+/// which can itself be merged with the rest of the shards. Read from the
+/// structs' maps of other keys (`RunSection::other`, `LevelFile::stats`)
+/// by `merge::fields` until the recorder writes typed fields for them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardInfo {
+    /// This shard's index, from 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub index: Option<u32>,
+    /// The run's number of shards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// This host's clock minus the server's (its `Date` header), ms;
+    /// null when not measured.
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_ms: Option<f64>,
+    /// A merged folder: how many shards it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub merged_from: Option<u32>,
+    /// A merged folder: the indexes of the shards it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub indexes: Option<Vec<u32>>,
+    /// A merged folder made with `--allow-missing`: the shards it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub missing: Option<Vec<u32>>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// One entry of a merged level's `shards`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardEntry {
+    pub index: u32,
+    #[serde(deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// Completed requests of the shard's level.
+    #[serde(deserialize_with = "lenient")]
+    pub completed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_ms: Option<f64>,
+    /// The shard's own client load (a machine's CPU does not add up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub client: Option<ClientLoad>,
+}
+
 /// The client's own load over a level.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
