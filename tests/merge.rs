@@ -107,6 +107,49 @@ fn num(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} is not a number"))
 }
 
+/// A refusal is one line on stderr and exit 2, as `compare`'s; nothing is written.
+#[test]
+fn a_refusal_is_one_line_and_exit_2() {
+    let root = scratch("refusal");
+    let dirs: Vec<PathBuf> = ["a", "b"].iter().map(|n| root.join(n)).collect();
+    for (i, dir) in dirs.iter().enumerate() {
+        std::fs::create_dir_all(dir).expect("dir");
+        let summary = serde_json::json!({
+            "run": {"model": "sim", "shard": {"index": i, "count": 3}},
+            "levels": []
+        });
+        std::fs::write(dir.join("summary.json"), summary.to_string()).expect("write");
+    }
+    let out_dir = root.join("out");
+    let out = Command::new(bin())
+        .arg("merge")
+        .args(&dirs)
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .expect("merge runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        "tokbench merge: refused: shard 2/3 missing: give every shard's folder, or --allow-missing to merge the 2 given"
+    );
+    assert!(!out_dir.exists(), "a refusal writes nothing");
+    // --allow-missing merges the two (no levels) and says so.
+    let out = Command::new(bin())
+        .arg("merge")
+        .args(&dirs)
+        .args(["--allow-missing", "-o"])
+        .arg(&out_dir)
+        .output()
+        .expect("merge runs");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: merging 2 of 3 shards"));
+    let summary = read_json(&out_dir.join("summary.json"));
+    assert_eq!(summary["run"]["shard"]["missing"], serde_json::json!([2]));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_shards_merged_match_one_process_and_the_exact_union() {
     if !has_shard_flag() {

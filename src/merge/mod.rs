@@ -39,7 +39,7 @@ pub mod files;
 pub mod metric;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -157,7 +157,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 /// Two shards of one level each: TTFT 10, 20, 30 ms and 40, 50 ms.
-fn two_shards() -> Vec<ShardRun> {
+pub(crate) fn two_shards() -> Vec<ShardRun> {
     let mut a = shape(3, 1000.0, 10.0, &[10.0, 20.0, 30.0], &[5.0, 5.0, 6.0]);
     a.errors = vec![("http_503", 1)];
     a.failed = 1;
@@ -546,10 +546,10 @@ fn a_broken_histogram_is_an_error_naming_the_file() {
     }
 }
 
-#[test]
-fn the_merged_folder_is_written_and_reads_back_as_a_run() {
-    let dir = std::env::temp_dir().join(format!("tokbench-merge-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// The two shards of [`two_shards`] as result folders under `dir`, as the
+/// recorder writes them: summary.json without histograms, level files with,
+/// requests.jsonl with a torn last line.
+pub(crate) fn write_shard_folders(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut inputs = Vec::new();
     for run in two_shards() {
         let folder = dir.join(&run.name);
@@ -574,6 +574,14 @@ fn the_merged_folder_is_written_and_reads_back_as_a_run() {
         .unwrap();
         inputs.push(folder);
     }
+    inputs
+}
+
+#[test]
+fn the_merged_folder_is_written_and_reads_back_as_a_run() {
+    let dir = std::env::temp_dir().join(format!("tokbench-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let inputs = write_shard_folders(&dir);
     let runs: Vec<ShardRun> = inputs
         .iter()
         .map(|p| files::load_shard(p).unwrap())

@@ -358,4 +358,35 @@ mod tests {
         assert!(!f.summary_changed());
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    #[test]
+    fn several_shard_folders_are_followed_merged() {
+        let dir =
+            std::env::temp_dir().join(format!("tokbench-follow-shards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut paths = crate::merge::tests::write_shard_folders(&dir);
+        // A third folder whose shard has not written anything yet.
+        paths.push(dir.join("not-yet"));
+        let mut f = Following::new(&paths);
+        assert!(f.summary_changed());
+        let runs = f.load().expect("the two shards merge");
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].levels[0].completed, Some(5));
+        assert_eq!(runs[0].levels[0].concurrency, Some(5));
+        f.poll_requests();
+        // At the epoch the lines' age is unknown: "no request yet".
+        let t = SystemTime::UNIX_EPOCH;
+        assert_eq!(
+            f.status_line(t),
+            "following 3 shards merged (2 with results): level 1 in 2 shards (concurrency ? in all) 4 requests back, 0 failed; no request yet"
+        );
+        // No folder left: the line says why (the screen keeps what it had).
+        std::fs::remove_dir_all(&dir).ok();
+        let mut gone = Following::new(&paths);
+        assert!(gone.load().is_err());
+        assert_eq!(
+            gone.status_line(t),
+            "following 3 shards: no shard has a summary.json yet"
+        );
+    }
 }

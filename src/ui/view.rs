@@ -460,6 +460,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn three_folders_without_follow_are_refused_in_one_line() {
+        let err = run_view(&ViewArgs {
+            runs: vec!["a".into(), "b".into(), "c".into()],
+            follow: false,
+        })
+        .await
+        .expect_err("view overlays two runs at most");
+        assert_eq!(
+            format!("{err:#}"),
+            "view shows one run, or two overlaid; --follow follows several shard folders of one run, merged"
+        );
+    }
+
+    #[tokio::test]
     async fn a_folder_without_a_summary_errors() {
         let dir = std::env::temp_dir().join(format!("tokbench-view-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("scratch dir");
