@@ -8,12 +8,15 @@
 //!
 //! - counts and tokens are sums; errors are summed per class;
 //! - throughputs are over the union's duration: from the earliest level
-//!   start to the latest level end of any shard, on one clock. A shard's
-//!   level starts at `started_unix_s - clock_offset_ms / 1000` (its wall
-//!   clock at the first dispatch, corrected by how far its clock is ahead
-//!   of the server's; an unknown offset counts as 0) and ends `duration`
-//!   seconds later (first dispatch to last completion, on its monotonic
-//!   clock);
+//!   start to the latest level end of any shard, on the server's clock. A
+//!   shard's level starts at `started_unix_s + clock_offset_ms / 1000` (its
+//!   wall clock at the level's start plus the server's clock minus its own,
+//!   from the `Date` header) and ends `duration` seconds later (first
+//!   dispatch to last completion, on its monotonic clock). The offset is
+//!   applied only when it is larger than its own uncertainty
+//!   (`clock_offset_error_ms`, ±500 ms for a whole-second `Date`): within
+//!   it, the hosts' own clocks (NTP) are the better estimate, and an
+//!   unknown offset counts as 0;
 //! - percentiles are of the union: numpy-linear over every value when every
 //!   shard kept its samples of the metric, else the merged HDR histogram's
 //!   (within 0.1%); ITL always the histogram's; means and standard
@@ -522,10 +525,8 @@ fn merge_level(
     // The union's window on one clock.
     let offset_s = |run: &ShardRun, level: &LevelFile| {
         fields::level_shard(level)
-            .and_then(|s| s.clock_offset_ms)
-            .or_else(|| fields::run_shard(&run.summary.run).and_then(|s| s.clock_offset_ms))
-            .filter(|o| o.is_finite())
-            .map_or(0.0, |o| o / 1000.0)
+            .or_else(|| fields::run_shard(&run.summary.run))
+            .map_or(0.0, |s| clock_correction_s(&s))
     };
     let mut starts: Vec<(f64, &Holds)> = Vec::new();
     let (mut first_start, mut last_end) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -534,7 +535,7 @@ fn merge_level(
         let Some(t) = fields::started_unix_s(level) else {
             continue;
         };
-        let start = t - offset_s(run, level);
+        let start = t + offset_s(run, level);
         starts.push((start, *h));
         if let Some(at) = level.started_at_s {
             run_start = run_start.min(start - at);
@@ -686,7 +687,8 @@ fn merge_level(
             index: h.indexes[0],
             host: shard.as_ref().and_then(|s| s.host.clone()),
             completed: level.completed,
-            clock_offset_ms: shard.and_then(|s| s.clock_offset_ms),
+            clock_offset_ms: shard.as_ref().and_then(|s| s.clock_offset_ms),
+            clock_offset_error_ms: shard.and_then(|s| s.clock_offset_error_ms),
             client: level.client.clone().filter(|c| *c != ClientLoad::default()),
         });
     }
@@ -763,6 +765,26 @@ fn merge_level(
         &shards,
     );
     Ok((level, warnings))
+}
+
+/// Seconds to add to a shard's wall clock to read the server's: its
+/// `clock_offset_ms` (server minus host), when that is larger than the
+/// offset's own uncertainty; 0 otherwise. A `Date` header has whole
+/// seconds, so an offset of -300 +- 500 ms says the clocks agree as far as
+/// it can tell, and shifting by it would scatter synchronized hosts.
+pub fn clock_correction_s(shard: &ShardInfo) -> f64 {
+    let Some(offset) = shard.clock_offset_ms.filter(|o| o.is_finite()) else {
+        return 0.0;
+    };
+    let error = shard
+        .clock_offset_error_ms
+        .filter(|e| e.is_finite() && *e >= 0.0)
+        .unwrap_or(0.0);
+    if offset.abs() > error {
+        offset / 1000.0
+    } else {
+        0.0
+    }
 }
 
 /// The decision math's view of a merged level.

@@ -257,17 +257,25 @@ fn counts_are_sums_and_throughputs_are_over_the_unions_duration() {
 #[test]
 fn a_clock_offset_moves_a_shard_onto_the_common_clock() {
     let mut runs = two_shards();
-    // Shard 1's clock is 100 ms ahead of the server's: it started at
-    // 1000.0 on the common clock and ended at 1010.4, so 10.4 s in all.
+    // Shard 1's clock is 100 ms ahead of the server's (server minus host
+    // -100 ms, known to 50 ms): it started at 1000.0 on the server's
+    // clock and ended at 1010.4, so 10.4 s in all.
     runs[1].levels[0].stats.insert(
         "shard".into(),
-        json!({"index": 1, "count": 2, "clock_offset_ms": 100.0}),
+        json!({"index": 1, "count": 2, "clock_offset_ms": -100.0, "clock_offset_error_ms": 50.0}),
     );
     let level = &merged(&runs).levels[0].1;
     assert!(close(level.duration.unwrap(), 10.4));
+    // Known only to +- 500 ms (a whole-second Date header), -100 ms says
+    // nothing: the host clocks stand, 1000.0..1010.5 as before.
+    runs[1].levels[0].stats.insert(
+        "shard".into(),
+        json!({"index": 1, "count": 2, "clock_offset_ms": -100.0, "clock_offset_error_ms": 500.0}),
+    );
+    assert!(close(merged(&runs).levels[0].1.duration.unwrap(), 10.5));
     assert_eq!(
         fields::level_shards(level).unwrap()[1].clock_offset_ms,
-        Some(100.0)
+        Some(-100.0)
     );
 }
 

@@ -230,10 +230,14 @@ pub struct ShardInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "lenient")]
     pub host: Option<String>,
-    /// This host's clock minus the server's (its `Date` header), ms;
+    /// The server's wall clock minus this host's (its `Date` header), ms;
     /// null when not measured.
     #[serde(deserialize_with = "lenient")]
     pub clock_offset_ms: Option<f64>,
+    /// Half the width of the interval `clock_offset_ms` is known to lie in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_error_ms: Option<f64>,
     /// A merged folder: how many shards it holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "lenient")]
@@ -262,6 +266,9 @@ pub struct ShardEntry {
     pub completed: Option<u64>,
     #[serde(deserialize_with = "lenient")]
     pub clock_offset_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_error_ms: Option<f64>,
     /// The shard's own client load (a machine's CPU does not add up).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[serde(deserialize_with = "lenient")]
