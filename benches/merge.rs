@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 use tokbench::merge::{merge, MergeOptions, ShardRun};
-use tokbench::report::schema::{LevelFile, RunSection, SummaryFile};
+use tokbench::report::schema::{LevelFile, RunSection, ShardSection, SummaryFile};
 use tokbench::stats::hdr::LatencyHistogram;
 use tokbench::stats::summary::Distribution;
 
@@ -76,15 +76,6 @@ fn level_file(rng: &mut Lcg, shard: u32, key: u64) -> LevelFile {
             }
         }
     }
-    stats.insert(
-        "shard".into(),
-        json!({"index": shard, "count": SHARDS, "host": format!("node{shard}"), "clock_offset_ms": 0.0}),
-    );
-    stats.insert(
-        "started_unix_s".into(),
-        json!(1_796_130_000.0 + key as f64 * 35.0 + f64::from(shard) * 0.001),
-    );
-    stats.insert("duration_target".into(), json!(30.0));
     LevelFile {
         model_id: Some("sim".into()),
         num_prompts: Some(SAMPLES as u64),
@@ -104,8 +95,21 @@ fn level_file(rng: &mut Lcg, shard: u32, key: u64) -> LevelFile {
         histograms: Some(histograms),
         samples: Some(samples),
         file: Some(format!("sweep-c{}.json", 1u32 << key.min(6))),
+        shard: Some(section(shard)),
+        started_unix_s: Some(1_796_130_000.0 + key as f64 * 35.0 + f64::from(shard) * 0.001),
+        duration_target: Some(30.0),
         stats,
         ..LevelFile::default()
+    }
+}
+
+fn section(shard: u32) -> ShardSection {
+    ShardSection {
+        index: Some(shard),
+        count: Some(SHARDS),
+        host: Some(format!("node{shard}")),
+        clock_offset_ms: Some(-200.0),
+        clock_offset_error_ms: Some(500.0),
     }
 }
 
@@ -120,10 +124,7 @@ fn shard_run(rng: &mut Lcg, shard: u32) -> ShardRun {
         kind: Some("sweep".into()),
         ..RunSection::default()
     };
-    run.other.insert(
-        "shard".into(),
-        json!({"index": shard, "count": SHARDS, "host": format!("node{shard}"), "clock_offset_ms": 0.0}),
-    );
+    run.shard = Some(section(shard));
     let levels: Vec<LevelFile> = (0..LEVELS).map(|k| level_file(rng, shard, k)).collect();
     ShardRun {
         name: format!("shard{shard}"),

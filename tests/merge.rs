@@ -146,7 +146,7 @@ fn a_refusal_is_one_line_and_exit_2() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning: merging 2 of 3 shards"));
     let summary = read_json(&out_dir.join("summary.json"));
-    assert_eq!(summary["run"]["shard"]["missing"], serde_json::json!([2]));
+    assert_eq!(summary["run"]["merged"]["missing"], serde_json::json!([2]));
     let _ = std::fs::remove_dir_all(&root);
 }
 

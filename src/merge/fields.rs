@@ -1,50 +1,20 @@
-//! The shard keys a merge reads, in one place: `run.shard`, a level's
-//! `shard`, `started_unix_s` and `duration_target` (issue 13).
-//!
-//! They are read from the schema structs' maps of other keys
-//! (`RunSection::other`, `LevelFile::stats`) rather than typed fields,
-//! because adding fields to those structs means editing the recorder that
-//! builds them, which this module does not own. When the recorder gains
-//! typed fields for them, these accessors are the only lines to change.
+//! The shard keys a merge reads and writes beside the typed ones, in one
+//! place: `run.merged` (a merged folder's shards) and a merged level's
+//! `shards`. They live in the schema structs' maps of other keys
+//! (`RunSection::other`, `LevelFile::stats`), so the recorder, which
+//! builds those structs field by field, needs no field it never fills.
 
-use serde_json::Value;
+use crate::report::schema::{typed, LevelFile, MergedFrom, RunSection, ShardEntry};
 
-use crate::report::schema::{typed, LevelFile, RunSection, ShardEntry, ShardInfo};
-
-/// `run.shard`.
-pub fn run_shard(run: &RunSection) -> Option<ShardInfo> {
-    typed(run.other.get("shard").cloned()?)
+/// `run.merged`: present in folders `tokbench merge` wrote.
+pub fn run_merged(run: &RunSection) -> Option<MergedFrom> {
+    typed(run.other.get("merged").cloned()?)
 }
 
-/// Sets (or with `None` removes) `run.shard`.
-pub fn set_run_shard(run: &mut RunSection, shard: Option<&ShardInfo>) {
-    match shard.and_then(|s| serde_json::to_value(s).ok()) {
-        Some(v) => run.other.insert("shard".into(), v),
-        None => run.other.remove("shard"),
-    };
-}
-
-/// A level's `shard`.
-pub fn level_shard(level: &LevelFile) -> Option<ShardInfo> {
-    typed(level.stats.get("shard").cloned()?)
-}
-
-/// A level's `started_unix_s`: wall clock at its first dispatch, Unix s.
-pub fn started_unix_s(level: &LevelFile) -> Option<f64> {
-    level
-        .stats
-        .get("started_unix_s")
-        .and_then(Value::as_f64)
-        .filter(|t| t.is_finite())
-}
-
-/// A level's `duration_target` as written (seconds, or null).
-pub fn duration_target(level: &LevelFile) -> Option<Value> {
-    level
-        .stats
-        .get("duration_target")
-        .filter(|v| !v.is_null())
-        .cloned()
+pub fn set_run_merged(run: &mut RunSection, merged: &MergedFrom) {
+    if let Ok(v) = serde_json::to_value(merged) {
+        run.other.insert("merged".into(), v);
+    }
 }
 
 /// A merged level's `shards`.
@@ -52,22 +22,13 @@ pub fn level_shards(level: &LevelFile) -> Option<Vec<ShardEntry>> {
     typed(level.stats.get("shards").cloned()?)
 }
 
-/// Writes the keys a merged level carries beside the typed ones.
-pub fn set_merged_level_keys(
-    level: &mut LevelFile,
-    started_unix_s: Option<f64>,
-    duration_target: Option<Value>,
-    shards: &[ShardEntry],
-) {
-    level.stats.remove("shard");
-    if let Some(t) = started_unix_s.and_then(serde_json::Number::from_f64) {
-        level
-            .stats
-            .insert("started_unix_s".into(), Value::Number(t));
-    }
-    if let Some(d) = duration_target {
-        level.stats.insert("duration_target".into(), d);
-    }
+/// A level's `started_unix_s`, when finite.
+pub fn started_unix_s(level: &LevelFile) -> Option<f64> {
+    level.started_unix_s.filter(|t| t.is_finite())
+}
+
+/// Writes a merged level's `shards`.
+pub fn set_level_shards(level: &mut LevelFile, shards: &[ShardEntry]) {
     if let Ok(v) = serde_json::to_value(shards) {
         level.stats.insert("shards".into(), v);
     }

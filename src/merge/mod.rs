@@ -56,8 +56,8 @@ use crate::analysis::rounds::rounds_spread;
 use crate::record::Mode;
 use crate::report::recorder::{level_file_name, rate_label};
 use crate::report::schema::{
-    self, number, ClientLoad, DiagnosisEntry, LevelFile, ShardEntry, ShardInfo, SummaryFile,
-    LATENCY_METRICS, SCHEMA_VERSION,
+    self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, ShardEntry, ShardSection,
+    SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,
 };
 use metric::{merge_metric, MergedMetric, Part};
 
@@ -148,20 +148,26 @@ fn label(indexes: &[u32], count: u32) -> String {
 }
 
 fn holds(run: &ShardRun) -> Result<Holds, MergeError> {
-    let Some(shard) = fields::run_shard(&run.summary.run) else {
-        return refuse(format!(
-            "{} is not a shard: its summary.json has no run.shard (run each part with sweep --shard I/N)",
-            run.name
-        ));
+    let (count, indexes, merged) = match (&run.summary.run.shard, fields::run_merged(&run.summary.run)) {
+        (Some(shard), _) => (
+            shard.count,
+            shard.index.map(|i| vec![i]).unwrap_or_default(),
+            false,
+        ),
+        (None, Some(m)) => (m.count, m.indexes.unwrap_or_default(), true),
+        (None, None) => {
+            return refuse(format!(
+                "{} is not a shard: its summary.json has no run.shard (run each part with sweep --shard I/N)",
+                run.name
+            ))
+        }
     };
-    let Some(count) = shard.count.filter(|c| *c > 0) else {
+    let Some(count) = count.filter(|c| *c > 0) else {
         return refuse(format!("{}: run.shard has no shard count", run.name));
     };
-    let (indexes, merged) = match (&shard.indexes, shard.index) {
-        (Some(ix), _) if !ix.is_empty() => (ix.clone(), true),
-        (_, Some(i)) => (vec![i], false),
-        _ => return refuse(format!("{}: run.shard has no shard index", run.name)),
-    };
+    if indexes.is_empty() {
+        return refuse(format!("{}: run.shard has no shard index", run.name));
+    }
     if let Some(bad) = indexes.iter().find(|i| **i >= count) {
         return refuse(format!(
             "{}: shard index {bad} is out of range for {count} shards",
@@ -544,7 +550,7 @@ fn merge_level(
             (
                 l.mode_or_planned().to_string(),
                 l.series.unwrap_or(0),
-                fields::duration_target(l),
+                l.duration_target.map(f64::to_bits),
                 l.request_rate.as_ref().map(Value::is_number),
             )
         };
@@ -578,9 +584,11 @@ fn merge_level(
 
     // The union's window on one clock.
     let offset_s = |run: &ShardRun, level: &LevelFile| {
-        fields::level_shard(level)
-            .or_else(|| fields::run_shard(&run.summary.run))
-            .map_or(0.0, |s| clock_correction_s(&s))
+        level
+            .shard
+            .as_ref()
+            .or(run.summary.run.shard.as_ref())
+            .map_or(0.0, clock_correction_s)
     };
     let mut starts: Vec<(f64, &Holds)> = Vec::new();
     let (mut first_start, mut last_end) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -736,7 +744,10 @@ fn merge_level(
             shards.extend(inner);
             continue;
         }
-        let shard = fields::level_shard(level).or_else(|| fields::run_shard(&run.summary.run));
+        let shard = level
+            .shard
+            .clone()
+            .or_else(|| run.summary.run.shard.clone());
         shards.push(ShardEntry {
             index: h.indexes[0],
             host: shard.as_ref().and_then(|s| s.host.clone()),
@@ -812,12 +823,14 @@ fn merge_level(
         stats,
         ..LevelFile::default()
     };
-    fields::set_merged_level_keys(
-        &mut level,
-        level_start,
-        fields::duration_target(base),
-        &shards,
-    );
+    level.started_unix_s = level_start;
+    level.duration_target = base.duration_target;
+    // The union's last answer is the latest shard's.
+    level.drain_overrun_s = parts
+        .iter()
+        .filter_map(|p| p.2.drain_overrun_s)
+        .reduce(f64::max);
+    fields::set_level_shards(&mut level, &shards);
     Ok((level, warnings))
 }
 
@@ -826,7 +839,7 @@ fn merge_level(
 /// offset's own uncertainty; 0 otherwise. A `Date` header has whole
 /// seconds, so an offset of -300 +- 500 ms says the clocks agree as far as
 /// it can tell, and shifting by it would scatter synchronized hosts.
-pub fn clock_correction_s(shard: &ShardInfo) -> f64 {
+pub fn clock_correction_s(shard: &ShardSection) -> f64 {
     let Some(offset) = shard.clock_offset_ms.filter(|o| o.is_finite()) else {
         return 0.0;
     };
@@ -904,15 +917,18 @@ fn merged_summary(
         .flat_map(|(_, h)| h.indexes.iter().copied())
         .collect();
     indexes.sort_unstable();
-    fields::set_run_shard(
+    // A merged folder is no one shard: `run.shard` gives way to
+    // `run.merged`, which says which shards it holds.
+    run.shard = None;
+    fields::set_run_merged(
         &mut run,
-        Some(&ShardInfo {
-            count: Some(first.count),
+        &MergedFrom {
             merged_from: Some(indexes.len() as u32),
+            count: Some(first.count),
             indexes: Some(indexes.clone()),
-            missing: (!missing.is_empty()).then(|| missing.to_vec()),
-            ..ShardInfo::default()
-        }),
+            missing: Some(missing.to_vec()),
+            other: Map::new(),
+        },
     );
     // The earliest shard's start (RFC 3339 UTC strings sort as times).
     run.started_at = held

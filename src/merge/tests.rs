@@ -67,12 +67,6 @@ fn level_file(index: u32, count: u32, key: u64, s: &Shape) -> LevelFile {
         }
         .insert_keys(metric, &mut stats);
     }
-    stats.insert(
-        "shard".into(),
-        json!({"index": index, "count": count, "host": format!("host{index}"), "clock_offset_ms": null}),
-    );
-    stats.insert("started_unix_s".into(), json!(s.start_unix_s));
-    stats.insert("duration_target".into(), json!(3.0));
     let mut histograms = BTreeMap::new();
     histograms.insert("ttft_ms".to_string(), histogram(&s.ttft));
     histograms.insert("itl_ms".to_string(), histogram(&s.itl));
@@ -99,8 +93,20 @@ fn level_file(index: u32, count: u32, key: u64, s: &Shape) -> LevelFile {
         histograms: Some(histograms),
         samples: Some(samples),
         file: Some(format!("sweep-c{}.json", s.concurrency)),
+        shard: Some(shard_section(index, count)),
+        started_unix_s: Some(s.start_unix_s),
+        duration_target: Some(3.0),
         stats,
         ..LevelFile::default()
+    }
+}
+
+fn shard_section(index: u32, count: u32) -> ShardSection {
+    ShardSection {
+        index: Some(index),
+        count: Some(count),
+        host: Some(format!("host{index}")),
+        ..ShardSection::default()
     }
 }
 
@@ -117,10 +123,7 @@ fn shard_run(index: u32, count: u32, levels: &[Shape]) -> ShardRun {
         started_at: Some(format!("2026-12-01T13:00:0{index}Z")),
         ..schema::RunSection::default()
     };
-    run.other.insert(
-        "shard".into(),
-        json!({"index": index, "count": count, "host": format!("host{index}"), "clock_offset_ms": null}),
-    );
+    run.shard = Some(shard_section(index, count));
     let levels: Vec<LevelFile> = levels
         .iter()
         .enumerate()
@@ -260,18 +263,20 @@ fn a_clock_offset_moves_a_shard_onto_the_common_clock() {
     // Shard 1's clock is 100 ms ahead of the server's (server minus host
     // -100 ms, known to 50 ms): it started at 1000.0 on the server's
     // clock and ended at 1010.4, so 10.4 s in all.
-    runs[1].levels[0].stats.insert(
-        "shard".into(),
-        json!({"index": 1, "count": 2, "clock_offset_ms": -100.0, "clock_offset_error_ms": 50.0}),
-    );
+    runs[1].levels[0].shard = Some(ShardSection {
+        clock_offset_ms: Some(-100.0),
+        clock_offset_error_ms: Some(50.0),
+        ..shard_section(1, 2)
+    });
     let level = &merged(&runs).levels[0].1;
     assert!(close(level.duration.unwrap(), 10.4));
     // Known only to +- 500 ms (a whole-second Date header), -100 ms says
     // nothing: the host clocks stand, 1000.0..1010.5 as before.
-    runs[1].levels[0].stats.insert(
-        "shard".into(),
-        json!({"index": 1, "count": 2, "clock_offset_ms": -100.0, "clock_offset_error_ms": 500.0}),
-    );
+    runs[1].levels[0].shard = Some(ShardSection {
+        clock_offset_ms: Some(-100.0),
+        clock_offset_error_ms: Some(500.0),
+        ..shard_section(1, 2)
+    });
     assert!(close(merged(&runs).levels[0].1.duration.unwrap(), 10.5));
     assert_eq!(
         fields::level_shards(level).unwrap()[1].clock_offset_ms,
@@ -282,9 +287,7 @@ fn a_clock_offset_moves_a_shard_onto_the_common_clock() {
 #[test]
 fn starts_more_than_250_ms_apart_warn_and_are_recorded() {
     let mut runs = two_shards();
-    runs[1].levels[0]
-        .stats
-        .insert("started_unix_s".into(), json!(1000.3));
+    runs[1].levels[0].started_unix_s = Some(1000.3);
     let m = merged(&runs);
     assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
     let w = &m.warnings[0];
@@ -298,9 +301,7 @@ fn starts_more_than_250_ms_apart_warn_and_are_recorded() {
         .any(|d| d.id == "shard_start_skew"));
     // 200 ms apart: no warning.
     let mut runs = two_shards();
-    runs[1].levels[0]
-        .stats
-        .insert("started_unix_s".into(), json!(1000.2));
+    runs[1].levels[0].started_unix_s = Some(1000.2);
     assert!(merged(&runs).warnings.is_empty());
 }
 
@@ -318,12 +319,12 @@ fn the_summary_holds_the_run_as_merged_and_a_recomputed_decision() {
     let runs = vec![shard_run(0, 2, &levels(1.0)), shard_run(1, 2, &levels(1.0))];
     let m = merged(&runs);
     let s = &m.summary;
-    let shard = fields::run_shard(&s.run).unwrap();
+    let from = fields::run_merged(&s.run).unwrap();
     assert_eq!(
-        (shard.merged_from, shard.count, shard.indexes.clone()),
+        (from.merged_from, from.count, from.indexes.clone()),
         (Some(2), Some(2), Some(vec![0, 1]))
     );
-    assert_eq!(shard.index, None);
+    assert_eq!(s.run.shard, None, "no one shard's identity");
     assert_eq!(s.run.started_at.as_deref(), Some("2026-12-01T13:00:00Z"));
     let names: Vec<&str> = s.levels.iter().filter_map(|l| l.file.as_deref()).collect();
     assert_eq!(names, ["sweep-c2.json", "sweep-c4.json"]);
@@ -413,7 +414,10 @@ fn a_merged_folder_merges_again_to_the_same_figures() {
         .map(|s| s.index)
         .collect();
     assert_eq!(indexes, [0, 1, 2, 3]);
-    assert_eq!(fields::run_shard(&again.summary.run).unwrap().missing, None);
+    assert_eq!(
+        fields::run_merged(&again.summary.run).unwrap().missing,
+        Some(vec![])
+    );
     assert_eq!(again.order, [(1, None), (0, None)], "low shards first");
 }
 
@@ -480,7 +484,7 @@ fn other_shard_counts_a_shard_twice_and_non_shards_are_refused() {
     );
     assert_eq!(why, "shard 1/2 given twice: shard1 and again");
     let mut plain = shard_run(0, 2, &[a]);
-    plain.summary.run.other.remove("shard");
+    plain.summary.run.shard = None;
     let why = refusal(&[plain], MergeOptions::default());
     assert_eq!(why, "shard0 is not a shard: its summary.json has no run.shard (run each part with sweep --shard I/N)");
 }
@@ -506,7 +510,7 @@ fn a_missing_shard_is_named_and_allow_missing_merges_the_rest_and_says_so() {
     .unwrap();
     assert_eq!(m.warnings[0], "merging 2 of 3 shards: shard 2/3 missing (--allow-missing); counts and throughputs are of the shards given");
     assert_eq!(
-        fields::run_shard(&m.summary.run).unwrap().missing,
+        fields::run_merged(&m.summary.run).unwrap().missing,
         Some(vec![2])
     );
     assert_eq!(m.summary.other["merge"]["missing"], json!([2]));

@@ -88,6 +88,24 @@ pub struct LevelFile {
     pub level_index: Option<u64>,
     #[serde(deserialize_with = "lenient")]
     pub started_at_s: Option<f64>,
+    /// `--duration`: the level's dispatch window, seconds (timed levels only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub duration_target: Option<f64>,
+    /// The level's start on the wall clock, Unix seconds to the ms
+    /// (`--shard` or `--start-at` runs only), to check shards started together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub started_unix_s: Option<f64>,
+    /// `--start-at` with `--duration`: seconds this level's last answer
+    /// came after the next level's scheduled start (0: drained in the gap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub drain_overrun_s: Option<f64>,
+    /// `--shard` runs only: which shard wrote the file (as `run.shard`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub shard: Option<ShardSection>,
     #[serde(deserialize_with = "lenient")]
     pub series: Option<u64>,
     #[serde(deserialize_with = "lenient")]
@@ -211,43 +229,22 @@ pub struct LevelFile {
     pub stats: Map<String, Value>,
 }
 
-/// `run.shard` and a level's `shard`: one shard of a sharded run, or
-/// (`merged_from`, `indexes`, `missing`) a folder `tokbench merge` wrote,
-/// which can itself be merged with the rest of the shards. Read from the
-/// structs' maps of other keys (`RunSection::other`, `LevelFile::stats`)
-/// by `merge::fields` until the recorder writes typed fields for them.
+/// `run.merged` of a folder `tokbench merge` wrote (its `run.shard` is
+/// absent): which of the run's shards it holds, so it can itself be merged
+/// with the rest. Kept in `RunSection::other` (read by `merge::fields`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ShardInfo {
-    /// This shard's index, from 0.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
-    pub index: Option<u32>,
-    /// The run's number of shards.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
-    pub count: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
-    pub host: Option<String>,
-    /// The server's wall clock minus this host's (its `Date` header), ms;
-    /// null when not measured.
-    #[serde(deserialize_with = "lenient")]
-    pub clock_offset_ms: Option<f64>,
-    /// Half the width of the interval `clock_offset_ms` is known to lie in.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
-    pub clock_offset_error_ms: Option<f64>,
-    /// A merged folder: how many shards it holds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+pub struct MergedFrom {
+    /// How many shards it holds.
     #[serde(deserialize_with = "lenient")]
     pub merged_from: Option<u32>,
-    /// A merged folder: the indexes of the shards it holds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The run's number of shards.
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u32>,
+    /// The indexes of the shards it holds.
     #[serde(deserialize_with = "lenient")]
     pub indexes: Option<Vec<u32>>,
-    /// A merged folder made with `--allow-missing`: the shards it lacks.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Made with `--allow-missing`: the shards it lacks.
     #[serde(deserialize_with = "lenient")]
     pub missing: Option<Vec<u32>>,
     #[serde(flatten)]
@@ -401,10 +398,49 @@ pub struct RunSection {
     /// `--goodput`'s SLOs; null without.
     #[serde(deserialize_with = "lenient")]
     pub goodput_slo: Option<Value>,
+    /// `--shard` runs only: this process's part of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub shard: Option<ShardSection>,
+    /// `--duration`, seconds; absent when levels end by count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub duration_target: Option<f64>,
+    /// `--start-at`, UTC RFC 3339 with ms; absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub start_at: Option<String>,
+    /// `--level-gap`, seconds (with `--start-at` and `--duration` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub level_gap_s: Option<f64>,
     /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
     /// `dataset`, `save_prompts`) and any key this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// `run.shard` and each level file's `shard`: which shard of how many, on
+/// which host, and how far the server's clock is from this one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardSection {
+    /// 0-based.
+    #[serde(deserialize_with = "lenient")]
+    pub index: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u32>,
+    /// The load machine's host name; null when unknown.
+    #[serde(deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// The server's wall clock minus this machine's, ms, from its HTTP
+    /// `Date` header; null when unknown.
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_ms: Option<f64>,
+    /// Half the width of the interval `clock_offset_ms` is known to lie in
+    /// (the header has whole seconds: ±500 ms unless a tick was caught).
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_error_ms: Option<f64>,
 }
 
 /// `run.slo`.

@@ -352,6 +352,37 @@ impl Samples {
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0).then_some(self.mean)
     }
+
+    /// The smallest value.
+    pub fn min(&self) -> Option<f64> {
+        match &self.exact {
+            Some(e) => e.iter().min().map(|&u| f64::from(u) / self.units_per_value),
+            None => {
+                (!self.hist.is_empty()).then(|| self.hist.hist.min() as f64 / self.units_per_value)
+            }
+        }
+    }
+
+    /// Nearest rank: the smallest value with at least p% of the values at
+    /// or below it (lengths use it; latencies interpolate).
+    pub fn nearest_rank(&self, p: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        match &self.exact {
+            Some(e) => {
+                let mut sorted = e.clone();
+                sorted.sort_unstable();
+                let n = sorted.len();
+                let rank = ((p / 100.0 * n as f64).ceil() as usize).clamp(1, n);
+                Some(f64::from(sorted[rank - 1]) / self.units_per_value)
+            }
+            None => {
+                let v = self.hist.hist.value_at_quantile(p / 100.0);
+                Some(self.hist.hist.median_equivalent(v) as f64 / self.units_per_value)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

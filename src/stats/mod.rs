@@ -17,6 +17,7 @@ pub mod occupancy;
 pub mod percentile;
 pub mod steady;
 pub mod summary;
+pub mod tally;
 pub mod turns;
 
 pub use live::{LiveWindow, Quantiles, SecondStats};
