@@ -243,8 +243,10 @@ fn saved_percentiles(level: &LevelFile) -> Vec<f64> {
     ps
 }
 
-/// Keeps, in every run, only the levels all of them have (by level
-/// index): what `view --follow` merges while shards are mid-run.
+/// Keeps, in every run, only the levels every run has reached (by level
+/// index: it has that level or a later one; a shard with no part of a
+/// level writes no file for it): what `view --follow` merges while shards
+/// are mid-run.
 pub fn keep_common_levels(runs: &mut [ShardRun]) {
     let keys: Vec<BTreeSet<u64>> = runs
         .iter()
@@ -256,13 +258,23 @@ pub fn keep_common_levels(runs: &mut [ShardRun]) {
                 .collect()
         })
         .collect();
-    let Some(first) = keys.first() else {
+    // The newest level every run has reached.
+    let Some(reached) = keys
+        .iter()
+        .map(|s| s.iter().next_back().copied())
+        .min()
+        .flatten()
+    else {
+        for run in runs {
+            run.levels.clear();
+        }
         return;
     };
-    let common: BTreeSet<u64> = first
+    let common: BTreeSet<u64> = keys
         .iter()
+        .flatten()
         .copied()
-        .filter(|k| keys.iter().all(|s| s.contains(k)))
+        .filter(|k| *k <= reached)
         .collect();
     for run in runs {
         let mut i = 0;
@@ -361,7 +373,7 @@ pub fn merge(runs: &[ShardRun], options: MergeOptions) -> Result<Merged, MergeEr
     for key in &all_keys {
         let (have, lack): (Vec<usize>, Vec<usize>) =
             (0..held.len()).partition(|&j| keyed[j].contains_key(key));
-        if !lack.is_empty() {
+        if !lack.is_empty() && !idle_where_absent(*key, &have, &lack, &held, &keyed) {
             let name = keyed[have[0]]
                 .get(key)
                 .map_or_else(String::new, |l| format!(" ({})", level_name(l, *key)));
@@ -381,7 +393,10 @@ pub fn merge(runs: &[ShardRun], options: MergeOptions) -> Result<Merged, MergeEr
             ));
         }
     }
-    let percentiles = base.levels.first().map_or_else(Vec::new, saved_percentiles);
+    let percentiles = held
+        .iter()
+        .find_map(|(i, _)| runs[*i].levels.first())
+        .map_or_else(Vec::new, saved_percentiles);
 
     let one_level = |key: u64| {
         let parts: Vec<(&ShardRun, &Holds, &LevelFile)> = held
@@ -413,6 +428,33 @@ pub fn merge(runs: &[ShardRun], options: MergeOptions) -> Result<Merged, MergeEr
             .map(|(i, h)| (*i, (!h.merged).then(|| h.indexes[0])))
             .collect(),
     })
+}
+
+/// Whether the inputs without level `key` simply had no part of it: a
+/// closed-loop level of C streams over N shards gives shard i none when
+/// C < N and i >= C (the remainder goes to the lowest indexes), and such a
+/// shard writes no file for it. C is the streams of the shards that ran it.
+fn idle_where_absent(
+    key: u64,
+    have: &[usize],
+    lack: &[usize],
+    held: &[(usize, Holds)],
+    keyed: &[BTreeMap<u64, &LevelFile>],
+) -> bool {
+    let levels: Vec<&LevelFile> = have
+        .iter()
+        .filter_map(|&j| keyed[j].get(&key).copied())
+        .collect();
+    let closed = levels
+        .iter()
+        .all(|l| !l.request_rate.as_ref().is_some_and(Value::is_number));
+    let streams: u32 = levels.iter().filter_map(|l| l.max_concurrency).sum();
+    let count = held.first().map_or(0, |h| h.1.count);
+    closed
+        && streams < count
+        && lack
+            .iter()
+            .all(|&j| held[j].1.indexes.iter().all(|&i| i >= streams))
 }
 
 type LevelResult = Result<(LevelFile, Vec<String>), MergeError>;

@@ -531,6 +531,37 @@ fn a_level_in_some_shards_only_is_refused() {
 }
 
 #[test]
+fn a_level_too_small_for_every_shard_merges_the_shards_that_ran_it() {
+    // One stream over 3 shards: shard 0 runs it, shards 1 and 2 have no part
+    // and write no file; then 6 streams, 2 each.
+    let one = shape(1, 1000.0, 1.0, &[1.0], &[1.0]);
+    let six = shape(2, 1020.0, 1.0, &[2.0, 3.0], &[1.0]);
+    let mut runs: Vec<ShardRun> = (0..3)
+        .map(|i| shard_run(i, 3, &[one.clone(), six.clone()]))
+        .collect();
+    for run in &mut runs[1..] {
+        run.levels.remove(0);
+    }
+    let m = merged(&runs);
+    assert_eq!(m.levels.len(), 2);
+    assert_eq!(
+        (m.levels[0].0.as_str(), m.levels[0].1.completed),
+        ("sweep-c1.json", Some(1))
+    );
+    assert_eq!(fields::level_shards(&m.levels[0].1).unwrap().len(), 1);
+    assert_eq!(m.levels[1].1.max_concurrency, Some(6));
+    // Two streams over 3 shards: shard 1 must have run one of them.
+    let mut runs: Vec<ShardRun> = (0..3)
+        .map(|i| shard_run(i, 3, &[shape(1, 1000.0, 1.0, &[1.0], &[1.0])]))
+        .collect();
+    runs[1].levels.clear();
+    runs[2].levels.clear();
+    runs[0].levels[0].max_concurrency = Some(2);
+    let why = refusal(&runs, MergeOptions::default());
+    assert_eq!(why, "level 1 (sweep-c1.json) is in shard 0/3 but not in shards 1, 2/3: the shards ran different levels");
+}
+
+#[test]
 fn a_level_file_without_histograms_is_refused_as_an_older_tokbenchs() {
     let mut runs = two_shards();
     runs[1].levels[0].histograms = None;
