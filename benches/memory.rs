@@ -89,6 +89,9 @@ fn main() {
             "--result-dir",
             &dir.display().to_string(),
         ]);
+        // Reaped by wait4 below, which also reports this child's own peak
+        // memory (Child::wait would not).
+        #[allow(clippy::zombie_processes)]
         let child = sweep.spawn().expect("spawn tokbench sweep");
         let (ok, max_rss_kb) = wait_with_rusage(child.id());
         let wall = started.elapsed();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use color_eyre::eyre::{Result, WrapErr};
 use serde_json::{json, Map, Value};
 
-use super::atomic::write_atomic;
+use super::atomic::{write_atomic, write_atomic_with};
 use super::resume::PriorRun;
 use super::schema::{
     self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
@@ -29,9 +29,8 @@ use crate::analysis::goodput::{Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
 use crate::analysis::DecisionConfig;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
-use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
-use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
+use crate::stats::gauges::{cpu_percent, level_gpu_json, ClientMeter, GaugeSummary, ServerSample};
 use crate::stats::hdr::Samples;
 use crate::stats::lateness::Lateness;
 use crate::stats::occupancy::{Occupancy, RequestSpan, Timeline};
@@ -256,25 +255,85 @@ impl OpenLevel {
     }
 }
 
-/// A level file's `histograms` (every latency metric with a value) and
-/// `samples` (the per-request ones still held exactly), by metric key.
-type Distributions = (BTreeMap<String, String>, BTreeMap<String, Vec<f64>>);
-
-fn distributions(tally: &LevelTally) -> Result<Distributions> {
+/// A level file's `histograms`: every latency metric with a value.
+fn histograms(tally: &LevelTally) -> Result<BTreeMap<String, String>> {
     let mut histograms = BTreeMap::new();
-    let mut samples = BTreeMap::new();
     for (key, set) in tally.metric_sets() {
-        if set.is_empty() {
-            continue;
-        }
-        histograms.insert(key.to_string(), set.histogram().to_base64()?);
-        if key != "itl_ms" {
-            if let Some(values) = Samples::exact_values(set) {
-                samples.insert(key.to_string(), values);
-            }
+        if !set.is_empty() {
+            histograms.insert(key.to_string(), set.histogram().to_base64()?);
         }
     }
-    Ok((histograms, samples))
+    Ok(histograms)
+}
+
+/// A level file as written: its keys in order (`head`, everything but
+/// `samples`) and its `samples` streamed from the tally, so a level of
+/// 250,000 requests never holds its samples a second time as JSON values.
+struct LevelFileOut<'a> {
+    head: &'a Map<String, Value>,
+    tally: &'a LevelTally,
+}
+
+/// `samples`: the per-request metrics still held exactly (ITL never).
+struct SamplesOut<'a>(&'a LevelTally);
+
+struct ValuesOut<'a>(&'a Samples);
+
+impl serde::Serialize for LevelFileOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = ser.serialize_map(Some(self.head.len() + 1))?;
+        let mut samples_written = false;
+        // The head is sorted (serde_json's map): `samples` goes in its place.
+        for (key, value) in self.head {
+            if !samples_written && key.as_str() > "samples" {
+                map.serialize_entry("samples", &SamplesOut(self.tally))?;
+                samples_written = true;
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if !samples_written {
+            map.serialize_entry("samples", &SamplesOut(self.tally))?;
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for SamplesOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = ser.serialize_map(None)?;
+        for (key, set) in self.0.metric_sets() {
+            if key != "itl_ms" && !set.is_empty() && set.is_exact() {
+                map.serialize_entry(key, &ValuesOut(set))?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for ValuesOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = ser.serialize_seq(Some(self.0.len() as usize))?;
+        for v in self.0.exact_iter().into_iter().flatten() {
+            seq.serialize_element(&v)?;
+        }
+        seq.end()
+    }
+}
+
+/// Write a level file atomically: `file` with its `samples` from `tally`.
+fn write_level_file(path: &Path, file: &LevelFile, tally: &LevelTally) -> std::io::Result<()> {
+    let head = match file.to_value() {
+        Value::Object(head) => head,
+        _ => Map::new(),
+    };
+    write_atomic_with(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, &LevelFileOut { head: &head, tally })
+            .map_err(std::io::Error::from)?;
+        w.write_all(b"\n")
+    })
 }
 
 pub struct Recorder {
@@ -287,7 +346,7 @@ pub struct Recorder {
     name_uses: HashMap<String, u32>,
     target_changes: Vec<(f64, u32)>,
     warmup: Option<Value>,
-    lag: LagMonitor,
+    meter: ClientMeter,
     /// `--resume`: the run continued, whose finished levels stay in the summary.
     prior: Option<PriorRun>,
     /// `--find-capacity`: the search's bounds so far.
@@ -311,8 +370,8 @@ pub struct SeriesInfo {
 impl Recorder {
     /// Create the result folder and its files. Fails (before any load is
     /// sent) when the folder cannot be written.
-    pub fn create(dir: &Path, run: RunInfo, lag: LagMonitor) -> Result<Recorder> {
-        Recorder::open(dir, run, lag, None)
+    pub fn create(dir: &Path, run: RunInfo, meter: ClientMeter) -> Result<Recorder> {
+        Recorder::open(dir, run, meter, None)
     }
 
     /// Create the files, or with a prior run (`--resume`) continue them:
@@ -320,7 +379,7 @@ impl Recorder {
     pub fn open(
         dir: &Path,
         run: RunInfo,
-        lag: LagMonitor,
+        meter: ClientMeter,
         prior: Option<PriorRun>,
     ) -> Result<Recorder> {
         fs::create_dir_all(dir)
@@ -358,7 +417,7 @@ impl Recorder {
             name_uses: HashMap::new(),
             target_changes: Vec::new(),
             warmup: None,
-            lag,
+            meter,
             level_starts: BTreeMap::new(),
             series,
             steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
@@ -385,7 +444,8 @@ impl Recorder {
     pub fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
         match event {
             DriverEvent::LevelStarted(info) => {
-                let _ = self.lag.take();
+                // Lag before the level is not the level's.
+                let cpu_at_start = (self.meter)().cpu_time;
                 self.level_starts.insert(info.index, info.started_at);
                 self.open.insert(
                     info.index,
@@ -410,7 +470,7 @@ impl Recorder {
                             }
                             steady
                         },
-                        cpu_at_start: process_cpu_time(),
+                        cpu_at_start,
                         wall_start: Instant::now(),
                     },
                 );
@@ -595,12 +655,13 @@ impl Recorder {
             _ => open.info.concurrency,
         };
         let stats = open.tally.stats(streams, &self.run.percentiles);
-        let mut lag = self.lag.take();
+        let reading = (self.meter)();
+        let mut lag = reading.loop_lag_ms;
         lag.sort_by(f64::total_cmp);
         let client = ClientLoad {
             cpu_percent: cpu_percent(
                 open.cpu_at_start,
-                process_cpu_time(),
+                reading.cpu_time,
                 open.wall_start.elapsed(),
             ),
             loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
@@ -661,10 +722,8 @@ impl Recorder {
             // Only the file carries the histograms and samples: they are
             // for merges, and would make every copy in memory grow with
             // the level.
-            let (histograms, samples) = distributions(&open.tally)?;
-            file.histograms = Some(histograms);
-            file.samples = Some(samples);
-            write_atomic(&path, &pretty(&file.to_value()))
+            file.histograms = Some(histograms(&open.tally)?);
+            write_level_file(&path, &file, &open.tally)
                 .wrap_err_with(|| format!("cannot write {}", path.display()))?;
             level.file = Some(path);
             level.saved = Some(body);
@@ -839,11 +898,7 @@ impl Recorder {
                 .map(|rate| (rate * 10_000.0).round() / 10_000.0),
             replay_timeline_s: level.info.timeline.map(|t| round3(t.as_secs_f64())),
             // Power and energy per million output tokens, on a GPU host.
-            gpu: crate::probe::gpu::level_gpu_json(
-                &level.server,
-                stats.duration_s,
-                stats.total_output_tokens,
-            ),
+            gpu: level_gpu_json(&level.server, stats.duration_s, stats.total_output_tokens),
             traffic: Some(traffic),
             engine: Some(self.run.engine.clone()),
             engine_version: self.run.engine_version.clone(),
