@@ -14,6 +14,7 @@ mod faults;
 mod fuzz_corpus;
 mod gpu;
 mod interop;
+mod merge;
 mod module_graph;
 mod panic_hook;
 mod reasoning;

@@ -25,45 +25,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::{bin, read_json, scratch_path, text};
 use serde_json::Value;
 use tokbench::sim::{self, SimConfig, SimHandle};
 use tokbench::stats::hdr::LatencyHistogram;
 use tokbench::stats::percentile::percentile_sorted;
 
 const TOTAL_CONCURRENCY: u32 = 16;
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_tokbench")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-merge-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn read_json(path: &Path) -> Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
-}
-
-fn has_shard_flag() -> bool {
-    let out = Command::new(bin())
-        .args(["sweep", "--help"])
-        .output()
-        .expect("tokbench runs");
-    String::from_utf8_lossy(&out.stdout).contains("--shard")
-}
 
 fn sweep_args(sim: &SimHandle, dir: &Path, concurrency: u32, extra: &[String]) -> Vec<String> {
     let mut args: Vec<String> = [
@@ -110,7 +78,7 @@ fn num(v: &Value, key: &str) -> f64 {
 /// A refusal is one line on stderr and exit 2, as `compare`'s; nothing is written.
 #[test]
 fn a_refusal_is_one_line_and_exit_2() {
-    let root = scratch("refusal");
+    let root = scratch_path("merge", "refusal");
     let dirs: Vec<PathBuf> = ["a", "b"].iter().map(|n| root.join(n)).collect();
     for (i, dir) in dirs.iter().enumerate() {
         std::fs::create_dir_all(dir).expect("dir");
@@ -152,10 +120,6 @@ fn a_refusal_is_one_line_and_exit_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_shards_merged_match_one_process_and_the_exact_union() {
-    if !has_shard_flag() {
-        eprintln!("skipped: this tokbench has no sweep --shard yet (issue 13, part 3)");
-        return;
-    }
     // Enough batch slots for every stream of both runs: no queue, so the
     // sharded and the single run see the same server.
     let cfg = SimConfig {
@@ -168,7 +132,7 @@ async fn four_shards_merged_match_one_process_and_the_exact_union() {
     let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
         .await
         .expect("simulator starts");
-    let root = scratch("acceptance");
+    let root = scratch_path("merge", "acceptance");
 
     // Four shards, level 1 at one wall-clock time far enough ahead for
     // every process's preflight and warmup.
