@@ -1,0 +1,258 @@
+//! The merged `summary.json`: knee, capacity, cost and the diagnoses that
+//! can be recomputed from merged levels.
+
+// More of the merge: the parent's items, private ones included.
+use super::*;
+
+/// Seconds to add to a shard's wall clock to read the server's: its
+/// `clock_offset_ms` (server minus host), when that is larger than the
+/// offset's own uncertainty; 0 otherwise. A `Date` header has whole
+/// seconds, so an offset of -300 +- 500 ms says the clocks agree as far as
+/// it can tell, and shifting by it would scatter synchronized hosts.
+pub fn clock_correction_s(shard: &ShardSection) -> f64 {
+    let Some(offset) = shard.clock_offset_ms.filter(|o| o.is_finite()) else {
+        return 0.0;
+    };
+    let error = shard
+        .clock_offset_error_ms
+        .filter(|e| e.is_finite() && *e >= 0.0)
+        .unwrap_or(0.0);
+    if offset.abs() > error {
+        offset / 1000.0
+    } else {
+        0.0
+    }
+}
+
+/// The decision math's view of a merged level.
+pub(super) fn point(level: &LevelFile) -> LevelPoint {
+    let total = level.completed.unwrap_or(0) + level.failed.unwrap_or(0);
+    LevelPoint {
+        concurrency: level.max_concurrency.unwrap_or(0),
+        kind: Mode::parse(level.mode_or_planned()).unwrap_or(Mode::Planned),
+        partial: level.partial,
+        output_throughput: level.output_throughput.unwrap_or(0.0),
+        per_stream_tok_s: level.per_stream_tok_s.unwrap_or(0.0),
+        stream_decode_tok_s: level.stream_decode_tok_s,
+        p50_ttft_ms: level.stat("median_ttft_ms"),
+        p99_ttft_ms: level.percentile("ttft", "99"),
+        p99_tpot_ms: level.percentile("tpot", "99"),
+        error_rate: if total > 0 {
+            level.failed.unwrap_or(0) as f64 / total as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+pub(super) fn slo_of(run: &schema::RunSection) -> CapacitySlo {
+    let slo = run.slo.clone().unwrap_or_default();
+    CapacitySlo {
+        ttft_p99_ms: slo.ttft_p99_ms,
+        min_stream_tok_s: slo.min_stream_tok_s,
+        tpot_p99_ms: slo.tpot_p99_ms,
+        max_error_rate: slo.max_error_rate.unwrap_or(DEFAULT_MAX_ERROR_RATE),
+    }
+}
+
+pub(super) fn decision_of(
+    levels: &[(String, LevelFile)],
+    series: u64,
+    slo: &CapacitySlo,
+) -> Decision {
+    let points: Vec<LevelPoint> = levels
+        .iter()
+        .filter(|(_, l)| l.series.unwrap_or(0) == series && l.steady != Some(false))
+        .map(|(_, l)| point(l))
+        .collect();
+    decide(&points, slo)
+}
+
+pub(super) fn diagnosis(id: &str, message: String, evidence: Value) -> DiagnosisEntry {
+    DiagnosisEntry {
+        id: id.into(),
+        message,
+        evidence,
+    }
+}
+
+pub(super) fn merged_summary(
+    runs: &[ShardRun],
+    held: &[(usize, Holds)],
+    levels: &[(String, LevelFile)],
+    missing: &[u32],
+    warnings: &[String],
+) -> SummaryFile {
+    let (first_i, first) = (&held[0].0, &held[0].1);
+    let base = &runs[*first_i].summary;
+    let mut run = base.run.clone();
+    let mut indexes: Vec<u32> = held
+        .iter()
+        .flat_map(|(_, h)| h.indexes.iter().copied())
+        .collect();
+    indexes.sort_unstable();
+    // A merged folder is no one shard: `run.shard` gives way to
+    // `run.merged`, which says which shards it holds.
+    run.shard = None;
+    fields::set_run_merged(
+        &mut run,
+        &MergedFrom {
+            merged_from: Some(indexes.len() as u32),
+            count: Some(first.count),
+            indexes: Some(indexes.clone()),
+            missing: Some(missing.to_vec()),
+            other: Map::new(),
+        },
+    );
+    // The earliest shard's start (RFC 3339 UTC strings sort as times).
+    run.started_at = held
+        .iter()
+        .filter_map(|(i, _)| runs[*i].summary.run.started_at.clone())
+        .min();
+
+    let slo = slo_of(&run);
+    let latest = levels
+        .iter()
+        .map(|(_, l)| l.series.unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    let decision = decision_of(levels, latest, &slo);
+    let all_points: Vec<LevelPoint> = levels.iter().map(|(_, l)| point(l)).collect();
+    let rounds: Vec<Value> = rounds_spread(&all_points)
+        .iter()
+        .map(|s| s.to_json())
+        .collect();
+
+    // Cost: the price the shards were given (in shard 0's cost object),
+    // at the merged capacity. The utilization is not saved on its own:
+    // cost per million at full use over the effective one gives it back.
+    let cost_json = base.cost.as_ref().and_then(|c| {
+        let price = number(&c.gpu_price_per_hour)?;
+        let capacity = decision.capacity.as_ref().ok()?;
+        let utilization = match (
+            number(&c.cost_per_m_output),
+            number(&c.effective_cost_per_m),
+        ) {
+            (Some(full), Some(effective)) if effective > 0.0 => Some(full / effective),
+            _ => None,
+        };
+        let figured = cost(
+            capacity.output_throughput,
+            price,
+            number(&c.api_price_per_m),
+            utilization,
+        );
+        schema::typed(figured.to_json())
+    });
+
+    let mut diagnoses: Vec<DiagnosisEntry> = [
+        run.rounds.and_then(single_round),
+        no_rise(&decision),
+        no_capacity(&decision),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|d| diagnosis(d.id, d.message, d.evidence))
+    .collect();
+    if !missing.is_empty() {
+        diagnoses.push(diagnosis(
+            "shards_missing",
+            format!(
+                "merged without {} (--allow-missing): counts and throughputs are of the {} shards given",
+                label(missing, first.count),
+                first.count as usize - missing.len()
+            ),
+            json!({"missing": missing, "count": first.count}),
+        ));
+    }
+    let skews: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("starts differ"))
+        .collect();
+    if let Some(w) = skews.first() {
+        diagnoses.push(diagnosis(
+            "shard_start_skew",
+            (*w).clone(),
+            json!({"levels": skews.len(), "threshold_ms": START_SKEW_WARN_S * 1000.0}),
+        ));
+    }
+
+    let series: Vec<Value> = levels
+        .iter()
+        .map(|(_, l)| l.series.unwrap_or(0))
+        .collect::<BTreeSet<u64>>()
+        .into_iter()
+        .map(|index| {
+            let d = decision_of(levels, index, &slo);
+            let shard0 = base
+                .series
+                .iter()
+                .find(|s| s.get("index").and_then(Value::as_u64) == Some(index));
+            let label = levels
+                .iter()
+                .find(|(_, l)| l.series.unwrap_or(0) == index)
+                .and_then(|(_, l)| l.series_label.clone());
+            json!({
+                "index": index,
+                "label": label,
+                "server": shard0.and_then(|s| s.get("server")).cloned().unwrap_or(Value::Null),
+                "knee": d.knee_json(),
+                "capacity": d.capacity_json(),
+            })
+        })
+        .collect();
+
+    let (mut completed, mut input, mut output) = (0u64, 0u64, 0u64);
+    for (_, l) in levels {
+        completed += l.completed.unwrap_or(0);
+        input += l.total_input_tokens.unwrap_or(0);
+        output += l.total_output_tokens.unwrap_or(0);
+    }
+    let mean = |t: u64| (completed > 0).then(|| round3(t as f64 / completed as f64));
+    let mut traffic = json!({
+        "profile": run.profile,
+        "input_mean": mean(input),
+        "output_mean": mean(output),
+    });
+    if let (Value::Object(t), Some(r)) = (&mut traffic, base.traffic.get("range_ratio")) {
+        t.insert("range_ratio".into(), r.clone());
+    }
+
+    let mut other = Map::new();
+    other.insert(
+        "merge".into(),
+        json!({
+            "inputs": held.iter().map(|(i, _)| runs[*i].name.clone()).collect::<Vec<_>>(),
+            "missing": missing,
+            "warnings": warnings,
+        }),
+    );
+    SummaryFile {
+        schema_version: Some(SCHEMA_VERSION),
+        tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+        run,
+        traffic,
+        dataset: base.dataset.clone(),
+        levels: levels
+            .iter()
+            .map(|(name, l)| LevelFile {
+                histograms: None,
+                samples: None,
+                file: Some(name.clone()),
+                ..l.clone()
+            })
+            .collect(),
+        knee: schema::typed(decision.knee_json()),
+        capacity: schema::typed(decision.capacity_json()),
+        series,
+        capacity_reason: Some(decision.capacity_line()),
+        cost: cost_json,
+        diagnoses,
+        rounds,
+        warmup: Value::Null,
+        search: None,
+        resumed: None,
+        target_changes: Vec::new(),
+        other,
+    }
+}

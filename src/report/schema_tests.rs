@@ -1,0 +1,127 @@
+//! The schema's tests: the structs against `assets/schema/`, and old files.
+
+use super::*;
+
+const V0_LEVEL: &str = include_str!("../../tests/fixtures/schema_v0/sweep-c2.json");
+const V0_SUMMARY: &str = include_str!("../../tests/fixtures/schema_v0/summary.json");
+const V0_REQUESTS: &str = include_str!("../../tests/fixtures/schema_v0/requests.jsonl");
+
+#[test]
+fn a_version_0_level_file_loads_and_writes_back_unchanged() {
+    let raw: Value = serde_json::from_str(V0_LEVEL).expect("json");
+    let level: LevelFile = serde_json::from_value(raw.clone()).expect("loads");
+    assert_eq!(level.schema_version, None);
+    assert_eq!(level.max_concurrency, Some(2));
+    assert_eq!(level.completed, Some(4));
+    assert_eq!(level.mode_or_planned(), "planned");
+    assert!(level.percentile("ttft", "99").is_some());
+    assert!(level.percentile("e2el", "90").is_some());
+    assert_eq!(level.to_value(), raw, "every key kept, none added");
+}
+
+#[test]
+fn a_version_0_summary_loads_and_writes_back_unchanged() {
+    let raw: Value = serde_json::from_str(V0_SUMMARY).expect("json");
+    let summary: SummaryFile = serde_json::from_value(raw.clone()).expect("loads");
+    assert_eq!(summary.schema_version, None);
+    assert_eq!(summary.levels.len(), 2);
+    assert_eq!(summary.levels[1].file.as_deref(), Some("sweep-c2.json"));
+    assert_eq!(summary.diagnoses[0].id, "single_round");
+    assert_eq!(summary.target_changes.len(), 2);
+    assert_eq!((summary.run.seed, summary.run.gpus), (Some(7), Some(1)));
+    assert_eq!(summary.run.other["prompt_source"], "random");
+    let capacity = summary.capacity.as_ref().expect("a capacity");
+    assert_eq!(capacity.concurrency, Some(2));
+    assert_eq!(number(&capacity.share_of_peak), Some(1.0));
+    assert_eq!(
+        summary
+            .cost
+            .as_ref()
+            .and_then(|c| number(&c.gpu_price_per_hour)),
+        Some(2.0)
+    );
+    assert_eq!(
+        summary.to_value(),
+        raw,
+        "numbers keep their form (1, not 1.0)"
+    );
+}
+
+#[test]
+fn version_0_request_lines_load_and_write_back_unchanged() {
+    for line in V0_REQUESTS.lines() {
+        let raw: Value = serde_json::from_str(line).expect("json");
+        let r: RequestLine = serde_json::from_value(raw.clone()).expect("loads");
+        assert!(r.level.is_some() && r.id.is_some());
+        assert_eq!(serde_json::to_value(&r).expect("serializes"), raw);
+    }
+}
+
+/// Every key a struct can write, found in the schema kept by hand.
+fn assert_named(value: &Value, schema: &str, what: &str) {
+    let schema: Value = serde_json::from_str(schema).expect("schema json");
+    let props = schema["properties"].as_object().expect("properties");
+    for key in value.as_object().expect("an object").keys() {
+        assert!(
+            props.contains_key(key),
+            "{what}: {key} is not in its assets/schema/ file"
+        );
+    }
+}
+
+#[test]
+fn the_schemas_name_every_key_the_structs_write() {
+    let some = Some(Value::Null);
+    let level = LevelFile {
+        schema_version: Some(SCHEMA_VERSION),
+        burstiness: Some(1.0),
+        request_goodput: Some(1.0),
+        steady: Some(true),
+        steady_reason: some.clone(),
+        goodput: some.clone(),
+        waiting: some.clone(),
+        streaming: some.clone(),
+        send_lateness: some.clone(),
+        turns: Some(Vec::new()),
+        prefix_cache_hit_rate: Some(0.0),
+        replay_timeline_s: Some(0.0),
+        gpu: some,
+        histograms: Some(BTreeMap::new()),
+        samples: Some(BTreeMap::new()),
+        file: Some("sweep-c1.json".into()),
+        ..LevelFile::default()
+    };
+    let level_schema = include_str!("../../assets/schema/level.schema.json");
+    assert_named(&level.to_value(), level_schema, "LevelFile");
+    let summary = SummaryFile {
+        schema_version: Some(SCHEMA_VERSION),
+        ..SummaryFile::default()
+    };
+    let summary_schema = include_str!("../../assets/schema/summary.schema.json");
+    assert_named(&summary.to_value(), summary_schema, "SummaryFile");
+    let line = RequestLine {
+        prompt: Some("hi".into()),
+        ..RequestLine::default()
+    };
+    let line = serde_json::to_value(line).expect("serializes");
+    let request_schema = include_str!("../../assets/schema/request.schema.json");
+    assert_named(&line, request_schema, "RequestLine");
+}
+
+#[test]
+fn missing_and_unknown_keys_are_tolerated() {
+    let level: LevelFile =
+        serde_json::from_str(r#"{"max_concurrency": 4, "new_key": [1]}"#).expect("loads");
+    assert_eq!(level.max_concurrency, Some(4));
+    assert!(!level.partial);
+    assert_eq!(level.stats.get("new_key"), Some(&serde_json::json!([1])));
+    let odd: LevelFile = serde_json::from_str(
+        r#"{"completed": 4.0, "failed": "none", "output_throughput": "fast", "partial": 1}"#,
+    )
+    .expect("odd types read as absent");
+    assert_eq!(odd.completed, Some(4));
+    assert_eq!((odd.failed, odd.output_throughput), (None, None));
+    assert!(!odd.partial);
+    let summary: SummaryFile = serde_json::from_str(r#"{"levels": []}"#).expect("loads");
+    assert!(summary.levels.is_empty() && summary.knee.is_none());
+}
