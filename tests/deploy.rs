@@ -3,7 +3,8 @@
 //! them, validated against the Kubernetes v1.33.0 API schema checked in under
 //! `tests/schemas/kubernetes/` (with `validate.py`: PyYAML and jsonschema) and
 //! then checked for the Indexed-Job facts the shards depend on; the submit
-//! script's flow against a stand-in `kubectl` that records what it is asked.
+//! script's flow against a stand-in `kubectl` that records what it is asked;
+//! and the Ray launcher's one-line errors that need no Ray.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -613,6 +614,31 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.starts_with("submit.sh: every shard failed; see: kubectl logs"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ray_launcher_without_ray_says_so_in_one_line() {
+    // -I -S: no site-packages, so no Ray whatever this machine has installed.
+    let out = Command::new(python())
+        .args(["-I", "-S"])
+        .arg(root().join("deploy/ray/launch.py"))
+        .args([
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--shards",
+            "2",
+            "--tokbench",
+            "/bin/true",
+        ])
+        .output()
+        .expect("python runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("launch.py: Ray is not installed (pip install 'ray[default]')"),
         "{stderr}"
     );
 }
