@@ -470,6 +470,7 @@ case "$1" in
     for a in "$@"; do case "$a" in --from-file=api-key=*) cat "${a#--from-file=api-key=}" >"$d/secret-value" ;; esac; done
     echo "kind: Secret" ;;
   get)
+    case "$2" in *-merge) echo "Complete |0|1|||0"; exit 0 ;; esac
     poll=$(($(cat "$d/polls" 2>/dev/null || echo 0) + 1)); echo "$poll" >"$d/polls"
     sed -n "${poll}p" "$d/states" | grep . || tail -n 1 "$d/states" ;;
   wait) ;;
@@ -480,7 +481,12 @@ case "$1" in
 esac
 "#;
 
-fn submit_with_fake_kubectl(name: &str, states: &str, sweep: &[&str]) -> (PathBuf, Output) {
+fn submit_with_fake_kubectl(
+    name: &str,
+    states: &str,
+    extra: &[&str],
+    sweep: &[&str],
+) -> (PathBuf, Output) {
     let dir = scratch(name);
     fs::create_dir_all(dir.join("bin")).unwrap();
     fs::create_dir_all(dir.join("applied")).unwrap();
@@ -509,6 +515,7 @@ fn submit_with_fake_kubectl(name: &str, states: &str, sweep: &[&str]) -> (PathBu
             RUN,
         ])
         .args(["--fetch", "fetched"])
+        .args(extra)
         .arg("--")
         .args(sweep)
         .current_dir(&dir)
@@ -533,19 +540,28 @@ fn applied(dir: &Path, suffix: &str) -> String {
 
 #[test]
 fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
-    let states = "|4|||\n|4|||\nComplete |0|4||\n";
-    let (dir, out) = submit_with_fake_kubectl("fake-ok", states, &["--concurrency", "64"]);
+    // Fields: true conditions | active | succeeded | failed | failedIndexes | ready.
+    let states = "|4||||0\n|4||||4\nComplete |0|4|||0\n";
+    let (dir, out) = submit_with_fake_kubectl("fake-ok", states, &[], &["--concurrency", "64"]);
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("shards: active 4, succeeded 0, failed 0"),
+        stdout.contains(&format!(
+            "{RUN}-shards: active 4, ready 4, succeeded 0, failed 0"
+        )),
         "{stdout}"
     );
     assert!(
-        stdout.contains("shards: active 0, succeeded 4, failed 0"),
+        stdout.contains(&format!(
+            "{RUN}-shards: active 0, ready 0, succeeded 4, failed 0"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("copied to fetched"), "{stdout}");
+    assert!(
+        !stdout.contains("WARNING"),
+        "ready long before the start: {stdout}"
+    );
     assert_eq!(
         fs::read_to_string(dir.join("polls")).unwrap().trim(),
         "3",
@@ -553,7 +569,7 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
     );
     let calls = fs::read_to_string(dir.join("calls.log")).unwrap();
     // The order that matters: the claim and the shards, then (after the
-    // Job completed) the merge, its wait, then the fetch pod and the copy.
+    // Job completed) the merge and its logs, then the fetch pod and the copy.
     let order: Vec<&str> = calls
         .lines()
         .map(|l| l.split(' ').next().unwrap())
@@ -562,8 +578,8 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
     assert_eq!(
         order,
         [
-            "create", "apply", "apply", "apply", "apply", "wait", "logs", "logs", "apply", "wait",
-            "cp", "delete"
+            "create", "apply", "apply", "apply", "apply", "logs", "logs", "apply", "wait", "cp",
+            "delete"
         ],
         "{calls}"
     );
@@ -598,18 +614,24 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
 
 #[test]
 fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
-    let states = "|4|||\nFailed FailureTarget |0|3|1|2\n";
-    let (dir, out) = submit_with_fake_kubectl("fake-failed", states, &[]);
+    let states = "|4||||4\nFailed FailureTarget |0|3|1|2|0\n";
+    // A start already past when the pods were ready: warned.
+    let past = ["--start-at", "2020-01-01T00:00:00Z"];
+    let (dir, out) = submit_with_fake_kubectl("fake-failed", states, &past, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("shards 2 failed: merging the 3 that finished (--allow-missing)"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("WARNING: not every shard was running until "),
+        "{stdout}"
+    );
     let merge = applied(&dir, "merge-job.yaml");
     assert!(merge.contains("            - --allow-missing\n"), "{merge}");
 
-    let (_, out) = submit_with_fake_kubectl("fake-all-failed", "Failed |0||4|0-3\n", &[]);
+    let (_, out) = submit_with_fake_kubectl("fake-all-failed", "Failed |0||4|0-3|0\n", &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -224,38 +224,58 @@ render "$here/shards-job.yaml" "$work/shards-job.yaml"
 "${kc[@]}" apply -f "$work/shards-job.yaml"
 echo "$run_name: $shards shards, level 1 at $start_at_rendered, $duration per level"
 
-# Poll the Job until it is Complete or Failed (kubectl wait takes one
-# condition; a failed shard must not make us wait for the timeout).
-job="job/${run_name}-shards"
-deadline=$(($(date +%s) + timeout))
-last=''
-while :; do
-  state=$("${kc[@]}" get "$job" -o 'jsonpath={range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}|{.status.active}|{.status.succeeded}|{.status.failed}|{.status.failedIndexes}')
-  IFS='|' read -r conditions active succeeded failed failed_indexes <<<"$state"
-  now_line="active ${active:-0}, succeeded ${succeeded:-0}, failed ${failed:-0}"
-  if [ "$now_line" != "$last" ]; then
-    echo "shards: $now_line"
-    last=$now_line
-  fi
-  case " $conditions " in
-    *" Complete "*) break ;;
-    *" Failed "*)
-      [ "${succeeded:-0}" -gt 0 ] ||
-        die "every shard failed; see: ${kc[*]} logs -l tokbench/run=$run_name --prefix"
-      echo "shards ${failed_indexes:-?} failed: merging the $succeeded that finished (--allow-missing)"
-      allow_missing=1
-      break ;;
-  esac
-  [ "$(date +%s)" -lt "$deadline" ] ||
-    die "the shards did not finish within ${timeout}s; see: ${kc[*]} get $job"
-  sleep "${TOKBENCH_SUBMIT_POLL_S:-5}"
-done
+# poll_job NAME SECONDS: poll the Job until its Complete or Failed condition
+# is true (kubectl wait takes one condition, and a failed pod must not mean
+# waiting for the whole timeout), printing its counts when they change. Sets
+# job_result (Complete or Failed), succeeded, failed_indexes and ready_late
+# (the first time every pod was ready was after --start-at). Exits on timeout.
+poll_job() {
+  local job="job/$1" deadline=$(($(date +%s) + $2)) last='' state conditions active failed ready
+  local want=$3 start_epoch=${4:-} all_ready=''
+  ready_late=''
+  while :; do
+    state=$("${kc[@]}" get "$job" -o 'jsonpath={range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}|{.status.active}|{.status.succeeded}|{.status.failed}|{.status.failedIndexes}|{.status.ready}')
+    IFS='|' read -r conditions active succeeded failed failed_indexes ready <<<"$state"
+    succeeded=${succeeded:-0}
+    local line="active ${active:-0}, ready ${ready:-0}, succeeded $succeeded, failed ${failed:-0}"
+    if [ "$line" != "$last" ]; then
+      echo "$1: $line"
+      last=$line
+    fi
+    if [ -n "$start_epoch" ] && [ -z "$all_ready" ] && [ "${ready:-0}" -ge "$want" ]; then
+      all_ready=$(date +%s)
+      [ "$all_ready" -le "$start_epoch" ] || ready_late=$((all_ready - start_epoch))
+    fi
+    case " $conditions " in
+      *" Complete "*) job_result=Complete; return ;;
+      *" Failed "*) job_result=Failed; return ;;
+    esac
+    [ "$(date +%s)" -lt "$deadline" ] ||
+      die "$1 did not finish within ${2}s; see: ${kc[*]} describe $job"
+    sleep "${TOKBENCH_SUBMIT_POLL_S:-5}"
+  done
+}
+
+start_epoch=''
+[[ "$start_at_rendered" =~ ^[0-9]+$ ]] && start_epoch=$start_at_rendered
+[ -n "$start_epoch" ] || start_epoch=$(date -u -d "$start_at_rendered" +%s 2>/dev/null || true)
+poll_job "${run_name}-shards" "$timeout" "$shards" "$start_epoch"
+if [ -n "$ready_late" ]; then
+  echo "WARNING: not every shard was running until ${ready_late}s after --start-at: raise --margin (merge warns when shard starts differ)"
+fi
+if [ "$job_result" = Failed ]; then
+  [ "$succeeded" -gt 0 ] ||
+    die "every shard failed; see: ${kc[*]} logs -l tokbench/run=$run_name --prefix --all-containers"
+  echo "shards ${failed_indexes:-?} failed: merging the $succeeded that finished (--allow-missing)"
+  allow_missing=1
+fi
 
 render "$here/merge-job.yaml" "$work/merge-job.yaml"
 "${kc[@]}" apply -f "$work/merge-job.yaml"
-if ! "${kc[@]}" wait --for=condition=complete --timeout=600s "job/${run_name}-merge" >/dev/null; then
+poll_job "${run_name}-merge" 600 1
+if [ "$job_result" != Complete ]; then
   "${kc[@]}" logs "job/${run_name}-merge" -c merge >&2 || true
-  die "the merge Job did not complete; its log is above"
+  die "the merge Job failed; its log is above"
 fi
 "${kc[@]}" logs "job/${run_name}-merge" -c merge
 "${kc[@]}" logs "job/${run_name}-merge" -c report
