@@ -2,7 +2,7 @@
 # The Ray launcher checked for real on this machine: a local two-node Ray
 # cluster (a head and a second `ray start` node, one CPU each so SPREAD must
 # use both), `tokbench sim` on 127.0.0.1, launch.py with two shards, then the
-# errors: more shards than nodes, and one failing shard. Not part of .ci/run:
+# errors: more shards than nodes, one failing shard, no binary on the nodes. Not part of .ci/run:
 # Ray comes from PyPI, not Debian (README "More than one load machine").
 #
 #   python3 -m venv /tmp/ray && /tmp/ray/bin/pip install 'ray[default]'
@@ -99,4 +99,10 @@ if out=$("${launch[@]}" --shards 2 --out "$work/run-fail" \
 fi
 echo "$out"
 case "$out" in *"launch.py: shard 1 failed on node"*"exit 3: boom"*) ;; *) exit 1 ;; esac
+echo "== no tokbench on the nodes: found before any shard starts"
+if out=$("${launch[@]}" --shards 2 --out "$work/run-nobin" --tokbench /nonexistent/tokbench 2>&1); then
+  echo "check.sh: a missing binary was not reported" >&2; exit 1
+fi
+echo "$out"
+case "$out" in *"launch.py: shard 0 cannot start on node"*"no runnable tokbench at /nonexistent/tokbench"*) ;; *) exit 1 ;; esac
 echo "check.sh: all checks passed"

@@ -106,6 +106,21 @@ def kill_with_parent():
         pass
 
 
+def probe_node(tokbench):
+    """On the node, before any shard starts: its clock, and whether the
+    binary is there and runs (`tokbench --version`)."""
+    import ray  # in the worker
+
+    out = {"host": socket.gethostname(), "node": ray.get_runtime_context().get_node_id(), "time": time.time()}
+    try:
+        proc = subprocess.run([tokbench, "--version"], capture_output=True, text=True, timeout=30)
+        out["version"] = proc.stdout.strip() if proc.returncode == 0 else None
+        out["why"] = None if proc.returncode == 0 else f"`{tokbench} --version` exited {proc.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        out["version"], out["why"] = None, f"no runnable tokbench at {tokbench} ({type(e).__name__})"
+    return out
+
+
 def run_shard(index, argv_template, fields, api_key):
     """On the node: run one shard, return its folder as tar bytes."""
     import ray  # in the worker
@@ -186,6 +201,30 @@ def main(argv):
     bundle_nodes = placement_group_table(pg)["bundles_to_node_id"]
     if len(set(bundle_nodes.values())) < args.shards:
         die(f"{args.strategy} put two shards on one node ({bundle_nodes}): free a node or use --strategy STRICT_SPREAD")
+
+    # Preflight, one task per bundle: the binary on every node, and each
+    # node's clock against the driver's (--start-at is wall-clock time on
+    # each node: clocks that disagree start the shards apart).
+    probe = ray.remote(probe_node)
+    sent = time.time()
+    probes = ray.get([
+        probe.options(num_cpus=args.cpus, max_retries=0, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_bundle_index=i)).remote(args.tokbench)
+        for i in range(args.shards)])
+    back = time.time()
+    for i, p in enumerate(probes):
+        if p["why"]:
+            die(f"shard {i} cannot start on node {p['node'][:8]} ({p['host']}): {p['why']}")
+        # The node read its clock between `sent` and `back`: the offset is
+        # known to within that window.
+        lo, hi = p["time"] - back, p["time"] - sent
+        if lo > 0.25 or hi < -0.25:
+            print(f"launch.py: WARNING: node {p['node'][:8]} ({p['host']}) clock is "
+                  f"{(lo + hi) / 2:+.2f} s off the driver's: sync the clocks (NTP) or the shards start apart",
+                  flush=True)
+    if args.merge_command == DEFAULT_MERGE and os.sep in args.tokbench and not os.access(args.tokbench, os.X_OK):
+        die(f"no executable tokbench at {args.tokbench} on the driver, which runs the merge")
+    print(f"launch.py: {probes[0]['version']} on every node; preflight {back - sent:.2f} s", flush=True)
 
     start_epoch = time.time() + args.margin
     fields = {
