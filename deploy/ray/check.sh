@@ -72,10 +72,29 @@ if "$bin" merge --help >/dev/null 2>&1 && "$bin" sweep --help 2>/dev/null | grep
 fi
 
 echo "== two shards, one per node ($([ $real = 1 ] && echo 'sweep --shard, merge' || echo 'stand-in commands'))"
+shape=(--concurrency 8,32 --random-input-len 128 --random-output-len 64)
 if [ $real = 1 ]; then
-  "${launch[@]}" --shards 2 --duration 3s --margin 10 --out "$work/run" \
-    -- --concurrency 8,32 --random-input-len 128 --random-output-len 64
+  "${launch[@]}" --shards 2 --duration 3s --margin 10 --out "$work/run" -- "${shape[@]}"
   test -s "$work/run/merged/summary.json"
+  echo "== one process at the same total concurrency, for comparison"
+  "$bin" sweep --base-url "http://127.0.0.1:$sim_port" --duration 3s --no-tui \
+    --result-dir "$work/single" "${shape[@]}" >"$work/single.log" 2>&1 ||
+    { cat "$work/single.log" >&2; exit 1; }
+  "$py" - "$work/run/merged/summary.json" "$work/single/summary.json" <<'PY'
+import json, sys
+merged, single = (json.load(open(p))["levels"] for p in sys.argv[1:3])
+def f(v, width, digits):
+    return f"{v:>{width}.{digits}f}" if isinstance(v, (int, float)) else f"{str(v):>{width}}"
+print("streams  run              shards  completed  output tok/s  TTFT p50 ms  TTFT p99 ms  ITL p99 ms")
+for m, s in zip(merged, single):
+    for name, l in (("merged (2 shards)", m), ("one process", s)):
+        shards = len(l.get("shards") or []) or 1
+        print(f"{l.get('max_concurrency', '?'):>7}  {name:<17}{shards:>6}  {l.get('completed', '?'):>9}  "
+              f"{f(l.get('output_throughput'), 12, 1)}  {f(l.get('p50_ttft_ms'), 11, 2)}  "
+              f"{f(l.get('p99_ttft_ms'), 11, 2)}  {f(l.get('p99_itl_ms'), 10, 2)}")
+    if m.get("output_throughput") and s.get("output_throughput"):
+        print(f"         merged/one output throughput: {m['output_throughput'] / s['output_throughput']:.3f}")
+PY
 else
   standin=(--shard-command "{tokbench} sweep --base-url {base_url} --concurrency 2,4 --num-prompts 16
     --random-input-len 128 --random-output-len 64 --result-dir {result_dir} --no-tui"
