@@ -401,7 +401,8 @@ fn the_start_time_is_rendered_at_submit_time_as_now_plus_the_margin() {
 #[test]
 fn submit_refuses_bad_input_in_one_line_and_never_echoes_a_key() {
     let dir = scratch("refuse");
-    let cases: [(&[&str], &[&str], &str); 6] = [
+    let existing = dir.to_string_lossy().into_owned();
+    let cases: [(&[&str], &[&str], &str); 7] = [
         (
             &["--shards", "0"],
             &[],
@@ -424,6 +425,11 @@ fn submit_refuses_bad_input_in_one_line_and_never_echoes_a_key() {
         ),
         (&[], &["--api-key=sk-secret-123"], "do not pass --api-key"),
         (&[], &["--shard", "0/2"], "--shard is set by submit.sh"),
+        (
+            &["--fetch", &existing],
+            &[],
+            "exists already: kubectl cp would copy into it",
+        ),
     ];
     for (extra, sweep, says) in cases {
         let out = render(&dir.join("out"), 2, extra, sweep);

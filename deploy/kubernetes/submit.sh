@@ -40,7 +40,7 @@ usage: submit.sh --base-url URL --shards N [options] [-- SWEEP_ARGS...]
   --timeout SECONDS     how long to wait for the shards (default 7200)
   --allow-missing       merge even if shards are missing (also chosen
                         automatically when some shards failed)
-  --fetch DIR           copy the merged folder to DIR afterwards
+  --fetch DIR           copy the merged folder to DIR (a new folder) afterwards
   --helper-image IMAGE  image of the fetch pod, needs tar (default busybox:1.37)
   --render-only DIR     write the rendered manifests to DIR; apply nothing
 EOF
@@ -104,6 +104,8 @@ done
 [[ "$cpu" =~ ^[0-9]+(\.[0-9]+|m)?$ ]] || die "--cpu must look like 1, 0.5 or 500m, not '$cpu'"
 [ -z "$storage_class" ] || [[ "$storage_class" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] ||
   die "--storage-class '$storage_class' is not a valid name"
+[ -z "$fetch_dir" ] || [ ! -e "$fetch_dir" ] ||
+  die "--fetch $fetch_dir exists already: kubectl cp would copy into it; give a new folder"
 for arg in "${sweep_args[@]}"; do
   case "$arg" in
     --api-key | --api-key=*)
