@@ -646,27 +646,63 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     );
 }
 
-#[test]
-fn ray_launcher_without_ray_says_so_in_one_line() {
-    // -I -S: no site-packages, so no Ray whatever this machine has installed.
+/// `deploy/ray/launch.py` with Python's site-packages off (-I -S), so no
+/// Ray whatever this machine has installed; its exit code and stderr.
+fn launch_without_ray(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(python())
         .args(["-I", "-S"])
         .arg(root().join("deploy/ray/launch.py"))
         .args([
             "--base-url",
             "http://127.0.0.1:9",
-            "--shards",
-            "2",
             "--tokbench",
             "/bin/true",
         ])
+        .args(args)
         .output()
         .expect("python runs");
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ray_launcher_without_ray_says_so_in_one_line() {
+    let (code, stderr) = launch_without_ray(&["--shards", "2"]);
+    assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.starts_with("launch.py: Ray is not installed (pip install 'ray[default]')"),
         "{stderr}"
     );
+}
+
+#[test]
+fn ray_launcher_refuses_a_key_on_the_command_line_and_flags_it_sets() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--shards", "0"],
+            "launch.py: --shards must be at least 1, not 0",
+        ),
+        (
+            &["--shards", "2", "--", "--api-key", "sk-secret-123"],
+            "launch.py: do not pass --api-key",
+        ),
+        (
+            &["--shards", "2", "--", "--api-key=sk-secret-123"],
+            "launch.py: do not pass --api-key",
+        ),
+        (
+            &["--shards", "2", "--", "--start-at", "0"],
+            "launch.py: --start-at is set by launch.py",
+        ),
+    ];
+    for (args, says) in cases {
+        let (code, stderr) = launch_without_ray(args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("sk-secret"), "the key is echoed: {stderr}");
+    }
 }
