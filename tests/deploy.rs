@@ -203,6 +203,13 @@ fn check_structure(report: &Value, shards: u64, sweep: &[&str]) {
     assert!(args.contains(&"--no-tui".into()), "{args:?}");
     let result_dir = flag_value(&args, "--result-dir");
     assert_eq!(result_dir, format!("/results/{RUN}/shard-$(SHARD_INDEX)"));
+    // One run seed for every shard (each mixes its index in; merge refuses
+    // shards of different seeds): the user's, else one chosen at submit time.
+    let seed = flag_value(&args, "--seed");
+    assert!(seed.parse::<u64>().is_ok(), "--seed {seed}");
+    if let Some(at) = sweep.iter().position(|a| *a == "--seed") {
+        assert_eq!(seed, sweep[at + 1]);
+    }
     // The user's sweep flags, in order, at the end, as written: only `$(`
     // doubled, which the kubelet turns back into `$(` instead of expanding.
     let tail = &args[args.len() - sweep.len()..];
@@ -277,11 +284,14 @@ fn kubernetes_manifests_validate_against_the_api_schema_and_hold_the_indexed_job
         } else {
             &[]
         };
+        // 7 shards: the user's own seed, kept and not doubled.
+        let with_seed = [&sweep[..], &["--seed", "7"]].concat();
+        let sweep: &[&str] = if shards == 7 { &with_seed } else { &sweep };
         let out = render(
             &dir,
             shards,
             &[&["--start-at", START], class].concat(),
-            &sweep,
+            sweep,
         );
         assert!(out.status.success(), "{}", text(&out));
         let files = manifests(&dir);
@@ -301,7 +311,7 @@ fn kubernetes_manifests_validate_against_the_api_schema_and_hold_the_indexed_job
         let (ok, report, stderr) = validate(&files);
         assert!(ok, "{shards} shards: schema errors:\n{stderr}");
         assert_eq!(report["errors"], serde_json::json!([]));
-        check_structure(&report, shards.into(), &sweep);
+        check_structure(&report, shards.into(), sweep);
         let pvc = &doc(&report, "pvc.yaml")["spec"];
         match shards {
             4 => assert_eq!(pvc["storageClassName"], "nfs-client"),

@@ -10,7 +10,8 @@
 #     -- --model Qwen/Qwen3-8B --concurrency 64,256,1024
 #
 # Arguments after `--` go to `tokbench sweep` unchanged (the concurrency of a
-# level is the run's total: each shard takes its part). The API key, if the
+# level is the run's total: each shard takes its part), after `--seed N`
+# (one random seed for every shard) unless they hold a --seed. The API key, if the
 # server needs one, comes from $OPENAI_API_KEY: it is put in the Secret
 # tokbench-api-key (read from a file descriptor, never on a command line) and
 # reaches tokbench through the environment. `--render-only DIR` writes the
@@ -113,8 +114,16 @@ for arg in "${sweep_args[@]}"; do
     --shard | --shard=* | --start-at | --start-at=* | --duration | --duration=* | \
       --result-dir | --result-dir=* | --base-url | --base-url=* | --no-tui)
       die "$arg is set by submit.sh (use its own options: see --help)" ;;
+    --seed | --seed=*) have_seed=1 ;;
   esac
 done
+# Every shard must draw from one run seed (each mixes its index into it;
+# merge refuses shards of different seeds), and tokbench picks a random one
+# per process when none is given: so one is chosen here, unless given.
+if [ -z "${have_seed:-}" ]; then
+  seed=$(( (RANDOM << 30) | (RANDOM << 15) | RANDOM ))
+  sweep_args=(--seed "$seed" "${sweep_args[@]}")
+fi
 
 # --- rendering --------------------------------------------------------------
 # A double-quoted YAML scalar; `$(` doubled so the kubelet does not expand it.
@@ -263,7 +272,7 @@ start_epoch=''
 [ -n "$start_epoch" ] || start_epoch=$(date -u -d "$start_at_rendered" +%s 2>/dev/null || true)
 poll_job "${run_name}-shards" "$timeout" "$shards" "$start_epoch"
 if [ -n "$ready_late" ]; then
-  echo "WARNING: not every shard was running until ${ready_late}s after --start-at: raise --margin (merge warns when shard starts differ)"
+  echo "WARNING: not every shard was running until ${ready_late}s after --start-at: a shard that starts late refuses to run; raise --margin"
 fi
 if [ "$job_result" = Failed ]; then
   [ "$succeeded" -gt 0 ] ||

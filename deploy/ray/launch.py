@@ -12,7 +12,8 @@ OUT/shard-I, runs `tokbench merge` into OUT/merged and prints its report.
         --base-url http://10.0.0.5:8000 --tokbench /opt/tokbench \\
         --duration 30s -- --model Qwen/Qwen3-8B --concurrency 64,256
 
-Arguments after `--` go to `tokbench sweep` unchanged. The API key, when the
+Arguments after `--` go to `tokbench sweep` unchanged, after `--seed N` (one
+seed the driver draws for every shard) unless they hold a --seed. The API key, when the
 server needs one, is read from OPENAI_API_KEY on the driver and handed to
 each task as an argument (not a runtime_env, which the dashboard shows); the
 task puts it in tokbench's environment, never on its command line.
@@ -27,6 +28,7 @@ import argparse
 import datetime
 import io
 import os
+import random
 import shlex
 import socket
 import subprocess
@@ -234,6 +236,11 @@ def main(argv):
         "start_at": rfc3339(start_epoch),
         "duration": args.duration,
     }
+    # One run seed for every shard (each mixes its index in; merge refuses
+    # shards of different seeds); tokbench picks a random one per process
+    # when none is given, so the driver picks it, unless the user did.
+    if not any(a == "--seed" or a.startswith("--seed=") for a in args.sweep):
+        args.sweep = ["--seed", str(random.SystemRandom().getrandbits(48))] + args.sweep
     template = shlex.split(args.shard_command) + args.sweep
     try:  # a bad field fails here, once, not in every task
         [a.format(**fields, index=0, result_dir="x") for a in template]
@@ -249,7 +256,7 @@ def main(argv):
             i, template, fields, api_key)
         refs[ref] = i
     print(f"launch.py: {args.shards} shards on {len(set(bundle_nodes.values()))} nodes, "
-          f"level 1 at {fields['start_at']}, {args.duration} per level", flush=True)
+          f"level 1 at {fields['start_at']}, {args.duration} per level, {shlex.join(args.sweep[:2])}", flush=True)
 
     results, failed = {}, []
     pending = list(refs)
