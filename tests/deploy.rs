@@ -608,6 +608,7 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
         !merge.contains("- --allow-missing"),
         "every shard finished:\n{merge}"
     );
+    assert_eq!(merged_dirs(&merge), [0, 1, 2, 3]);
     // The key reached the Secret through a file, and no command line.
     assert_eq!(
         fs::read_to_string(dir.join("secret-value")).unwrap(),
@@ -628,6 +629,16 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
     assert!(dir.join(format!("{RUN}.k8s/shards-job.yaml")).is_file());
 }
 
+/// The shard indexes whose folders a rendered merge Job reads.
+fn merged_dirs(merge: &str) -> Vec<u32> {
+    let prefix = format!("            - /results/{RUN}/shard-");
+    merge
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|i| i.parse().expect("an index"))
+        .collect()
+}
+
 #[test]
 fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     let states = "|4||||4\nFailed FailureTarget |0|3|1|2|0\n";
@@ -646,6 +657,22 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     );
     let merge = applied(&dir, "merge-job.yaml");
     assert!(merge.contains("            - --allow-missing\n"), "{merge}");
+    assert_eq!(
+        merged_dirs(&merge),
+        [0, 1, 3],
+        "the failed shard's folder left out"
+    );
+
+    // failedIndexes in the API's interval form.
+    let states = "Failed |0|1|3|1-3|0\n";
+    let (dir, out) = submit_with_fake_kubectl("fake-range", states, &[], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("shards 1-3 failed: merging the 1 that"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(merged_dirs(&applied(&dir, "merge-job.yaml")), [0]);
 
     let (_, out) = submit_with_fake_kubectl("fake-all-failed", "Failed |0||4|0-3|0\n", &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

@@ -139,6 +139,22 @@ utc_of_epoch() {
   date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$1" +%Y-%m-%dT%H:%M:%SZ
 }
 
+# is_failed I: index I is in $failed_indexes, the Job's `.status.failedIndexes`
+# ("1,3-5"): its folder, absent or cut short, is left out of the merge.
+failed_indexes=''
+is_failed() {
+  local part parts
+  IFS=',' read -ra parts <<<"$failed_indexes"
+  for part in "${parts[@]}"; do
+    if [[ "$part" =~ ^([0-9]+)-([0-9]+)$ ]]; then
+      ((BASH_REMATCH[1] <= $1 && $1 <= BASH_REMATCH[2])) && return 0
+    elif [ "$part" = "$1" ]; then
+      return 0
+    fi
+  done
+  return 1
+}
+
 # render TEMPLATE OUT: every @NAME@ replaced. Values were checked above or
 # are quoted here; list-valued ones become one YAML item a line. Every
 # replacement is a quoted "$var": bash 5.2 reads `\` and `&` in a bare one.
@@ -152,7 +168,7 @@ render() {
     args_yaml+="${item_indent}- $(yaml_quote "$arg")"$'\n'
   done
   for ((i = 0; i < shards; i++)); do
-    dirs_yaml+="${item_indent}- /results/${run_name}/shard-${i}"$'\n'
+    is_failed "$i" || dirs_yaml+="${item_indent}- /results/${run_name}/shard-${i}"$'\n'
   done
   [ "$allow_missing" = 1 ] && merge_flags="${item_indent}- --allow-missing"$'\n'
   local class_block=''
