@@ -220,6 +220,22 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N")]
     pub num_prompts: Option<u32>,
 
+    /// Each level sends for this long (30, 30s, 2m, 1.5m, 1h) after it starts, then waits for its requests in flight, which still count; instead of --num-prompts.
+    #[arg(long, value_name = "S")]
+    pub duration: Option<String>,
+
+    /// This process is shard I of N, I counted from 0: each level's concurrency (or rate, or --num-prompts) is the run's total split across the N shards, the remainder to the lowest indexes. auto/N reads JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else RANK.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+
+    /// Start level 1 at this wall-clock time (RFC 3339 like 2026-12-01T13:00:00Z, or Unix seconds), after the warmup; with --duration, level k (from 0) starts at TIME + k x (duration + --level-gap), so shards on several machines step together.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+
+    /// With --start-at and --duration: time between a level's end of dispatch and the next level's start, for its requests to come back (the next level starts on time even if they have not) [default: 5s].
+    #[arg(long, value_name = "S")]
+    pub level_gap: Option<String>,
+
     /// Without --num-prompts, each level sends this many requests per stream of its concurrency.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub prompts_per_stream: u32,

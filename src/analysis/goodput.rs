@@ -131,20 +131,28 @@ pub fn request_goodput(records: &[RequestRecord], slo: &Slo, duration_s: f64) ->
         .iter()
         .filter(|r| r.is_ok() || r.is_failed())
         .count();
-    let share = if counted > 0 {
-        good as f64 / counted as f64
-    } else {
-        0.0
-    };
-    let rate_per_s = if duration_s > 0.0 && duration_s.is_finite() {
-        good as f64 / duration_s
-    } else {
-        0.0
-    };
-    Goodput {
-        good,
-        share,
-        rate_per_s,
+    Goodput::from_counts(good, counted, duration_s)
+}
+
+impl Goodput {
+    /// From the good requests and the completed plus failed ones of a
+    /// level, folded as they came back.
+    pub fn from_counts(good: usize, counted: usize, duration_s: f64) -> Goodput {
+        let share = if counted > 0 {
+            good as f64 / counted as f64
+        } else {
+            0.0
+        };
+        let rate_per_s = if duration_s > 0.0 && duration_s.is_finite() {
+            good as f64 / duration_s
+        } else {
+            0.0
+        };
+        Goodput {
+            good,
+            share,
+            rate_per_s,
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod saved;
 pub mod schema;
 pub mod svg;
 pub mod text;
+pub mod timing;
 /// Moved to the crate root (the simulator needs it and imports nothing of
 /// the client); kept here so `report::time` paths still resolve.
 pub use crate::time;

@@ -25,33 +25,28 @@ use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
 use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
-use crate::analysis::goodput::{request_goodput, Goodput, Slo as GoodputSlo};
+use crate::analysis::goodput::{Goodput, Slo as GoodputSlo};
 use crate::analysis::rounds::rounds_spread;
 use crate::analysis::DecisionConfig;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
 use crate::probe::live::{GaugeSummary, ServerSample};
 use crate::record::{Outcome, RequestRecord, ServerTimings};
+use crate::stats::hdr::Samples;
 use crate::stats::lateness::Lateness;
-use crate::stats::occupancy::{occupancy, Occupancy, RequestSpan};
+use crate::stats::occupancy::{Occupancy, RequestSpan, Timeline};
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::steady::{
     judge, Steadiness, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE,
 };
-use crate::stats::summary::{level_stats, LevelStats};
-use crate::stats::turns::{by_turn, cache_hit_rate, TurnStats};
-use crate::workload::profile::AchievedLengths;
+use crate::stats::summary::LevelStats;
+use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
+use crate::stats::turns::{CacheHits, TurnStats, TurnTally};
 use crate::workload::Calibration;
 
-/// The lengths the completed requests of a level had: input tokens (the
-/// server's count, else the target) and output tokens.
-fn achieved_lengths(records: &[RequestRecord]) -> AchievedLengths {
-    let mut achieved = AchievedLengths::default();
-    for r in records.iter().filter(|r| r.is_ok()) {
-        achieved.add(r.input_tokens(), r.output_tokens);
-    }
-    achieved
-}
+/// Answers kept per level for the buffered-stream check: it looks at the
+/// medians of their shape, which the first ten thousand settle.
+const STREAM_SHAPES_KEPT: usize = 10_000;
 
 /// How often `requests.jsonl` reaches the disk at the least.
 const JSONL_FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -96,6 +91,8 @@ pub struct RunInfo {
     pub kind: String,
     /// `--turns`: requests per conversation (1: single requests).
     pub turns: u32,
+    /// `--duration`, `--shard`, `--start-at` (issue 13).
+    pub timing: crate::report::timing::RunTiming,
 }
 
 impl RunInfo {
@@ -141,6 +138,10 @@ impl RunInfo {
                 max_error_rate: Some(slo.max_error_rate),
             }),
             goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            shard: self.timing.shard.clone(),
+            duration_target: self.timing.duration_s(),
+            start_at: self.timing.start_at_text(),
+            level_gap_s: self.timing.level_gap_s(),
             // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
             other: match self.traffic.run_json() {
                 Value::Object(traffic) => traffic,
@@ -178,7 +179,7 @@ pub struct FinishedLevel {
     /// `level_finished`): the same object, never a rebuilt copy.
     pub saved: Option<Value>,
     /// Input and output tokens of its completed requests (the `traffic` key).
-    pub achieved: AchievedLengths,
+    pub achieved: Lengths,
     /// Open loop: how late requests went out against their schedule.
     pub lateness: Option<Lateness>,
     /// `--turns`: TTFT and prefix-cache hits turn by turn.
@@ -214,15 +215,66 @@ impl FinishedLevel {
     }
 }
 
+/// A level still running: its records are folded as they come back and
+/// not kept (docs/architecture.md, "Flat memory"), so a level of a million
+/// requests holds what a level of a thousand does.
 struct OpenLevel {
     info: LevelInfo,
     server: GaugeSummary,
-    /// Its records, transition ones left out.
-    records: Vec<RequestRecord>,
+    /// Its records, transition ones left out, folded.
+    tally: LevelTally,
+    lengths: Lengths,
+    turns: TurnTally,
+    cache: CacheHits,
+    server_timings: ServerTimingTally,
+    /// The first answers' shapes, for the buffered-stream check.
+    stream_shapes: Vec<StreamShape>,
+    /// `--goodput`: completed requests meeting every SLO.
+    good: usize,
+    /// Waiting and streaming over the level, every level's requests counted.
+    timeline: Timeline,
     transition: u32,
     steady: SteadyEstimator,
     cpu_at_start: Duration,
     wall_start: Instant,
+}
+
+impl OpenLevel {
+    /// Count one of the level's own records (not a transition one).
+    fn fold(&mut self, r: &RequestRecord, goodput: Option<&GoodputSlo>) {
+        self.tally.add(r);
+        self.lengths.add(r);
+        self.turns.add(r);
+        self.cache.add(r);
+        self.server_timings.add(r);
+        if self.stream_shapes.len() < STREAM_SHAPES_KEPT {
+            self.stream_shapes.extend(StreamShape::from_record(r));
+        }
+        if goodput.is_some_and(|slo| slo.is_good(r)) {
+            self.good += 1;
+        }
+    }
+}
+
+/// A level file's `histograms` (every latency metric with a value) and
+/// `samples` (the per-request ones still held exactly), by metric key.
+type Distributions = (BTreeMap<String, String>, BTreeMap<String, Vec<f64>>);
+
+fn distributions(tally: &LevelTally) -> Result<Distributions> {
+    let mut histograms = BTreeMap::new();
+    let mut samples = BTreeMap::new();
+    for (key, set) in tally.metric_sets() {
+        if set.is_empty() {
+            continue;
+        }
+        histograms.insert(key.to_string(), set.histogram().to_base64()?);
+        if key != "itl_ms" {
+            if let Some(values) = Samples::exact_values(set) {
+                samples.insert(key.to_string(), values);
+            }
+        }
+    }
+    Ok((histograms, samples))
 }
 
 pub struct Recorder {
@@ -240,9 +292,6 @@ pub struct Recorder {
     prior: Option<PriorRun>,
     /// `--find-capacity`: the search's bounds so far.
     search: Option<SearchProgress>,
-    /// Every request back since the oldest open level started, any level:
-    /// a level's queue counts include requests of its neighbours.
-    spans: Vec<RequestSpan>,
     /// When each level started (run clock), by index.
     level_starts: BTreeMap<usize, Duration>,
     /// Every series so far, by index: its label and what the probe saw.
@@ -310,7 +359,6 @@ impl Recorder {
             target_changes: Vec::new(),
             warmup: None,
             lag,
-            spans: Vec::new(),
             level_starts: BTreeMap::new(),
             series,
             steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
@@ -333,11 +381,6 @@ impl Recorder {
         &self.finished
     }
 
-    /// Records gathered so far for a level that is still open.
-    pub fn open_records(&self, index: usize) -> &[RequestRecord] {
-        self.open.get(&index).map_or(&[], |l| &l.records)
-    }
-
     /// Take one driver event. Returns the level it finished, if it finished one.
     pub fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
         match event {
@@ -349,7 +392,14 @@ impl Recorder {
                     OpenLevel {
                         info: info.clone(),
                         server: GaugeSummary::default(),
-                        records: Vec::new(),
+                        tally: LevelTally::new(),
+                        lengths: Lengths::default(),
+                        turns: TurnTally::default(),
+                        cache: CacheHits::default(),
+                        server_timings: ServerTimingTally::default(),
+                        stream_shapes: Vec::new(),
+                        good: 0,
+                        timeline: Timeline::starting_at(info.started_at),
                         transition: 0,
                         steady: {
                             // A hand-set level's steady stretch starts when
@@ -367,7 +417,11 @@ impl Recorder {
             }
             DriverEvent::Record(record) => {
                 self.write_request_line(record)?;
-                self.spans.push(RequestSpan::of(record));
+                // A level's queue counts include requests of its neighbours.
+                let span = RequestSpan::of(record);
+                for level in self.open.values_mut() {
+                    level.timeline.add(span);
+                }
                 if let (true, Some(ttft)) = (record.is_ok(), record.ttft) {
                     for (index, level) in self.open.iter_mut() {
                         level.steady.add(
@@ -379,11 +433,12 @@ impl Recorder {
                         );
                     }
                 }
+                let goodput = self.run.decision.goodput.as_ref();
                 if let Some(level) = self.open.get_mut(&record.level) {
                     if record.transition {
                         level.transition += 1;
                     } else {
-                        level.records.push(record.clone());
+                        level.fold(record, goodput);
                     }
                 }
             }
@@ -532,14 +587,14 @@ impl Recorder {
                     .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was never started"));
             }
         };
-        let lateness = Lateness::of(&open.records);
+        let lateness = open.tally.lateness();
         // An open loop has no set concurrency: per-stream figures divide by
         // the mean number in flight instead of the cap.
         let streams = match &lateness {
             Some(l) if open.info.mode.is_open_loop() => l.mean_in_flight.round().max(1.0) as u32,
             _ => open.info.concurrency,
         };
-        let stats = level_stats(&open.records, streams, &self.run.percentiles);
+        let stats = open.tally.stats(streams, &self.run.percentiles);
         let mut lag = self.lag.take();
         lag.sort_by(f64::total_cmp);
         let client = ClientLoad {
@@ -550,18 +605,12 @@ impl Recorder {
             ),
             loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
         };
-        let goodput = self
-            .run
-            .decision
-            .goodput
-            .as_ref()
-            .map(|slo| request_goodput(&open.records, slo, stats.duration_s));
-        let stream_shapes = open
-            .records
-            .iter()
-            .filter_map(StreamShape::from_record)
-            .collect();
-        let occupancy = self.occupancy_of(&open);
+        let goodput = self.run.decision.goodput.as_ref().map(|_| {
+            Goodput::from_counts(open.good, stats.completed + stats.failed, stats.duration_s)
+        });
+        let occupancy = self
+            .window_end(&open)
+            .and_then(|to| open.timeline.occupancy(to));
         let window_end = self.window_end(&open);
         let estimate = window_end.and_then(|end| open.steady.estimate(end, true));
         let steadiness = (open.info.mode == Mode::Manual).then(|| {
@@ -591,23 +640,31 @@ impl Recorder {
             stats,
             client,
             goodput,
-            stream_shapes,
-            server_timings: server_medians(&open.records),
+            stream_shapes: open.stream_shapes,
+            server_timings: open.server_timings.to_json(),
             server: open.server,
             file: None,
             saved: None,
-            achieved: achieved_lengths(&open.records),
+            achieved: open.lengths,
             lateness,
-            turns: by_turn(&open.records),
-            cache_hit_rate: cache_hit_rate(&open.records.iter().collect::<Vec<_>>()),
+            turns: open.turns.stats(),
+            cache_hit_rate: open.cache.rate(),
         };
         // A hand-set level left before any request of its own came back
         // is still saved: it says it was too short.
         if level.stats.completed + level.stats.failed > 0 || level.transition > 0 {
             let name = self.next_level_file_name(&level);
             let path = self.dir.join(&name);
-            let body = self.level_json(&level, open.records.len());
-            write_atomic(&path, &pretty(&body))
+            let num_prompts = open.tally.records();
+            let mut file = self.level_file(&level, num_prompts);
+            let body = file.to_value();
+            // Only the file carries the histograms and samples: they are
+            // for merges, and would make every copy in memory grow with
+            // the level.
+            let (histograms, samples) = distributions(&open.tally)?;
+            file.histograms = Some(histograms);
+            file.samples = Some(samples);
+            write_atomic(&path, &pretty(&file.to_value()))
                 .wrap_err_with(|| format!("cannot write {}", path.display()))?;
             level.file = Some(path);
             level.saved = Some(body);
@@ -620,24 +677,10 @@ impl Recorder {
             .ok_or_else(|| color_eyre::eyre::eyre!("level {index} was not kept"))
     }
 
-    /// Waiting and streaming over the level: from its start to its last
-    /// answer, or to when the next level started if that came first (the
-    /// next level's requests still out are not known yet).
-    fn occupancy_of(&mut self, open: &OpenLevel) -> Option<Occupancy> {
-        let from = open.info.started_at;
-        let to = self.window_end(open)?;
-        let found = occupancy(&self.spans, from, to);
-        // Spans that ended before every open level began count for none.
-        let oldest_open = self.open.values().map(|l| l.info.started_at).min();
-        let keep_from = oldest_open.map_or(to, |at| at.min(to));
-        self.spans.retain(|s| s.end >= keep_from);
-        found
-    }
-
     /// Where a level's measurement window ends: its last answer, or when
     /// the next level started if that came first.
     fn window_end(&self, open: &OpenLevel) -> Option<Duration> {
-        let last_end = open.records.iter().map(|r| r.end).max()?;
+        let last_end = open.tally.latest_end()?;
         let next_start = self
             .level_starts
             .range(open.info.index + 1..)
@@ -703,11 +746,6 @@ impl Recorder {
         self.prior.as_ref().map_or(0, |p| p.next_level_index)
     }
 
-    /// A level object: vLLM's keys, tokbench's, and the run's identity.
-    fn level_json(&self, level: &FinishedLevel, num_prompts: usize) -> Value {
-        self.level_file(level, num_prompts).to_value()
-    }
-
     /// The level file (`report::schema::LevelFile`), as written.
     fn level_file(&self, level: &FinishedLevel, num_prompts: usize) -> LevelFile {
         let stats = &level.stats;
@@ -746,6 +784,17 @@ impl Recorder {
             partial: level.partial,
             level_index: Some((level.info.index + self.level_offset()) as u64),
             started_at_s: Some(round3(level.info.started_at.as_secs_f64())),
+            duration_target: self.run.timing.duration_target(level.info.mode),
+            started_unix_s: self.run.timing.started_unix_s(level.info.started_at),
+            drain_overrun_s: self.run.timing.drain_overrun_s(
+                level.info.started_at
+                    + Duration::try_from_secs_f64(stats.duration_s).unwrap_or_default(),
+                self.level_starts
+                    .range(level.info.index + 1..)
+                    .next()
+                    .map(|(_, at)| *at),
+            ),
+            shard: self.run.timing.shard.clone(),
             series: Some(level.info.series as u64),
             series_label: Some(self.series_label(level.info.series)),
             transition_requests: Some(level.transition as u64),
@@ -807,6 +856,8 @@ impl Recorder {
                 Value::Object(m) => Some(m),
                 _ => None,
             },
+            histograms: None,
+            samples: None,
             file: None,
             stats: stats.latency_json(&self.run.percentiles),
         }
@@ -1012,9 +1063,9 @@ impl Recorder {
                 .iter()
                 .map(|s| s.to_json())
                 .collect();
-        let mut achieved = AchievedLengths::default();
+        let mut achieved = Lengths::default();
         for level in &saved {
-            achieved.extend(&level.achieved);
+            achieved.absorb(&level.achieved);
         }
         let mut traffic = achieved.to_json(&self.run.profile);
         if let Value::Object(t) = &mut traffic {
@@ -1116,26 +1167,6 @@ fn server_timings_json(t: ServerTimings) -> Value {
         "server_decode_tok_s": t.decode_tok_s().map(round3),
         "server_prefill_tok_s": t.prefill_tok_s().map(round3),
         "slot_wait_ms": t.slot_wait_ms().map(round3),
-    })
-}
-
-/// Median of per-request server figures over a level's completed requests.
-fn server_medians(records: &[RequestRecord]) -> Value {
-    let median = |f: &dyn Fn(&ServerTimings) -> Option<f64>| {
-        let mut v: Vec<f64> = records
-            .iter()
-            .filter(|r| r.is_ok())
-            .filter_map(|r| r.server_timings.as_ref().and_then(f))
-            .filter(|x| x.is_finite())
-            .collect();
-        v.sort_by(f64::total_cmp);
-        crate::stats::percentile::median_sorted(&v).map(round3)
-    };
-    json!({
-        "decode_tok_s_median": median(&|t| t.decode_tok_s()),
-        "prefill_tok_s_median": median(&|t| t.prefill_tok_s()),
-        "slot_wait_ms_median": median(&|t| t.slot_wait_ms()),
-        "load_ms_max": records.iter().filter_map(|r| r.server_timings).map(|t| f64::from(t.load_ms)).filter(|x| *x > 0.0).reduce(f64::max),
     })
 }
 

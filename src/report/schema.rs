@@ -88,6 +88,24 @@ pub struct LevelFile {
     pub level_index: Option<u64>,
     #[serde(deserialize_with = "lenient")]
     pub started_at_s: Option<f64>,
+    /// `--duration`: the level's dispatch window, seconds (timed levels only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub duration_target: Option<f64>,
+    /// The level's start on the wall clock, Unix seconds to the ms
+    /// (`--shard` or `--start-at` runs only), to check shards started together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub started_unix_s: Option<f64>,
+    /// `--start-at` with `--duration`: seconds this level's last answer
+    /// came after the next level's scheduled start (0: drained in the gap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub drain_overrun_s: Option<f64>,
+    /// `--shard` runs only: which shard wrote the file (as `run.shard`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub shard: Option<ShardSection>,
     #[serde(deserialize_with = "lenient")]
     pub series: Option<u64>,
     #[serde(deserialize_with = "lenient")]
@@ -180,6 +198,25 @@ pub struct LevelFile {
     pub extra_body: Option<Value>,
     #[serde(deserialize_with = "lenient")]
     pub labels: Option<Map<String, Value>>,
+
+    /// Level files only (summary.json's copies leave them out): each
+    /// latency metric's HDR histogram, in microseconds at 3 significant
+    /// digits, hdrhistogram's V2 format, DEFLATE, base64. Keys are the
+    /// metric with its unit: `ttft_ms`, `tpot_ms`, `itl_ms`, `e2el_ms`,
+    /// `ttfb_ms`, and `ttfc_ms` when some request reasoned first. What
+    /// `tokbench merge` adds up (`stats::hdr`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub histograms: Option<BTreeMap<String, String>>,
+    /// Level files only: every completed request's value of a per-request
+    /// metric (`ttft_ms`, `tpot_ms`, `e2el_ms`, `ttfb_ms`, `ttfc_ms`), ms at
+    /// microsecond resolution, for exact merges. A metric is absent when the
+    /// level had more values than it keeps (`stats::hdr::EXACT_CAP`); its
+    /// percentiles then came from its histogram. Inter-token gaps are never
+    /// listed: their histogram is what merges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub samples: Option<BTreeMap<String, Vec<f64>>>,
 
     /// In `summary.json`'s `levels` only: the level file's name.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -318,10 +355,49 @@ pub struct RunSection {
     /// `--goodput`'s SLOs; null without.
     #[serde(deserialize_with = "lenient")]
     pub goodput_slo: Option<Value>,
+    /// `--shard` runs only: this process's part of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub shard: Option<ShardSection>,
+    /// `--duration`, seconds; absent when levels end by count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub duration_target: Option<f64>,
+    /// `--start-at`, UTC RFC 3339 with ms; absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub start_at: Option<String>,
+    /// `--level-gap`, seconds (with `--start-at` and `--duration` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub level_gap_s: Option<f64>,
     /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
     /// `dataset`, `save_prompts`) and any key this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// `run.shard` and each level file's `shard`: which shard of how many, on
+/// which host, and how far the server's clock is from this one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardSection {
+    /// 0-based.
+    #[serde(deserialize_with = "lenient")]
+    pub index: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u32>,
+    /// The load machine's host name; null when unknown.
+    #[serde(deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// The server's wall clock minus this machine's, ms, from its HTTP
+    /// `Date` header; null when unknown.
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_ms: Option<f64>,
+    /// Half the width of the interval `clock_offset_ms` is known to lie in
+    /// (the header has whole seconds: ±500 ms unless a tick was caught).
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_error_ms: Option<f64>,
 }
 
 /// `run.slo`.
@@ -647,6 +723,8 @@ mod tests {
             prefix_cache_hit_rate: Some(0.0),
             replay_timeline_s: Some(0.0),
             gpu: some,
+            histograms: Some(BTreeMap::new()),
+            samples: Some(BTreeMap::new()),
             file: Some("sweep-c1.json".into()),
             ..LevelFile::default()
         };

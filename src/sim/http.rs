@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, Limited};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, DATE};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -243,11 +243,16 @@ async fn handle(
             "InternalServerError",
         ));
     }
-    let resp = match state.cfg.engine {
+    let mut resp = match state.cfg.engine {
         SimEngine::Vllm => vllm_routes(Arc::clone(&state), req).await?,
         SimEngine::Ollama => super::ollama::route(&state, req).await,
         SimEngine::Llamacpp => super::llamacpp::route(&state, req, close).await,
     };
+    // Stamped now, not hyper's cached header (refreshed about once a second,
+    // so up to a second old): a shard reads its clock offset from it.
+    if let Ok(date) = HeaderValue::from_str(&http_date(std::time::SystemTime::now())) {
+        resp.headers_mut().insert(DATE, date);
+    }
     match fault {
         Some(fault) if resp.status() == StatusCode::OK => {
             let ndjson = resp
@@ -627,6 +632,23 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
+/// RFC 9110's IMF-fixdate, `Tue, 01 Dec 2026 13:00:00 GMT`: the `Date`
+/// header's one form.
+pub fn http_date(t: std::time::SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // 1970-01-01 was a Thursday.
+    let weekday = DAYS[(secs / 86_400 % 7) as usize];
+    let (y, mo, d, h, mi, s) = crate::time::utc_parts(t);
+    let month = MONTHS[(mo.clamp(1, 12) - 1) as usize];
+    format!("{weekday}, {d:02} {month} {y:04} {h:02}:{mi:02}:{s:02} GMT")
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -665,4 +687,25 @@ pub(crate) fn unavailable() -> Response<Body> {
         "The simulator is shutting down",
         "ServiceUnavailableError",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_headers_in_imf_fixdate() {
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(http_date(at(784_111_777)), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            http_date(at(1_796_130_000)),
+            "Tue, 01 Dec 2026 13:00:00 GMT"
+        );
+        // The second is whole: 999 ms later reads the same.
+        assert_eq!(
+            http_date(at(1_796_130_000) + Duration::from_millis(999)),
+            "Tue, 01 Dec 2026 13:00:00 GMT"
+        );
+        assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
 }

@@ -9,6 +9,7 @@
 //! - [`summary`]: one level's [`LevelStats`] and its result-file keys;
 //! - [`live`]: hdrhistogram one-second buckets over the last minute (live view).
 
+pub mod hdr;
 pub mod lateness;
 pub mod live;
 pub mod metrics;
@@ -16,6 +17,7 @@ pub mod occupancy;
 pub mod percentile;
 pub mod steady;
 pub mod summary;
+pub mod tally;
 pub mod turns;
 
 pub use live::{LiveWindow, Quantiles, SecondStats};

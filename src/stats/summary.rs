@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::record::{Outcome, RequestRecord, RxClock, TokenSource};
+use crate::record::{RequestRecord, TokenSource};
 use crate::stats::percentile::{median_sorted, percentile_label, percentile_sorted};
+use crate::stats::tally::LevelTally;
 
 /// Summary of a set of samples (milliseconds for latencies).
 #[derive(Clone, Debug, PartialEq)]
@@ -196,19 +197,6 @@ impl RxLag {
     }
 }
 
-fn ms(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Rate per second, 0.0 when there is no time to divide by.
-fn per_second(amount: f64, duration_s: f64) -> f64 {
-    if duration_s > 0.0 && duration_s.is_finite() {
-        amount / duration_s
-    } else {
-        0.0
-    }
-}
-
 /// A JSON number, or null for NaN and infinities (JSON has neither).
 fn num(x: f64) -> Value {
     serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
@@ -218,119 +206,13 @@ fn opt_num(x: Option<f64>) -> Value {
     x.map_or(Value::Null, num)
 }
 
-/// Summarizes one level's records. `concurrency` divides the output
-/// throughput into `per_stream_tok_s`; `percentiles` (each in `0..=100`) are
-/// the ones computed for every distribution.
+/// Summarizes one level's records: the fold of [`LevelTally`] over them,
+/// so a slice and a stream of records give the same figures.
+/// `concurrency` divides the output throughput into `per_stream_tok_s`;
+/// `percentiles` (each in `0..=100`) are the ones computed for every
+/// distribution.
 pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f64]) -> LevelStats {
-    let completed: Vec<&RequestRecord> = records.iter().filter(|r| r.is_ok()).collect();
-    let failed = records.iter().filter(|r| r.is_failed()).count();
-    let cancelled = records
-        .iter()
-        .filter(|r| r.outcome == Outcome::Cancelled)
-        .count();
-
-    let counted = records.iter().filter(|r| r.is_ok() || r.is_failed());
-    let first_start = counted.clone().map(|r| r.start).min();
-    let last_end = counted.map(|r| r.end).max();
-    let duration_s = match (first_start, last_end) {
-        (Some(s), Some(e)) => e.saturating_sub(s).as_secs_f64(),
-        _ => 0.0,
-    };
-
-    let total_input_tokens: u64 = completed.iter().map(|r| u64::from(r.input_tokens())).sum();
-    let total_output_tokens: u64 = completed.iter().map(|r| u64::from(r.output_tokens)).sum();
-
-    let request_throughput = per_second(completed.len() as f64, duration_s);
-    let output_throughput = per_second(total_output_tokens as f64, duration_s);
-    let total_token_throughput = per_second(
-        (total_input_tokens + total_output_tokens) as f64,
-        duration_s,
-    );
-    let per_stream_tok_s = if concurrency > 0 {
-        output_throughput / f64::from(concurrency)
-    } else {
-        0.0
-    };
-
-    let dist = |mut v: Vec<f64>| Distribution::from_samples(&mut v, percentiles);
-    let ttft = dist(completed.iter().filter_map(|r| r.ttft.map(ms)).collect());
-    let ttfb = dist(completed.iter().filter_map(|r| r.ttfb.map(ms)).collect());
-    let tpot = dist(completed.iter().filter_map(|r| r.tpot.map(ms)).collect());
-    let e2el = dist(completed.iter().filter_map(|r| r.e2el.map(ms)).collect());
-    let ttfc = dist(completed.iter().filter_map(|r| r.ttfc.map(ms)).collect());
-    let itl = dist(
-        completed
-            .iter()
-            .flat_map(|r| r.itl_ms.iter().copied())
-            .collect(),
-    );
-
-    let stream_decode_tok_s = tpot
-        .as_ref()
-        .map(|d| 1000.0 / d.median)
-        .filter(|v| v.is_finite());
-
-    let mut errors = BTreeMap::new();
-    for r in records {
-        if let Outcome::Failed(class) = r.outcome {
-            *errors.entry(class.key()).or_insert(0) += 1;
-        }
-    }
-
-    let mut token_source_counts = BTreeMap::new();
-    for r in &completed {
-        *token_source_counts.entry(r.token_source).or_insert(0usize) += 1;
-    }
-    // Most used; on equal counts the greater TokenSource (less trusted) wins.
-    let token_count_source = token_source_counts
-        .iter()
-        .max_by_key(|(src, n)| (**n, **src))
-        .map(|(src, _)| *src);
-
-    let input_len = MinMeanMax::from_values(completed.iter().map(|r| f64::from(r.input_tokens())));
-    let output_len = MinMeanMax::from_values(completed.iter().map(|r| f64::from(r.output_tokens)));
-    let short_outputs = completed
-        .iter()
-        .filter(|r| r.output_tokens < r.output_tokens_requested)
-        .count();
-
-    let answered = || records.iter().filter(|r| r.is_ok() || r.is_failed());
-    let client_rx_lag = RxLag::from_samples(
-        answered()
-            .flat_map(|r| r.rx_lag_ms.iter().map(|&v| f64::from(v)))
-            .collect(),
-    );
-    let rx_kernel = answered().filter(|r| r.rx_clock == RxClock::Kernel).count();
-    let rx_user = answered().count() - rx_kernel;
-
-    LevelStats {
-        completed: completed.len(),
-        failed,
-        cancelled,
-        duration_s,
-        total_input_tokens,
-        total_output_tokens,
-        request_throughput,
-        output_throughput,
-        total_token_throughput,
-        per_stream_tok_s,
-        stream_decode_tok_s,
-        ttft,
-        ttfb,
-        tpot,
-        itl,
-        e2el,
-        errors,
-        token_count_source,
-        token_source_counts,
-        input_len,
-        output_len,
-        short_outputs,
-        ttfc,
-        client_rx_lag,
-        rx_kernel,
-        rx_user,
-    }
+    LevelTally::of(records).stats(concurrency, percentiles)
 }
 
 impl LevelStats {
@@ -452,6 +334,7 @@ impl LevelStats {
 mod tests {
     use super::*;
     use crate::record::ErrorClass;
+    use crate::record::Outcome;
     use std::time::Duration;
 
     fn secs(s: f64) -> Duration {

@@ -6,8 +6,10 @@
 
 use serde_json::{json, Value};
 
+use std::collections::BTreeMap;
+
 use crate::record::RequestRecord;
-use crate::stats::percentile::percentile_sorted;
+use crate::stats::hdr::{Samples, EXACT_CAP};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TurnStats {
@@ -40,48 +42,90 @@ impl TurnStats {
 /// Completed requests grouped by turn, in turn order. Empty when no
 /// request belongs to a conversation.
 pub fn by_turn(records: &[RequestRecord]) -> Vec<TurnStats> {
-    let mut turns: Vec<u32> = records.iter().filter_map(|r| r.turn).collect();
-    turns.sort_unstable();
-    turns.dedup();
-    turns
-        .into_iter()
-        .filter_map(|turn| {
-            let of_turn: Vec<&RequestRecord> = records
-                .iter()
-                .filter(|r| r.turn == Some(turn) && r.is_ok())
-                .collect();
-            (!of_turn.is_empty()).then(|| stats_of(turn, &of_turn))
-        })
-        .collect()
+    let mut tally = TurnTally::default();
+    for r in records {
+        tally.add(r);
+    }
+    tally.stats()
 }
 
-/// cached / prompt tokens over completed requests whose server said.
+/// Prompt tokens the prefix cache answered over completed requests that
+/// said both figures; None when none did.
 pub fn cache_hit_rate(records: &[&RequestRecord]) -> Option<f64> {
-    let (mut cached, mut prompt) = (0u64, 0u64);
-    for r in records.iter().filter(|r| r.is_ok()) {
-        if let (Some(c), Some(p)) = (r.cached_tokens, r.input_tokens_reported) {
-            cached += u64::from(c);
-            prompt += u64::from(p);
+    let mut hits = CacheHits::default();
+    for r in records {
+        hits.add(r);
+    }
+    hits.rate()
+}
+
+/// Cached and prompt tokens, summed over completed requests reporting both.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CacheHits {
+    cached: u64,
+    prompt: u64,
+}
+
+impl CacheHits {
+    pub fn add(&mut self, r: &RequestRecord) {
+        if let (true, Some(c), Some(p)) = (r.is_ok(), r.cached_tokens, r.input_tokens_reported) {
+            self.cached += u64::from(c);
+            self.prompt += u64::from(p);
         }
     }
-    (prompt > 0).then(|| cached as f64 / prompt as f64)
+
+    pub fn rate(&self) -> Option<f64> {
+        (self.prompt > 0).then(|| self.cached as f64 / self.prompt as f64)
+    }
 }
 
-fn stats_of(turn: u32, records: &[&RequestRecord]) -> TurnStats {
-    let mut ttft: Vec<f64> = records
-        .iter()
-        .filter_map(|r| r.ttft)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .collect();
-    ttft.sort_by(f64::total_cmp);
-    let inputs: f64 = records.iter().map(|r| f64::from(r.input_tokens())).sum();
-    TurnStats {
-        turn,
-        completed: records.len(),
-        p50_ttft_ms: percentile_sorted(&ttft, 50.0),
-        p99_ttft_ms: percentile_sorted(&ttft, 99.0),
-        mean_input_tokens: inputs / records.len() as f64,
-        cache_hit_rate: cache_hit_rate(records),
+/// One turn's completed requests, folded.
+#[derive(Clone, Debug, PartialEq)]
+struct TurnAcc {
+    ttft: Samples,
+    completed: usize,
+    input_tokens: f64,
+    hits: CacheHits,
+}
+
+/// `--turns`: TTFT and prefix-cache hits turn by turn, folded request by
+/// request (a turn's TTFT values are bounded like any metric's, `hdr`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TurnTally {
+    turns: BTreeMap<u32, TurnAcc>,
+}
+
+impl TurnTally {
+    pub fn add(&mut self, r: &RequestRecord) {
+        let (Some(turn), true) = (r.turn, r.is_ok()) else {
+            return;
+        };
+        let acc = self.turns.entry(turn).or_insert_with(|| TurnAcc {
+            ttft: Samples::latency_ms(EXACT_CAP),
+            completed: 0,
+            input_tokens: 0.0,
+            hits: CacheHits::default(),
+        });
+        acc.completed += 1;
+        acc.input_tokens += f64::from(r.input_tokens());
+        acc.hits.add(r);
+        if let Some(t) = r.ttft {
+            acc.ttft.add(t.as_secs_f64() * 1000.0);
+        }
+    }
+
+    pub fn stats(&self) -> Vec<TurnStats> {
+        self.turns
+            .iter()
+            .map(|(&turn, acc)| TurnStats {
+                turn,
+                completed: acc.completed,
+                p50_ttft_ms: acc.ttft.percentile(50.0),
+                p99_ttft_ms: acc.ttft.percentile(99.0),
+                mean_input_tokens: acc.input_tokens / acc.completed as f64,
+                cache_hit_rate: acc.hits.rate(),
+            })
+            .collect()
     }
 }
 

@@ -340,7 +340,10 @@ impl LevelRow {
                 self.ok += 1;
                 self.output_tokens += u64::from(r.output_tokens);
                 if let Some(t) = r.ttft {
-                    self.ttft_ms.push(t.as_secs_f64() * 1000.0);
+                    // At the microsecond the saved statistics keep
+                    // (stats::hdr), so the row and the level file agree.
+                    self.ttft_ms
+                        .push((t.as_secs_f64() * 1_000_000.0).round() / 1000.0);
                 }
             }
             Outcome::Failed(_) => self.failed += 1,

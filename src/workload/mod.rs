@@ -353,6 +353,9 @@ pub struct PromptSpec {
     pub messages: Option<Vec<ChatMessage>>,
 }
 
+/// Mixed into the seed for the lengths' generator.
+const LEN_SEED: u64 = 0x6c65_6e67_7468_7321;
+
 /// Makes the prompts of a run.
 #[derive(Clone, Debug)]
 pub struct Workload {
@@ -380,6 +383,11 @@ pub struct Workload {
     /// Draws the lengths, apart from the words, so that a range ratio of 0
     /// leaves the prompts as they were.
     len_rng: Rng,
+    /// `--shard I/N`: `(I, N)`. Every prompt's opening number then starts
+    /// with the index (I x 10^9 + a draw below 10^9), so two shards never
+    /// open a prompt alike even if their seeds' draws met; dataset records
+    /// are dealt out I, I+N, I+2N, ...
+    shard: Option<(u32, u32)>,
 }
 
 impl Workload {
@@ -398,8 +406,22 @@ impl Workload {
             cursor: 0,
             output_len_explicit: false,
             save_prompts: false,
-            len_rng: Rng::new(seed ^ 0x6c65_6e67_7468_7321),
+            len_rng: Rng::new(seed ^ LEN_SEED),
+            shard: None,
         }
+    }
+
+    /// Prompts of shard `index` of `count` (`--shard`), drawn from the
+    /// shard's own `seed`: see [`Workload::shard`]. Call it after
+    /// [`Workload::with_shared_prefix`], so every shard keeps the run's one
+    /// shared prefix (it is there for the server's cache to hit).
+    pub fn with_shard(mut self, index: u32, count: u32, seed: u64) -> Workload {
+        let count = count.max(1);
+        self.shard = Some((index.min(count - 1), count));
+        self.cursor = index as usize;
+        self.rng = Rng::new(seed);
+        self.len_rng = Rng::new(seed ^ LEN_SEED);
+        self
     }
 
     /// Take the traffic shape of the run: range ratio, prompt source, dataset.
@@ -473,7 +495,9 @@ impl Workload {
             return self.prompt_of_words(words);
         };
         let record = &dataset.records[self.cursor % dataset.records.len()];
-        self.cursor = self.cursor.wrapping_add(1);
+        // A shard deals itself every N-th record, from its index on.
+        let stride = self.shard.map_or(1, |(_, count)| count as usize);
+        self.cursor = self.cursor.wrapping_add(stride);
         let hint = record.output_hint.filter(|_| !self.output_len_explicit);
         let max_tokens = match record.output_len.or(hint) {
             Some(n) => n,
@@ -507,7 +531,11 @@ impl Workload {
             text.push(' ');
         }
         // A number nonce is one "word" for the simulator's whitespace tokenizer.
-        let _ = write!(text, "{}", self.rng.next_u64() % 1_000_000_000);
+        let draw = self.rng.next_u64() % 1_000_000_000;
+        let _ = match self.shard {
+            Some((index, _)) => write!(text, "{}", u64::from(index) * 1_000_000_000 + draw),
+            None => write!(text, "{draw}"),
+        };
         match (self.source, &self.corpus) {
             (PromptSource::Prose, _) => prose::push_words(&mut self.rng, &mut text, words - 1),
             (PromptSource::Corpus, Some(corpus)) => {
@@ -642,6 +670,56 @@ mod tests {
         assert_ne!(wa[16], wb[16], "the unique part opens with its own nonce");
         // Without a prefix nothing changes.
         assert_eq!(Workload::new(3, 32, 8).next_prompt().words, 32);
+    }
+
+    #[test]
+    fn shards_open_their_prompts_with_their_index() {
+        // The same seed on purpose: the index alone keeps shards apart.
+        let mut firsts = std::collections::HashSet::new();
+        for index in 0..4u32 {
+            let mut w = Workload::new(5, 16, 8).with_shard(index, 4, 5);
+            for _ in 0..50 {
+                let p = w.next_prompt();
+                assert_eq!(p.words, 16);
+                let first: u64 = p
+                    .text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|t| t.parse().ok())
+                    .expect("a number first");
+                // Shard I's numbers lie in [I x 10^9, (I+1) x 10^9).
+                assert_eq!(first / 1_000_000_000, u64::from(index));
+                firsts.insert(first);
+            }
+        }
+        assert_eq!(firsts.len(), 200);
+        // Unsharded prompts are as before: shard 0 opens with the same draws.
+        let plain = Workload::new(5, 16, 8).next_prompt();
+        let zero = Workload::new(5, 16, 8).with_shard(0, 4, 5).next_prompt();
+        assert_eq!(plain, zero);
+    }
+
+    #[test]
+    fn shards_deal_out_dataset_records() {
+        let text: String = (0..10)
+            .map(|i| format!("{{\"prompt\": \"record {i}\"}}\n"))
+            .collect();
+        let dataset = Arc::new(Dataset::parse(&text, "d.jsonl").expect("dataset"));
+        let traffic = Traffic {
+            dataset: Some(dataset),
+            ..Traffic::default()
+        };
+        let sent = |index: u32, n: usize| -> Vec<String> {
+            let mut w = Workload::new(1, 16, 8)
+                .with_traffic(&traffic)
+                .with_shard(index, 4, 1);
+            (0..n).map(|_| w.next_prompt().text).collect()
+        };
+        // 10 records over 4 shards: 3, 3, 2, 2, none twice.
+        assert_eq!(sent(0, 3), ["record 0", "record 4", "record 8"]);
+        assert_eq!(sent(1, 3), ["record 1", "record 5", "record 9"]);
+        assert_eq!(sent(2, 2), ["record 2", "record 6"]);
+        assert_eq!(sent(3, 2), ["record 3", "record 7"]);
     }
 
     #[test]

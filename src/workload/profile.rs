@@ -143,67 +143,6 @@ impl Traffic {
     }
 }
 
-/// Mean, min, p50, p99 and max of some lengths; `null` when there are none.
-pub fn length_distribution(values: &[u32]) -> Value {
-    if values.is_empty() {
-        return Value::Null;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    let n = sorted.len();
-    let mean = sorted.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
-    // Nearest rank: the smallest value with at least p% of the values at or below it.
-    let rank = |p: f64| sorted[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
-    json!({
-        "mean": (mean * 1000.0).round() / 1000.0,
-        "min": sorted[0],
-        "p50": rank(50.0),
-        "p99": rank(99.0),
-        "max": sorted[n - 1],
-        "count": n,
-    })
-}
-
-/// The lengths the completed requests actually had: input tokens (the
-/// server's count, else the target) and output tokens received.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AchievedLengths {
-    pub input: Vec<u32>,
-    pub output: Vec<u32>,
-}
-
-impl AchievedLengths {
-    pub fn add(&mut self, input_tokens: u32, output_tokens: u32) {
-        self.input.push(input_tokens);
-        self.output.push(output_tokens);
-    }
-
-    pub fn extend(&mut self, other: &AchievedLengths) {
-        self.input.extend_from_slice(&other.input);
-        self.output.extend_from_slice(&other.output);
-    }
-
-    fn mean(values: &[u32]) -> Option<f64> {
-        (!values.is_empty()).then(|| {
-            let m = values.iter().map(|&v| f64::from(v)).sum::<f64>() / values.len() as f64;
-            (m * 1000.0).round() / 1000.0
-        })
-    }
-
-    /// `{"profile", "input_mean", "output_mean", "input_tokens": {...},
-    /// "output_tokens": {...}}`: the `traffic` object of a level file and of
-    /// `summary.json`.
-    pub fn to_json(&self, profile: &str) -> Value {
-        json!({
-            "profile": profile,
-            "input_mean": Self::mean(&self.input),
-            "output_mean": Self::mean(&self.output),
-            "input_tokens": length_distribution(&self.input),
-            "output_tokens": length_distribution(&self.output),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,26 +203,5 @@ mod tests {
         let before = rng.clone().next_u64();
         assert_eq!(draw_len(&mut rng, 300, 0.0), 300);
         assert_eq!(rng.next_u64(), before);
-    }
-
-    #[test]
-    fn distribution_by_hand() {
-        // 1..=100: mean 50.5, p50 the 50th value, p99 the 99th.
-        let values: Vec<u32> = (1..=100).collect();
-        let d = length_distribution(&values);
-        assert_eq!(d["mean"], json!(50.5));
-        assert_eq!(d["min"], json!(1));
-        assert_eq!(d["p50"], json!(50));
-        assert_eq!(d["p99"], json!(99));
-        assert_eq!(d["max"], json!(100));
-        assert_eq!(length_distribution(&[]), Value::Null);
-        let mut a = AchievedLengths::default();
-        a.add(10, 4);
-        a.add(20, 6);
-        let j = a.to_json("chat");
-        assert_eq!(j["profile"], json!("chat"));
-        assert_eq!(j["input_mean"], json!(15.0));
-        assert_eq!(j["output_mean"], json!(5.0));
-        assert_eq!(j["output_tokens"]["p50"], json!(4));
     }
 }

@@ -71,6 +71,7 @@ impl Driver {
             ok: 0,
             failed: 0,
             first_error: None,
+            dispatch_until: None,
         });
         self.set_target(concurrency);
     }
@@ -108,19 +109,30 @@ impl Driver {
         match self.plan.get(self.next_plan).copied() {
             Some(step) => {
                 let index = self.next_plan;
+                let now = Instant::now();
+                let due = self.scheduled_start(index);
+                if let Some(due) = due.filter(|&due| due > now) {
+                    // Not yet: the loop wakes at `due` and comes back here.
+                    self.current = None;
+                    self.pending_start = Some(due);
+                    return;
+                }
+                self.pending_start = None;
                 self.next_plan += 1;
                 let mode = if step.rate.is_some() {
                     Mode::Rate
                 } else {
                     Mode::Planned
                 };
-                self.start_level(
-                    step.concurrency,
-                    mode,
-                    Some(step.num_prompts),
-                    Some(index),
-                    step.rate,
-                );
+                // A timed level has no count: it sends until its window ends.
+                let num_prompts = self.duration.is_none().then_some(step.num_prompts);
+                self.start_level(step.concurrency, mode, num_prompts, Some(index), step.rate);
+                if let (Some(duration), Some(level)) = (self.duration, self.levels.last_mut()) {
+                    // On a schedule the window ends on the schedule, even
+                    // after a late start (a warmup past --start-at), so every
+                    // shard stops dispatching at the same moment.
+                    level.dispatch_until = Some(due.unwrap_or(now) + duration);
+                }
             }
             None => self.current = None,
         }
@@ -149,12 +161,13 @@ impl Driver {
             return;
         }
         let Some(index) = self.current else { return };
+        let now = Instant::now();
+        if self.levels[index].window_over(now) {
+            return;
+        }
         self.note_target_reached(index);
         let open_loop = self.open_loop.as_ref().is_some_and(|o| o.level == index);
-        let now = Instant::now();
-        while (self.tasks.len() as u32) < self.concurrency_target
-            && self.levels[index].remaining() > 0
-        {
+        while self.busy(index) < self.concurrency_target && self.levels[index].remaining() > 0 {
             let scheduled = if open_loop {
                 match &self.open_loop {
                     Some(open) if open.next_at <= now => Some(open.next_at),
@@ -188,6 +201,19 @@ impl Driver {
         self.note_target_reached(index);
     }
 
+    /// Requests that count against level `index`'s target: every one in
+    /// flight (a level change shares the server with the last level's
+    /// stragglers), but on a `--start-at` schedule only the level's own, so
+    /// each level runs its full concurrency from its start on every shard,
+    /// a late drain beside it (recorded as `drain_overrun_s`).
+    pub(super) fn busy(&self, index: usize) -> u32 {
+        if self.start_at.is_some() && self.duration.is_some() {
+            self.levels.get(index).map_or(0, |l| l.in_flight)
+        } else {
+            self.tasks.len() as u32
+        }
+    }
+
     /// A manual level's steady state starts once in flight first reaches
     /// its target (closed loop), or once nothing of the levels before it
     /// is still out (open loop, where the rate sets what is in flight).
@@ -214,8 +240,19 @@ impl Driver {
     /// every closed level whose requests are all back, and move the plan on.
     pub(super) fn settle_levels(&mut self) {
         if let Some(index) = self.current {
+            let now = Instant::now();
             let level = &self.levels[index];
-            if level.info.num_prompts.is_some() && level.remaining() == 0 && level.in_flight == 0 {
+            let sent_all = match level.dispatch_until {
+                Some(_) => level.window_over(now),
+                None => level.info.num_prompts.is_some() && level.remaining() == 0,
+            };
+            // A drain past the gap: the next scheduled level starts on time
+            // beside this one's last requests, which still count for it.
+            let next_due = level.window_over(now)
+                && self
+                    .scheduled_start(self.next_plan)
+                    .is_some_and(|at| at <= now);
+            if sent_all && (level.in_flight == 0 || next_due) {
                 self.close_current(false);
                 self.judge_probe(index);
                 self.announce_finished();

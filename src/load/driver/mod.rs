@@ -203,6 +203,17 @@ pub struct DriverConfig {
     /// The series the first level belongs to (a resumed run goes on in
     /// the series it stopped in).
     pub first_series: usize,
+    /// `--duration`: each planned (or rate) level dispatches for this long
+    /// from its start, then drains; None: levels end by their count.
+    pub duration: Option<Duration>,
+    /// `--start-at`, as an offset from the run's start: the first level
+    /// waits (after the warmup) until then. With `duration`, planned level
+    /// k (0-based) starts at `start_at + k * (duration + level_gap)`, so
+    /// shards started apart step together (see docs/architecture.md 4).
+    pub start_at: Option<Duration>,
+    /// `--level-gap`: time left after a scheduled level's dispatch for its
+    /// requests to come back before the next level starts.
+    pub level_gap: Duration,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -320,6 +331,10 @@ pub fn spawn_with(
         poll: None,
         plan_done_sent: false,
         series: config.first_series,
+        duration: config.duration,
+        start_at: config.start_at,
+        level_gap: config.level_gap,
+        pending_start: None,
     };
     let task = tokio::spawn(driver.run(command_rx));
     DriverHandle {
@@ -344,6 +359,9 @@ struct LevelState {
     ok: u32,
     failed: u32,
     first_error: Option<String>,
+    /// Timed levels: dispatch stops here; what is in flight then finishes
+    /// and still counts for this level.
+    dispatch_until: Option<Instant>,
 }
 
 /// `--find-capacity` as it runs.
@@ -359,6 +377,11 @@ struct SearchState {
 }
 
 impl LevelState {
+    /// A timed level whose dispatch window is over at `now`.
+    fn window_over(&self, now: Instant) -> bool {
+        self.dispatch_until.is_some_and(|until| until <= now)
+    }
+
     fn remaining(&self) -> u32 {
         match self.info.num_prompts {
             Some(n) => n.saturating_sub(self.dispatched),
@@ -420,6 +443,12 @@ struct Driver {
     plan_done_sent: bool,
     /// The series running (0 first).
     series: usize,
+    /// `--duration`, `--start-at`, `--level-gap` (see [`DriverConfig`]).
+    duration: Option<Duration>,
+    start_at: Option<Duration>,
+    level_gap: Duration,
+    /// A scheduled level not yet due: the plan waits until then.
+    pending_start: Option<Instant>,
 }
 
 /// What the driver knows of a request in flight.
@@ -459,6 +488,11 @@ impl Driver {
         }
         loop {
             self.check_outage();
+            // A scheduled level came due: start it (this waits no longer).
+            if !self.stopping && self.pending_start.is_some_and(|at| at <= Instant::now()) {
+                self.pending_start = None;
+                self.start_next_planned();
+            }
             // Settle first: it may start the next level, which dispatch then fills.
             if !matches!(
                 self.server,
@@ -467,7 +501,10 @@ impl Driver {
                 self.settle_levels();
             }
             self.dispatch();
-            if self.current.is_none() && self.tasks.is_empty() {
+            if self.current.is_none()
+                && self.tasks.is_empty()
+                && (self.pending_start.is_none() || self.stopping)
+            {
                 if !self.watch_server || self.stopping || !commands_open {
                     break;
                 }
@@ -480,10 +517,14 @@ impl Driver {
             if self.poll.is_none() && self.next_poll.is_some_and(|at| at <= Instant::now()) {
                 self.start_poll();
             }
-            let wake = [self.next_send_time(), self.next_watch_time()]
-                .into_iter()
-                .flatten()
-                .min();
+            let wake = [
+                self.next_send_time(),
+                self.next_watch_time(),
+                self.next_level_time(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             tokio::select! {
                 _ = sleep_until_opt(wake), if wake.is_some() => {}
                 answered = poll_result(&mut self.poll), if self.poll.is_some() => {
@@ -580,6 +621,20 @@ impl Driver {
         if self.stopping {
             return;
         }
+        // A scheduled run keeps its schedule: shards elsewhere step on the
+        // same clock, so a level changed by hand here would no longer line
+        // up with theirs. Pause and stop still work.
+        if self.start_at.is_some()
+            && matches!(
+                command,
+                Command::SetConcurrency(_)
+                    | Command::SetRate(_)
+                    | Command::NextLevel
+                    | Command::NewSeries
+            )
+        {
+            return;
+        }
         match command {
             Command::NewSeries => self.new_series(),
             Command::SetRate(rate) => {
@@ -654,6 +709,7 @@ impl Driver {
             }
             Command::Stop => {
                 self.stopping = true;
+                self.pending_start = None;
                 self.close_current(true);
                 // In-flight requests see this and come back as Cancelled.
                 // send_replace: kept even when no request listens right now.

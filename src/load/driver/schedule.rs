@@ -61,7 +61,45 @@ impl Driver {
             && !self.stopping
             && self.current == Some(open.level)
             && level.remaining() > 0
-            && (self.tasks.len() as u32) < self.concurrency_target;
+            && level
+                .dispatch_until
+                .is_none_or(|until| open.next_at < until)
+            && self.busy(open.level) < self.concurrency_target;
         can_send.then_some(open.next_at)
+    }
+
+    /// When planned level `index` (0-based) is due on the `--start-at`
+    /// schedule: the first at `start_at`; with `--duration`, level k at
+    /// `start_at + k * (duration + level_gap)`. None: it starts as soon as
+    /// the one before it is done (no schedule, or past the plan).
+    pub(super) fn scheduled_start(&self, index: usize) -> Option<Instant> {
+        let start_at = self.start_at?;
+        if index >= self.plan.len() || self.search.is_some() || self.replay.is_some() {
+            return None;
+        }
+        let offset = match (index, self.duration) {
+            (0, _) => start_at,
+            (k, Some(duration)) => start_at + (duration + self.level_gap) * k as u32,
+            (_, None) => return None,
+        };
+        Some(self.run_start + offset)
+    }
+
+    /// When the level plan next needs the loop awake: a scheduled level
+    /// coming due, the current level's dispatch window closing, or (while
+    /// it drains past its window) the next scheduled start.
+    pub(super) fn next_level_time(&self) -> Option<Instant> {
+        if self.stopping {
+            return None;
+        }
+        if let Some(at) = self.pending_start {
+            return Some(at);
+        }
+        let level = self.levels.get(self.current?)?;
+        let until = level.dispatch_until?;
+        if until > Instant::now() {
+            return Some(until);
+        }
+        self.scheduled_start(self.next_plan)
     }
 }

@@ -34,6 +34,7 @@ mod failures;
 mod levels;
 mod open_loop;
 mod search;
+mod timed;
 mod turns;
 mod warmup;
 
@@ -367,6 +368,9 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         turns: 1,
         watch_server: false,
         first_series: 0,
+        duration: None,
+        start_at: None,
+        level_gap: Duration::ZERO,
     }
 }
 

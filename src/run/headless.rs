@@ -1,0 +1,288 @@
+//! The headless face: progress on stderr, a block per level and the
+//! closing table on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use color_eyre::eyre::Result;
+
+use super::prepare::{start_driver, start_probe, Prepared};
+use super::timing::TimingPlan;
+use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::export::Exports;
+use crate::load::driver::{Command, DriverEvent};
+use crate::probe::client::LagMonitor;
+use crate::report::recorder::Recorder;
+use crate::report::text;
+use crate::report::timing::rfc3339_ms;
+
+/// The headless face: progress on stderr, a block per level and the final
+/// table on stdout (on stderr when `--events -` takes stdout). Returns the
+/// exit code.
+pub async fn run_headless(prepared: Prepared) -> Result<i32> {
+    let mut exports = Exports::open(&prepared.export_plan())?;
+    let result = headless(prepared, &mut exports).await;
+    if let Err(e) = &result {
+        exports.failed(&one_line(e), EXIT_FAILED);
+    }
+    result
+}
+
+async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
+    let mut out: Box<dyn Write> = if exports.events_on_stdout() {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let lag = LagMonitor::start();
+    let mut recorder = Recorder::open(
+        &prepared.result_dir,
+        prepared.run.clone(),
+        lag,
+        prepared.prior.clone(),
+    )?;
+    exports.run_started(&prepared.export_plan(), &recorder)?;
+    let run_start = Instant::now();
+    let mut driver = start_driver(&prepared, run_start, false);
+    exports.attach(&driver);
+    let mut server_samples = start_probe(&prepared, run_start);
+    let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
+    eprintln!(
+        "tokbench: {} ({}), model {}, {}; results in {}",
+        prepared.plan.display_target,
+        match prepared.identity.engine_version.as_deref() {
+            Some(version) => format!("{} {version}", prepared.identity.engine),
+            None => prepared.identity.engine.clone(),
+        },
+        prepared.model,
+        text::shape_line(&prepared.run),
+        recorder.dir().display()
+    );
+    if let Some(addr) = exports.metrics_addr() {
+        eprintln!("tokbench: live metrics at http://{addr}/metrics");
+    }
+
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut interrupt = std::pin::pin!(interrupted());
+    let mut was_interrupted = false;
+    let mut state = ProgressState::default();
+    let mut run_error = None;
+    loop {
+        tokio::select! {
+            event = driver.events.recv() => {
+                let Some(event) = event else { break };
+                state.observe(&event);
+                let finished = recorder.on_event(&event)?.map(|l| l.info.index);
+                exports.on_event(&event, finished, &recorder)?;
+                if let Some(level) = finished
+                    .and_then(|i| recorder.finished().iter().rev().find(|l| l.info.index == i))
+                    .filter(|l| l.file.is_some())
+                {
+                    progress.clear();
+                    let _ = write!(out, "{}", text::level_block(level, &prepared.run));
+                    let _ = out.flush();
+                    // On a schedule the next level started on time anyway.
+                    let overrun = level.saved.as_ref().and_then(|l| l["drain_overrun_s"].as_f64());
+                    if let Some(over) = overrun.filter(|s| *s > 0.0) {
+                        eprintln!(
+                            "tokbench: this level's last answers came {over:.3} s after the next level started on schedule (longer than --level-gap); see drain_overrun_s"
+                        );
+                    }
+                }
+                match event {
+                    DriverEvent::Finished { error, .. } => {
+                        run_error = error;
+                        break;
+                    }
+                    DriverEvent::WarmupFinished { ok, failed, calibration, .. } => {
+                        progress.clear();
+                        eprintln!(
+                            "tokbench: warmup done ({ok} ok, {failed} failed); prompts calibrated at {:.2} tokens/word + {:.0} template tokens",
+                            calibration.tokens_per_word, calibration.overhead_tokens
+                        );
+                        if let Some(line) = start_at_line(&prepared.plan.timing, SystemTime::now()) {
+                            eprintln!("tokbench: {line}");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(sample) = server_samples.recv() => recorder.on_server_sample(&sample),
+            _ = ticker.tick() => {
+                recorder.flush_if_due()?;
+                progress.show(&state, driver.in_flight.load(Ordering::Relaxed), run_start.elapsed());
+            }
+            _ = &mut interrupt, if !was_interrupted => {
+                was_interrupted = true;
+                progress.clear();
+                eprintln!("tokbench: interrupted, saving what was measured");
+                let _ = driver.commands.send(Command::Stop);
+            }
+        }
+    }
+    progress.clear();
+    recorder.finish()?;
+    if let Some(error) = run_error {
+        eprintln!("tokbench: {error}");
+        exports
+            .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
+            .await?;
+        return Ok(EXIT_FAILED);
+    }
+    let _ = writeln!(out);
+    print_results(&recorder, &mut out);
+    let code = if was_interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_OK
+    };
+    exports
+        .finish(&recorder, code, None, was_interrupted)
+        .await?;
+    Ok(code)
+}
+
+/// The closing lines every face prints after the run: the sweep table, the
+/// capacity, the knee, the cost verdict, the notes and the result folder.
+/// A closed stdout is not the run's failure: the files hold the same.
+pub fn print_results(recorder: &Recorder, out: &mut dyn Write) {
+    let _ = write!(
+        out,
+        "{}",
+        text::sweep_table(recorder.finished(), recorder.run())
+    );
+    let decision = recorder.decision();
+    let _ = writeln!(out, "{}", decision.capacity_line());
+    if let Some(knee) = &decision.knee {
+        let _ = writeln!(out, "knee: {}", knee.reason);
+    }
+    if let Some(cost) = recorder.cost(&decision) {
+        let _ = writeln!(out, "cost: {}", cost.verdict);
+    }
+    for diagnosis in recorder.diagnoses_for(&decision) {
+        let _ = writeln!(out, "note: {}", diagnosis.message);
+    }
+    let _ = writeln!(out, "results: {}", recorder.dir().display());
+    let _ = out.flush();
+}
+
+/// The line said before the wait for `--start-at`: when level 1 starts,
+/// or that the warmup ran past that time.
+fn start_at_line(timing: &TimingPlan, now: SystemTime) -> Option<String> {
+    let at = timing.start_at?;
+    Some(match at.duration_since(now) {
+        Ok(wait) => format!(
+            "level 1 starts at {} (in {:.1} s; Ctrl-C cancels)",
+            rfc3339_ms(at),
+            wait.as_secs_f64()
+        ),
+        Err(late) => format!(
+            "the warmup ended {:.1} s after --start-at {}: level 1 starts now{}",
+            late.duration().as_secs_f64(),
+            rfc3339_ms(at),
+            if timing.duration.is_some() {
+                ", and ends on schedule (shorter)"
+            } else {
+                ""
+            }
+        ),
+    })
+}
+
+/// What the progress line shows, folded from driver events.
+#[derive(Default)]
+struct ProgressState {
+    level: Option<(usize, u32, Option<u32>)>,
+    plan_position: Option<usize>,
+    done_in_level: u32,
+    failed_total: u64,
+    warmup: bool,
+}
+
+impl ProgressState {
+    fn observe(&mut self, event: &DriverEvent) {
+        match event {
+            DriverEvent::WarmupStarted { .. } => self.warmup = true,
+            DriverEvent::WarmupFinished { .. } => self.warmup = false,
+            DriverEvent::LevelStarted(info) => {
+                self.level = Some((info.index, info.concurrency, info.num_prompts));
+                self.plan_position = info.plan_index;
+                self.done_in_level = 0;
+            }
+            DriverEvent::Record(r) => {
+                if self.level.is_some_and(|(i, _, _)| i == r.level) {
+                    self.done_in_level += 1;
+                }
+                if r.is_failed() {
+                    self.failed_total += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The one-line progress display on stderr: rewritten in place on a
+/// terminal, a line every few seconds otherwise.
+struct Progress {
+    levels: usize,
+    /// `--start-at`: the line counts down to it before level 1.
+    start_at: Option<SystemTime>,
+    tty: bool,
+    last_plain: std::cell::Cell<Option<Instant>>,
+}
+
+impl Progress {
+    fn new(levels: usize, start_at: Option<SystemTime>) -> Progress {
+        Progress {
+            levels,
+            start_at,
+            tty: std::io::stderr().is_terminal(),
+            last_plain: std::cell::Cell::new(None),
+        }
+    }
+
+    fn show(&self, state: &ProgressState, in_flight: u32, elapsed: Duration) {
+        let line = if state.warmup {
+            format!("warmup: {in_flight} in flight")
+        } else if let Some((_, concurrency, total)) = state.level {
+            let position = state
+                .plan_position
+                .map_or_else(String::new, |p| format!("level {}/{} ", p + 1, self.levels));
+            let total = total.map_or_else(|| "-".into(), |t| t.to_string());
+            format!(
+                "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed",
+                state.done_in_level, state.failed_total
+            )
+        } else if let Some(wait) = self
+            .start_at
+            .and_then(|at| at.duration_since(SystemTime::now()).ok())
+        {
+            format!(
+                "waiting for --start-at: level 1 in {:.1} s",
+                wait.as_secs_f64()
+            )
+        } else {
+            return;
+        };
+        let clock = format!("[{:>4.0}s] ", elapsed.as_secs_f64());
+        if self.tty {
+            eprint!("\r\x1b[2K{clock}{line}");
+        } else if self
+            .last_plain
+            .get()
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(5))
+        {
+            self.last_plain.set(Some(Instant::now()));
+            eprintln!("{clock}{line}");
+        }
+    }
+
+    fn clear(&self) {
+        if self.tty {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! A sweep from flags to files: validate, look at the server, start the
+//! driver, feed the recorder, print. The headless face lives here; the live
+//! view plugs into the same pieces.
+
+pub mod clock;
+mod headless;
+mod plan;
+mod prepare;
+#[cfg(test)]
+mod tests;
+pub mod timing;
+mod tls;
+mod url;
+
+pub use headless::{print_results, run_headless};
+pub use plan::SweepPlan;
+pub use prepare::{
+    prepare, probe_writable, raise_open_file_limit, start_driver, start_probe, Prepared,
+};
+pub use url::{default_result_dir, normalize_base_url};
+
+/// Exit codes of docs/architecture.md section 5.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// A value that never shows in Debug output or logs (the API key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+pub use crate::analysis::DecisionConfig;
+pub use crate::probe::display_url;
+
+/// Resolves on Ctrl-C, SIGTERM or SIGHUP.
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        // SIGHUP is the SSH session dropping: save, as for Ctrl-C.
+        if let (Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+                _ = hup.recv() => {},
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// An error and its causes on one line, as main prints it.
+pub fn one_line(e: &color_eyre::eyre::Report) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}

@@ -1,0 +1,485 @@
+//! Before the load: the result folder, the open-file limit, the server's
+//! identity and model, and starting the driver and the probe.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use reqwest::header::HeaderValue;
+use serde_json::Value;
+
+use super::plan::SweepPlan;
+use super::tls::TlsTrust;
+use super::url::default_result_dir;
+use crate::cli::{Backend, HttpClient};
+use crate::load::driver::{self, DriverConfig};
+use crate::load::h1::Connections;
+use crate::load::request::Target;
+use crate::load::{BodySpec, Wire};
+use crate::probe::{self, ServerIdentity};
+use crate::protocol::ollama::OllamaApi;
+use crate::protocol::openai::Api;
+use crate::report::recorder::RunInfo;
+use crate::report::resume::PriorRun;
+use crate::report::schema::ShardSection;
+use crate::report::time;
+use crate::report::timing::RunTiming;
+use crate::workload::{Calibration, Workload};
+
+/// Facts about the run that are not flags: who answered, and where files go.
+pub struct Prepared {
+    pub plan: SweepPlan,
+    pub client: reqwest::Client,
+    pub identity: ServerIdentity,
+    pub model: String,
+    pub run: RunInfo,
+    pub result_dir: PathBuf,
+    /// Prompt-length model before warmup: the server's `/tokenize` when it has one.
+    pub calibration: Calibration,
+    /// `--resume`: the levels kept from the run continued.
+    pub prior: Option<PriorRun>,
+    /// Warnings printed while preparing (open-file limit, --insecure), for
+    /// the events too.
+    pub warnings: Vec<String>,
+}
+
+impl Prepared {
+    /// What the exporters (`--metrics-listen`, `--events`) need of the run.
+    pub fn export_plan(&self) -> crate::export::ExportPlan<'_> {
+        crate::export::ExportPlan {
+            metrics_listen: self.plan.metrics_listen,
+            events: self.plan.events.as_ref(),
+            target: &self.plan.display_target,
+            model: &self.model,
+            run_id: self
+                .result_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map_or_else(|| self.run.date.clone(), str::to_string),
+            level_offset: self.prior.as_ref().map_or(0, |p| p.next_level_index),
+            levels: &self.plan.levels,
+            search: self.plan.search.is_some(),
+            warnings: &self.warnings,
+        }
+    }
+}
+
+/// Look at the server and settle model and identity. Errors here mean the
+/// run cannot start (exit 1).
+pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
+    let now = SystemTime::now();
+    let result_dir = match (&plan.resume, &plan.result_dir) {
+        (Some(dir), _) | (None, Some(dir)) => dir.clone(),
+        (None, None) => default_result_dir(Path::new("results"), now),
+    };
+    // A full disk or a read-only folder is found before anything is sent.
+    probe_writable(&result_dir)?;
+    let open_files = raise_open_file_limit(plan.max_concurrency());
+    if let Some(warning) = &open_files {
+        eprintln!("tokbench: {warning}");
+    }
+    let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
+    if let Ok(prepared) = &mut prepared {
+        prepared.warnings.extend(open_files);
+    }
+    if prepared.is_err() {
+        // Nothing was measured: leave no empty folder behind.
+        let _ = std::fs::remove_dir(&result_dir);
+    }
+    prepared
+}
+
+/// Create the result folder and write (and sync) a probe file in it, so a
+/// full disk or a read-only folder fails in one line before any load.
+pub fn probe_writable(dir: &Path) -> Result<()> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)
+        .wrap_err_with(|| format!("cannot create the result folder {}", dir.display()))?;
+    let probe = dir.join(".tokbench-write-probe");
+    let result = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&probe)?;
+        // Room for a few level files: a nearly full disk fails here too.
+        file.write_all(&[b' '; 256 * 1024])?;
+        file.sync_all()
+    })();
+    let _ = std::fs::remove_file(&probe);
+    result.wrap_err_with(|| {
+        format!(
+            "cannot write in the result folder {} (full disk or no permission?); choose another with --result-dir",
+            dir.display()
+        )
+    })
+}
+
+/// Lift the soft open-file limit to the hard one: every stream holds a
+/// socket. A warning when the streams asked for still cannot fit.
+pub fn raise_open_file_limit(streams: u32) -> Option<String> {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read and write the struct given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+        // Sockets plus room for files, the terminal and the probe.
+        let needed = u64::from(streams) + 64;
+        if limit.rlim_cur < needed {
+            return Some(format!(
+                "the open-file limit ({}) is too low for {streams} streams: requests may fail with 'too many open files'; raise it (ulimit -n {needed}, or the hard limit in /etc/security/limits.conf)",
+                limit.rlim_cur
+            ));
+        }
+        None
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = streams;
+        None
+    }
+}
+
+async fn prepare_target(
+    plan: SweepPlan,
+    engine_override: Option<(&str, &str)>,
+    result_dir: PathBuf,
+    now: SystemTime,
+) -> Result<Prepared> {
+    let mut plan = plan;
+    let prior = match &plan.resume {
+        Some(dir) => {
+            if plan.search.is_some() || plan.replay.is_some() {
+                bail!("--resume continues a sweep or a rate run; a --find-capacity or --replay run starts again");
+            }
+            let prior = PriorRun::load(dir)?;
+            // Prompts follow from the first part's seed but never repeat its
+            // prompts: a server's prefix cache would answer them.
+            if let Some(seed) = prior.run.get("seed").and_then(Value::as_u64) {
+                plan.seed = seed.wrapping_add(
+                    0x9E37_79B9_7F4A_7C15u64.wrapping_mul(prior.next_level_index as u64),
+                );
+            }
+            plan.levels = prior.remaining(&plan.levels);
+            Some(prior)
+        }
+        None => None,
+    };
+    // The key rides on every request of this client, and this client talks
+    // to the target only. Marked sensitive, it never shows in Debug output.
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(auth) = plan.authorization() {
+        headers.insert(reqwest::header::AUTHORIZATION, auth);
+    }
+    let tls = TlsTrust::of(&plan)?;
+    let mut builder = tls
+        .apply(reqwest::Client::builder())
+        .default_headers(headers)
+        .no_proxy()
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        // One idle connection kept per stream: no reconnects between requests.
+        .pool_max_idle_per_host(plan.max_concurrency() as usize)
+        .pool_idle_timeout(Duration::from_secs(90));
+    builder = if plan.http2 {
+        builder.http2_prior_knowledge()
+    } else {
+        builder.http1_only()
+    };
+    let mut warnings = Vec::new();
+    if plan.insecure {
+        let warning =
+            "--insecure: TLS certificates are NOT checked; the API key could reach an impostor";
+        eprintln!("tokbench: WARNING {warning}");
+        warnings.push(warning.to_string());
+    }
+    let client = builder.build().wrap_err("cannot build the HTTP client")?;
+    // The connect probe opens a fresh connection per sample, under the same trust.
+    let fresh_connections = tls
+        .apply(reqwest::Client::builder())
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(0)
+        .build()
+        .wrap_err("cannot build the HTTP client")?;
+    let mut identity = probe::preflight(&client, &fresh_connections, &plan.base_url).await?;
+    if let Some((engine, version)) = engine_override {
+        identity.engine = engine.to_string();
+        identity.engine_version = Some(version.to_string());
+    }
+    if let Some(engine) = &plan.engine {
+        identity.engine = engine.trim().to_ascii_lowercase();
+    }
+    let model = match &plan.model {
+        Some(m) => m.clone(),
+        None => identity.models.first().cloned().ok_or_else(|| {
+            eyre!(
+                "{} lists no models at /v1/models: name one with --model",
+                plan.display_target
+            )
+        })?,
+    };
+    let calibration = first_guess_calibration(&client, &plan, &model).await;
+    let timing = run_timing(&client, &plan).await;
+    let run = RunInfo {
+        target: plan.display_target.clone(),
+        engine: identity.engine.clone(),
+        engine_version: identity.engine_version.clone(),
+        model: model.clone(),
+        backend: plan.backend.as_str().into(),
+        profile: plan.traffic.profile.clone(),
+        input_len: plan.input_len,
+        output_len: plan.output_len,
+        ignore_eos: plan.ignore_eos,
+        extra_body: plan.extra_body.clone().map(Value::Object),
+        labels: plan.labels.clone(),
+        seed: plan.seed,
+        started_at: time::iso8601(now),
+        date: time::compact(now),
+        percentiles: plan.percentiles.clone(),
+        prefix_len: plan.prefix_len,
+        decision: plan.decision.clone(),
+        warmup_requests: plan.warmup,
+        connect_probe_ms: identity.connect_probe_ms,
+        http_client: http_client_label(&plan),
+        burstiness: plan.burstiness,
+        kind: plan.kind().into(),
+        turns: plan.turns,
+        traffic: plan.traffic.clone(),
+        timing,
+    };
+    if let Some(prior) = &prior {
+        prior.check_same(&run.to_json())?;
+        if plan.levels.is_empty() {
+            bail!(
+                "--resume {}: every level of this plan is already finished there; nothing to run",
+                result_dir.display()
+            );
+        }
+    }
+    Ok(Prepared {
+        plan,
+        client,
+        identity,
+        model,
+        run,
+        result_dir,
+        calibration,
+        prior,
+        warnings,
+    })
+}
+
+/// What the result files say of the run's timing and shard; a shard's
+/// clock offset is measured here, against the server's root.
+async fn run_timing(client: &reqwest::Client, plan: &SweepPlan) -> RunTiming {
+    let timing = &plan.timing;
+    let shard = match timing.shard {
+        Some(shard) => {
+            let offset = super::clock::measure(client, &format!("{}/", plan.base_url)).await;
+            Some(ShardSection {
+                index: Some(shard.index),
+                count: Some(shard.count),
+                host: super::timing::host_name(),
+                clock_offset_ms: offset.map(|o| o.offset_ms),
+                clock_offset_error_ms: offset.map(|o| o.error_ms),
+            })
+        }
+        None => None,
+    };
+    RunTiming {
+        shard,
+        duration: timing.duration,
+        start_at: timing.start_at,
+        level_gap: (timing.start_at.is_some() && timing.duration.is_some())
+            .then_some(timing.level_gap),
+        origin: Default::default(),
+    }
+}
+
+/// Tokens per word of our prompt text by the server's own tokenizer, from a
+/// sample that is not used later. The chat template's share is unknown until
+/// the warmup requests report their real prompt length.
+async fn first_guess_calibration(
+    client: &reqwest::Client,
+    plan: &SweepPlan,
+    model: &str,
+) -> Calibration {
+    let words = (plan.input_len as usize).clamp(32, 512);
+    let sample = Workload::new(plan.seed ^ 0x5eed, plan.input_len, plan.output_len)
+        .with_traffic(&plan.traffic)
+        .prompt_of_words(words);
+    match probe::tokenize_count(client, &plan.base_url, model, &sample.text).await {
+        Some(tokens) if tokens > 0 => Calibration {
+            tokens_per_word: tokens as f64 / words as f64,
+            overhead_tokens: 0.0,
+            slope_from_tokenizer: true,
+        },
+        _ => Calibration::default(),
+    }
+}
+
+fn wire_of(backend: Backend) -> Wire {
+    match backend {
+        Backend::OpenaiChat => Wire::OpenAi(Api::Chat),
+        Backend::OpenaiCompletions => Wire::OpenAi(Api::Completions),
+        Backend::OllamaGenerate => Wire::Ollama(OllamaApi::Generate),
+        Backend::OllamaChat => Wire::Ollama(OllamaApi::Chat),
+    }
+}
+
+/// The lean client (src/load/h1.rs) for measured requests over plain HTTP/1.1, unless
+/// `--http2` or `--http-client reqwest` asks otherwise. A key that is not visible
+/// ASCII stays with reqwest, which sends its bytes as given; so do https:// and URLs
+/// with credentials ([`Connections::for_url`] declines those).
+pub(super) fn lean_connections(
+    plan: &SweepPlan,
+    authorization: Option<&HeaderValue>,
+) -> Option<Connections> {
+    if plan.http2 || plan.http_client == HttpClient::Reqwest {
+        return None;
+    }
+    let auth = match authorization {
+        Some(a) => Some(a.to_str().ok()?),
+        None => None,
+    };
+    Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
+        .map(|c| c.with_rx_clock(plan.rx_clock))
+}
+
+/// `run.http_client`: which client [`start_driver`] gives the measured requests.
+fn http_client_label(plan: &SweepPlan) -> &'static str {
+    if lean_connections(plan, plan.authorization().as_ref()).is_some() {
+        "lean-http1"
+    } else if plan.http2 {
+        "reqwest-http2"
+    } else {
+        "reqwest-http1"
+    }
+}
+
+/// Start the driver for a prepared run.
+pub fn start_driver(
+    prepared: &Prepared,
+    run_start: Instant,
+    watch_server: bool,
+) -> driver::DriverHandle {
+    let plan = &prepared.plan;
+    // The wall clock at `run_start`, from one reading of each clock: level
+    // starts on the wall clock (`started_unix_s`) and `--start-at` as an
+    // offset into the run both follow from it.
+    let wall_origin = SystemTime::now()
+        .checked_sub(run_start.elapsed())
+        .unwrap_or_else(SystemTime::now);
+    let _ = prepared.run.timing.origin.set(wall_origin);
+    let start_offset = plan
+        .timing
+        .start_at
+        .map(|at| at.duration_since(wall_origin).unwrap_or(Duration::ZERO));
+    let authorization = plan.authorization();
+    let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
+    let target = Target {
+        client: prepared.client.clone(),
+        h1,
+        wire: wire_of(plan.backend),
+        url: plan.endpoint_url.clone(),
+        // The prepared client already sends the key on every request; here
+        // it is what error messages are cleaned of (a server may quote it).
+        authorization,
+        request_timeout: plan.request_timeout,
+        stall_timeout: plan.stall_timeout,
+    };
+    driver::spawn(
+        DriverConfig {
+            plan: plan.levels.clone(),
+            warmup: plan.warmup,
+            target: Arc::new(target),
+            body: BodySpec {
+                wire: wire_of(plan.backend),
+                model: prepared.model.clone(),
+                ignore_eos: plan.ignore_eos,
+                extra_body: plan.extra_body.clone(),
+            },
+            workload: {
+                let mut workload = Workload::new(plan.seed, plan.input_len, plan.output_len)
+                    .with_shared_prefix(plan.prefix_len)
+                    .with_traffic(&plan.traffic);
+                if let Some(shard) = plan.timing.shard {
+                    workload = workload.with_shard(
+                        shard.index,
+                        shard.count,
+                        plan.timing.draw_seed(plan.seed),
+                    );
+                }
+                workload.calibration = prepared.calibration;
+                workload
+            },
+            seed: plan.timing.draw_seed(plan.seed),
+            burstiness: plan.burstiness,
+            replay: plan.replay.clone(),
+            search: plan.search.clone(),
+            turns: plan.turns,
+            watch_server,
+            first_series: prepared.prior.as_ref().map_or(0, |p| p.last_series),
+            duration: plan.timing.duration,
+            start_at: start_offset,
+            level_gap: plan.timing.level_gap,
+        },
+        run_start,
+    )
+}
+
+/// Start the server probe for a prepared run, unless `--no-probe`. The
+/// receiver never yields when there is nothing to scrape.
+pub fn start_probe(
+    prepared: &Prepared,
+    run_start: Instant,
+) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {
+    let Some(interval) = prepared.plan.probe_interval else {
+        return tokio::sync::mpsc::unbounded_channel().1;
+    };
+    let http = probe::live::spawn(
+        prepared.client.clone(),
+        prepared.plan.base_url.clone(),
+        prepared.identity.engine_kind(),
+        interval,
+        run_start,
+    );
+    // GPU gauges when tokbench runs on the GPU host; silent without nvidia-smi.
+    let gpu = probe::gpu::spawn_gpu_probe(probe::gpu::DEFAULT_PROGRAM.into(), interval, run_start);
+    merge_samples(http, gpu)
+}
+
+/// One stream of samples from two probes; ends when both have.
+fn merge_samples(
+    mut a: tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample>,
+    mut b: tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample>,
+) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (mut a_open, mut b_open) = (true, true);
+        while a_open || b_open {
+            let sample = tokio::select! {
+                s = a.recv(), if a_open => s.or_else(|| { a_open = false; None }),
+                s = b.recv(), if b_open => s.or_else(|| { b_open = false; None }),
+            };
+            if let Some(sample) = sample {
+                if tx.send(sample).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    rx
+}
