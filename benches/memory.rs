@@ -66,10 +66,8 @@ fn main() {
         "requests", "tokens", "wall s", "peak RSS MB", "requests.jsonl MB"
     );
     for requests in rows {
-        let dir = std::env::temp_dir().join(format!(
-            "tokbench-memory-{}-{requests}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("tokbench-memory-{}-{requests}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let started = Instant::now();
         let mut sweep = command(pin.then_some("0"));
@@ -91,6 +89,9 @@ fn main() {
             "--result-dir",
             &dir.display().to_string(),
         ]);
+        // Reaped by wait4 below, which also reports this child's own peak
+        // memory (Child::wait would not).
+        #[allow(clippy::zombie_processes)]
         let child = sweep.spawn().expect("spawn tokbench sweep");
         let (ok, max_rss_kb) = wait_with_rusage(child.id());
         let wall = started.elapsed();

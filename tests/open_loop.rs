@@ -2,6 +2,17 @@
 //! shell, and an unwritable result folder: the real binary against the
 //! simulator (or a bare listener) on loopback, with timings short enough to
 //! run in a second or two each.
+//!
+//! A binary of its own, the one exception to the single test binary
+//! (`tests/it/`, docs/architecture.md section 6): these tests time a
+//! schedule to the millisecond and take turns (`SERIAL`), so that none
+//! shares the two cores with another test. In the one binary the tests of
+//! other modules would run beside them (seen: the search's probe at 32
+//! streams passing under that load).
+
+#[allow(dead_code)] // this binary uses part of what the tests share
+#[path = "it/support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -10,7 +21,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokbench::sim::SimConfig;
 
-mod support;
 use support::{bin, paced, read_json, Sim};
 
 /// The tests here time a schedule to the millisecond: they take turns,

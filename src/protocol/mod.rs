@@ -8,6 +8,53 @@
 //! Decoders never look at the clock: the load task timestamps the bytes
 //! before it feeds them here, so parsing cost never enters a measurement.
 
+/// The decoders' tests drive each decoder the same way: `decode_pieces`
+/// (feed the pieces, then `finish`), `decode` (one piece),
+/// `decode_every_split` (whole, cut in two at every byte and byte by byte,
+/// the same events each time) and `outputs(n)` (n plain output events).
+#[cfg(test)]
+macro_rules! decoder_test_helpers {
+    ($decoder:ty, $error:ty) => {
+        /// Decode `bytes` in the given pieces, then `finish`.
+        fn decode_pieces(pieces: &[&[u8]]) -> Result<Vec<StreamEvent>, $error> {
+            let mut d = <$decoder>::new();
+            let mut out = Vec::new();
+            for p in pieces {
+                d.feed(p, &mut out)?;
+            }
+            d.finish(&mut out)?;
+            Ok(out)
+        }
+
+        fn decode(bytes: &[u8]) -> Result<Vec<StreamEvent>, $error> {
+            decode_pieces(&[bytes])
+        }
+
+        /// Decode whole, split in two at every byte boundary, and one byte
+        /// at a time: the events must be identical every time. Returns them.
+        fn decode_every_split(bytes: &[u8]) -> Vec<StreamEvent> {
+            let whole = decode(bytes).unwrap();
+            for cut in 0..=bytes.len() {
+                let split = decode_pieces(&[&bytes[..cut], &bytes[cut..]]).unwrap();
+                assert_eq!(split, whole, "split at byte {cut}");
+            }
+            let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+            assert_eq!(decode_pieces(&bytewise).unwrap(), whole, "byte by byte");
+            whole
+        }
+
+        fn outputs(n: usize) -> Vec<StreamEvent> {
+            vec![
+                StreamEvent::Output {
+                    tokens: None,
+                    reasoning: false
+                };
+                n
+            ]
+        }
+    };
+}
+
 pub mod error_body;
 pub mod ndjson;
 pub mod ollama;

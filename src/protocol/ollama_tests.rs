@@ -16,43 +16,7 @@ macro_rules! fixture {
     };
 }
 
-/// Decode `bytes` in the given pieces, then `finish`.
-fn decode_pieces(pieces: &[&[u8]]) -> Result<Vec<StreamEvent>, MalformedNdjson> {
-    let mut d = OllamaDecoder::new();
-    let mut out = Vec::new();
-    for p in pieces {
-        d.feed(p, &mut out)?;
-    }
-    d.finish(&mut out)?;
-    Ok(out)
-}
-
-fn decode(bytes: &[u8]) -> Result<Vec<StreamEvent>, MalformedNdjson> {
-    decode_pieces(&[bytes])
-}
-
-/// Decode whole, split in two at every byte boundary, and one byte at a
-/// time: the events must be identical every time. Returns them.
-fn decode_every_split(bytes: &[u8]) -> Vec<StreamEvent> {
-    let whole = decode(bytes).unwrap();
-    for cut in 0..=bytes.len() {
-        let split = decode_pieces(&[&bytes[..cut], &bytes[cut..]]).unwrap();
-        assert_eq!(split, whole, "split at byte {cut}");
-    }
-    let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
-    assert_eq!(decode_pieces(&bytewise).unwrap(), whole, "byte by byte");
-    whole
-}
-
-fn outputs(n: usize) -> Vec<StreamEvent> {
-    vec![
-        E::Output {
-            tokens: None,
-            reasoning: false
-        };
-        n
-    ]
-}
+decoder_test_helpers!(OllamaDecoder, MalformedNdjson);
 
 fn thinking(n: usize) -> Vec<StreamEvent> {
     vec![

@@ -2,7 +2,8 @@
 //! keys, with no clock of its own. `run_view` is shared with other tests.
 
 use super::*;
-use crate::record::ErrorClass;
+use crate::load::driver::LevelInfo;
+use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::summary::level_stats;
 use crate::ui::theme::{ColorMode, Palette};
 

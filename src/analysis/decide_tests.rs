@@ -1,0 +1,342 @@
+//! Knee, capacity and the decision, on sweeps worked by hand.
+
+use super::*;
+
+/// A planned, complete level; decode speed = per-stream speed (the
+/// article gives no TPOT), p50 TTFT as given.
+fn level(c: u32, per_stream: f64, total: f64, p50: f64, p99: f64) -> LevelPoint {
+    LevelPoint {
+        concurrency: c,
+        kind: Mode::Planned,
+        partial: false,
+        output_throughput: total,
+        per_stream_tok_s: per_stream,
+        stream_decode_tok_s: Some(per_stream),
+        p50_ttft_ms: Some(p50),
+        p99_ttft_ms: Some(p99),
+        p99_tpot_ms: None,
+        error_rate: 0.0,
+    }
+}
+
+/// README.md, "From numbers to a decision", the seed article's six levels.
+fn article() -> Vec<LevelPoint> {
+    vec![
+        level(1, 92.0, 92.0, 48.0, 61.0),
+        level(4, 88.0, 352.0, 71.0, 96.0),
+        level(16, 71.0, 1136.0, 152.0, 244.0),
+        level(32, 54.0, 1728.0, 287.0, 498.0),
+        level(64, 34.0, 2176.0, 611.0, 1240.0),
+        level(128, 18.0, 2304.0, 1490.0, 3820.0),
+    ]
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn article_steps_by_hand() {
+    // 1 -> 4: 352/92 = 3.826, two doublings: sqrt = 1.956 -> +95.6%; p99 96/61 = 1.57x
+    // 4 -> 16: 1136/352 = 3.227, sqrt = 1.796 -> +79.6%; p99 244/96 = 2.54x
+    // 16 -> 32: 1728/1136 = 1.521 -> +52.1%; p99 498/244 = 2.04x
+    // 32 -> 64: 2176/1728 = 1.259 -> +25.9%; p99 1240/498 = 2.49x
+    // 64 -> 128: 2304/2176 = 1.0588 -> +5.88%; p99 3820/1240 = 3.08x  <- knee
+    let s = steps(&sweep_points(&article()));
+    let gains: Vec<f64> = s.iter().filter_map(|s| s.gain_per_doubling).collect();
+    let want = [0.956, 0.796, 0.521, 0.259, 0.0588];
+    assert_eq!(gains.len(), 5);
+    for (g, w) in gains.iter().zip(want) {
+        assert!(close(*g, w, 0.001), "{g} vs {w}");
+    }
+    assert!(close(s[0].p99_ttft_growth.unwrap_or(0.0), 1.574, 0.001));
+    assert!(close(s[4].p99_ttft_growth.unwrap_or(0.0), 3.081, 0.001));
+}
+
+#[test]
+fn article_knee_is_64_to_128() {
+    let d = decide(&article(), &CapacitySlo::default());
+    let knee = d.knee.clone().expect("a knee");
+    assert_eq!((knee.from_concurrency, knee.to_concurrency), (64, 128));
+    assert!(close(knee.throughput_gain, 0.0588, 0.0001));
+    assert!(close(knee.p99_ttft_growth, 3.0806, 0.0001));
+    assert!(!knee.no_rise);
+    assert_eq!(
+        knee.reason,
+        "64 -> 128 streams adds 5.9% throughput while p99 TTFT grows 3.1x: \
+         KV cache or batch full, requests queue"
+    );
+    let j = knee.to_json();
+    let keys: Vec<&String> = j
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        [
+            "from_concurrency",
+            "p99_ttft_growth",
+            "reason",
+            "throughput_gain",
+            "to_concurrency"
+        ]
+    );
+    assert_eq!(j["throughput_gain"], json!(0.0588));
+    // Without a TTFT SLO capacity stops at the knee's from: 64 (decode
+    // 34 >= 20). Share 2176/2304 = 94.4%.
+    let cap = d.capacity.expect("capacity");
+    assert_eq!(cap.concurrency, 64);
+    assert!(close(cap.share_of_peak, 0.9444, 0.0001));
+    assert!(
+        cap.reason.starts_with(
+            "64 streams: the level before the knee (64 -> 128 streams; no TTFT SLO given)"
+        ),
+        "{}",
+        cap.reason
+    );
+}
+
+#[test]
+fn article_capacity_with_ttft_slo_is_32() {
+    // p99 TTFT <= 500: 1, 4, 16, 32 (498) meet it, 64 (1240) does not.
+    // Decode >= 20: 32 has 54. Share 1728/2304 = 0.75 exactly.
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        ..CapacitySlo::default()
+    };
+    let d = decide(&article(), &slo);
+    let cap = d.capacity.clone().expect("capacity");
+    assert_eq!(cap.concurrency, 32);
+    assert_eq!(cap.output_throughput, 1728.0);
+    assert_eq!(cap.per_stream_tok_s, 54.0);
+    assert_eq!(cap.p99_ttft_ms, Some(498.0));
+    assert_eq!(cap.share_of_peak, 0.75);
+    assert_eq!(
+        cap.reason,
+        "32 streams: the highest level meeting the SLO (p99 TTFT <= 500 ms: 498 ms, \
+         decode >= 20 tok/s per stream: 54 tok/s); 75% of the peak 2,304 tok/s at 128 streams"
+    );
+    let j = d.capacity_json();
+    let keys: Vec<&String> = j
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        [
+            "concurrency",
+            "output_throughput",
+            "p99_ttft_ms",
+            "per_stream_tok_s",
+            "reason",
+            "share_of_peak",
+            "stream_decode_tok_s"
+        ]
+    );
+    assert_eq!(j["share_of_peak"], json!(0.75));
+    assert_eq!(d.knee_json()["from_concurrency"], json!(64));
+}
+
+#[test]
+fn an_slo_nobody_meets_gives_no_capacity() {
+    // The lowest level's p99 TTFT is 61 ms > 50.
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(50.0),
+        ..CapacitySlo::default()
+    };
+    let d = decide(&article(), &slo);
+    let no = d.capacity.clone().expect_err("no capacity");
+    assert!(no.slo_not_met);
+    assert_eq!(
+        no.reason,
+        "no level meets the SLO (p99 TTFT <= 50 ms): the lowest level, 1 stream, has 61 ms"
+    );
+    assert_eq!(d.capacity_json(), Value::Null);
+    assert!(d
+        .capacity_line()
+        .starts_with("no capacity: no level meets the SLO"));
+    // Two terms failing at once are both named, in the same order.
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(50.0),
+        min_stream_tok_s: Some(100.0),
+        ..CapacitySlo::default()
+    };
+    let no = decide(&article(), &slo).capacity.expect_err("no capacity");
+    assert_eq!(
+        no.reason,
+        "no level meets the SLO (p99 TTFT <= 50 ms; decode >= 100 tok/s per stream): \
+         the lowest level, 1 stream, has 61 ms and 92 tok/s"
+    );
+}
+
+/// Ollama with OLLAMA_NUM_PARALLEL=1: one answer at a time at 30 tok/s;
+/// the total stays ~30 and waiting requests pile up in TTFT.
+fn ollama_flat() -> Vec<LevelPoint> {
+    let mut v = vec![
+        level(1, 30.0, 30.0, 90.0, 100.0),
+        level(2, 15.25, 30.5, 2100.0, 4300.0),
+        level(4, 7.5, 30.0, 6000.0, 12000.0),
+        level(8, 3.725, 29.8, 14000.0, 28000.0),
+    ];
+    // Each answer still streams at 30 tok/s once it runs.
+    for l in &mut v {
+        l.stream_decode_tok_s = Some(30.0);
+    }
+    v
+}
+
+#[test]
+fn flat_ollama_series_does_not_rise_and_has_capacity_1() {
+    // 1 -> 2: 30.5/30 = +1.7% per doubling, p99 4300/100 = 43x -> knee at the
+    // first step; peak 30.5 < 30 * 1.1 = 33 -> flat.
+    let d = decide(&ollama_flat(), &CapacitySlo::default());
+    let knee = d.knee.clone().expect("knee");
+    assert_eq!((knee.from_concurrency, knee.to_concurrency), (1, 2));
+    assert!(knee.no_rise);
+    assert_eq!(
+        knee.reason,
+        "throughput does not rise with concurrency: the server runs one request at a time \
+         (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1?) or one \
+         stream already uses all its compute; more streams only queue"
+    );
+    assert!(is_flat(&d.points));
+    // No TTFT SLO: capped at 1; decode 30 >= 20 -> capacity 1, 30/30.5 = 98%.
+    let cap = d.capacity.expect("capacity");
+    assert_eq!(cap.concurrency, 1);
+    assert!(close(cap.share_of_peak, 0.9836, 0.0001));
+    // With a 500 ms TTFT SLO: only level 1 (100 ms) meets it.
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        ..CapacitySlo::default()
+    };
+    let cap = decide(&ollama_flat(), &slo).capacity.expect("capacity");
+    assert_eq!(cap.concurrency, 1);
+}
+
+#[test]
+fn rounds_merge_as_medians_and_other_levels_are_ignored() {
+    let mut levels = article();
+    // Two more rounds at 32 (1728 is the median of 1600, 1728, 1800;
+    // p99 TTFT median of 498, 520, 470 = 498).
+    let mut r2 = level(32, 50.0, 1600.0, 290.0, 520.0);
+    r2.error_rate = 0.02;
+    levels.push(r2);
+    levels.push(level(32, 56.25, 1800.0, 280.0, 470.0));
+    // A partial level and a manual level that would move everything.
+    let mut partial = level(256, 1.0, 9000.0, 9000.0, 90000.0);
+    partial.partial = true;
+    levels.push(partial);
+    let mut manual = level(48, 60.0, 2880.0, 300.0, 400.0);
+    manual.kind = Mode::Manual;
+    levels.push(manual);
+    let points = sweep_points(&levels);
+    let cs: Vec<u32> = points.iter().map(|p| p.concurrency).collect();
+    assert_eq!(cs, [1, 4, 16, 32, 64, 128]);
+    let p32 = &points[3];
+    assert_eq!(p32.rounds, 3);
+    assert_eq!(p32.output_throughput, 1728.0);
+    assert_eq!(p32.p99_ttft_ms, Some(498.0));
+    assert_eq!(p32.per_stream_tok_s, 54.0);
+    assert_eq!(p32.error_rate, 0.0);
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        ..CapacitySlo::default()
+    };
+    assert_eq!(
+        decide(&levels, &slo).capacity.map(|c| c.concurrency),
+        Ok(32)
+    );
+}
+
+#[test]
+fn errors_decode_and_tpot_slos_exclude_levels() {
+    let mut levels = article();
+    // 32 streams: 1% errors is not below 1% -> falls to 16.
+    levels[3].error_rate = 0.01;
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        ..CapacitySlo::default()
+    };
+    assert_eq!(
+        decide(&levels, &slo).capacity.map(|c| c.concurrency),
+        Ok(16)
+    );
+    // Decode >= 80: only 1 (92) and 4 (88).
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        min_stream_tok_s: Some(80.0),
+        ..CapacitySlo::default()
+    };
+    assert_eq!(
+        decide(&article(), &slo).capacity.map(|c| c.concurrency),
+        Ok(4)
+    );
+    // A TPOT SLO with no TPOT measured is not met anywhere.
+    let slo = CapacitySlo {
+        ttft_p99_ms: Some(500.0),
+        tpot_p99_ms: Some(50.0),
+        ..CapacitySlo::default()
+    };
+    let no = decide(&article(), &slo).capacity.expect_err("none");
+    assert_eq!(
+        no.reason,
+        "no level meets the SLO (p99 TPOT <= 50 ms): the lowest level, 1 stream, has no p99 TPOT"
+    );
+}
+
+#[test]
+fn no_levels_no_knee_no_capacity() {
+    let d = decide(&[], &CapacitySlo::default());
+    assert!(d.knee.is_none());
+    let no = d.capacity.expect_err("none");
+    assert!(!no.slo_not_met);
+    // One level: no step, no knee; capacity is that level.
+    let d = decide(&article()[..1], &CapacitySlo::default());
+    assert!(d.knee.is_none());
+    assert_eq!(d.capacity.map(|c| c.concurrency), Ok(1));
+    // Zero throughput and zero TTFT do not divide into NaN.
+    let mut z = article();
+    z[0].output_throughput = 0.0;
+    z[0].p99_ttft_ms = Some(0.0);
+    let s = steps(&sweep_points(&z));
+    assert_eq!(s[0].gain_per_doubling, None);
+    assert_eq!(s[0].p99_ttft_growth, None);
+}
+
+#[test]
+fn falling_throughput_and_non_doubling_steps_are_worded() {
+    // 8 -> 24 streams: 1000 -> 800 tok/s = -20% (per doubling over
+    // log2(3) = 1.585 doublings: 0.8^(1/1.585) - 1 = -13.1%); p99 100 -> 400 = 4x.
+    let v = vec![
+        level(1, 200.0, 200.0, 50.0, 60.0),
+        level(8, 125.0, 1000.0, 80.0, 100.0),
+        level(24, 33.3, 800.0, 300.0, 400.0),
+    ];
+    let knee = find_knee(&sweep_points(&v)).expect("knee");
+    assert!(
+        close(knee.throughput_gain, -0.1313, 0.0001),
+        "{}",
+        knee.throughput_gain
+    );
+    assert_eq!(
+        knee.reason,
+        "8 -> 24 streams loses 20.0% throughput (-13.1% per doubling) while p99 TTFT grows 4.0x: \
+         past saturation: too many parallel slots, or part of the model on the CPU?"
+    );
+    // A flat start at 16 streams names the level instead of Ollama.
+    assert!(no_rise_message(16).starts_with("throughput does not rise above 16 streams"));
+}
+
+#[test]
+fn level_point_from_stats() {
+    use crate::stats::summary::level_stats;
+    let mut s = level_stats(&[], 8, &[50.0, 99.0]);
+    s.completed = 99;
+    s.failed = 1;
+    let p = LevelPoint::from_stats(8, Mode::Search, false, &s);
+    assert_eq!(p.error_rate, 0.01);
+    assert_eq!(p.p99_ttft_ms, None);
+    assert_eq!(Mode::parse("search"), Some(Mode::Search));
+    assert_eq!(Mode::parse("bogus"), None);
+    assert!(!Mode::Manual.is_sweep());
+}

@@ -1,0 +1,136 @@
+//! Label placement shared by both charts (throughput and frontier): text
+//! boxes measured by an approximate font width, polylines sampled as
+//! obstacles, and the first spot that overlaps nothing.
+
+/// Points every 3 px along a polyline, so labels can keep clear of it.
+pub(in crate::report) fn sample_polyline(line: &[(f64, f64)], out: &mut Vec<(f64, f64)>) {
+    for w in line.windows(2) {
+        let ((ax, ay), (bx, by)) = (w[0], w[1]);
+        let steps = ((bx - ax).hypot(by - ay) / 3.0).ceil().max(1.0) as usize;
+        for i in 0..=steps {
+            let t = i as f64 / steps as f64;
+            out.push((ax + t * (bx - ax), ay + t * (by - ay)));
+        }
+    }
+}
+
+/// A placed label: where its text is anchored, how, and the box it covers.
+pub(in crate::report) type Placed = (f64, f64, &'static str, TextBox);
+
+/// A chart's plot area, for placing labels inside it.
+pub(in crate::report) struct PlotBox {
+    pub x0: f64,
+    pub x1: f64,
+    pub top: f64,
+    pub bottom: f64,
+}
+
+/// Of some candidate spots for `text`, the first whose box stays inside
+/// `plot` and covers the fewest obstacle points (within `clearance`) and
+/// placed boxes; the plot's top left when none is given. Both SVG charts
+/// place their labels with it.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::report) fn place_label(
+    plot: &PlotBox,
+    clearance: f64,
+    text: &str,
+    size: f64,
+    bold: bool,
+    candidates: &[(f64, f64, &'static str)],
+    points: &[(f64, f64)],
+    placed: &[TextBox],
+) -> Placed {
+    let mut best: Option<(f64, Placed)> = None;
+    for &(x, y, anchor) in candidates {
+        let b = TextBox::new(x, y, anchor, text, size, bold);
+        let mut cost = points
+            .iter()
+            .filter(|p| b.grown(clearance).contains(**p))
+            .count() as f64;
+        cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
+        if b.x0 < plot.x0 + 2.0
+            || b.x1 > plot.x1 - 2.0
+            || b.y0 < plot.top + 2.0
+            || b.y1 > plot.bottom - 2.0
+        {
+            cost += 1000.0;
+        }
+        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+            best = Some((cost, (x, y, anchor, b)));
+        }
+    }
+    best.map(|(_, spot)| spot).unwrap_or_else(|| {
+        (
+            plot.x0,
+            plot.top,
+            "start",
+            TextBox::new(plot.x0, plot.top, "start", text, size, bold),
+        )
+    })
+}
+
+/// Where a line of text lies, from an estimate of its width.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::report) struct TextBox {
+    pub(in crate::report) x0: f64,
+    pub(in crate::report) y0: f64,
+    pub(in crate::report) x1: f64,
+    pub(in crate::report) y1: f64,
+}
+
+impl TextBox {
+    pub(in crate::report) fn new(
+        x: f64,
+        baseline: f64,
+        anchor: &str,
+        text: &str,
+        size: f64,
+        bold: bool,
+    ) -> TextBox {
+        let w = text_width(text, size, bold);
+        let x0 = match anchor {
+            "end" => x - w,
+            "middle" => x - w / 2.0,
+            _ => x,
+        };
+        TextBox {
+            x0,
+            y0: baseline - size * 0.78,
+            x1: x0 + w,
+            y1: baseline + size * 0.22,
+        }
+    }
+    pub(in crate::report) fn grown(&self, by: f64) -> TextBox {
+        TextBox {
+            x0: self.x0 - by,
+            y0: self.y0 - by,
+            x1: self.x1 + by,
+            y1: self.y1 + by,
+        }
+    }
+    pub(in crate::report) fn contains(&self, (x, y): (f64, f64)) -> bool {
+        x >= self.x0 && x <= self.x1 && y >= self.y0 && y <= self.y1
+    }
+    pub(in crate::report) fn overlaps(&self, o: &TextBox) -> bool {
+        self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
+    }
+}
+
+/// Width of a line of text in a Helvetica-like sans-serif, from rough
+/// per-character widths in em: close enough to place labels and legends.
+pub(in crate::report) fn text_width(text: &str, size: f64, bold: bool) -> f64 {
+    let em: f64 = text
+        .chars()
+        .map(|c| match c {
+            'i' | 'j' | 'l' | '|' | '.' | ',' | ':' | ';' | '\'' | '!' => 0.24,
+            ' ' => 0.28,
+            'f' | 't' | 'r' | '/' | '(' | ')' | '-' | '[' | ']' | 'I' => 0.34,
+            'm' | 'w' | 'M' | 'W' => 0.85,
+            '0'..='9' => 0.556,
+            'A'..='Z' => 0.68,
+            c if c.is_ascii() => 0.53,
+            _ => 0.7,
+        })
+        .sum();
+    em * size * if bold { 1.08 } else { 1.0 }
+}

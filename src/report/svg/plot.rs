@@ -1,0 +1,443 @@
+//! The throughput chart's canvas: scales from data to pixels, gridlines and
+//! axes, the knee and SLO marks, the series, and their labels placed clear
+//! of the data.
+
+use super::*;
+
+/// Scales from data to the canvas.
+pub(super) struct Plot {
+    pub(super) x0: f64,
+    pub(super) x1: f64,
+    pub(super) top: f64,
+    pub(super) bottom: f64,
+    /// log2 domain of the x axis.
+    pub(super) lo: f64,
+    pub(super) hi: f64,
+    pub(super) intervals: usize,
+    pub(super) left_step: f64,
+    pub(super) right_step: f64,
+}
+
+impl Plot {
+    pub(super) fn new(data: &ChartData, top: f64) -> Option<Plot> {
+        let first = *data.concurrencies.first()?;
+        let last = *data.concurrencies.last()?;
+        let (lo, hi) = if first == last {
+            (f64::from(first).log2() - 1.0, f64::from(last).log2() + 1.0)
+        } else {
+            (f64::from(first).log2() - 0.4, f64::from(last).log2() + 0.4)
+        };
+        let max_left = data
+            .markers
+            .iter()
+            .filter_map(|m| m.throughput)
+            .chain(data.capacity.map(|c| c.1))
+            .fold(0.0, f64::max);
+        let max_right = data
+            .markers
+            .iter()
+            .filter_map(|m| m.p99_ttft)
+            .chain(data.slo_ttft_ms)
+            .fold(0.0, f64::max);
+        let (intervals, left_step, right_step) = shared_ticks(max_left, max_right);
+        Some(Plot {
+            x0: LEFT,
+            x1: WIDTH - RIGHT,
+            top,
+            bottom: HEIGHT - BOTTOM,
+            lo,
+            hi,
+            intervals,
+            left_step,
+            right_step,
+        })
+    }
+
+    pub(super) fn x(&self, c: u32) -> f64 {
+        let t = (f64::from(c.max(1)).log2() - self.lo) / (self.hi - self.lo);
+        self.x0 + t * (self.x1 - self.x0)
+    }
+
+    pub(super) fn y(&self, v: f64, step: f64) -> f64 {
+        let top_value = step * self.intervals as f64;
+        let t = (v / top_value).clamp(0.0, 1.0);
+        self.bottom - t * (self.bottom - self.top)
+    }
+
+    pub(super) fn y_left(&self, v: f64) -> f64 {
+        self.y(v, self.left_step)
+    }
+
+    pub(super) fn y_right(&self, v: f64) -> f64 {
+        self.y(v, self.right_step)
+    }
+
+    pub(super) fn grid_and_axes(&self, svg: &mut String, data: &ChartData) {
+        let _ = writeln!(svg, r#"<g id="grid" stroke="{GRID}" stroke-width="1">"#);
+        for i in 1..=self.intervals {
+            let y = self.y_left(self.left_step * i as f64);
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/>"#,
+                self.x0, self.x1
+            );
+        }
+        for &c in &data.concurrencies {
+            let x = self.x(c);
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke-dasharray="2 4"/>"#,
+                self.top, self.bottom
+            );
+        }
+        svg.push_str("</g>\n");
+
+        // x axis: a tick and a label at every measured concurrency.
+        let _ = writeln!(
+            svg,
+            r#"<g id="axis-x" class="axis" font-size="11" fill="{INK}">"#
+        );
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="{AXIS}" stroke-width="1"/>"#,
+            self.x0,
+            self.x1,
+            b = self.bottom
+        );
+        let mut last_label: Option<f64> = None;
+        for &c in &data.concurrencies {
+            let x = self.x(c);
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/>"#,
+                self.bottom,
+                self.bottom + 5.0
+            );
+            let room = 7.0 * c.to_string().len() as f64 + 8.0;
+            if last_label.is_none_or(|l| x - l >= room) {
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{c}</text>"#,
+                    self.bottom + 18.0
+                );
+                last_label = Some(x);
+            }
+        }
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" font-size="12" fill="{MUTED}" text-anchor="middle">concurrency (streams in flight, log2 scale)</text>"#,
+            (self.x0 + self.x1) / 2.0,
+            HEIGHT - 14.0
+        );
+        svg.push_str("</g>\n");
+
+        // Left axis: throughput; right axis: p99 TTFT. Shared gridlines.
+        for (id, step, x, anchor, dx, color, title, rotate_x) in [
+            (
+                "axis-left",
+                self.left_step,
+                self.x0,
+                "end",
+                -8.0,
+                THROUGHPUT,
+                "total output throughput (tok/s)",
+                20.0,
+            ),
+            (
+                "axis-right",
+                self.right_step,
+                self.x1,
+                "start",
+                8.0,
+                TTFT,
+                "p99 TTFT (ms)",
+                WIDTH - 16.0,
+            ),
+        ] {
+            let _ = writeln!(
+                svg,
+                r#"<g id="{id}" class="axis" font-size="11" fill="{color}">"#
+            );
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}" stroke-width="1"/>"#,
+                self.top, self.bottom
+            );
+            for i in 0..=self.intervals {
+                let v = step * i as f64;
+                let y = self.y(v, step);
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+                    x + dx,
+                    y + 4.0,
+                    tick_label(v, step)
+                );
+            }
+            let mid = (self.top + self.bottom) / 2.0;
+            let angle = if id == "axis-left" { -90 } else { 90 };
+            let _ = writeln!(
+                svg,
+                r#"<text x="{rotate_x:.1}" y="{mid:.1}" font-size="12" text-anchor="middle" transform="rotate({angle} {rotate_x:.1} {mid:.1})">{}</text>"#,
+                esc(title)
+            );
+            svg.push_str("</g>\n");
+        }
+    }
+
+    pub(super) fn knee(&self, svg: &mut String, data: &ChartData) {
+        let Some((from, to, reason)) = &data.knee else {
+            return;
+        };
+        let (a, b) = (self.x(*from), self.x(*to));
+        let (a, b) = (a.min(b), a.max(b));
+        let _ = writeln!(
+            svg,
+            r#"<g id="knee" class="marker-knee"><title>knee: {}</title>"#,
+            esc(reason)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{KNEE}" fill-opacity="0.08"/>"#,
+            self.top,
+            (b - a).max(2.0),
+            self.bottom - self.top
+        );
+        for x in [a, b] {
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{KNEE}" stroke-opacity="0.45" stroke-dasharray="4 3"/>"#,
+                self.top, self.bottom
+            );
+        }
+        svg.push_str("</g>\n");
+    }
+
+    pub(super) fn slo(&self, svg: &mut String, data: &ChartData) {
+        let Some(slo) = data.slo_ttft_ms else {
+            return;
+        };
+        let y = self.y_right(slo);
+        let _ = writeln!(
+            svg,
+            r#"<g id="slo" class="marker-slo"><title>p99 TTFT SLO: {} ms</title>"#,
+            trim_num(slo)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{SLO}" stroke-width="1.5" stroke-dasharray="7 4"/>"#,
+            self.x0, self.x1
+        );
+        svg.push_str("</g>\n");
+    }
+
+    pub(super) fn series(&self, svg: &mut String, data: &ChartData, series: Series) {
+        let color = series.color();
+        let y = |v: f64| match series {
+            Series::Throughput => self.y_left(v),
+            Series::P99Ttft => self.y_right(v),
+        };
+        let _ = writeln!(
+            svg,
+            r#"<g id="{id}" class="series {id}">"#,
+            id = series.id()
+        );
+        let points: Vec<(f64, f64)> = data
+            .line
+            .iter()
+            .filter_map(|(c, t, p)| {
+                let v = match series {
+                    Series::Throughput => *t,
+                    Series::P99Ttft => *p,
+                }?;
+                Some((self.x(*c), y(v)))
+            })
+            .collect();
+        if points.len() > 1 {
+            let d: Vec<String> = points
+                .iter()
+                .enumerate()
+                .map(|(i, (x, y))| format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" }))
+                .collect();
+            let _ = writeln!(
+                svg,
+                r#"<path d="{}" fill="none" stroke="{color}" stroke-width="2.5" stroke-linejoin="round" stroke-linecap="round"/>"#,
+                d.join(" ")
+            );
+        }
+        for m in &data.markers {
+            let Some(v) = series.value(m) else {
+                continue;
+            };
+            let (cx, cy) = (self.x(m.concurrency), y(v));
+            let tip = format!("{}: {}", m.label, series.describe(v));
+            marker(svg, series, m.kind, cx, cy, &tip);
+        }
+        svg.push_str("</g>\n");
+    }
+
+    /// Everything drawn on each series' path, for labels to keep clear of:
+    /// points every few pixels along both lines, and every marker.
+    pub(super) fn obstacles(&self, data: &ChartData) -> Vec<(f64, f64)> {
+        let mut pts = Vec::new();
+        for series in [Series::Throughput, Series::P99Ttft] {
+            let line: Vec<(f64, f64)> = data
+                .line
+                .iter()
+                .filter_map(|(c, t, p)| {
+                    let y = match series {
+                        Series::Throughput => self.y_left((*t)?),
+                        Series::P99Ttft => self.y_right((*p)?),
+                    };
+                    Some((self.x(*c), y))
+                })
+                .collect();
+            sample_polyline(&line, &mut pts);
+            for m in &data.markers {
+                if let Some(v) = series.value(m) {
+                    let y = match series {
+                        Series::Throughput => self.y_left(v),
+                        Series::P99Ttft => self.y_right(v),
+                    };
+                    let x = self.x(m.concurrency);
+                    for (dx, dy) in [(0.0, 0.0), (-5.0, 0.0), (5.0, 0.0), (0.0, -5.0), (0.0, 5.0)] {
+                        pts.push((x + dx, y + dy));
+                    }
+                }
+            }
+        }
+        pts
+    }
+
+    /// Of some candidate spots, the first one whose text box stays inside
+    /// the plot and covers the fewest obstacle points and boxes.
+    pub(super) fn place(
+        &self,
+        text: &str,
+        size: f64,
+        bold: bool,
+        candidates: &[(f64, f64, &'static str)],
+        points: &[(f64, f64)],
+        boxes: &[TextBox],
+    ) -> Spot {
+        let plot = PlotBox {
+            x0: self.x0,
+            x1: self.x1,
+            top: self.top,
+            bottom: self.bottom,
+        };
+        let (x, y, anchor, b) =
+            place_label(&plot, 3.0, text, size, bold, candidates, points, boxes);
+        Spot { x, y, anchor, b }
+    }
+
+    /// The SLO's and the capacity's labels, placed clear of the lines, and
+    /// the capacity marker itself.
+    pub(super) fn labels_and_capacity(&self, svg: &mut String, data: &ChartData) {
+        let points = self.obstacles(data);
+        let mut boxes = Vec::new();
+        if let Some((from, to, _)) = &data.knee {
+            // "knee" over "64→128", at the top of the band or, when a line
+            // passes there, at its foot.
+            let mid = (self.x(*from) + self.x(*to)) / 2.0;
+            let sub = format!("{from}→{to}");
+            let at = |y: f64| {
+                [
+                    TextBox::new(mid, y, "middle", "knee", 12.0, true),
+                    TextBox::new(mid, y + 13.0, "middle", &sub, 10.0, false),
+                ]
+            };
+            let hits = |pair: &[TextBox; 2]| {
+                points
+                    .iter()
+                    .filter(|p| pair.iter().any(|b| b.grown(2.0).contains(**p)))
+                    .count()
+            };
+            let top = at(self.top + 16.0);
+            let foot = at(self.bottom - 20.0);
+            let (y, pair) = if hits(&foot) < hits(&top) {
+                (self.bottom - 20.0, foot)
+            } else {
+                (self.top + 16.0, top)
+            };
+            let _ = writeln!(
+                svg,
+                r##"<g id="knee-label" class="marker-knee" fill="{KNEE}" text-anchor="middle" stroke="#ffffff" stroke-width="3" paint-order="stroke"><text x="{mid:.1}" y="{y:.1}" font-size="12" font-weight="bold">knee</text><text x="{mid:.1}" y="{:.1}" font-size="10">{}</text></g>"##,
+                y + 13.0,
+                esc(&sub)
+            );
+            boxes.extend(pair);
+        }
+        if let Some(slo) = data.slo_ttft_ms {
+            let y = self.y_right(slo);
+            let text = format!("p99 TTFT SLO {} ms", group(slo, 0));
+            let candidates = [
+                (self.x0 + 6.0, y - 6.0, "start"),
+                (self.x1 - 6.0, y - 6.0, "end"),
+                (self.x0 + 6.0, y + 15.0, "start"),
+                (self.x1 - 6.0, y + 15.0, "end"),
+            ];
+            let Spot { x, y, anchor, b } =
+                self.place(&text, 11.0, false, &candidates, &points, &boxes);
+            boxes.push(b);
+            let _ = writeln!(
+                svg,
+                r##"<g id="slo-label" class="marker-slo"><text x="{x:.1}" y="{y:.1}" font-size="11" fill="{SLO}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text></g>"##,
+                esc(&text)
+            );
+        }
+        let Some((c, t)) = data.capacity else {
+            return;
+        };
+        let (x, y) = (self.x(c), self.y_left(t));
+        let _ = writeln!(
+            svg,
+            r#"<g id="capacity" class="marker-capacity"><title>capacity: {c} streams, {} tok/s</title>"#,
+            group(t, 0)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{CAPACITY}" stroke-width="1.5" stroke-dasharray="3 3"/>"#,
+            (y + 11.0).min(self.bottom),
+            self.bottom
+        );
+        let _ = writeln!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="10" fill="none" stroke="{CAPACITY}" stroke-width="2.5"/>"#
+        );
+        let label = format!(
+            "capacity: {c} stream{}, {} tok/s",
+            if c == 1 { "" } else { "s" },
+            group(t, 0)
+        );
+        let candidates = [
+            (x - 16.0, y + 4.0, "end"),
+            (x + 16.0, y + 4.0, "start"),
+            (x - 10.0, y - 15.0, "end"),
+            (x + 10.0, y - 15.0, "start"),
+            (x - 10.0, y + 26.0, "end"),
+            (x + 10.0, y + 26.0, "start"),
+            (x, y - 18.0, "middle"),
+            (x, y + 30.0, "middle"),
+        ];
+        let Spot {
+            x: lx,
+            y: ly,
+            anchor,
+            ..
+        } = self.place(&label, 12.0, true, &candidates, &points, &boxes);
+        let _ = writeln!(
+            svg,
+            r##"<text x="{lx:.1}" y="{ly:.1}" font-size="12" font-weight="bold" fill="{CAPACITY}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="4" paint-order="stroke">{}</text></g>"##,
+            esc(&label)
+        );
+    }
+}
+
+/// A label's chosen spot: where its text is anchored, and the box it covers.
+pub(super) struct Spot {
+    pub(super) x: f64,
+    pub(super) y: f64,
+    pub(super) anchor: &'static str,
+    pub(super) b: TextBox,
+}

@@ -1,0 +1,96 @@
+//! The queue and the server's gauges: the driver's in-flight count sampled
+//! each frame, failure rates, the probe's scrapes and the client's receive lag.
+
+use super::*;
+
+impl App {
+    /// The driver's gauges before a frame: in flight, and of those the ones
+    /// streaming. Samples the waiting count for this second's bar.
+    pub fn set_queue(&mut self, in_flight: u32, streaming: u32) {
+        self.in_flight = in_flight;
+        self.streaming = streaming.min(in_flight);
+        let second = self.elapsed.as_secs();
+        let waiting = f64::from(self.waiting());
+        let slot = self.waiting_seconds.entry(second).or_insert((0.0, 0));
+        slot.0 += waiting;
+        slot.1 += 1;
+        if self.waiting_seconds.len() > 120 {
+            let keep_from = second.saturating_sub(120);
+            self.waiting_seconds = self.waiting_seconds.split_off(&keep_from);
+        }
+    }
+
+    /// Requests sent that have not had their first token.
+    pub fn waiting(&self) -> u32 {
+        self.in_flight.saturating_sub(self.streaming)
+    }
+
+    /// Failures per second of 503, 429 and timeouts over the last
+    /// `RATE_WINDOW_S` complete seconds; None for a class with none.
+    pub fn failure_rates(&self) -> [Option<f64>; 3] {
+        let now = self.elapsed.as_secs();
+        let from = now.saturating_sub(RATE_WINDOW_S);
+        let span = (now - from).max(1) as f64;
+        let mut sums = [0u32; 3];
+        for (_, counts) in self.failure_seconds.range(from..now) {
+            for (sum, n) in sums.iter_mut().zip(counts) {
+                *sum += n;
+            }
+        }
+        sums.map(|n| (n > 0).then(|| f64::from(n) / span))
+    }
+
+    /// The client's and the server's queue counts have disagreed by more
+    /// than `QUEUE_DISAGREE_BY` for `QUEUE_DISAGREE_FOR_S` seconds or more.
+    pub fn queue_disagrees(&self) -> bool {
+        self.queue_disagree_since.is_some_and(|since| {
+            self.elapsed.as_secs().saturating_sub(since) >= QUEUE_DISAGREE_FOR_S
+        })
+    }
+
+    pub(super) fn track_queue_disagreement(&mut self, second: u64) {
+        let client = self
+            .waiting_seconds
+            .get(&second)
+            .map(|(sum, n)| sum / f64::from((*n).max(1)));
+        let server = self.server_queue.get(&second).copied();
+        match (client, server) {
+            (Some(c), Some(s)) if (c - s).abs() > QUEUE_DISAGREE_BY => {
+                self.queue_disagree_since.get_or_insert(second);
+            }
+            (Some(_), Some(_)) => self.queue_disagree_since = None,
+            _ => {}
+        }
+    }
+
+    pub fn set_client_cpu(&mut self, percent: Option<f64>) {
+        self.client_cpu = percent;
+    }
+
+    /// p99 of the client's receive lag over the latest reads, ms; None
+    /// before any kernel-timed read (`--rx-clock user`, reqwest).
+    pub fn client_rx_lag_p99(&self) -> Option<f64> {
+        let mut lags: Vec<f64> = self.rx_lag_ms.iter().map(|&v| f64::from(v)).collect();
+        lags.sort_by(f64::total_cmp);
+        crate::stats::percentile::percentile_sorted(&lags, 99.0)
+    }
+
+    /// A scrape of the server's (or the GPU's) gauges: each gauge keeps its
+    /// latest value, so the two probes never blank each other.
+    pub fn on_server_sample(&mut self, sample: &crate::probe::live::ServerSample) {
+        self.server
+            .get_or_insert_with(Default::default)
+            .extend(sample.gauges.iter().map(|(k, v)| (*k, *v)));
+        self.server_missing = false;
+        let queued = sample
+            .gauges
+            .get("waiting")
+            .or_else(|| sample.gauges.get("deferred"));
+        if let Some(&queued) = queued {
+            let second = sample.at.as_secs();
+            self.server_queue.insert(second, queued);
+            let keep_from = second.saturating_sub(120);
+            self.server_queue = self.server_queue.split_off(&keep_from);
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! The throughput chart on a log2 axis: its points, glyphs and series
+//! styles, the axes both live charts share, and the widget.
+
+use super::*;
+
+/// Ticks on the bottom axis at their columns, each label centred under its
+/// tick and dropped where it would touch the one before; the first column
+/// free after the last label.
+pub(super) fn bottom_ticks(
+    buf: &mut Buffer,
+    area: Rect,
+    axis_y: u16,
+    ticks: impl IntoIterator<Item = (u16, String)>,
+    p: &Palette,
+) -> u16 {
+    let label_y = axis_y + 1;
+    let mut next_free = area.x;
+    for (col, text) in ticks {
+        buf[(col, axis_y)].set_char('┴').set_style(p.border);
+        let w = text.len() as u16;
+        let start = col
+            .saturating_sub(w / 2)
+            .max(next_free)
+            .min(area.right() - w);
+        if start >= next_free {
+            buf.set_string(start, label_y, &text, p.dim);
+            next_free = start + w + 1;
+        }
+    }
+    next_free
+}
+
+/// The value axis's label rows of a plot `gh` rows high: bottom, top, and
+/// the middle when there is room, each on the row its fraction of the top
+/// maps to (as the points do).
+pub(super) fn label_rows(gh: u16) -> Vec<(u16, f64)> {
+    let row_of = |frac: f64| cell(1.0 - frac, gh, 4);
+    let mut rows = vec![(row_of(0.0), 0.0), (row_of(1.0), 1.0)];
+    if gh >= 5 {
+        rows.push((row_of(0.5), 0.5));
+    }
+    rows
+}
+
+/// The left axis's labels at `rows`, for a top value `y_top`.
+pub(super) fn left_labels(rows: &[(u16, f64)], y_top: f64) -> Vec<(u16, String)> {
+    rows.iter().map(|&(r, f)| (r, compact(f * y_top))).collect()
+}
+
+/// What an empty chart says, centred in its plot area `graph`.
+pub(super) fn waiting_note(buf: &mut Buffer, graph: Rect, p: &Palette) {
+    let note = "waiting for the first level";
+    if usize::from(graph.width) > note.len() {
+        let x = graph.x + (graph.width - note.len() as u16) / 2;
+        buf.set_string(x, graph.y + graph.height / 2, note, p.dim);
+    }
+}
+
+/// The left and bottom axes of a chart whose plot area is `graph`, with
+/// the left axis's labels at their rows (offsets from the top).
+pub(super) fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)], p: &Palette) {
+    let (gx, gy, gw, gh) = (graph.x, graph.y, graph.width, graph.height);
+    let axis_y = gy + gh;
+    for r in 0..gh {
+        buf[(gx - 1, gy + r)].set_char('│').set_style(p.border);
+    }
+    buf[(gx - 1, axis_y)].set_char('└').set_style(p.border);
+    for c in 0..gw {
+        buf[(gx + c, axis_y)].set_char('─').set_style(p.border);
+    }
+    for (r, text) in labels {
+        buf[(gx - 1, gy + r)].set_char('┤').set_style(p.border);
+        buf.set_string(gx - 1 - text.len() as u16, gy + r, text, p.dim);
+    }
+}
+
+/// How a point on the chart came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PointKind {
+    /// A finished level of the plan.
+    Planned,
+    /// A finished level set by hand.
+    Manual,
+    /// The level running now, its value so far.
+    Running,
+}
+
+impl PointKind {
+    /// Filled for a complete level, hollow for a partial one (cut short by
+    /// `n` or a concurrency key), so the eye discounts it.
+    pub fn glyph(self, partial: bool) -> char {
+        match (self, partial) {
+            (PointKind::Planned, false) => '●',
+            (PointKind::Planned, true) => '○',
+            (PointKind::Manual, false) => '◆',
+            (PointKind::Manual, true) => '◇',
+            (PointKind::Running, _) => '◉',
+        }
+    }
+
+    /// The glyph in a series: the first run's (and the live run's) as
+    /// above; the second run of `tokbench view A B` has squares for its
+    /// planned levels, so the two stay apart without colour.
+    pub fn glyph_in(self, series: u8, partial: bool) -> char {
+        match (series, self, partial) {
+            (1, PointKind::Planned, false) => '■',
+            (1, PointKind::Planned, true) => '□',
+            (2, PointKind::Planned, false) => '▲',
+            (2, PointKind::Planned, true) => '△',
+            (3, PointKind::Planned, false) => '▼',
+            (3, PointKind::Planned, true) => '▽',
+            _ => self.glyph(partial),
+        }
+    }
+}
+
+/// The glyph of the p99 TTFT series, by series.
+pub const P99_GLYPH: char = '×';
+pub const P99_GLYPH_B: char = '+';
+/// The capacity point, on the chart and in the level table.
+pub const CAPACITY_GLYPH: char = '★';
+/// The knee: a dotted line through the step where more streams stop paying.
+pub const KNEE_GLYPH: char = '┊';
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChartPoint {
+    pub concurrency: u32,
+    pub tok_s: f64,
+    pub p99_ttft_ms: Option<f64>,
+    pub kind: PointKind,
+    pub partial: bool,
+    /// 0: the live run, or run A of `tokbench view`; 1: run B.
+    pub series: u8,
+    /// The capacity point (drawn as a star, labelled when there is room).
+    pub capacity: bool,
+}
+
+impl ChartPoint {
+    pub fn glyph(&self) -> char {
+        if self.capacity {
+            CAPACITY_GLYPH
+        } else {
+            self.kind.glyph_in(self.series, self.partial)
+        }
+    }
+
+    pub fn style(&self, p: &Palette) -> Style {
+        if self.capacity {
+            return p.capacity;
+        }
+        match (self.kind, self.series) {
+            (PointKind::Running, _) => p.running,
+            (PointKind::Manual, _) => p.point_manual,
+            (PointKind::Planned, 1) => p.point_b,
+            (PointKind::Planned, 2) => p.point_c,
+            (PointKind::Planned, 3) => p.point_d,
+            (PointKind::Planned, _) => p.point_planned,
+        }
+    }
+}
+
+/// Output tok/s against streams on a log2 axis (ticks labelled with the real
+/// concurrency: 1, 4, 16, ...), with p99 TTFT on its own scale at the right.
+///
+/// Not ratatui's `Chart`: it spreads intermediate axis labels over
+/// `width / labels` columns instead of placing them at their values, which on
+/// a log axis would put "16" visibly off its points.
+pub struct ThroughputChart<'a> {
+    pub points: &'a [ChartPoint],
+    /// The largest concurrency the axis must hold (the plan's top, or higher).
+    pub x_max: u32,
+    pub palette: &'a Palette,
+    /// The knee step (from, to concurrency): a dotted line between the two,
+    /// labelled `knee` where there is room.
+    pub knee: Option<(u32, u32)>,
+    /// The series drawn on top (the run the table shows).
+    pub front: u8,
+}
+
+/// A series' colour on the charts and in their legends.
+pub fn series_style(p: &Palette, series: u8) -> Style {
+    match series % 4 {
+        0 => p.point_planned,
+        1 => p.point_b,
+        2 => p.point_c,
+        _ => p.point_d,
+    }
+}
+
+/// Where a fraction of an axis lands, counted in cells from the left (x)
+/// or from the top (y, given 1 - fraction): the arithmetic ratatui's canvas
+/// uses for its braille dots (`sub` dots a cell), so a glyph sits on its
+/// line's end.
+pub(super) fn cell(frac: f64, cells: u16, sub: u16) -> u16 {
+    if cells == 0 {
+        return 0;
+    }
+    let res = f64::from(u32::from(cells) * u32::from(sub) - 1);
+    // `as` saturates; the product above cannot overflow u32 from two u16s.
+    let dot = (frac.clamp(0.0, 1.0) * res) as u32;
+    (dot / u32::from(sub)).min(u32::from(cells - 1)) as u16
+}
+
+impl ThroughputChart<'_> {
+    pub(super) fn x_frac(c: u32, kmax: f64) -> f64 {
+        f64::from(c.max(1)).log2() / kmax
+    }
+}
+
+/// Whether the cells of `text` at (x, y) are free: inside `graph` and blank,
+/// or holding one of `over` (a mark the text may sit on).
+pub(super) fn room_for(
+    buf: &Buffer,
+    graph: Rect,
+    x: u16,
+    y: u16,
+    text: &str,
+    over: &[&str],
+) -> bool {
+    let w = text.chars().count() as u16;
+    if x < graph.x || x + w > graph.right() || y < graph.y || y >= graph.bottom() {
+        return false;
+    }
+    (x..x + w).all(|cx| {
+        let sym = buf[(cx, y)].symbol();
+        sym == " " || over.contains(&sym)
+    })
+}
+
+impl Widget for ThroughputChart<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        if area.width < 16 || area.height < 4 {
+            return;
+        }
+        let p = self.palette;
+        let y_top = nice_ceil(self.points.iter().map(|p| p.tok_s).fold(0.0, f64::max) * 1.05);
+        let p99_max = self
+            .points
+            .iter()
+            .filter_map(|p| p.p99_ttft_ms)
+            .fold(0.0, f64::max);
+        let p99_top = (p99_max > 0.0).then(|| nice_ceil(p99_max * 1.05));
+
+        // Rows: graph, then the axis line, then tick labels.
+        let gh = area.height - 2;
+        let label_rows = label_rows(gh);
+        let left_labels = left_labels(&label_rows, y_top);
+        let right_labels: Vec<(u16, String)> = match p99_top {
+            Some(top) => label_rows
+                .iter()
+                .filter(|(_, f)| *f > 0.0)
+                .map(|&(r, f)| (r, compact(f * top)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let lw = left_labels.iter().map(|(_, s)| s.len()).max().unwrap_or(1) as u16;
+        let rw = right_labels
+            .iter()
+            .map(|(_, s)| s.len() as u16 + 1)
+            .max()
+            .unwrap_or(0);
+        let gx = area.x + lw + 1;
+        let Some(gw) = area.width.checked_sub(lw + 1 + rw).filter(|w| *w >= 8) else {
+            return;
+        };
+        let gy = area.y;
+        let axis_y = gy + gh;
+        let graph = Rect::new(gx, gy, gw, gh);
+
+        // Axes.
+        left_axis(buf, graph, &left_labels, p);
+        if !right_labels.is_empty() {
+            let rx = gx + gw;
+            for r in 0..gh {
+                buf[(rx, gy + r)].set_char('│').set_style(p.border);
+            }
+            buf[(rx, axis_y)].set_char('┘').set_style(p.border);
+            for (r, text) in &right_labels {
+                buf[(rx, gy + r)].set_char('├').set_style(p.border);
+                buf.set_string(rx + 1, gy + r, text, p.p99);
+            }
+        }
+
+        // The x axis: powers of two, every `step`-th labelled so that
+        // labels keep a space between them.
+        let kmax = f64::from(self.x_max.max(2)).log2().ceil();
+        let powers = kmax as u32;
+        let widest = format!("{}", 1u64 << powers).len() as u16;
+        let per_power = f64::from(gw) / kmax;
+        let step = (1..=powers)
+            .find(|s| f64::from(*s) * per_power >= f64::from(widest + 1))
+            .unwrap_or(powers.max(1));
+        let label_y = axis_y + 1;
+        let ticks = (0..=powers).step_by(step as usize).map(|k| {
+            (
+                gx + cell(f64::from(k) / kmax, gw, 2),
+                format!("{}", 1u64 << k),
+            )
+        });
+        let next_free = bottom_ticks(buf, area, axis_y, ticks, p);
+        let title = "streams";
+        let title_x = area.right().saturating_sub(title.len() as u16);
+        if title_x > next_free {
+            buf.set_string(title_x, label_y, title, p.dim);
+        }
+
+        if self.points.is_empty() {
+            waiting_note(buf, graph, p);
+            return;
+        }
+
+        let col_of = |xf: f64| gx + cell(xf, gw, 2);
+        let row_of_value = |yf: f64| gy + cell(1.0 - yf, gh, 4);
+
+        // The knee first: every line and point is drawn over it.
+        let knee_col = self.knee.map(|(from, to)| {
+            let mid = (f64::from(from.max(1)).log2() + f64::from(to.max(1)).log2()) / 2.0;
+            col_of(mid / kmax)
+        });
+        if let Some(col) = knee_col {
+            for r in 0..gh {
+                buf[(col, gy + r)].set_char(KNEE_GLYPH).set_style(p.knee);
+            }
+        }
+
+        // p99 TTFT: a line through each series' levels in concurrency
+        // order, scaled to the right axis (drawn into the left axis's units).
+        let mut p99_marks: Vec<(f64, f64, u8)> = Vec::new();
+        if let Some(top) = p99_top {
+            let mut series: Vec<u8> = self.points.iter().map(|pt| pt.series).collect();
+            series.sort_unstable();
+            series.dedup();
+            // The front series last, so its line is on top where they cross.
+            series.sort_by_key(|s| *s == self.front);
+            for s in series {
+                let mut by_c: Vec<&ChartPoint> = self
+                    .points
+                    .iter()
+                    .filter(|pt| pt.series == s && pt.p99_ttft_ms.is_some())
+                    .collect();
+                by_c.sort_by_key(|pt| pt.concurrency);
+                let line: Vec<(f64, f64)> = by_c
+                    .iter()
+                    .filter_map(|pt| {
+                        Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top))
+                    })
+                    .collect();
+                let segments: Vec<(f64, f64, f64, f64)> = line
+                    .windows(2)
+                    .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
+                    .collect();
+                let style = if s % 2 == 1 { p.p99_b } else { p.p99 };
+                let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
+                Canvas::default()
+                    .marker(Marker::Braille)
+                    .x_bounds([0.0, 1.0])
+                    .y_bounds([0.0, 1.0])
+                    .paint(|ctx| {
+                        for &(x1, y1, x2, y2) in &segments {
+                            ctx.draw(&CanvasLine {
+                                x1,
+                                y1,
+                                x2,
+                                y2,
+                                color,
+                            });
+                        }
+                    })
+                    .render(graph, buf);
+                p99_marks.extend(line.iter().map(|&(x, y)| (x, y, s)));
+            }
+        }
+        for &(xf, yf, s) in &p99_marks {
+            let (glyph, style) = if s % 2 == 1 {
+                (P99_GLYPH_B, p.p99_b)
+            } else {
+                (P99_GLYPH, p.p99)
+            };
+            buf[(col_of(xf), row_of_value(yf))]
+                .set_char(glyph)
+                .set_style(style);
+        }
+        // Throughput on top: it is what the chart is about. The front
+        // series over the other, the running level and the capacity point
+        // last, so they are never hidden.
+        let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
+        ordered.sort_by_key(|pt| {
+            (
+                pt.series == self.front,
+                pt.kind == PointKind::Running || pt.capacity,
+                !pt.partial,
+            )
+        });
+        for pt in &ordered {
+            let x = col_of(Self::x_frac(pt.concurrency, kmax));
+            let y = row_of_value(pt.tok_s / y_top);
+            buf[(x, y)].set_char(pt.glyph()).set_style(pt.style(p));
+        }
+
+        // Words last, only on blank cells: a label never hides a point.
+        let knee_glyph = KNEE_GLYPH.to_string();
+        if let Some(col) = knee_col {
+            let word = "knee";
+            let w = word.len() as u16;
+            // Centred on its line, else just left or right of it; the
+            // highest row where it fits.
+            let starts = [col.saturating_sub(w / 2), col.saturating_sub(w), col + 1];
+            'rows: for y in gy..gy + gh {
+                for x in starts {
+                    if room_for(buf, graph, x, y, word, &[knee_glyph.as_str()]) {
+                        buf.set_string(x, y, word, p.knee);
+                        break 'rows;
+                    }
+                }
+            }
+        }
+        if let Some(cap) = ordered.iter().rev().find(|pt| pt.capacity) {
+            let x = col_of(Self::x_frac(cap.concurrency, kmax));
+            let y = row_of_value(cap.tok_s / y_top);
+            // Left of the star first (the knee, when there is one, is to
+            // its right), then right, above, below; the long word before
+            // the short, and over the knee's dotted line only as a last resort.
+            'words: for over in [&[][..], &[knee_glyph.as_str()][..]] {
+                for word in ["capacity", "cap"] {
+                    let w = word.len() as u16;
+                    let spots = [
+                        (x.saturating_sub(w), y),
+                        (x + 1, y),
+                        (x.saturating_sub(w / 2), y.saturating_sub(1)),
+                        (x.saturating_sub(w / 2), y + 1),
+                    ];
+                    for (lx, ly) in spots {
+                        if room_for(buf, graph, lx, ly, word, over) {
+                            buf.set_string(lx, ly, word, p.capacity);
+                            break 'words;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

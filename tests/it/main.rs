@@ -1,0 +1,30 @@
+//! The integration tests: one binary, one module per file, sharing
+//! `support` (docs/architecture.md section 6, "A test"). One binary links
+//! once and runs every test in one process, where 22 binaries linked 22
+//! times. Run one file's tests with `cargo test --test it e2e::`. The one
+//! exception, `tests/open_loop.rs`, says why it is a binary of its own.
+
+mod support;
+
+mod completions_man;
+mod config;
+mod e2e;
+mod fault_matrix;
+mod faults;
+mod fuzz_corpus;
+mod gpu;
+mod interop;
+mod module_graph;
+mod panic_hook;
+mod reasoning;
+mod report;
+mod rounds;
+mod schema;
+mod secrets;
+mod shards;
+mod sim_engines;
+mod sim_timing;
+mod traffic;
+mod transport;
+mod tui;
+mod tuning;

@@ -1,0 +1,608 @@
+//! The live view end to end: the real binary in a real terminal (tmux),
+//! against the simulator on loopback, driven by keypresses the way a person
+//! would drive it over SSH.
+//!
+//! Needs tmux (`.ci/run` installs it). Each test has its own tmux server
+//! (`-L` socket), killed on the way out even when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tokbench::sim::{EmissionLog, SimConfig};
+
+use crate::support::{self, against_server, bin, median, paced, read_json, text, Sim, Tmux};
+
+/// The `ok N` counter on the screen.
+fn ok_count(screen: &str) -> Option<u64> {
+    let at = screen.find(" ok ")?;
+    let digits: String = screen[at + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(|c| *c != ',')
+        .collect();
+    digits.parse().ok()
+}
+
+/// Requests in flight on the status line: `streaming S · waiting W`.
+fn in_flight(screen: &str) -> Option<u64> {
+    let at = screen.find("streaming ")?;
+    let rest = &screen[at + "streaming ".len()..];
+    let number = |t: &str| -> Option<u64> {
+        t.chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse()
+            .ok()
+    };
+    let streaming = number(rest)?;
+    let w = rest.find("waiting ")?;
+    Some(streaming + number(&rest[w + "waiting ".len()..])?)
+}
+
+/// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step).
+fn quick_sim() -> Sim {
+    Sim::with(paced(3.0, 1.0))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    support::scratch("tui", name)
+}
+
+/// The shell command for the pane: tokbench with `term`, its pid in
+/// `pidfile` (the inner shell execs it), then its exit code on the screen,
+/// and the pane kept open to be read.
+fn pane_command(term: &str, sim: &Sim, dir: &Path, pidfile: &Path) -> String {
+    format!(
+        "sh -c 'echo $$ > {pid}; exec env TERM={term} {bin} sweep --base-url {url} \
+         --concurrency 2,4 --num-prompts 100000 --warmup 1 --random-input-len 16 \
+         --random-output-len 64 --seed 3 --result-dir {dir}'; \
+         echo TOKBENCH_EXIT=$?; sleep 60",
+        pid = pidfile.display(),
+        bin = bin(),
+        url = sim.url(),
+        dir = dir.display(),
+    )
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The live view comes up, follows `+`, and `q` leaves a restored terminal,
+/// the final table and every file, the level cut short saved as partial.
+fn steer_and_quit(name: &str, width: u16, height: u16, term: &str) {
+    let sim = quick_sim();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let tmux = Tmux::start(
+        name,
+        width,
+        height,
+        &pane_command(term, &sim, &results, &dir.join("pid")),
+    );
+
+    // The header, the chart and the first planned level, its streams busy.
+    tmux.wait_for("the live view", Duration::from_secs(10), |s| {
+        s.contains("tokbench")
+            && s.contains("in 16 / out 64")
+            && s.contains("output tok/s")
+            && s.contains("Concurrency 2")
+            && in_flight(s) == Some(2)
+    });
+    assert!(tmux.alternate_on(), "the view is on the alternate screen");
+    // Some answers in, so that the level has figures to save.
+    tmux.wait_for("answers at 2", Duration::from_secs(5), |s| {
+        ok_count(s).is_some_and(|n| n >= 2)
+    });
+    let ok_before = ok_count(&tmux.screen()).unwrap_or(0);
+
+    // `+`: a manual level at 3; the target and the driver's gauge follow.
+    tmux.keys("+");
+    // Presses settle for a second (--settle-s) before they become a level.
+    let took = tmux.wait_for("concurrency 3 in flight", Duration::from_secs(5), |s| {
+        s.contains("Concurrency 3") && in_flight(s) == Some(3) && s.contains("MANUAL")
+    });
+    eprintln!("{name}: `+` -> target 3 and 3 in flight on screen in {took:?}");
+    tmux.wait_for("answers at 3", Duration::from_secs(5), |s| {
+        ok_count(s).is_some_and(|n| n >= ok_before + 4)
+    });
+
+    // `q`: stop, save, restore, print.
+    tmux.keys("q");
+    let screen_after = {
+        tmux.wait_for("exit", Duration::from_secs(5), |s| {
+            s.contains("TOKBENCH_EXIT=")
+        });
+        tmux.screen()
+    };
+    assert!(
+        screen_after.contains("TOKBENCH_EXIT=0"),
+        "q exits 0:\n{screen_after}"
+    );
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    // The final table (its header names the streams column) and the folder.
+    assert!(screen_after.contains("streams"), "{screen_after}");
+    assert!(screen_after.contains("results: "), "{screen_after}");
+
+    let names = files(&results);
+    for want in [
+        "summary.json",
+        "requests.jsonl",
+        "sweep-c2-partial.json",
+        "sweep-c3-manual-partial.json",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
+    }
+    let manual = read_json(&results.join("sweep-c3-manual-partial.json"));
+    assert_eq!(manual["mode"], "manual");
+    assert_eq!(manual["partial"], true);
+    assert_eq!(manual["max_concurrency"], 3);
+    let planned = read_json(&results.join("sweep-c2-partial.json"));
+    assert_eq!(planned["mode"], "planned");
+    assert_eq!(planned["partial"], true);
+    let summary = read_json(&results.join("summary.json"));
+    assert_eq!(
+        summary["levels"].as_array().map(Vec::len),
+        Some(2),
+        "{summary}"
+    );
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn steer_and_quit_80x24_xterm() {
+    steer_and_quit("80x24-xterm", 80, 24, "xterm");
+}
+
+#[test]
+fn steer_and_quit_80x24_xterm_256color() {
+    steer_and_quit("80x24-256", 80, 24, "xterm-256color");
+}
+
+#[test]
+fn steer_and_quit_160x48_xterm() {
+    steer_and_quit("160x48-xterm", 160, 48, "xterm");
+}
+
+#[test]
+fn steer_and_quit_160x48_xterm_256color() {
+    steer_and_quit("160x48-256", 160, 48, "xterm-256color");
+}
+
+/// SIGTERM from outside: saved, restored, exit 130 within 2 seconds.
+#[test]
+fn sigterm_saves_and_exits_130() {
+    let name = "sigterm";
+    let sim = quick_sim();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let pidfile = dir.join("pid");
+    let tmux = Tmux::start(
+        name,
+        100,
+        30,
+        &pane_command("xterm-256color", &sim, &results, &pidfile),
+    );
+    tmux.wait_for("answers", Duration::from_secs(10), |s| {
+        in_flight(s) == Some(2) && ok_count(s).is_some_and(|n| n >= 2)
+    });
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file");
+    let status = Command::new("kill")
+        .args(["-TERM", pid.trim()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let took = tmux.wait_for("exit", Duration::from_secs(2), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
+    eprintln!("SIGTERM -> exit in {took:?}");
+    let screen = tmux.screen();
+    assert!(screen.contains("TOKBENCH_EXIT=130"), "{screen}");
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    let names = files(&results);
+    assert!(
+        names.iter().any(|n| n == "sweep-c2-partial.json"),
+        "{names:?}"
+    );
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The view never bends a measurement. What the view could bend is the
+/// client's reading of the stream, not the simulator's pace (a busy 2-core
+/// box slows the in-process simulator too, with or without the view), so
+/// each request's TPOT is checked against the simulator's own emission log:
+/// the error (client TPOT minus the gaps the simulator wrote) stays within
+/// 2% of the 10 ms step with the live view as without it.
+#[test]
+fn tpot_is_the_same_with_and_without_the_view() {
+    let log = EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(log.clone()),
+        ..paced(10.0, 1.0)
+    });
+    let dir = scratch("tpot");
+    let args = |out: &Path| {
+        format!(
+            "sweep --base-url {} --concurrency 1,4 --num-prompts 6 --warmup 1 \
+             --random-input-len 16 --random-output-len 48 --seed 9 --result-dir {}",
+            sim.url(),
+            out.display()
+        )
+    };
+    let headless = dir.join("headless");
+    let out = Command::new(bin())
+        .args(args(&headless).split_whitespace())
+        .arg("--no-tui")
+        .output()
+        .expect("tokbench runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let headless_errors = tpot_errors(&headless, &log);
+
+    let live = dir.join("live");
+    let tmux = Tmux::start(
+        "tpot",
+        100,
+        30,
+        &format!(
+            "env TERM=xterm-256color {} {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            args(&live)
+        ),
+    );
+    tmux.wait_for("the sweep's end", Duration::from_secs(20), |s| {
+        s.contains("sweep finished")
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(5), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+    let live_errors = tpot_errors(&live, &log);
+
+    for (mode, errors) in [("headless", &headless_errors), ("live", &live_errors)] {
+        // 6 requests at each of 2 levels, every one matched to its stream.
+        assert_eq!(errors.len(), 12, "{mode}: {errors:?}");
+        let mid = median(errors);
+        eprintln!(
+            "{mode}: |client TPOT - simulator TPOT| median {mid:.4} ms, max {:.4} ms",
+            errors.iter().copied().fold(f64::MIN, f64::max)
+        );
+        assert!(mid <= 0.2, "{mode}: TPOT errors {errors:?} ms");
+    }
+    for c in [1, 4] {
+        let name = format!("sweep-c{c}.json");
+        let tpot = |d: &Path| read_json(&d.join(&name))["median_tpot_ms"].as_f64();
+        eprintln!(
+            "c{c}: median TPOT {:?} ms headless, {:?} ms live",
+            tpot(&headless),
+            tpot(&live)
+        );
+    }
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// |client TPOT - the mean gap the simulator wrote| per measured request, ms.
+fn tpot_errors(run: &Path, log: &EmissionLog) -> Vec<f64> {
+    against_server(run, &log.take())
+        .iter()
+        .map(|r| r.tpot_abs_err_ms)
+        .collect()
+}
+
+// ---------------------------------------------------------------- tokbench view
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/view")
+        .join(name)
+}
+
+/// A finished run on screen: a short sweep against the simulator is
+/// saved, then `tokbench view` shows its table and result, `?` its help,
+/// and `q` leaves at once with exit 0 and the terminal restored.
+#[test]
+fn view_shows_a_saved_run_and_quits_on_q() {
+    let name = "view";
+    let sim = quick_sim();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let out = Command::new(bin())
+        .args([
+            "sweep",
+            "--base-url",
+            &sim.url(),
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--warmup",
+            "1",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "16",
+            "--seed",
+            "5",
+            "--no-tui",
+            "--result-dir",
+        ])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert!(out.status.success(), "{}", text(&out));
+    drop(sim);
+
+    let tmux = Tmux::start(
+        name,
+        80,
+        24,
+        &format!(
+            "env TERM=xterm-256color {} view {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            results.display()
+        ),
+    );
+    let took = tmux.wait_for("the saved run", Duration::from_secs(5), |s| {
+        s.contains("SAVED RUN")
+            && s.contains("in 16 / out 16")
+            && s.contains("levels")
+            && s.contains("output tok/s")
+            && s.contains("result")
+    });
+    eprintln!("view: on screen in {took:?}");
+    assert!(tmux.alternate_on(), "the view is on the alternate screen");
+    // The table holds both levels: a row per concurrency, by its streams.
+    let screen = tmux.screen();
+    for c in ["1", "2"] {
+        assert!(
+            screen
+                .lines()
+                // The table is the rightmost panel: read the row there, not
+                // whatever the chart draws beside it.
+                .any(|l| {
+                    let table = l.rsplit("││").next().unwrap_or(l);
+                    table.split(['│', ' ']).filter(|w| !w.is_empty()).nth(1) == Some(c)
+                }),
+            "no row for {c} streams:\n{screen}"
+        );
+    }
+    assert!(!screen.contains("in flight"), "nothing live:\n{screen}");
+
+    tmux.keys("?");
+    tmux.wait_for("help", Duration::from_secs(2), |s| {
+        s.contains("what the figures mean")
+    });
+    tmux.keys("?");
+    tmux.wait_for("help closed", Duration::from_secs(2), |s| {
+        !s.contains("what the figures mean")
+    });
+    // `v`: the chart panel turns to the frontier, and back.
+    tmux.keys("v");
+    tmux.wait_for("the frontier", Duration::from_secs(2), |s| {
+        s.contains("output tok/s vs tok/s per user") && s.contains("tok/s per user")
+    });
+    tmux.keys("v");
+    tmux.wait_for("the streams chart", Duration::from_secs(2), |s| {
+        s.contains("output tok/s vs streams")
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(3), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
+    let screen = tmux.screen();
+    assert!(screen.contains("TOKBENCH_EXIT=0"), "{screen}");
+    assert!(!tmux.alternate_on(), "the alternate screen was left");
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two runs: both in the header, B overlaid; Tab brings B's table forward.
+#[test]
+fn view_two_runs_tab_switches_the_table() {
+    let tmux = Tmux::start(
+        "view-two",
+        120,
+        36,
+        &format!(
+            "env TERM=xterm {} view {} {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            fixture("a").display(),
+            fixture("b").display()
+        ),
+    );
+    tmux.wait_for("run A's table", Duration::from_secs(5), |s| {
+        s.contains("run A") && s.contains("0.11.2") && s.contains("0.12.0") && s.contains('■')
+    });
+    tmux.keys("\t");
+    tmux.wait_for("run B's table", Duration::from_secs(2), |s| {
+        s.contains("run B") && s.contains("capacity: 64 streams")
+    });
+    // Esc quits too.
+    let out = tmux.run(&["send-keys", "Escape"]);
+    assert!(out.status.success(), "{}", text(&out));
+    tmux.wait_for("exit", Duration::from_secs(3), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+}
+
+/// Without a terminal, `view` prints what `report --format md` prints.
+#[test]
+fn view_headless_prints_the_markdown_report() {
+    let view = Command::new(bin())
+        .arg("view")
+        .arg(fixture("a"))
+        .output()
+        .expect("tokbench runs");
+    assert!(view.status.success(), "{}", text(&view));
+    let report = Command::new(bin())
+        .args(["report", "--format", "md"])
+        .arg(fixture("a"))
+        .output()
+        .expect("tokbench runs");
+    assert!(report.status.success(), "{}", text(&report));
+    assert_eq!(
+        String::from_utf8_lossy(&view.stdout),
+        String::from_utf8_lossy(&report.stdout)
+    );
+    assert!(String::from_utf8_lossy(&view.stdout).contains("| **32** |"));
+}
+
+/// A folder that is not there: one line on stderr, exit 1.
+#[test]
+fn view_of_a_missing_folder_is_one_line_and_exit_1() {
+    let missing = scratch("view-missing").join("no-such-run");
+    let out = Command::new(bin())
+        .arg("view")
+        .arg(&missing)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no such result folder"), "{stderr}");
+    let _ = std::fs::remove_dir_all(scratch("view-missing"));
+}
+
+/// Whether the process runs (a zombie nobody reaps has exited: in a
+/// container without an init, orphans stay zombies).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// The SSH session drops (tmux kill-session hangs up the pane: SIGHUP and
+/// a dead terminal at once): the finished level's file, a partial file for
+/// the level under way and a flushed requests.jsonl are left; then
+/// `--resume` finishes the sweep and summary.json holds every level once.
+#[test]
+fn sighup_then_resume_finishes_the_sweep() {
+    let name = "sighup-resume";
+    // One batch slot: requests run one after another, 1.2 s each (400 tokens
+    // at 3 ms), so level 2 has a clear moment with one answer in and more to
+    // come: 2.4 s of it, room for a screen read on a loaded machine.
+    let sim = Sim::with(SimConfig {
+        max_num_seqs: 1,
+        ..paced(3.0, 1.0)
+    });
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let pidfile = dir.join("pid");
+    let flags = format!(
+        "--base-url {url} --concurrency 1,2,4 --num-prompts 3 --warmup 1 \
+         --random-input-len 16 --random-output-len 400 --seed 9",
+        url = sim.url()
+    );
+    let command = format!(
+        "sh -c 'echo $$ > {pid}; exec env TERM=xterm-256color {bin} sweep {flags} --result-dir {dir}'",
+        pid = pidfile.display(),
+        bin = bin(),
+        dir = results.display(),
+    );
+    let tmux = Tmux::start(name, 100, 30, &command);
+    // Level 1 done (3 answers), level 2 under way with one of its answers in.
+    tmux.wait_for("level 2 with an answer", Duration::from_secs(15), |s| {
+        s.contains("Concurrency 2") && ok_count(s).is_some_and(|n| n >= 4)
+    });
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file");
+    let pid = pid.trim().to_string();
+    let hung_up = Instant::now();
+    let out = tmux.run(&["kill-session"]);
+    assert!(out.status.success(), "kill-session: {}", text(&out));
+    // Gone within 2 s of the hang-up.
+    while running(&pid) {
+        assert!(
+            hung_up.elapsed() < Duration::from_secs(2),
+            "tokbench still running 2 s after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("SIGHUP -> process gone in {:?}", hung_up.elapsed());
+    drop(tmux);
+    let names = files(&results);
+    assert!(names.iter().any(|n| n == "sweep-c1.json"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "sweep-c2-partial.json"),
+        "{names:?}"
+    );
+    let lines_before = std::fs::read_to_string(results.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .count();
+    assert!(lines_before >= 4, "flushed: {lines_before} lines");
+
+    let out = Command::new(bin())
+        .arg("sweep")
+        .args(flags.split_whitespace())
+        .args(["--no-tui", "--resume"])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = read_json(&results.join("summary.json"));
+    let levels = summary["levels"].as_array().expect("levels");
+    let seen: Vec<(u64, bool)> = levels
+        .iter()
+        .map(|l| {
+            (
+                l["max_concurrency"].as_u64().unwrap_or(0),
+                l["partial"].as_bool().unwrap_or(true),
+            )
+        })
+        .collect();
+    assert_eq!(seen, vec![(1, false), (2, false), (4, false)]);
+    let indexes: Vec<u64> = levels
+        .iter()
+        .filter_map(|l| l["level_index"].as_u64())
+        .collect();
+    assert!(indexes.windows(2).all(|w| w[0] < w[1]), "{indexes:?}");
+    assert_eq!(summary["resumed"]["levels_kept"], 1);
+    let names = files(&results);
+    for file in [
+        "sweep-c1.json",
+        "sweep-c2.json",
+        "sweep-c4.json",
+        "sweep-c2-partial.json",
+    ] {
+        assert!(names.iter().any(|n| n == file), "{file}: {names:?}");
+    }
+    let lines_after = std::fs::read_to_string(results.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .count();
+    assert!(
+        lines_after >= lines_before + 6,
+        "appended: {lines_before} -> {lines_after}"
+    );
+    // A different shape is refused, in one line, before any load.
+    let out = Command::new(bin())
+        .arg("sweep")
+        .args(
+            flags
+                .replace("--random-output-len 400", "--random-output-len 100")
+                .split_whitespace(),
+        )
+        .args(["--no-tui", "--resume"])
+        .arg(&results)
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("output_len 400 now 100"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
