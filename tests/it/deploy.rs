@@ -13,24 +13,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::support::{python_with_jsonschema, scratch, stderr, stdout, text};
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokbench-deploy-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn bash() -> Command {
@@ -45,24 +31,21 @@ fn bash() -> Command {
     Command::new("bash")
 }
 
-/// A Python with PyYAML and jsonschema, or a panic naming them.
+/// A Python with jsonschema and PyYAML, or a panic naming what is missing.
 fn python() -> &'static str {
-    for python in ["python3", "/usr/bin/python3"] {
-        let ok = Command::new(python)
-            .args(["-c", "import jsonschema, yaml"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return python;
-        }
-    }
-    panic!(
-        "python3 with the jsonschema and yaml packages is not installed: this test validates the \
-         Kubernetes manifests with them (apt-get install python3-jsonschema python3-yaml, or run \
-         .ci/run which installs them)"
+    let python = python_with_jsonschema("the Kubernetes manifests of deploy/kubernetes/");
+    let ok = Command::new(python)
+        .args(["-c", "import yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "PyYAML is not installed for {python}: this test reads the Kubernetes manifests with it \
+         (apt-get install python3-yaml, or run .ci/run which installs it)"
     );
+    python
 }
 
 const RUN: &str = "tb-check";
@@ -105,11 +88,7 @@ fn validate(files: &[PathBuf]) -> (bool, Value, String) {
         .expect("python runs");
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("validate.py printed no JSON ({e}): {}", text(&out)));
-    (
-        out.status.success(),
-        report,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), report, stderr(&out))
 }
 
 /// The one document of a file, by kind.
@@ -278,7 +257,7 @@ fn kubernetes_manifests_validate_against_the_api_schema_and_hold_the_indexed_job
         r#"{"ignore_eos":true,"note":"say \"hi\" & $(HOME) \\"}"#,
     ];
     for shards in [1u32, 4, 7] {
-        let dir = scratch(&format!("render-{shards}"));
+        let dir = scratch("deploy", &format!("render-{shards}"));
         let class: &[&str] = if shards == 4 {
             &["--storage-class", "nfs-client"]
         } else {
@@ -322,7 +301,7 @@ fn kubernetes_manifests_validate_against_the_api_schema_and_hold_the_indexed_job
 
 #[test]
 fn the_schema_check_fails_on_a_misspelt_field_a_wrong_type_and_an_unknown_kind() {
-    let dir = scratch("broken");
+    let dir = scratch("deploy", "broken");
     let out = render(&dir, 4, &["--start-at", START], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let job = dir.join("shards-job.yaml");
@@ -386,7 +365,7 @@ fn epoch_of_rfc3339(s: &str) -> i64 {
 fn the_start_time_is_rendered_at_submit_time_as_now_plus_the_margin() {
     assert_eq!(epoch_of_rfc3339("1970-01-01T00:00:00Z"), 0);
     assert_eq!(epoch_of_rfc3339("2026-12-01T13:00:00Z"), 1_796_130_000);
-    let dir = scratch("margin");
+    let dir = scratch("deploy", "margin");
     let before = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -410,7 +389,7 @@ fn the_start_time_is_rendered_at_submit_time_as_now_plus_the_margin() {
 
 #[test]
 fn submit_refuses_bad_input_in_one_line_and_never_echoes_a_key() {
-    let dir = scratch("refuse");
+    let dir = scratch("deploy", "refuse");
     let existing = dir.to_string_lossy().into_owned();
     let cases: [(&[&str], &[&str], &str); 7] = [
         (
@@ -443,7 +422,7 @@ fn submit_refuses_bad_input_in_one_line_and_never_echoes_a_key() {
     ];
     for (extra, sweep, says) in cases {
         let out = render(&dir.join("out"), 2, extra, sweep);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr(&out);
         assert_eq!(
             out.status.code(),
             Some(1),
@@ -464,10 +443,7 @@ fn submit_refuses_bad_input_in_one_line_and_never_echoes_a_key() {
         .output()
         .expect("bash runs");
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "submit.sh: --base-url is required\n"
-    );
+    assert_eq!(stderr(&out), "submit.sh: --base-url is required\n");
 }
 
 /// A stand-in `kubectl`: logs every call's arguments, saves what it is asked
@@ -503,7 +479,7 @@ fn submit_with_fake_kubectl(
     extra: &[&str],
     sweep: &[&str],
 ) -> (PathBuf, Output) {
-    let dir = scratch(name);
+    let dir = scratch("deploy", name);
     fs::create_dir_all(dir.join("bin")).unwrap();
     fs::create_dir_all(dir.join("applied")).unwrap();
     let kubectl = dir.join("bin/kubectl");
@@ -560,7 +536,7 @@ fn submit_applies_waits_for_the_shards_then_merges_and_fetches() {
     let states = "|4||||0\n|4||||4\nComplete |0|4|||0\n";
     let (dir, out) = submit_with_fake_kubectl("fake-ok", states, &[], &["--concurrency", "64"]);
     assert!(out.status.success(), "{}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = stdout(&out);
     assert!(
         stdout.contains(&format!(
             "{RUN}-shards: active 4, ready 4, succeeded 0, failed 0"
@@ -646,7 +622,7 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     let past = ["--start-at", "2020-01-01T00:00:00Z"];
     let (dir, out) = submit_with_fake_kubectl("fake-failed", states, &past, &[]);
     assert!(out.status.success(), "{}", text(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = stdout(&out);
     assert!(
         stdout.contains("shards 2 failed: merging the 3 that finished (--allow-missing)"),
         "{stdout}"
@@ -668,7 +644,7 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
     let (dir, out) = submit_with_fake_kubectl("fake-range", states, &[], &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("shards 1-3 failed: merging the 1 that"),
+        crate::support::stdout(&out).contains("shards 1-3 failed: merging the 1 that"),
         "{}",
         text(&out)
     );
@@ -676,7 +652,7 @@ fn submit_merges_what_finished_when_a_shard_failed_and_names_it() {
 
     let (_, out) = submit_with_fake_kubectl("fake-all-failed", "Failed |0||4|0-3|0\n", &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr(&out);
     assert!(
         stderr.starts_with("submit.sh: every shard failed; see: kubectl logs"),
         "{stderr}"
@@ -698,10 +674,7 @@ fn launch_without_ray(args: &[&str]) -> (Option<i32>, String) {
         .args(args)
         .output()
         .expect("python runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code(), stderr(&out))
 }
 
 #[test]
