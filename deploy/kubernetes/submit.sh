@@ -29,7 +29,8 @@ usage: submit.sh --base-url URL --shards N [options] [-- SWEEP_ARGS...]
   --image IMAGE         tokbench image (default tokbench:latest; see Dockerfile)
   --duration S          seconds per level: 30, 30s, 2m (default 60s)
   --margin SECONDS      start level 1 this long after submitting (default 120:
-                        image pulls, scheduling and the warmup must fit in it)
+                        image pulls, scheduling and the warmup, two answers'
+                        time at the default lengths, must fit in it)
   --start-at TIME       an explicit start instead (RFC 3339 or Unix seconds)
   --run-name NAME       names the Jobs and the folder (default tokbench-<UTC time>)
   --pvc NAME            the ReadWriteMany claim (default tokbench-results)

@@ -65,8 +65,9 @@ def parse_args(argv):
     p.add_argument("--tokbench", default="tokbench",
                    help="the tokbench binary: a path present on every node, and on the driver for the merge")
     p.add_argument("--duration", default="30s", help="seconds per level: 30, 30s, 2m (default 30s)")
-    p.add_argument("--margin", type=float, default=20.0,
-                   help="start level 1 this many seconds after launching (default 20; the warmup must fit)")
+    p.add_argument("--margin", type=float, default=60.0,
+                   help="start level 1 this many seconds after launching (default 60: the warmup, two "
+                        "answers' time at the default lengths, must fit)")
     p.add_argument("--address", default="auto", help="Ray cluster address (default auto: the local one)")
     p.add_argument("--strategy", default="SPREAD", choices=["SPREAD", "STRICT_SPREAD"],
                    help="placement strategy (default SPREAD, then checked: one bundle per node)")
