@@ -13,7 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::support::{python_with_jsonschema, scratch, stderr, stdout, text};
+use crate::support::{
+    bin, paced, python_with_jsonschema, read_json, scratch, stderr, stdout, text, Sim,
+};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -335,6 +337,98 @@ fn the_schema_check_fails_on_a_misspelt_field_a_wrong_type_and_an_unknown_kind()
         report["errors"].as_array().map(Vec::len),
         Some(3),
         "{stderr}"
+    );
+}
+
+/// The shard pods' command as the kubelet starts it, run here against the
+/// simulator: the rendered Job's args with `$(SHARD_INDEX)` expanded from
+/// the env it defines (and `$$(` unescaped), `JOB_COMPLETION_INDEX` set as
+/// the Job controller sets it, and `/results` (the claim's mount) moved to a
+/// scratch folder. This is what shows the rendered flags are ones tokbench
+/// takes, in the forms it takes them (`auto/N`, the start time, `90s`).
+#[test]
+fn the_rendered_shard_pods_run_as_the_kubelet_would_start_them() {
+    let sim = Sim::with(paced(2.0, 0.0));
+    let dir = scratch("deploy", "kubelet");
+    let shards = 2u32;
+    let sweep = [
+        "--concurrency",
+        "4",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--no-probe",
+    ];
+    // 8 s: two processes start, read the server's clock (up to 1.5 s) and
+    // warm up, on a busy machine, before the start the pods are given.
+    let url = sim.url();
+    let extra = [
+        "--base-url",
+        url.as_str(),
+        "--duration",
+        "1s",
+        "--margin",
+        "8",
+    ];
+    let out = render(&dir.join("k8s"), shards, &extra, &sweep);
+    assert!(out.status.success(), "{}", text(&out));
+    let (ok, report, errors) = validate(&manifests(&dir.join("k8s")));
+    assert!(ok, "{errors}");
+    let job = doc(&report, "shards-job.yaml");
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(strings(&container["command"]), ["tokbench"]);
+    let args = strings(&container["args"]);
+    let results = dir.join("results");
+    let children: Vec<_> = (0..shards)
+        .map(|i| {
+            let argv: Vec<String> = args
+                .iter()
+                .map(|a| {
+                    a.replace("$(SHARD_INDEX)", &i.to_string())
+                        .replace("$$(", "$(")
+                        .replace("/results/", &format!("{}/", results.display()))
+                })
+                .collect();
+            Command::new(bin())
+                .args(&argv)
+                .env("JOB_COMPLETION_INDEX", i.to_string())
+                .env_remove("RANK")
+                .env_remove("OPENAI_API_KEY")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("a shard starts")
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("a shard ends"))
+        .collect();
+    let mut seeds = Vec::new();
+    let mut starts = Vec::new();
+    for (i, out) in outs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", text(out));
+        let folder = results.join(format!("{RUN}/shard-{i}"));
+        let summary = read_json(&folder.join("summary.json"));
+        let shard = &summary["run"]["shard"];
+        assert_eq!(
+            shard["index"].as_u64(),
+            Some(i as u64),
+            "auto/N read the index"
+        );
+        assert_eq!(shard["count"].as_u64(), Some(shards.into()));
+        assert_eq!(summary["run"]["duration_target"], 1.0);
+        seeds.push(summary["run"]["seed"].clone());
+        let level = &summary["levels"][0];
+        assert!(level["completed"].as_u64() > Some(0), "{level}");
+        starts.push(level["started_unix_s"].as_f64().expect("started_unix_s"));
+    }
+    assert_eq!(seeds[0], seeds[1], "one seed for every shard");
+    assert!(seeds[0].is_u64(), "{}", seeds[0]);
+    assert!(
+        (starts[0] - starts[1]).abs() < 0.25,
+        "the shards started level 1 together: {starts:?}"
     );
 }
 
