@@ -9,9 +9,9 @@
 #   RAY_PYTHON=/tmp/ray/bin/python deploy/ray/check.sh [target/release/tokbench]
 #
 # With a tokbench that has `merge` and `sweep --shard`, it runs the real
-# sweep and merge; with an older one, a stand-in shard command (a plain
-# sweep) and a stand-in merge (every shard folder has summary.json), which
-# checks the placement, the collection and the errors only. Everything runs on
+# sweep and merge, and one process at the same total for comparison; with
+# `--shard` but no `merge`, the real shards and a stand-in merge (every shard
+# folder has summary.json); with neither, a plain sweep per shard as well. Everything runs on
 # 127.0.0.1; Ray's usage stats are off.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,14 +66,15 @@ PY
 
 launch=("$py" deploy/ray/launch.py --address "127.0.0.1:$gcs_port" --tokbench "$bin"
   --base-url "http://127.0.0.1:$sim_port")
-real=0
-if "$bin" merge --help >/dev/null 2>&1 && "$bin" sweep --help 2>/dev/null | grep -q -- '--shard'; then
-  real=1
-fi
+has_shard=0 has_merge=0
+"$bin" sweep --help 2>/dev/null | grep -q -- '--shard' && has_shard=1
+"$bin" merge --help >/dev/null 2>&1 && has_merge=1
+real=$((has_shard && has_merge))
+standin_merge=(--merge-command "sh -c 'for d; do test -s \$d/summary.json || exit 1; done' sh {dirs}")
 
-echo "== two shards, one per node ($([ $real = 1 ] && echo 'sweep --shard, merge' || echo 'stand-in commands'))"
 shape=(--concurrency 8,32 --random-input-len 128 --random-output-len 64)
 if [ $real = 1 ]; then
+  echo "== two shards, one per node (sweep --shard, merge)"
   "${launch[@]}" --shards 2 --duration 3s --margin 10 --out "$work/run" -- "${shape[@]}"
   test -s "$work/run/merged/summary.json"
   echo "== one process at the same total concurrency, for comparison"
@@ -95,11 +96,23 @@ for m, s in zip(merged, single):
     if m.get("output_throughput") and s.get("output_throughput"):
         print(f"         merged/one output throughput: {m['output_throughput'] / s['output_throughput']:.3f}")
 PY
+elif [ $has_shard = 1 ]; then
+  echo "== two shards, one per node (sweep --shard; no merge in this tokbench: a stand-in merge)"
+  "${launch[@]}" --shards 2 --duration 3s --margin 10 --out "$work/run" "${standin_merge[@]}" -- "${shape[@]}"
+  "$py" - "$work/run" <<'PY'
+import json, sys
+for i in (0, 1):
+    s = json.load(open(f"{sys.argv[1]}/shard-{i}/summary.json"))
+    levels = ", ".join(f"{l['max_concurrency']} streams: {l['completed']} done, "
+                       f"{l['output_throughput']:.1f} tok/s, started {l['started_unix_s']:.3f}"
+                       for l in s["levels"])
+    print(f"shard {s['run']['shard']['index']}/{s['run']['shard']['count']} seed {s['run']['seed']}: {levels}")
+PY
 else
+  echo "== two shards, one per node (no sweep --shard in this tokbench: stand-in commands)"
   standin=(--shard-command "{tokbench} sweep --base-url {base_url} --concurrency 2,4 --num-prompts 16
-    --random-input-len 128 --random-output-len 64 --result-dir {result_dir} --no-tui"
-    --merge-command "sh -c 'for d; do test -s \$d/summary.json || exit 1; done' sh {dirs}")
-  "${launch[@]}" --shards 2 --out "$work/run" "${standin[@]}"
+    --random-input-len 128 --random-output-len 64 --result-dir {result_dir} --no-tui")
+  "${launch[@]}" --shards 2 --out "$work/run" "${standin[@]}" "${standin_merge[@]}"
 fi
 for i in 0 1; do test -s "$work/run/shard-$i/summary.json"; done
 echo "ok: shard-0 and shard-1 collected to the driver"

@@ -316,6 +316,9 @@ def main(argv):
     sys.stderr.write(proc.stderr)
     if proc.returncode != 0:
         die(f"merge failed (exit {proc.returncode}): {shlex.join(merge)}")
+    if not os.path.isdir(merged):
+        print(f"launch.py: the merge command wrote no folder at {merged}")
+        return 0
     print(f"merged: {merged}")
     if not args.no_report and args.merge_command == DEFAULT_MERGE:
         subprocess.run([args.tokbench, "report", merged])
