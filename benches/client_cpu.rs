@@ -14,46 +14,18 @@
 //! `TOKBENCH_BIN=path/to/tokbench` measures another build (an A/B of two
 //! commits on the same machine state).
 
-use std::net::TcpListener;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use common::{can_pin, command, instant_simulator};
 
 const OUTPUT_LEN: u32 = 1000;
 
-fn bin() -> String {
-    std::env::var("TOKBENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tokbench").to_owned())
-}
-
 fn main() {
-    let pin = has_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    if !pin {
-        eprintln!("note: taskset or a second core is missing: client and simulator are not pinned");
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let mut sim = spawn_pinned(
-        pin.then_some("1"),
-        &[
-            "sim",
-            "--port",
-            &port.to_string(),
-            "--step-ms",
-            "0",
-            "--step-ms-per-seq",
-            "0",
-            "--prefill-ms-per-1k",
-            "0",
-            "--max-num-seqs",
-            "4096",
-            "--kv-tokens",
-            "1000000000",
-        ],
-    );
-    wait_for_port(port);
-    let base = format!("http://127.0.0.1:{port}");
+    let pin = can_pin();
+    let (mut sim, base) = instant_simulator(pin.then_some("1"));
 
     println!(
         "client CPU per million streamed tokens (simulator at zero step time, one token per chunk)"
@@ -78,7 +50,7 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         let before = children_cpu();
         let started = Instant::now();
-        let status = spawn_pinned(
+        let status = command(
             pin.then_some("0"),
             &[
                 "sweep",
@@ -99,6 +71,8 @@ fn main() {
                 &dir.display().to_string(),
             ],
         )
+        .spawn()
+        .expect("spawn tokbench sweep")
         .wait()
         .expect("sweep ran");
         let wall = started.elapsed();
@@ -121,40 +95,6 @@ fn main() {
     }
     let _ = sim.kill();
     let _ = sim.wait();
-}
-
-fn has_taskset() -> bool {
-    Command::new("taskset")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn spawn_pinned(core: Option<&str>, args: &[&str]) -> Child {
-    let mut cmd = match core {
-        Some(core) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", core, &bin()]);
-            c
-        }
-        None => Command::new(bin()),
-    };
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tokbench")
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "simulator did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// CPU seconds (user + system) of every child waited for so far.

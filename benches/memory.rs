@@ -14,49 +14,22 @@
 //!
 //! `TOKBENCH_BIN=path/to/tokbench` measures another build (before/after).
 
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Instant;
+
+use common::{can_pin, command, instant_simulator};
 
 const CONCURRENCY: u32 = 64;
 const OUTPUT_LEN: u32 = 256;
-
-fn bin() -> String {
-    std::env::var("TOKBENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tokbench").to_owned())
-}
 
 fn main() {
     let rows: Vec<u64> = std::env::var("TOKBENCH_MEMORY_ROWS")
         .ok()
         .map(|s| s.split(',').filter_map(|v| v.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000]);
-    let pin = has_taskset() && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
-    if !pin {
-        eprintln!("note: taskset or a second core is missing: client and simulator are not pinned");
-    }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    let mut sim = command(pin.then_some("1"));
-    sim.args([
-        "sim",
-        "--port",
-        &port.to_string(),
-        "--step-ms",
-        "0",
-        "--step-ms-per-seq",
-        "0",
-        "--prefill-ms-per-1k",
-        "0",
-        "--max-num-seqs",
-        "4096",
-        "--kv-tokens",
-        "1000000000",
-    ]);
-    let mut sim = sim.spawn().expect("spawn the simulator");
-    wait_for_port(port);
-    let base = format!("http://127.0.0.1:{port}");
+    let pin = can_pin();
+    let (mut sim, base) = instant_simulator(pin.then_some("1"));
 
     println!(
         "peak RSS of one level at {CONCURRENCY} streams, {OUTPUT_LEN} output tokens per request"
@@ -70,25 +43,31 @@ fn main() {
             std::env::temp_dir().join(format!("tokbench-memory-{}-{requests}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let started = Instant::now();
-        let mut sweep = command(pin.then_some("0"));
-        sweep.args([
-            "sweep",
-            "--base-url",
-            &base,
-            "--no-tui",
-            "--concurrency",
-            &CONCURRENCY.to_string(),
-            "--num-prompts",
-            &requests.to_string(),
-            "--warmup",
-            "0",
-            "--random-input-len",
-            "16",
-            "--random-output-len",
-            &OUTPUT_LEN.to_string(),
-            "--result-dir",
-            &dir.display().to_string(),
-        ]);
+        let concurrency = CONCURRENCY.to_string();
+        let num_prompts = requests.to_string();
+        let output_len = OUTPUT_LEN.to_string();
+        let result_dir = dir.display().to_string();
+        let mut sweep = command(
+            pin.then_some("0"),
+            &[
+                "sweep",
+                "--base-url",
+                &base,
+                "--no-tui",
+                "--concurrency",
+                &concurrency,
+                "--num-prompts",
+                &num_prompts,
+                "--warmup",
+                "0",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                &output_len,
+                "--result-dir",
+                &result_dir,
+            ],
+        );
         // Reaped by wait4 below, which also reports this child's own peak
         // memory (Child::wait would not).
         #[allow(clippy::zombie_processes)]
@@ -120,36 +99,4 @@ fn wait_with_rusage(pid: u32) -> (bool, i64) {
     assert_eq!(got, pid as libc::pid_t, "wait4 failed");
     let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     (ok, usage.ru_maxrss)
-}
-
-fn has_taskset() -> bool {
-    Command::new("taskset")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn command(core: Option<&str>) -> Command {
-    let mut cmd = match core {
-        Some(core) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", core, &bin()]);
-            c
-        }
-        None => Command::new(bin()),
-    };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "simulator did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -31,6 +31,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
     View(ViewArgs),
+    /// Merge the shards of one run (sweep --shard I/N, one folder each) into one result folder.
+    Merge(MergeArgs),
     /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
     Completions(CompletionsArgs),
     /// Print the manual page (roff): `tokbench man | man -l -`, or `tokbench man sweep` for one subcommand's.
@@ -53,13 +55,28 @@ pub struct ManArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ViewArgs {
-    /// A result folder (or its summary.json); a second one is overlaid for comparison.
-    #[arg(required = true, num_args = 1..=2, value_name = "DIR")]
+    /// A result folder (or its summary.json); a second one is overlaid for comparison. With --follow, several shard folders of one run are followed merged.
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
     pub runs: Vec<std::path::PathBuf>,
 
     /// Watch a run in progress from its files (read-only): the screen follows summary.json and requests.jsonl.
     #[arg(long)]
     pub follow: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The shard folders (or their summary.json), one per shard; a folder merge wrote counts as the shards it holds.
+    #[arg(required = true, num_args = 1.., value_name = "DIR")]
+    pub dirs: Vec<std::path::PathBuf>,
+
+    /// The merged result folder to write (new, or without a summary.json).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: std::path::PathBuf,
+
+    /// Merge the shards given even when some of the run's are missing (the merged folder records which).
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod export;
 pub mod fmt;
 pub mod load;
+pub mod merge;
 pub mod probe;
 pub mod protocol;
 pub mod record;

@@ -124,6 +124,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Report(args) => tokbench::report::formats::run_report_command(&args),
         Command::Compare(args) => tokbench::compare::run_compare_command(&args),
         Command::View(args) => tokbench::ui::view::run_view(&args).await,
+        Command::Merge(args) => tokbench::merge::files::run_merge_command(&args),
         Command::Completions(args) => {
             let mut out = Vec::new();
             clap_complete::generate(args.shell, &mut Cli::command(), "tokbench", &mut out);

@@ -1,6 +1,6 @@
 //! Invariant checks for tokbench's wire-format parsers, shared by the
 //! libFuzzer targets (`fuzz_targets/*.rs`) and by the corpus replay test
-//! (`tests/fuzz_corpus.rs` includes this file with `#[path]`, so `cargo test`
+//! (`tests/it/fuzz_corpus.rs` includes this file with `#[path]`, so `cargo test`
 //! checks the same invariants on the committed corpus without cargo-fuzz).
 //!
 //! Input layout for `sse` and `ndjson`: the first `CONTROL_BYTES` bytes are

@@ -323,7 +323,7 @@ mod tests {
 
     use super::*;
     use crate::load::driver::{LevelInfo, Mode};
-    use crate::probe::client::LagMonitor;
+    use crate::probe::client::{meter, LagMonitor};
     use crate::record::RequestRecord;
     use crate::report::recorder::RunInfo;
 
@@ -366,7 +366,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let events_path = dir.join("events.jsonl");
         let mut recorder =
-            Recorder::create(&dir, run_info(), LagMonitor::default()).expect("recorder");
+            Recorder::create(&dir, run_info(), meter(LagMonitor::default())).expect("recorder");
         let mut exports = Exports {
             events: Some(EventLog::create(&EventsTo::File(events_path.clone())).expect("log")),
             ..Exports::none()

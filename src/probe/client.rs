@@ -5,6 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::stats::gauges::cpu_percent;
+use crate::stats::gauges::{ClientMeter, ClientReading};
+
 /// User + system CPU time of this process so far.
 pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage only writes into the struct we hand it.
@@ -17,14 +20,6 @@ pub fn process_cpu_time() -> Duration {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
     tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// CPU share of one core between two readings, in percent.
-pub fn cpu_percent(cpu_before: Duration, cpu_after: Duration, wall: Duration) -> Option<f64> {
-    if wall.is_zero() {
-        return None;
-    }
-    Some(cpu_after.saturating_sub(cpu_before).as_secs_f64() / wall.as_secs_f64() * 100.0)
 }
 
 /// Samples how late a 10 ms timer fires on the runtime: a busy or starved
@@ -71,24 +66,18 @@ impl LagMonitor {
     }
 }
 
+/// The recorder's view of this process: CPU time from the kernel and the
+/// lag samples `lag` gathered since the last reading.
+pub fn meter(lag: LagMonitor) -> ClientMeter {
+    Box::new(move || ClientReading {
+        cpu_time: process_cpu_time(),
+        loop_lag_ms: lag.take(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_percent_is_cpu_over_wall() {
-        // 0.5 s of CPU over 2 s of wall time = 25 % of one core.
-        let p = cpu_percent(
-            Duration::from_millis(1000),
-            Duration::from_millis(1500),
-            Duration::from_secs(2),
-        );
-        assert_eq!(p, Some(25.0));
-        assert_eq!(
-            cpu_percent(Duration::ZERO, Duration::ZERO, Duration::ZERO),
-            None
-        );
-    }
 
     #[test]
     fn process_cpu_time_moves_forward() {

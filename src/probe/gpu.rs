@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::live::{GaugeSummary, ServerSample};
+use super::live::ServerSample;
+pub use crate::stats::gauges::{
+    energy_per_m_output_tokens, level_gpu_json, throttled, wh_per_m_output_tokens, BUSY_UTIL_PCT,
+    THROTTLE_RATIO,
+};
 
 /// The program asked when none is given.
 pub const DEFAULT_PROGRAM: &str = "nvidia-smi";
@@ -26,12 +30,6 @@ pub const QUERY_ARGS: [&str; 2] = [
 
 /// One query may take this long; past it the child is killed.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A GPU above this utilisation counts as busy (for the clock ratio).
-pub const BUSY_UTIL_PCT: f64 = 50.0;
-
-/// SM clock below this share of its maximum, while busy, is throttling.
-pub const THROTTLE_RATIO: f64 = 0.85;
 
 /// Most bytes read of one answer: a line per GPU is under 100 bytes.
 const OUTPUT_LIMIT: u64 = 64 << 10;
@@ -256,70 +254,10 @@ pub fn spawn_gpu_probe(
     rx
 }
 
-/// Energy per million output tokens, joules: mean power (W) x duration (s)
-/// / output tokens x 1e6. None without tokens, or for a negative or
-/// non-finite power or duration.
-pub fn energy_per_m_output_tokens(
-    mean_power_w: f64,
-    duration_s: f64,
-    output_tokens: u64,
-) -> Option<f64> {
-    if output_tokens == 0
-        || !mean_power_w.is_finite()
-        || !duration_s.is_finite()
-        || mean_power_w < 0.0
-        || duration_s < 0.0
-    {
-        return None;
-    }
-    Some(mean_power_w * duration_s / output_tokens as f64 * 1e6)
-}
-
-/// The same in watt-hours per million output tokens (J / 3600).
-pub fn wh_per_m_output_tokens(
-    mean_power_w: f64,
-    duration_s: f64,
-    output_tokens: u64,
-) -> Option<f64> {
-    energy_per_m_output_tokens(mean_power_w, duration_s, output_tokens).map(|j| j / 3600.0)
-}
-
-/// Clock throttling: the GPUs were busy (mean utilisation above 50 %) and
-/// the least SM clock ratio seen while busy was under 0.85. Either unknown:
-/// false.
-pub fn throttled(sm_clock_ratio_min: Option<f64>, util_mean: Option<f64>) -> bool {
-    match (sm_clock_ratio_min, util_mean) {
-        (Some(ratio), Some(util)) => util > BUSY_UTIL_PCT && ratio < THROTTLE_RATIO,
-        _ => false,
-    }
-}
-
-/// What a level's level file says of the GPUs, from the level's gauge
-/// summary: `{"power_w_mean", "energy_j_per_m_output_tokens",
-/// "energy_wh_per_m_output_tokens", "sm_clock_ratio_min", "throttled"}`
-/// (a number that cannot be had is null). None when the level saw no GPU
-/// sample.
-pub fn level_gpu_json(
-    summary: &GaugeSummary,
-    duration_s: f64,
-    output_tokens: u64,
-) -> Option<serde_json::Value> {
-    summary.max("gpu_count")?;
-    let power = summary.mean("gpu_power_w");
-    let joules = power.and_then(|w| energy_per_m_output_tokens(w, duration_s, output_tokens));
-    let ratio = summary.min("gpu_sm_clock_ratio");
-    Some(serde_json::json!({
-        "power_w_mean": power,
-        "energy_j_per_m_output_tokens": joules,
-        "energy_wh_per_m_output_tokens": joules.map(|j| j / 3600.0),
-        "sm_clock_ratio_min": ratio,
-        "throttled": throttled(ratio, summary.mean("gpu_util_pct")),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::gauges::GaugeSummary;
 
     const TWO_GPUS: &str = "\
 87, 70000, 81559, 300.50, 1755, 1980, 71

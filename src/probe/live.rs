@@ -13,18 +13,10 @@ use tokio::sync::mpsc;
 use super::gauges::{llamacpp_slots, ollama_ps, LlamacppGauges, VllmGauges};
 use super::prometheus;
 use crate::engine::{Engine, GaugeSource};
+pub use crate::stats::gauges::{GaugeSummary, ServerSample};
 
 /// Most bytes read of one scrape: a metrics page is a few tens of KiB.
 const SCRAPE_LIMIT: usize = 4 << 20;
-
-/// One scrape: gauge name -> value. Names are stable keys of the level
-/// files' `server` object (`running`, `waiting`, `kv_cache_usage`, ...).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ServerSample {
-    /// Offset from the run's start.
-    pub at: Duration,
-    pub gauges: BTreeMap<&'static str, f64>,
-}
 
 /// Start scraping. The task ends when the receiver is dropped. Nothing is
 /// sent when the target exposes none of its engine's endpoints; the caller
@@ -167,83 +159,9 @@ fn llamacpp_gauges(
     }
 }
 
-/// Min, mean and max of each gauge over the samples a level saw.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct GaugeSummary {
-    stats: BTreeMap<&'static str, (f64, f64, f64, u32)>,
-}
-
-impl GaugeSummary {
-    pub fn add(&mut self, sample: &ServerSample) {
-        for (&name, &value) in &sample.gauges {
-            let entry = self.stats.entry(name).or_insert((value, 0.0, value, 0));
-            entry.0 = entry.0.min(value);
-            entry.1 += value;
-            entry.2 = entry.2.max(value);
-            entry.3 += 1;
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.stats.is_empty()
-    }
-
-    pub fn min(&self, name: &str) -> Option<f64> {
-        self.stats.get(name).map(|s| s.0)
-    }
-
-    pub fn mean(&self, name: &str) -> Option<f64> {
-        self.stats.get(name).map(|s| s.1 / f64::from(s.3.max(1)))
-    }
-
-    pub fn max(&self, name: &str) -> Option<f64> {
-        self.stats.get(name).map(|s| s.2)
-    }
-
-    /// `{"running": {"min", "mean", "max"}, ...}`
-    pub fn to_json(&self) -> serde_json::Value {
-        let map: serde_json::Map<String, serde_json::Value> = self
-            .stats
-            .iter()
-            .map(|(name, (min, sum, max, n))| {
-                let mean = sum / f64::from((*n).max(1));
-                (
-                    (*name).to_string(),
-                    serde_json::json!({"min": min, "mean": mean, "max": max}),
-                )
-            })
-            .collect();
-        serde_json::Value::Object(map)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn summary_keeps_min_mean_max_per_gauge() {
-        // running: 2, 4, 9 -> min 2, mean 5, max 9; waiting only once: 1.
-        let mut s = GaugeSummary::default();
-        for (i, running) in [2.0, 4.0, 9.0].into_iter().enumerate() {
-            let mut sample = ServerSample::default();
-            sample.gauges.insert("running", running);
-            if i == 1 {
-                sample.gauges.insert("waiting", 1.0);
-            }
-            s.add(&sample);
-        }
-        let v = s.to_json();
-        assert_eq!(
-            v["running"],
-            serde_json::json!({"min": 2.0, "mean": 5.0, "max": 9.0})
-        );
-        assert_eq!(
-            v["waiting"],
-            serde_json::json!({"min": 1.0, "mean": 1.0, "max": 1.0})
-        );
-        assert!(GaugeSummary::default().is_empty());
-    }
 
     #[test]
     fn vllm_rates_come_from_two_scrapes() {

@@ -7,6 +7,15 @@ use std::path::Path;
 /// Write `bytes` to `path` through a temporary file in the same folder and a
 /// rename, so readers see the old file or the new one, never a torn one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] for a body written piece by piece (a level file's
+/// samples are streamed, never held as one buffer).
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -14,8 +23,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .unwrap_or("tokbench-output");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let mut file = io::BufWriter::new(fs::File::create(&tmp)?);
+        write(&mut file)?;
+        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
     })();

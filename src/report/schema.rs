@@ -229,6 +229,49 @@ pub struct LevelFile {
     pub stats: Map<String, Value>,
 }
 
+/// `run.merged` of a folder `tokbench merge` wrote (its `run.shard` is
+/// absent): which of the run's shards it holds, so it can itself be merged
+/// with the rest. Kept in `RunSection::other` (read by `merge::fields`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MergedFrom {
+    /// How many shards it holds.
+    #[serde(deserialize_with = "lenient")]
+    pub merged_from: Option<u32>,
+    /// The run's number of shards.
+    #[serde(deserialize_with = "lenient")]
+    pub count: Option<u32>,
+    /// The indexes of the shards it holds.
+    #[serde(deserialize_with = "lenient")]
+    pub indexes: Option<Vec<u32>>,
+    /// Made with `--allow-missing`: the shards it lacks.
+    #[serde(deserialize_with = "lenient")]
+    pub missing: Option<Vec<u32>>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// One entry of a merged level's `shards`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardEntry {
+    pub index: u32,
+    #[serde(deserialize_with = "lenient")]
+    pub host: Option<String>,
+    /// Completed requests of the shard's level.
+    #[serde(deserialize_with = "lenient")]
+    pub completed: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub clock_offset_error_ms: Option<f64>,
+    /// The shard's own client load (a machine's CPU does not add up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub client: Option<ClientLoad>,
+}
+
 /// The client's own load over a level.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -39,7 +39,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     let mut recorder = Recorder::open(
         &prepared.result_dir,
         prepared.run.clone(),
-        lag,
+        crate::probe::client::meter(lag),
         prepared.prior.clone(),
     )?;
     exports.run_started(&prepared.export_plan(), &recorder)?;

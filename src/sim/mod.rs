@@ -88,7 +88,7 @@ pub struct SimConfig {
     /// index), and every step starting in it takes its contract time times that factor.
     /// TTFT and TPOT scale by the factor and throughput by its inverse. Repeated levels
     /// (`--rounds`) about a period long or shorter see different factors: at 0.3, three
-    /// rounds differ by more than 15% in about 4 levels out of 5 (a model of the sweep in tests/rounds.rs). A
+    /// rounds differ by more than 15% in about 4 levels out of 5 (a model of the sweep in tests/it/rounds.rs). A
     /// level spanning many periods averages the factors out, as a long level on a
     /// jittery machine does.
     pub noise: f64,

@@ -223,6 +223,14 @@ impl Samples {
         })
     }
 
+    /// The exact values as [`exact_values`](Self::exact_values) gives them,
+    /// without a copy: for writing them out.
+    pub fn exact_iter(&self) -> Option<impl Iterator<Item = f64> + '_> {
+        self.exact
+            .as_ref()
+            .map(|e| e.iter().map(|&u| f64::from(u) / self.units_per_value))
+    }
+
     pub fn histogram(&self) -> &LatencyHistogram {
         &self.hist
     }

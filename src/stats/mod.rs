@@ -9,6 +9,7 @@
 //! - [`summary`]: one level's [`LevelStats`] and its result-file keys;
 //! - [`live`]: hdrhistogram one-second buckets over the last minute (live view).
 
+pub mod gauges;
 pub mod hdr;
 pub mod lateness;
 pub mod live;

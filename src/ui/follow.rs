@@ -2,12 +2,20 @@
 //! another process. summary.json is rewritten atomically after every level;
 //! requests.jsonl grows a line per request, so the level under way is
 //! counted from its new lines. Read-only: nothing here writes or sends.
+//!
+//! `view --follow DIR DIR...` follows the shard folders of one run
+//! (`sweep --shard I/N`) and shows them merged: on each change of any
+//! shard's summary.json, every shard is read again and merged with the
+//! same pure function `tokbench merge` uses (`merge::merge`), over the
+//! levels every shard has finished so far.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::merge::{self, files::load_shard, MergeOptions};
+use crate::report::saved::SavedRun;
 use crate::report::schema::RequestLine;
 
 /// Most bytes read from requests.jsonl per poll (a huge backlog is taken
@@ -146,6 +154,165 @@ impl Follower {
     }
 }
 
+/// What `view --follow` watches: one run's folder, or the shard folders
+/// of one run, merged.
+#[derive(Debug)]
+pub enum Following {
+    One {
+        path: PathBuf,
+        follower: Follower,
+    },
+    Shards {
+        paths: Vec<PathBuf>,
+        followers: Vec<Follower>,
+        /// Why the last merge did not happen (a refusal, no summary yet).
+        problem: Option<String>,
+        /// Shard folders with a summary.json at the last merge.
+        merged: usize,
+    },
+}
+
+impl Following {
+    /// One path: that run, as `view --follow DIR` always did. More: shards.
+    pub fn new(paths: &[PathBuf]) -> Following {
+        match paths {
+            [one] => Following::One {
+                path: one.clone(),
+                follower: Follower::new(&merge::files::folder_of(one)),
+            },
+            many => Following::Shards {
+                paths: many.to_vec(),
+                followers: many
+                    .iter()
+                    .map(|p| Follower::new(&merge::files::folder_of(p)))
+                    .collect(),
+                problem: None,
+                merged: 0,
+            },
+        }
+    }
+
+    /// True when some summary.json changed since the last call.
+    pub fn summary_changed(&mut self) -> bool {
+        match self {
+            Following::One { follower, .. } => follower.summary_changed(),
+            // Every follower looks, so each one's stamp stays current.
+            Following::Shards { followers, .. } => {
+                let mut changed = false;
+                for f in followers.iter_mut() {
+                    changed |= f.summary_changed();
+                }
+                changed
+            }
+        }
+    }
+
+    pub fn poll_requests(&mut self) {
+        match self {
+            Following::One { follower, .. } => follower.poll_requests(),
+            Following::Shards { followers, .. } => {
+                followers.iter_mut().for_each(Follower::poll_requests)
+            }
+        }
+    }
+
+    /// The run to show: the one folder's summary, or the shards merged.
+    pub fn load(&mut self) -> color_eyre::eyre::Result<Vec<SavedRun>> {
+        match self {
+            Following::One { path, .. } => Ok(vec![SavedRun::load(path)?]),
+            Following::Shards {
+                paths,
+                problem,
+                merged,
+                ..
+            } => {
+                let result = merge_shards(paths);
+                *problem = result.as_ref().err().map(|e| format!("{e:#}"));
+                let (run, n) = result?;
+                *merged = n;
+                Ok(vec![run])
+            }
+        }
+    }
+
+    pub fn status_line(&self, now: SystemTime) -> String {
+        match self {
+            Following::One { follower, .. } => follower.status_line(now),
+            Following::Shards {
+                followers,
+                problem,
+                merged,
+                ..
+            } => shards_status(followers, *merged, problem.as_deref(), now),
+        }
+    }
+}
+
+/// Every shard folder with a summary.json so far, merged over the levels
+/// all of them have; the count of shard folders in it.
+fn merge_shards(paths: &[PathBuf]) -> color_eyre::eyre::Result<(SavedRun, usize)> {
+    // A shard that has not written its summary.json yet is left out, as
+    // `--allow-missing` would: the others are shown meanwhile.
+    let mut runs: Vec<merge::ShardRun> = paths.iter().filter_map(|p| load_shard(p).ok()).collect();
+    if runs.is_empty() {
+        color_eyre::eyre::bail!("no shard has a summary.json yet");
+    }
+    merge::keep_common_levels(&mut runs);
+    let merged = merge::merge(
+        &runs,
+        MergeOptions {
+            allow_missing: true,
+        },
+    )
+    .map_err(|e| color_eyre::eyre::eyre!("cannot merge the shards: {e}"))?;
+    let name: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let run = SavedRun::from_value(
+        merged.summary.to_value(),
+        Path::new(&format!("merged {}", name.join(" + "))),
+    )?;
+    Ok((run, runs.len()))
+}
+
+/// One line for the screen: every shard's level under way, summed.
+fn shards_status(
+    followers: &[Follower],
+    merged: usize,
+    problem: Option<&str>,
+    now: SystemTime,
+) -> String {
+    let total = followers.len();
+    if let Some(problem) = problem {
+        return format!("following {total} shards: {problem}");
+    }
+    let level = followers.iter().filter_map(|f| f.progress.level).max();
+    // Requests back at the newest level any shard has reached.
+    let at_level = followers
+        .iter()
+        .filter(|f| f.progress.level.is_some() && f.progress.level == level);
+    let (done, failed) = at_level.clone().fold((0, 0), |(d, x), f| {
+        (d + f.progress.done, x + f.progress.failed)
+    });
+    let concurrency: Option<u64> = at_level.clone().map(|f| f.progress.concurrency).sum();
+    let there = at_level.count();
+    let age = followers
+        .iter()
+        .filter_map(|f| f.progress.last_line_at)
+        .max()
+        .and_then(|t| now.duration_since(t).ok())
+        .map_or_else(
+            || "no request yet".to_string(),
+            |d| format!("last request {:.0} s ago", d.as_secs_f64()),
+        );
+    match level {
+        Some(level) => format!(
+            "following {total} shards merged ({merged} with results): level {} in {there} shards (concurrency {} in all) {done} requests back, {failed} failed; {age}",
+            level + 1,
+            concurrency.map_or_else(|| "?".into(), |c| c.to_string()),
+        ),
+        None => format!("following {total} shards: waiting for the first request; {age}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +357,36 @@ mod tests {
         assert!(f.summary_changed());
         assert!(!f.summary_changed());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn several_shard_folders_are_followed_merged() {
+        let dir =
+            std::env::temp_dir().join(format!("tokbench-follow-shards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut paths = crate::merge::tests::write_shard_folders(&dir);
+        // A third folder whose shard has not written anything yet.
+        paths.push(dir.join("not-yet"));
+        let mut f = Following::new(&paths);
+        assert!(f.summary_changed());
+        let runs = f.load().expect("the two shards merge");
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].levels[0].completed, Some(5));
+        assert_eq!(runs[0].levels[0].concurrency, Some(5));
+        f.poll_requests();
+        // At the epoch the lines' age is unknown: "no request yet".
+        let t = SystemTime::UNIX_EPOCH;
+        assert_eq!(
+            f.status_line(t),
+            "following 3 shards merged (2 with results): level 1 in 2 shards (concurrency ? in all) 4 requests back, 0 failed; no request yet"
+        );
+        // No folder left: the line says why (the screen keeps what it had).
+        std::fs::remove_dir_all(&dir).ok();
+        let mut gone = Following::new(&paths);
+        assert!(gone.load().is_err());
+        assert_eq!(
+            gone.status_line(t),
+            "following 3 shards: no shard has a summary.json yet"
+        );
     }
 }

@@ -79,7 +79,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     let mut recorder = Recorder::open(
         &prepared.result_dir,
         prepared.run.clone(),
-        lag,
+        crate::probe::client::meter(lag),
         prepared.prior.clone(),
     )?;
     // Bound and created before any load, like the result folder.

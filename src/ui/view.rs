@@ -21,7 +21,7 @@ use super::app::{
     knob_text, Action, App, CostView, Counters, Figures, LevelRow, RunState, RunView,
 };
 use super::draw;
-use super::follow::Follower;
+use super::follow::Following;
 use super::terminal::{TerminalGuard, Tui};
 use super::theme::{ColorMode, Palette};
 use crate::cli::{ReportFormat, ViewArgs};
@@ -35,16 +35,18 @@ use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
 const TICK: Duration = Duration::from_millis(500);
 
 pub async fn run_view(args: &ViewArgs) -> Result<i32> {
-    if args.follow && args.runs.len() != 1 {
-        bail!("--follow watches one run: give one result folder");
+    if !args.follow && args.runs.len() > 2 {
+        bail!("view shows one run, or two overlaid; --follow follows several shard folders of one run, merged");
     }
-    let runs = load_runs(&args.runs)?;
-    let follow = args
-        .follow
-        .then(|| Follower::new(&folder_of(&args.runs[0])));
+    let mut follow = args.follow.then(|| Following::new(&args.runs));
+    let runs = match &mut follow {
+        // Several shard folders: one run, merged.
+        Some(following) if args.runs.len() > 1 => following.load()?,
+        _ => load_runs(&args.runs)?,
+    };
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return match follow {
-            Some(follower) => follow_headless(follower, &args.runs[0]).await,
+            Some(follower) => follow_headless(follower).await,
             None => print_reports(&runs),
         };
     }
@@ -57,24 +59,14 @@ pub async fn run_view(args: &ViewArgs) -> Result<i32> {
             return print_reports(&runs);
         }
     };
-    let code = view_loop(&mut guard.terminal, &mut app, follow, &args.runs).await;
+    let code = view_loop(&mut guard.terminal, &mut app, follow).await;
     drop(guard);
     code
 }
 
-/// The folder of a run given as a folder or as its summary.json.
-fn folder_of(path: &std::path::Path) -> PathBuf {
-    if path.file_name().is_some_and(|n| n == "summary.json") {
-        path.parent()
-            .map_or_else(|| PathBuf::from("."), |p| p.to_path_buf())
-    } else {
-        path.to_path_buf()
-    }
-}
-
 /// `view --follow` without a screen: a line per finished level and a
 /// progress line every few seconds, until interrupted.
-async fn follow_headless(mut follower: Follower, path: &std::path::Path) -> Result<i32> {
+async fn follow_headless(mut follower: Following) -> Result<i32> {
     let mut interrupt = pin!(run::interrupted());
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     let mut levels_seen = 0;
@@ -85,7 +77,7 @@ async fn follow_headless(mut follower: Follower, path: &std::path::Path) -> Resu
             _ = &mut interrupt => return Ok(EXIT_INTERRUPTED),
         }
         if follower.summary_changed() {
-            if let Ok(run) = SavedRun::load(path) {
+            if let Some(run) = follower.load().ok().and_then(|mut r| r.pop()) {
                 for level in run.levels.iter().skip(levels_seen) {
                     println!("{}", level_line(level));
                 }
@@ -394,8 +386,7 @@ fn cost_of(run: &SavedRun) -> Option<CostView> {
 async fn view_loop(
     terminal: &mut Tui,
     app: &mut App,
-    mut follow: Option<Follower>,
-    paths: &[PathBuf],
+    mut follow: Option<Following>,
 ) -> Result<i32> {
     let mut input = EventStream::new();
     let mut interrupt = pin!(run::interrupted());
@@ -405,7 +396,7 @@ async fn view_loop(
         if let Some(follower) = &mut follow {
             // A summary caught between writes keeps the screen as it was.
             if follower.summary_changed() {
-                if let Ok(runs) = load_runs(paths) {
+                if let Ok(runs) = follower.load() {
                     *app = app_of(&runs, app.palette);
                 }
             }
@@ -466,6 +457,20 @@ mod tests {
         assert!(text.contains(&missing.display().to_string()), "{text}");
         assert!(text.contains("no such result folder"), "{text}");
         assert!(!text.contains('\n'), "one line: {text}");
+    }
+
+    #[tokio::test]
+    async fn three_folders_without_follow_are_refused_in_one_line() {
+        let err = run_view(&ViewArgs {
+            runs: vec!["a".into(), "b".into(), "c".into()],
+            follow: false,
+        })
+        .await
+        .expect_err("view overlays two runs at most");
+        assert_eq!(
+            format!("{err:#}"),
+            "view shows one run, or two overlaid; --follow follows several shard folders of one run, merged"
+        );
     }
 
     #[tokio::test]

@@ -100,3 +100,33 @@ fn the_simulator_stands_alone() {
     let client: Vec<&String> = sim.iter().filter(|m| m.as_str() != "time").collect();
     assert!(client.is_empty(), "sim imports {client:?}");
 }
+
+/// Issue 12's rule for the writer of result files: it takes what it writes
+/// (driver events, probe samples, the face's client readings) and reaches
+/// for neither the probe nor the wiring above it. The pure layers import
+/// nothing that does I/O.
+#[test]
+fn the_recorder_and_the_math_reach_down_only() {
+    let graph = graph();
+    let imports = |m: &str| graph.get(m).cloned().unwrap_or_default();
+    let report = imports("report");
+    assert!(
+        report.contains("stats"),
+        "read report's imports: {report:?}"
+    );
+    for above in ["probe", "run", "ui"] {
+        assert!(!report.contains(above), "report imports {above}");
+    }
+    for pure in ["stats", "analysis"] {
+        let io: Vec<String> = imports(pure)
+            .into_iter()
+            .filter(|m| {
+                matches!(
+                    m.as_str(),
+                    "probe" | "load" | "report" | "run" | "ui" | "export"
+                )
+            })
+            .collect();
+        assert!(io.is_empty(), "{pure} imports {io:?}");
+    }
+}

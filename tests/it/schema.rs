@@ -339,3 +339,52 @@ fn timing_paths_are_told_apart() {
         assert!(!is_timing(path), "{path}");
     }
 }
+
+/// A level file's `samples` are its completed requests' own values, as
+/// `requests.jsonl` has them (both at the microsecond), and its histograms
+/// hold the same number of values: what `tokbench merge` relies on to be
+/// exact. Key order stays sorted, as every other key of the file.
+#[test]
+fn level_files_carry_their_requests_samples_and_histograms() {
+    let dir = seeded_run("samples");
+    let lines = request_lines(&dir);
+    for (index, name) in LEVEL_FILES.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(name)).expect("level file");
+        let level: Value = serde_json::from_str(&text).expect("json");
+        let mut want: Vec<f64> = lines
+            .iter()
+            .filter(|l| l["level"] == index as u64 && l["error"].is_null())
+            .filter(|l| l["transition"] != true)
+            .filter_map(|l| l["ttft_ms"].as_f64())
+            .collect();
+        let mut got: Vec<f64> = level["samples"]["ttft_ms"]
+            .as_array()
+            .expect("ttft samples")
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        want.sort_by(f64::total_cmp);
+        got.sort_by(f64::total_cmp);
+        assert!(!got.is_empty(), "{name}");
+        assert_eq!(got, want, "{name}: samples are the requests' TTFTs");
+        assert_eq!(
+            level["completed"].as_u64(),
+            Some(got.len() as u64),
+            "{name}"
+        );
+        assert!(
+            level["samples"].get("itl_ms").is_none(),
+            "ITL is never listed"
+        );
+        for key in ["ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "ttfb_ms"] {
+            let h = level["histograms"][key].as_str().unwrap_or_default();
+            assert!(h.len() > 8, "{name}: histogram {key}");
+        }
+        let keys: Vec<&String> = level.as_object().expect("object").keys().collect();
+        let at = |k: &str| text.find(&format!("\n  \"{k}\":")).expect(k);
+        assert!(
+            at("rx_clock") < at("samples") && at("samples") < at("schema_version"),
+            "{keys:?}"
+        );
+    }
+}

@@ -1,0 +1,243 @@
+//! A level file: its object (vLLM's keys, tokbench's, the run's identity),
+//! its name, and its atomic, streamed writing.
+
+// More of the recorder: the parent's items, private ones included.
+use super::*;
+
+/// A level file's `histograms`: every latency metric with a value.
+pub(super) fn histograms(tally: &LevelTally) -> Result<BTreeMap<String, String>> {
+    let mut histograms = BTreeMap::new();
+    for (key, set) in tally.metric_sets() {
+        if !set.is_empty() {
+            histograms.insert(key.to_string(), set.histogram().to_base64()?);
+        }
+    }
+    Ok(histograms)
+}
+
+/// A level file as written: its keys in order (`head`, everything but
+/// `samples`) and its `samples` streamed from the tally, so a level of
+/// 250,000 requests never holds its samples a second time as JSON values.
+struct LevelFileOut<'a> {
+    head: &'a Map<String, Value>,
+    tally: &'a LevelTally,
+}
+
+/// `samples`: the per-request metrics still held exactly (ITL never).
+struct SamplesOut<'a>(&'a LevelTally);
+
+struct ValuesOut<'a>(&'a Samples);
+
+impl serde::Serialize for LevelFileOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = ser.serialize_map(Some(self.head.len() + 1))?;
+        let mut samples_written = false;
+        // The head is sorted (serde_json's map): `samples` goes in its place.
+        for (key, value) in self.head {
+            if !samples_written && key.as_str() > "samples" {
+                map.serialize_entry("samples", &SamplesOut(self.tally))?;
+                samples_written = true;
+            }
+            map.serialize_entry(key, value)?;
+        }
+        if !samples_written {
+            map.serialize_entry("samples", &SamplesOut(self.tally))?;
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for SamplesOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = ser.serialize_map(None)?;
+        for (key, set) in self.0.metric_sets() {
+            if key != "itl_ms" && !set.is_empty() && set.is_exact() {
+                map.serialize_entry(key, &ValuesOut(set))?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for ValuesOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = ser.serialize_seq(Some(self.0.len() as usize))?;
+        for v in self.0.exact_iter().into_iter().flatten() {
+            seq.serialize_element(&v)?;
+        }
+        seq.end()
+    }
+}
+
+/// Write a level file atomically: `file` with its `samples` from `tally`.
+pub(super) fn write_level_file(
+    path: &Path,
+    file: &LevelFile,
+    tally: &LevelTally,
+) -> std::io::Result<()> {
+    let head = match file.to_value() {
+        Value::Object(head) => head,
+        _ => Map::new(),
+    };
+    write_atomic_with(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, &LevelFileOut { head: &head, tally })
+            .map_err(std::io::Error::from)?;
+        w.write_all(b"\n")
+    })
+}
+
+impl Recorder {
+    /// The level file (`report::schema::LevelFile`), as written.
+    pub(super) fn level_file(&self, level: &FinishedLevel, num_prompts: usize) -> LevelFile {
+        let stats = &level.stats;
+        let finite = |x: f64| Some(x).filter(|x| x.is_finite());
+        // vLLM writes "inf" for a closed loop; an open loop's rate is a number.
+        let (request_rate, burstiness) = match level.info.rate {
+            Some(rate) if rate.is_finite() => (json!(rate), Some(self.run.burstiness)),
+            _ => (json!("inf"), None),
+        };
+        // What the requests really had: profile, means and spread of the lengths.
+        let mut traffic = level.achieved.to_json(&self.run.profile);
+        if let Value::Object(t) = &mut traffic {
+            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+        }
+        let goodput = level.goodput.as_ref();
+        LevelFile {
+            schema_version: Some(SCHEMA_VERSION),
+            date: Some(self.run.date.clone()),
+            backend: Some(self.run.backend.clone()),
+            model_id: Some(self.run.model.clone()),
+            num_prompts: Some(num_prompts as u64),
+            max_concurrency: Some(level.info.concurrency),
+            request_rate: Some(request_rate),
+            burstiness,
+            duration: finite(stats.duration_s),
+            completed: Some(stats.completed as u64),
+            failed: Some(stats.failed as u64),
+            total_input_tokens: Some(stats.total_input_tokens),
+            total_output_tokens: Some(stats.total_output_tokens),
+            request_throughput: finite(stats.request_throughput),
+            output_throughput: finite(stats.output_throughput),
+            total_token_throughput: finite(stats.total_token_throughput),
+            // vLLM's `request_goodput` is a rate; the whole count rides beside it.
+            request_goodput: goodput.map(|g| round3(g.rate_per_s)),
+            mode: Some(level.info.mode.as_str().to_string()),
+            partial: level.partial,
+            level_index: Some((level.info.index + self.level_offset()) as u64),
+            started_at_s: Some(round3(level.info.started_at.as_secs_f64())),
+            duration_target: self.run.timing.duration_target(level.info.mode),
+            started_unix_s: self.run.timing.started_unix_s(level.info.started_at),
+            drain_overrun_s: self.run.timing.drain_overrun_s(
+                level.info.started_at
+                    + Duration::try_from_secs_f64(stats.duration_s).unwrap_or_default(),
+                self.level_starts
+                    .range(level.info.index + 1..)
+                    .next()
+                    .map(|(_, at)| *at),
+            ),
+            shard: self.run.timing.shard.clone(),
+            series: Some(level.info.series as u64),
+            series_label: Some(self.series_label(level.info.series)),
+            transition_requests: Some(level.transition as u64),
+            throughput_rse: level
+                .throughput_rse
+                .map(|r| (r * 10_000.0).round() / 10_000.0),
+            steady: level.steadiness.as_ref().map(|s| s.steady),
+            steady_reason: level.steadiness.as_ref().map(|s| json!(s.reason)),
+            cancelled: Some(stats.cancelled as u64),
+            short_outputs: Some(stats.short_outputs as u64),
+            per_stream_tok_s: finite(stats.per_stream_tok_s),
+            stream_decode_tok_s: stats.stream_decode_tok_s.and_then(finite),
+            errors: Some(
+                stats
+                    .errors
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v as u64))
+                    .collect(),
+            ),
+            token_count_source: stats.token_count_source.map(|s| s.as_str().to_string()),
+            input_len: stats.input_len.map(|m| m.to_json()),
+            output_len: stats.output_len.map(|m| m.to_json()),
+            client_rx_lag_ms: stats.client_rx_lag.map(|l| l.to_json()),
+            rx_clock: Some(json!({"kernel": stats.rx_kernel, "user": stats.rx_user})),
+            client: Some(ClientLoadJson {
+                cpu_percent: level.client.cpu_percent.map(round3),
+                loop_lag_ms_p99: level.client.loop_lag_ms_p99.map(round3),
+            }),
+            // The server's own gauges over the level; empty without a probe.
+            server: Some(level.server.to_json()),
+            // What the server said of each request (llama.cpp timings, Ollama
+            // durations), beside what the client measured.
+            server_timings: Some(level.server_timings.clone()),
+            goodput: goodput.map(Goodput::to_json),
+            waiting: level.occupancy.as_ref().map(|o| o.waiting_json()),
+            streaming: level.occupancy.as_ref().map(|o| o.streaming_json()),
+            send_lateness: level.lateness.as_ref().map(|l| l.to_json()),
+            turns: (!level.turns.is_empty())
+                .then(|| level.turns.iter().map(TurnStats::to_json).collect()),
+            prefix_cache_hit_rate: level
+                .cache_hit_rate
+                .map(|rate| (rate * 10_000.0).round() / 10_000.0),
+            replay_timeline_s: level.info.timeline.map(|t| round3(t.as_secs_f64())),
+            // Power and energy per million output tokens, on a GPU host.
+            gpu: level_gpu_json(&level.server, stats.duration_s, stats.total_output_tokens),
+            traffic: Some(traffic),
+            engine: Some(self.run.engine.clone()),
+            engine_version: self.run.engine_version.clone(),
+            profile: Some(self.run.profile.clone()),
+            input_len_target: Some(self.run.input_len),
+            output_len_target: Some(self.run.output_len),
+            ignore_eos: Some(self.run.ignore_eos),
+            extra_body: self.run.extra_body.clone(),
+            labels: match json!(self.run.labels) {
+                Value::Object(m) => Some(m),
+                _ => None,
+            },
+            histograms: None,
+            samples: None,
+            file: None,
+            stats: stats.latency_json(&self.run.percentiles),
+        }
+    }
+}
+
+/// `sweep-c{C}[-manual][-partial]` (open loop: `sweep-rate{R}`, a replay
+/// `sweep-replay`): a level file's name before its round suffix.
+pub fn level_file_base(info: &LevelInfo, partial: bool) -> String {
+    let mut name = match (info.mode, info.rate) {
+        (Mode::Replay, _) => "sweep-replay".to_string(),
+        (Mode::Rate | Mode::Manual, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
+        _ => format!("sweep-c{}", info.concurrency),
+    };
+    if info.series > 0 {
+        name.push_str(&format!("-s{}", info.series + 1));
+    }
+    if info.mode == Mode::Manual {
+        name.push_str("-manual");
+    }
+    if partial {
+        name.push_str("-partial");
+    }
+    name
+}
+
+/// A rate as a file name and label: `2`, `2.5`, `0.333`, `inf`.
+pub fn rate_label(rate: f64) -> String {
+    if !rate.is_finite() {
+        return "inf".into();
+    }
+    let text = format!("{:.3}", rate);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The first level of a kind keeps the base name; the second gets `-r2`, and so on.
+pub fn level_file_name(base: &str, nth: u32) -> String {
+    if nth <= 1 {
+        format!("{base}.json")
+    } else {
+        format!("{base}-r{nth}.json")
+    }
+}

@@ -1,0 +1,110 @@
+//! A level's records folded as they come back (docs/architecture.md,
+//! "Flat memory"), and the finished level they make. Pure.
+
+// More of the recorder: the parent's items, private ones included.
+use super::*;
+
+/// What the client cost while a level ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClientLoad {
+    pub cpu_percent: Option<f64>,
+    pub loop_lag_ms_p99: Option<f64>,
+}
+
+/// A level whose requests are all back.
+#[derive(Clone, Debug)]
+pub struct FinishedLevel {
+    pub info: LevelInfo,
+    pub partial: bool,
+    pub stats: LevelStats,
+    pub client: ClientLoad,
+    /// Requests meeting every `--goodput` SLO, when given.
+    pub goodput: Option<Goodput>,
+    /// How each completed answer arrived, for the buffered-stream check.
+    pub stream_shapes: Vec<StreamShape>,
+    /// What the server itself reported per request (medians), when it did.
+    pub server_timings: Value,
+    /// The server's gauges while the level ran (min/mean/max each).
+    pub server: GaugeSummary,
+    /// The level file, when the level had anything to save.
+    pub file: Option<PathBuf>,
+    /// What that file holds, for the consumers that repeat it (`--events`'
+    /// `level_finished`): the same object, never a rebuilt copy.
+    pub saved: Option<Value>,
+    /// Input and output tokens of its completed requests (the `traffic` key).
+    pub achieved: Lengths,
+    /// Open loop: how late requests went out against their schedule.
+    pub lateness: Option<Lateness>,
+    /// `--turns`: TTFT and prefix-cache hits turn by turn.
+    pub turns: Vec<TurnStats>,
+    /// Prompt tokens the server's prefix cache answered, where it said.
+    pub cache_hit_rate: Option<f64>,
+    /// Requests waiting for a first token and streaming, over the level.
+    pub occupancy: Option<Occupancy>,
+    /// Records of the level left out of its statistics as transition.
+    pub transition: u32,
+    /// Relative standard error of its per-second output throughput.
+    pub throughput_rse: Option<f64>,
+    /// Hand-set levels: whether they measured a steady state.
+    pub steadiness: Option<Steadiness>,
+}
+
+impl FinishedLevel {
+    /// A hand-set level left before it settled: listed, never a result.
+    pub fn is_unsteady(&self) -> bool {
+        self.steadiness.as_ref().is_some_and(|s| !s.steady)
+    }
+}
+
+impl FinishedLevel {
+    /// The level as the decision math sees it.
+    pub fn point(&self) -> Option<LevelPoint> {
+        Some(LevelPoint::from_stats(
+            self.info.concurrency,
+            self.info.mode,
+            self.partial,
+            &self.stats,
+        ))
+    }
+}
+
+/// A level still running: its records are folded as they come back and
+/// not kept (docs/architecture.md, "Flat memory"), so a level of a million
+/// requests holds what a level of a thousand does.
+pub(super) struct OpenLevel {
+    pub(super) info: LevelInfo,
+    pub(super) server: GaugeSummary,
+    /// Its records, transition ones left out, folded.
+    pub(super) tally: LevelTally,
+    pub(super) lengths: Lengths,
+    pub(super) turns: TurnTally,
+    pub(super) cache: CacheHits,
+    pub(super) server_timings: ServerTimingTally,
+    /// The first answers' shapes, for the buffered-stream check.
+    pub(super) stream_shapes: Vec<StreamShape>,
+    /// `--goodput`: completed requests meeting every SLO.
+    pub(super) good: usize,
+    /// Waiting and streaming over the level, every level's requests counted.
+    pub(super) timeline: Timeline,
+    pub(super) transition: u32,
+    pub(super) steady: SteadyEstimator,
+    pub(super) cpu_at_start: Duration,
+    pub(super) wall_start: Instant,
+}
+
+impl OpenLevel {
+    /// Count one of the level's own records (not a transition one).
+    pub(super) fn fold(&mut self, r: &RequestRecord, goodput: Option<&GoodputSlo>) {
+        self.tally.add(r);
+        self.lengths.add(r);
+        self.turns.add(r);
+        self.cache.add(r);
+        self.server_timings.add(r);
+        if self.stream_shapes.len() < STREAM_SHAPES_KEPT {
+            self.stream_shapes.extend(StreamShape::from_record(r));
+        }
+        if goodput.is_some_and(|slo| slo.is_good(r)) {
+            self.good += 1;
+        }
+    }
+}

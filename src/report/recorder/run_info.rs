@@ -1,0 +1,104 @@
+//! What identifies a run: saved in `summary.json` and in every level file.
+
+// More of the recorder: the parent's items, private ones included.
+use super::*;
+
+/// What identifies a run; saved in `summary.json` and in every level file.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    /// Server root, with any credentials removed.
+    pub target: String,
+    pub engine: String,
+    pub engine_version: Option<String>,
+    pub model: String,
+    pub backend: String,
+    pub profile: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub ignore_eos: bool,
+    pub extra_body: Option<Value>,
+    pub labels: BTreeMap<String, String>,
+    pub seed: u64,
+    /// ISO 8601 UTC.
+    pub started_at: String,
+    /// vLLM's `date` format (`20261129-191400`).
+    pub date: String,
+    pub percentiles: Vec<f64>,
+    /// `--prefix-len`: shared prefix tokens before each prompt (0: none).
+    pub prefix_len: u32,
+    /// SLOs, prices and rounds.
+    pub decision: DecisionConfig,
+    /// Warmup requests sent before the first level.
+    pub warmup_requests: u32,
+    /// Median connect + first byte of a tiny request before the run, ms.
+    pub connect_probe_ms: Option<f64>,
+    /// What read the measured streams: `lean-http1` (src/load/h1.rs),
+    /// `reqwest-http1` or `reqwest-http2`.
+    pub http_client: &'static str,
+    /// Profile, range ratio, prompt source, dataset (issue 7).
+    pub traffic: crate::workload::Traffic,
+    /// Open loop: gamma shape of the request gaps (1 when closed loop).
+    pub burstiness: f64,
+    /// `--find-capacity`, `--request-rate`, `--replay`, or "sweep".
+    pub kind: String,
+    /// `--turns`: requests per conversation (1: single requests).
+    pub turns: u32,
+    /// `--duration`, `--shard`, `--start-at` (issue 13).
+    pub timing: crate::report::timing::RunTiming,
+}
+
+impl RunInfo {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.to_section()).unwrap_or(Value::Null)
+    }
+
+    /// summary.json's `run` (`report::schema::RunSection`).
+    pub fn to_section(&self) -> RunSection {
+        let slo = &self.decision.slo;
+        RunSection {
+            target: Some(self.target.clone()),
+            engine: Some(self.engine.clone()),
+            engine_version: self.engine_version.clone(),
+            model: Some(self.model.clone()),
+            backend: Some(self.backend.clone()),
+            profile: Some(self.profile.clone()),
+            input_len: Some(self.input_len),
+            output_len: Some(self.output_len),
+            ignore_eos: Some(self.ignore_eos),
+            extra_body: self.extra_body.clone(),
+            labels: Some(
+                self.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect(),
+            ),
+            seed: Some(self.seed),
+            started_at: Some(self.started_at.clone()),
+            warmup_requests: Some(self.warmup_requests),
+            prefix_len: Some(self.prefix_len),
+            rounds: Some(self.decision.rounds),
+            gpus: self.decision.gpus,
+            connect_probe_ms: self.connect_probe_ms.map(round3),
+            http_client: Some(self.http_client.to_string()),
+            kind: Some(self.kind.clone()),
+            turns: Some(self.turns),
+            burstiness: Some(self.burstiness),
+            slo: Some(RunSlo {
+                ttft_p99_ms: slo.ttft_p99_ms,
+                min_stream_tok_s: slo.min_stream_tok_s,
+                tpot_p99_ms: slo.tpot_p99_ms,
+                max_error_rate: Some(slo.max_error_rate),
+            }),
+            goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            shard: self.timing.shard.clone(),
+            duration_target: self.timing.duration_s(),
+            start_at: self.timing.start_at_text(),
+            level_gap_s: self.timing.level_gap_s(),
+            // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
+            other: match self.traffic.run_json() {
+                Value::Object(traffic) => traffic,
+                _ => Map::new(),
+            },
+        }
+    }
+}

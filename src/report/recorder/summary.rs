@@ -1,0 +1,105 @@
+//! `summary.json`, rewritten atomically after every level, with the
+//! report pair (`report.md`, `chart.svg`) beside it.
+
+// More of the recorder: the parent's items, private ones included.
+use super::*;
+
+impl Recorder {
+    pub(super) fn write_summary(&self) -> Result<()> {
+        let saved = self.saved_levels();
+        let decision = self.decision();
+        let cost = self.cost(&decision);
+        // Kept levels of a resumed run come back as they were read.
+        let kept = self.prior.iter().flat_map(|p| {
+            p.levels
+                .iter()
+                .map(|v| serde_json::from_value::<LevelFile>(v.clone()).unwrap_or_default())
+        });
+        let levels: Vec<LevelFile> = kept
+            .chain(saved.iter().map(|l| {
+                let mut level =
+                    self.level_file(l, l.stats.completed + l.stats.failed + l.stats.cancelled);
+                level.file = l
+                    .file
+                    .as_ref()
+                    .and_then(|f| f.file_name())
+                    .and_then(|n| n.to_str())
+                    .map(str::to_string);
+                level
+            }))
+            .collect();
+        let diagnoses: Vec<DiagnosisEntry> = self
+            .diagnoses_for(&decision)
+            .iter()
+            .map(|d| DiagnosisEntry {
+                id: d.id.to_string(),
+                message: d.message.clone(),
+                evidence: d.evidence.clone(),
+            })
+            .collect();
+        let spreads: Vec<Value> =
+            rounds_spread(&saved.iter().filter_map(|l| l.point()).collect::<Vec<_>>())
+                .iter()
+                .map(|s| s.to_json())
+                .collect();
+        let mut achieved = Lengths::default();
+        for level in &saved {
+            achieved.absorb(&level.achieved);
+        }
+        let mut traffic = achieved.to_json(&self.run.profile);
+        if let Value::Object(t) = &mut traffic {
+            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+        }
+        let summary = SummaryFile {
+            schema_version: Some(SCHEMA_VERSION),
+            tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            run: self.run.to_section(),
+            traffic,
+            dataset: self
+                .run
+                .traffic
+                .dataset
+                .as_ref()
+                .map_or(Value::Null, |d| d.to_json()),
+            levels,
+            knee: schema::typed(decision.knee_json()),
+            capacity: schema::typed(decision.capacity_json()),
+            series: match self.series_json() {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            },
+            capacity_reason: Some(decision.capacity_line()),
+            cost: cost.as_ref().and_then(|c| schema::typed(c.to_json())),
+            diagnoses,
+            rounds: spreads,
+            warmup: self.warmup.clone().unwrap_or(Value::Null),
+            search: self.search.map(|s| SearchState {
+                passing: s.passing,
+                failing: s.failing,
+                next: s.next,
+                done: s.next.is_none(),
+            }),
+            resumed: self.prior.as_ref().map(|p| Resumed {
+                first_started_at: p.run.get("started_at").cloned().unwrap_or(Value::Null),
+                levels_kept: p.levels.len(),
+            }),
+            target_changes: self
+                .target_changes
+                .iter()
+                .map(|(at, c)| TargetChange {
+                    at_s: round3(*at),
+                    concurrency: *c,
+                })
+                .collect(),
+            other: Map::new(),
+        }
+        .to_value();
+        let path = self.dir.join("summary.json");
+        write_atomic(&path, &pretty(&summary))
+            .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+        // The human-readable pair rides with every summary: report.md to paste,
+        // chart.svg to look at. A failure here is as fatal as summary.json's.
+        crate::report::formats::write_run_reports_from(&self.dir, &summary)
+            .wrap_err_with(|| format!("cannot write the reports in {}", self.dir.display()))
+    }
+}

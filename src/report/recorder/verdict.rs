@@ -1,0 +1,200 @@
+//! Knee, capacity, cost and diagnoses over the levels finished so far:
+//! the judgement the summary writes and the live view shows. Pure.
+
+// More of the recorder: the parent's items, private ones included.
+use super::*;
+
+impl Recorder {
+    /// Knee and capacity over the levels finished so far (partial and manual
+    /// ones are left out by the decision rules themselves).
+    pub fn decision(&self) -> Decision {
+        let latest = self.series_indexes().last().copied().unwrap_or(0);
+        self.decision_of(latest)
+    }
+
+    /// Knee and capacity of one series' levels.
+    pub fn decision_of(&self, series: usize) -> Decision {
+        let kept = self.prior.iter().flat_map(|p| {
+            p.points
+                .iter()
+                .zip(&p.point_series)
+                .filter(|(_, s)| **s == series)
+                .map(|(point, _)| point.clone())
+        });
+        let mut points: Vec<LevelPoint> = kept
+            .chain(
+                self.saved_levels()
+                    .iter()
+                    .filter(|l| l.info.series == series)
+                    .filter_map(|l| l.point()),
+            )
+            .collect();
+        // The search's failing bound failed the SLO or bought no throughput:
+        // probes from there on are past the capacity, whatever their SLO says.
+        if let Some(failing) = self.search.and_then(|s| s.failing) {
+            points.retain(|p| p.concurrency < failing);
+        }
+        decide(&points, &self.run.decision.slo)
+    }
+
+    /// Cost at capacity, when a GPU price was given and a capacity is known.
+    pub fn cost(&self, decision: &Decision) -> Option<Cost> {
+        let price = self.run.decision.gpu_price_per_hour?;
+        let capacity = decision.capacity.as_ref().ok()?;
+        Some(cost(
+            capacity.output_throughput,
+            price,
+            self.run.decision.api_price_per_m,
+            self.run.decision.utilization,
+        ))
+    }
+
+    /// Levels with a file, in run order.
+    pub(super) fn saved_levels(&self) -> Vec<&FinishedLevel> {
+        let mut saved: Vec<&FinishedLevel> =
+            self.finished.iter().filter(|l| l.file.is_some()).collect();
+        saved.sort_by_key(|l| l.info.index);
+        saved
+    }
+
+    /// Every check that fires over the run so far. Level checks look at the
+    /// complete levels, or at all saved ones when none is complete.
+    pub fn diagnoses(&self) -> Vec<Diagnosis> {
+        self.diagnoses_for(&self.decision())
+    }
+
+    /// `diagnoses` with a decision already at hand.
+    pub fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
+        // The latest series' levels: another series ran against another
+        // server configuration.
+        let latest = self.series_indexes().last().copied().unwrap_or(0);
+        let saved: Vec<&FinishedLevel> = self
+            .saved_levels()
+            .into_iter()
+            .filter(|l| l.info.series == latest && !l.is_unsteady())
+            .collect();
+        let complete: Vec<&FinishedLevel> = saved.iter().copied().filter(|l| !l.partial).collect();
+        let basis = if complete.is_empty() {
+            saved.clone()
+        } else {
+            complete
+        };
+        let views: Vec<LevelView<'_>> = basis
+            .iter()
+            .map(|l| LevelView {
+                concurrency: l.info.concurrency,
+                stats: &l.stats,
+            })
+            .collect();
+        let loads: Vec<ClientLevelLoad> = saved
+            .iter()
+            .map(|l| ClientLevelLoad {
+                concurrency: l.info.concurrency,
+                cpu_percent: l.client.cpu_percent,
+                loop_lag_ms_p99: l.client.loop_lag_ms_p99,
+            })
+            .collect();
+        let shapes: Vec<StreamShape> = basis
+            .iter()
+            .flat_map(|l| l.stream_shapes.iter().copied())
+            .collect();
+        let points: Vec<LevelPoint> = saved.iter().filter_map(|l| l.point()).collect();
+        let spreads = rounds_spread(&points);
+        let mut diagnoses = diagnose_run(&DiagnoseInput {
+            levels: &views,
+            input_target: self.run.input_len + self.run.prefix_len,
+            output_target: self.run.output_len,
+            warmup_requests: Some(self.run.warmup_requests),
+            connect_probe_ms: self.run.connect_probe_ms,
+            client_loads: &loads,
+            stream_shapes: &shapes,
+            rounds: self.run.decision.rounds,
+            spreads: &spreads,
+            decision: Some(decision),
+        });
+        let servers: Vec<ServerView> = basis.iter().map(|l| server_view(l)).collect();
+        let template_share = self.warmup.as_ref().and_then(|w| {
+            let overhead = w.get("template_overhead_tokens")?.as_f64()?;
+            (self.run.input_len > 0).then(|| overhead / f64::from(self.run.input_len))
+        });
+        let engine_found = engine_diagnoses(&EngineInput {
+            engine: &self.run.engine,
+            levels: &servers,
+            template_share,
+        });
+        // An open-loop run sets no concurrency: the sweep checks do not apply.
+        if matches!(self.run.kind.as_str(), "rate" | "replay") {
+            diagnoses.retain(|d| !matches!(d.id, "single_level" | "no_rise" | "no_capacity"));
+        }
+        if let Some(warning) = saved
+            .iter()
+            .filter_map(|l| l.lateness.as_ref())
+            .find_map(|l| l.warning())
+        {
+            diagnoses.push(Diagnosis {
+                id: "client_lagging",
+                message: format!(
+                    "{warning}: the schedule slipped (a full --max-concurrency cap or a busy client); \
+                     latencies count from the intended send time"
+                ),
+                evidence: json!({}),
+            });
+        }
+        // The slot check says what no_rise says, with the slots counted.
+        if engine_found.iter().any(|d| d.id == "slot_queueing") {
+            diagnoses.retain(|d| d.id != "no_rise");
+        }
+        diagnoses.extend(engine_found);
+        diagnoses
+    }
+
+    /// `summary.json`'s `series`: each series' label, what the probe saw of
+    /// the server, and its knee and capacity.
+    pub(super) fn series_json(&self) -> Value {
+        Value::Array(
+            self.series_indexes()
+                .into_iter()
+                .map(|index| {
+                    let decision = self.decision_of(index);
+                    json!({
+                        "index": index,
+                        "label": self.series_label(index),
+                        "server": self.series.get(&index).map_or(Value::Null, |s| s.server.clone()),
+                        "knee": decision.knee_json(),
+                        "capacity": decision.capacity_json(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What a finished level saw of the server, for the engine checks.
+fn server_view(l: &FinishedLevel) -> ServerView {
+    let error = |key: &str| l.stats.errors.get(key).copied().unwrap_or(0);
+    let preemptions = match (
+        l.server.min("preemptions_total"),
+        l.server.max("preemptions_total"),
+    ) {
+        (Some(lo), Some(hi)) => Some(hi - lo),
+        _ => None,
+    };
+    ServerView {
+        concurrency: l.info.concurrency,
+        output_throughput: l.stats.output_throughput,
+        p99_ttft_ms: l.stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
+        gpu_share_min: l.server.min("gpu_share"),
+        waiting_max: l.server.max("waiting"),
+        kv_cache_usage_max: l.server.max("kv_cache_usage"),
+        preemptions,
+        prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate"),
+        load_ms_max: l.server_timings.get("load_ms_max").and_then(Value::as_f64),
+        slot_wait_ms_median: l
+            .server_timings
+            .get("slot_wait_ms_median")
+            .and_then(Value::as_f64),
+        http_503: error("http_503"),
+        http_429: error("http_429"),
+        streaming_mean: l.occupancy.map(|o| o.streaming_mean),
+    }
+}
