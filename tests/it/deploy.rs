@@ -346,8 +346,9 @@ fn the_schema_check_fails_on_a_misspelt_field_a_wrong_type_and_an_unknown_kind()
 /// the Job controller sets it, and `/results` (the claim's mount) moved to a
 /// scratch folder. This is what shows the rendered flags are ones tokbench
 /// takes, in the forms it takes them (`auto/N`, the start time, `90s`).
+/// Then the merge Job's containers the same way, over those folders.
 #[test]
-fn the_rendered_shard_pods_run_as_the_kubelet_would_start_them() {
+fn the_rendered_shard_and_merge_pods_run_as_the_kubelet_would_start_them() {
     let sim = Sim::with(paced(2.0, 0.0));
     let dir = scratch("deploy", "kubelet");
     let shards = 2u32;
@@ -429,6 +430,40 @@ fn the_rendered_shard_pods_run_as_the_kubelet_would_start_them() {
     assert!(
         (starts[0] - starts[1]).abs() < 0.25,
         "the shards started level 1 together: {starts:?}"
+    );
+
+    // Then the merge Job's two containers, in order: merge, then report.
+    let merge = doc(&report, "merge-job.yaml");
+    let mpod = &merge["spec"]["template"]["spec"];
+    let mut printed = String::new();
+    for container in [&mpod["initContainers"][0], &mpod["containers"][0]] {
+        let argv: Vec<String> = strings(&container["args"])
+            .iter()
+            .map(|a| a.replace("/results/", &format!("{}/", results.display())))
+            .collect();
+        let out = Command::new(bin()).args(&argv).output().expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{argv:?}: {}", text(&out));
+        printed = stdout(&out);
+    }
+    let merged = read_json(&results.join(format!("{RUN}/merged/summary.json")));
+    let level = &merged["levels"][0];
+    let shards_of: Vec<u64> = level["shards"]
+        .as_array()
+        .expect("the merged level lists its shards")
+        .iter()
+        .map(|s| s["index"].as_u64().expect("index"))
+        .collect();
+    assert_eq!(shards_of, [0, 1]);
+    let completed: u64 = (0..shards)
+        .map(|i| {
+            let f = results.join(format!("{RUN}/shard-{i}/summary.json"));
+            read_json(&f)["levels"][0]["completed"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(level["completed"].as_u64(), Some(completed));
+    assert!(
+        printed.contains("| streams |"),
+        "the report container prints the report:\n{printed}"
     );
 }
 
