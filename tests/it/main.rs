@@ -8,6 +8,7 @@ mod support;
 
 mod completions_man;
 mod config;
+mod deploy;
 mod e2e;
 mod fault_matrix;
 mod faults;
