@@ -98,6 +98,8 @@ pub struct AgainstServer {
     pub server_ttft_ms: f64,
     /// |client TPOT minus the mean gap between the first and last frames written|.
     pub tpot_abs_err_ms: f64,
+    /// The mean gap between the first and last frames written.
+    pub server_tpot_ms: f64,
 }
 
 impl AgainstServer {
@@ -132,6 +134,7 @@ pub fn against_server(run_dir: &Path, streams: &[StreamEmissions]) -> Vec<Agains
             client_ttft_ms: ttft,
             server_ttft_ms: ms(first - s.arrived_ns),
             tpot_abs_err_ms: (tpot - ms(last - first) / gaps).abs(),
+            server_tpot_ms: ms(last - first) / gaps,
         });
     }
     out
