@@ -7,7 +7,10 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use tokbench::sim::{self, SimConfig};
+use std::collections::HashMap;
+
+use tokbench::load::request::record_id_of_request_id;
+use tokbench::sim::{self, EmissionLog, SimConfig};
 
 use crate::support::{bin, paced, read_json, text};
 
@@ -33,8 +36,10 @@ fn median(v: &mut [f64]) -> f64 {
 /// tells 10 steps from 9 or 11 (45 or 55 ms) with room for a busy test machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttfc_trails_ttft_by_the_reasoning_steps() {
+    let emissions = EmissionLog::in_memory();
     let cfg = SimConfig {
         reasoning_tokens: REASONING,
+        emission_log: Some(emissions.clone()),
         ..paced(STEP_MS, 0.0)
     };
     let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), cfg)
@@ -76,7 +81,19 @@ async fn ttfc_trails_ttft_by_the_reasoning_steps() {
 
     let want = REASONING as f64 * STEP_MS;
     let lines = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
+    // What the simulator logged it wrote: one frame per output token, the
+    // reasoning ones first, so the first content token is frame REASONING.
+    let written: HashMap<u64, f64> = emissions
+        .take()
+        .into_iter()
+        .filter(|s| s.t_ns.len() > REASONING as usize)
+        .filter_map(|s| {
+            let gap_ns = s.t_ns[REASONING as usize] - s.t_ns[0];
+            Some((record_id_of_request_id(&s.request)?, gap_ns as f64 / 1e6))
+        })
+        .collect();
     let mut gaps = Vec::new();
+    let mut errors = Vec::new();
     for line in lines.lines() {
         let v: Value = serde_json::from_str(line).expect("JSON line");
         assert!(v["error"].is_null(), "{v}");
@@ -91,6 +108,9 @@ async fn ttfc_trails_ttft_by_the_reasoning_steps() {
         // may say so with a 0, or say nothing).
         assert_eq!(v["cached_tokens"].as_u64().unwrap_or(0), 0, "{v}");
         gaps.push(ttfc - ttft);
+        let id = v["id"].as_u64().expect("id");
+        let server = written.get(&id).expect("every request in the emission log");
+        errors.push((ttfc - ttft - server).abs());
     }
     assert_eq!(gaps.len(), 6);
     let gap = median(&mut gaps);
@@ -100,10 +120,13 @@ async fn ttfc_trails_ttft_by_the_reasoning_steps() {
         "median TTFC - TTFT {gap:.3} ms is not {want} +- {} ms",
         STEP_MS / 2.0
     );
-    // Every request is within two steps, however busy the machine.
+    // Every request measures what the simulator did, however busy the
+    // machine: a step the simulator itself ran late is in its log (a
+    // clean-clone CI run once saw one gap of 80.6 ms against a fixed
+    // two-step bound). Each gap is two kernel-timed arrivals: within 1 ms.
     assert!(
-        gaps.iter().all(|g| (g - want).abs() <= 2.0 * STEP_MS),
-        "{gaps:?}"
+        errors.iter().all(|e| *e <= 1.0),
+        "TTFC - TTFT against the log: {errors:?}"
     );
 
     // The level file has the TTFC statistics.
