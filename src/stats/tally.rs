@@ -563,4 +563,38 @@ mod tests {
         assert_eq!(out["count"], json!(100));
         assert_eq!(Lengths::default().to_json("x")["input_tokens"], Value::Null);
     }
+
+    /// Server timings by hand: decode 100 tokens in 1,000 ms and 2,000 ms
+    /// (100 and 50 tok/s: median 75), prefill 200 tokens in 100 ms for both
+    /// (2,000 tok/s); a failed request's 300 ms model load still counts for
+    /// `load_ms_max`, not for the medians.
+    #[test]
+    fn server_timings_folded_by_hand() {
+        let timings = |predicted_ms: f64, load_ms: f32| crate::record::ServerTimings {
+            prompt_n: Some(200),
+            prompt_ms: Some(100.0),
+            predicted_n: Some(100),
+            predicted_ms: Some(predicted_ms),
+            load_ms,
+            total_ms: 0.0,
+        };
+        let mut tally = ServerTimingTally::default();
+        for (predicted, load, ok) in [
+            (1000.0, 0.0, true),
+            (2000.0, 20.0, true),
+            (10.0, 300.0, false),
+        ] {
+            let mut r = rec(1, 0, 1, 2, 2);
+            r.server_timings = Some(timings(predicted, load));
+            if !ok {
+                r.outcome = Outcome::Failed(ErrorClass::Http(500));
+            }
+            tally.add(&r);
+        }
+        let j = tally.to_json();
+        assert_eq!(j["decode_tok_s_median"], json!(75.0));
+        assert_eq!(j["prefill_tok_s_median"], json!(2000.0));
+        assert_eq!(j["slot_wait_ms_median"], Value::Null, "no total: no wait");
+        assert_eq!(j["load_ms_max"], json!(300.0));
+    }
 }
