@@ -234,7 +234,7 @@ impl Exports {
             // The run's diagnoses as summary.json has them: told at the end,
             // since a check that fires on the first level (single_level) may
             // not hold for the run.
-            for diagnosis in recorder.diagnoses() {
+            for diagnosis in recorder.tally().diagnoses() {
                 let mut f = Map::new();
                 if let Value::Object(d) = diagnosis.to_json() {
                     f.extend(d);
@@ -244,7 +244,7 @@ impl Exports {
             if let Some(error) = error {
                 self.emit("error", fields(json!({"message": error})))?;
             }
-            let decision = recorder.decision();
+            let decision = recorder.tally().decision();
             let saved = recorder
                 .finished()
                 .iter()

@@ -69,8 +69,10 @@ impl LagMonitor {
 /// The recorder's view of this process: CPU time from the kernel and the
 /// lag samples `lag` gathered since the last reading.
 pub fn meter(lag: LagMonitor) -> ClientMeter {
+    let started = std::time::Instant::now();
     Box::new(move || ClientReading {
         cpu_time: process_cpu_time(),
+        wall_time: started.elapsed(),
         loop_lag_ms: lag.take(),
     })
 }

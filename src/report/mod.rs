@@ -9,9 +9,11 @@ pub mod html;
 pub mod markdown;
 pub mod recorder;
 pub mod resume;
+pub mod run_info;
 pub mod saved;
 pub mod schema;
 pub mod svg;
+pub mod tally;
 pub mod text;
 pub mod timing;
 /// Moved to the crate root (the simulator needs it and imports nothing of

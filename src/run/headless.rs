@@ -7,12 +7,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use color_eyre::eyre::Result;
 
-use super::prepare::{start_driver, start_probe, Prepared};
+use super::prepare::Prepared;
+use super::start::{start_run, Running};
 use super::timing::TimingPlan;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent};
-use crate::probe::client::LagMonitor;
 use crate::report::recorder::Recorder;
 use crate::report::text;
 use crate::report::timing::rfc3339_ms;
@@ -35,18 +35,15 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     } else {
         Box::new(std::io::stdout())
     };
-    let lag = LagMonitor::start();
-    let mut recorder = Recorder::open(
-        &prepared.result_dir,
-        prepared.run.clone(),
-        crate::probe::client::meter(lag),
-        prepared.prior.clone(),
-    )?;
-    exports.run_started(&prepared.export_plan(), &recorder)?;
-    let run_start = Instant::now();
-    let mut driver = start_driver(&prepared, run_start, false);
-    exports.attach(&driver);
-    let mut server_samples = start_probe(&prepared, run_start);
+    let (
+        Running {
+            mut recorder,
+            mut driver,
+            mut server_samples,
+            run_start,
+        },
+        (),
+    ) = start_run(&prepared, exports, false, |_| {})?;
     let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
     eprintln!(
         "tokbench: {} ({}), model {}, {}; results in {}",
@@ -153,15 +150,15 @@ pub fn print_results(recorder: &Recorder, out: &mut dyn Write) {
         "{}",
         text::sweep_table(recorder.finished(), recorder.run())
     );
-    let decision = recorder.decision();
+    let decision = recorder.tally().decision();
     let _ = writeln!(out, "{}", decision.capacity_line());
     if let Some(knee) = &decision.knee {
         let _ = writeln!(out, "knee: {}", knee.reason);
     }
-    if let Some(cost) = recorder.cost(&decision) {
+    if let Some(cost) = recorder.tally().cost(&decision) {
         let _ = writeln!(out, "cost: {}", cost.verdict);
     }
-    for diagnosis in recorder.diagnoses_for(&decision) {
+    for diagnosis in recorder.tally().diagnoses_for(&decision) {
         let _ = writeln!(out, "note: {}", diagnosis.message);
     }
     let _ = writeln!(out, "results: {}", recorder.dir().display());

@@ -6,6 +6,7 @@ pub mod clock;
 mod headless;
 mod plan;
 mod prepare;
+mod start;
 #[cfg(test)]
 mod tests;
 pub mod timing;
@@ -17,6 +18,7 @@ pub use plan::SweepPlan;
 pub use prepare::{
     prepare, probe_writable, raise_open_file_limit, start_driver, start_probe, Prepared,
 };
+pub use start::{start_run, Running};
 pub use url::{default_result_dir, normalize_base_url};
 
 /// Exit codes of docs/architecture.md section 5.

@@ -141,11 +141,14 @@ pub fn level_gpu_json(
 }
 
 /// What the face that runs the recorder read of the client itself: its
-/// CPU time so far and its event loop's lag samples (ms) since the last
-/// reading.
+/// CPU time so far, monotonic time since the meter started, and its event
+/// loop's lag samples (ms) since the last reading. The wall time rides in
+/// the reading so that the tally that divides one by the other reads no
+/// clock of its own.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientReading {
     pub cpu_time: Duration,
+    pub wall_time: Duration,
     pub loop_lag_ms: Vec<f64>,
 }
 

@@ -38,7 +38,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent, DriverHandle};
-use crate::probe::client::{cpu_percent, process_cpu_time, LagMonitor};
+use crate::probe::client::{cpu_percent, process_cpu_time};
 use crate::report::recorder::Recorder;
 use crate::run::{self, Prepared, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
@@ -73,15 +73,6 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
             return run::run_headless(prepared).await;
         }
     };
-    let lag = LagMonitor::start();
-    // Created after the terminal is taken, so that an unwritable folder is
-    // reported (by the guard's restore, then main) before any load is sent.
-    let mut recorder = Recorder::open(
-        &prepared.result_dir,
-        prepared.run.clone(),
-        crate::probe::client::meter(lag),
-        prepared.prior.clone(),
-    )?;
     // Bound and created before any load, like the result folder.
     let mut exports = Exports::open(&prepared.export_plan())?;
     let palette = Palette::new(ColorMode::from_env());
@@ -89,21 +80,32 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     app.settle = prepared.plan.settle;
     app.steady_per_stream = prepared.plan.steady_completions;
     app.steady_rse = prepared.plan.steady_rse;
-    recorder.set_steady_rule(prepared.plan.steady_completions, prepared.plan.steady_rse);
     let first_series = prepared.prior.as_ref().map_or(0, |p| p.last_series);
     for (index, label) in prepared.prior.iter().flat_map(|p| p.series_labels.iter()) {
         app.set_series_label(*index, label);
     }
     app.series = first_series;
-    let series = SeriesWatch::start(&prepared, first_series, &mut recorder, &mut app);
-    if let Err(e) = exports.run_started(&prepared.export_plan(), &recorder) {
-        exports.failed(&run::one_line(&e), EXIT_FAILED);
-        return Err(e);
-    }
-    let run_start = Instant::now();
-    let mut driver = run::start_driver(&prepared, run_start, true);
-    exports.attach(&driver);
-    let server_samples = run::start_probe(&prepared, run_start);
+    // The result folder is opened after the terminal is taken, so that an
+    // unwritable one is reported (by the guard's restore, then main)
+    // before any load is sent.
+    let started = run::start_run(&prepared, &mut exports, true, |recorder| {
+        SeriesWatch::start(&prepared, first_series, recorder, &mut app)
+    });
+    let (
+        run::Running {
+            mut recorder,
+            mut driver,
+            server_samples,
+            run_start,
+        },
+        series,
+    ) = match started {
+        Ok(started) => started,
+        Err(e) => {
+            exports.failed(&run::one_line(&e), EXIT_FAILED);
+            return Err(e);
+        }
+    };
     let probing = prepared.plan.probe_interval.is_some();
     panic_on_purpose_if_asked();
 
@@ -226,10 +228,11 @@ async fn drain_driver(driver: &mut DriverHandle, recorder: &mut Recorder, export
 /// Each series' capacity, knee and peak so far.
 fn series_results(recorder: &Recorder) -> Vec<app::SeriesResult> {
     recorder
+        .tally()
         .series_indexes()
         .into_iter()
         .map(|index| {
-            let decision = recorder.decision_of(index);
+            let decision = recorder.tally().decision_of(index);
             let peak = recorder
                 .finished()
                 .iter()
@@ -239,7 +242,7 @@ fn series_results(recorder: &Recorder) -> Vec<app::SeriesResult> {
                 .reduce(f64::max);
             app::SeriesResult {
                 index,
-                label: recorder.series_label(index),
+                label: recorder.tally().series_label(index),
                 capacity: decision.capacity.as_ref().ok().map(|c| c.concurrency),
                 knee: decision
                     .knee
@@ -432,12 +435,12 @@ fn absorb(
     {
         app.on_level_saved(level);
         // A handful of levels: cheap, and only when one finishes.
-        let decision = recorder.decision();
+        let decision = recorder.tally().decision();
         let mut lines = vec![decision.capacity_line()];
         if let Some(knee) = &decision.knee {
             lines.push(format!("knee: {}", knee.reason));
         }
-        for diagnosis in recorder.diagnoses_for(&decision) {
+        for diagnosis in recorder.tally().diagnoses_for(&decision) {
             lines.push(format!("note: {}", diagnosis.message));
         }
         // Several series: each one's result, and the last against the first.
@@ -456,7 +459,13 @@ fn absorb(
         );
         // The result panel shows the cost in figures (and the verdict
         // when there are none).
-        app.set_cost(recorder.cost(&decision).as_ref().map(CostView::from_cost));
+        app.set_cost(
+            recorder
+                .tally()
+                .cost(&decision)
+                .as_ref()
+                .map(CostView::from_cost),
+        );
     }
     Ok(())
 }

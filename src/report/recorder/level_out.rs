@@ -92,24 +92,26 @@ pub(super) fn write_level_file(
 impl Recorder {
     /// The level file (`report::schema::LevelFile`), as written.
     pub(super) fn level_file(&self, level: &FinishedLevel, num_prompts: usize) -> LevelFile {
+        let tally = &self.tally;
+        let run = tally.run();
         let stats = &level.stats;
         let finite = |x: f64| Some(x).filter(|x| x.is_finite());
         // vLLM writes "inf" for a closed loop; an open loop's rate is a number.
         let (request_rate, burstiness) = match level.info.rate {
-            Some(rate) if rate.is_finite() => (json!(rate), Some(self.run.burstiness)),
+            Some(rate) if rate.is_finite() => (json!(rate), Some(run.burstiness)),
             _ => (json!("inf"), None),
         };
         // What the requests really had: profile, means and spread of the lengths.
-        let mut traffic = level.achieved.to_json(&self.run.profile);
+        let mut traffic = level.achieved.to_json(&run.profile);
         if let Value::Object(t) = &mut traffic {
-            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+            t.insert("range_ratio".into(), json!(run.traffic.range_ratio));
         }
         let goodput = level.goodput.as_ref();
         LevelFile {
             schema_version: Some(SCHEMA_VERSION),
-            date: Some(self.run.date.clone()),
-            backend: Some(self.run.backend.clone()),
-            model_id: Some(self.run.model.clone()),
+            date: Some(run.date.clone()),
+            backend: Some(run.backend.clone()),
+            model_id: Some(run.model.clone()),
             num_prompts: Some(num_prompts as u64),
             max_concurrency: Some(level.info.concurrency),
             request_rate: Some(request_rate),
@@ -126,21 +128,18 @@ impl Recorder {
             request_goodput: goodput.map(|g| round3(g.rate_per_s)),
             mode: Some(level.info.mode.as_str().to_string()),
             partial: level.partial,
-            level_index: Some((level.info.index + self.level_offset()) as u64),
+            level_index: Some((level.info.index + tally.level_offset()) as u64),
             started_at_s: Some(round3(level.info.started_at.as_secs_f64())),
-            duration_target: self.run.timing.duration_target(level.info.mode),
-            started_unix_s: self.run.timing.started_unix_s(level.info.started_at),
-            drain_overrun_s: self.run.timing.drain_overrun_s(
+            duration_target: run.timing.duration_target(level.info.mode),
+            started_unix_s: run.timing.started_unix_s(level.info.started_at),
+            drain_overrun_s: run.timing.drain_overrun_s(
                 level.info.started_at
                     + Duration::try_from_secs_f64(stats.duration_s).unwrap_or_default(),
-                self.level_starts
-                    .range(level.info.index + 1..)
-                    .next()
-                    .map(|(_, at)| *at),
+                tally.next_start(level.info.index),
             ),
-            shard: self.run.timing.shard.clone(),
+            shard: run.timing.shard.clone(),
             series: Some(level.info.series as u64),
-            series_label: Some(self.series_label(level.info.series)),
+            series_label: Some(tally.series_label(level.info.series)),
             transition_requests: Some(level.transition as u64),
             throughput_rse: level
                 .throughput_rse
@@ -185,21 +184,21 @@ impl Recorder {
             // Power and energy per million output tokens, on a GPU host.
             gpu: level_gpu_json(&level.server, stats.duration_s, stats.total_output_tokens),
             traffic: Some(traffic),
-            engine: Some(self.run.engine.clone()),
-            engine_version: self.run.engine_version.clone(),
-            profile: Some(self.run.profile.clone()),
-            input_len_target: Some(self.run.input_len),
-            output_len_target: Some(self.run.output_len),
-            ignore_eos: Some(self.run.ignore_eos),
-            extra_body: self.run.extra_body.clone(),
-            labels: match json!(self.run.labels) {
+            engine: Some(run.engine.clone()),
+            engine_version: run.engine_version.clone(),
+            profile: Some(run.profile.clone()),
+            input_len_target: Some(run.input_len),
+            output_len_target: Some(run.output_len),
+            ignore_eos: Some(run.ignore_eos),
+            extra_body: run.extra_body.clone(),
+            labels: match json!(run.labels) {
                 Value::Object(m) => Some(m),
                 _ => None,
             },
             histograms: None,
             samples: None,
             file: None,
-            stats: stats.latency_json(&self.run.percentiles),
+            stats: stats.latency_json(&run.percentiles),
         }
     }
 }

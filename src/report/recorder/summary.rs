@@ -6,11 +6,13 @@ use super::*;
 
 impl Recorder {
     pub(super) fn write_summary(&self) -> Result<()> {
-        let saved = self.saved_levels();
-        let decision = self.decision();
-        let cost = self.cost(&decision);
+        let tally = &self.tally;
+        let run = tally.run();
+        let saved = tally.saved_levels();
+        let decision = tally.decision();
+        let cost = tally.cost(&decision);
         // Kept levels of a resumed run come back as they were read.
-        let kept = self.prior.iter().flat_map(|p| {
+        let kept = tally.prior().into_iter().flat_map(|p| {
             p.levels
                 .iter()
                 .map(|v| serde_json::from_value::<LevelFile>(v.clone()).unwrap_or_default())
@@ -28,7 +30,7 @@ impl Recorder {
                 level
             }))
             .collect();
-        let diagnoses: Vec<DiagnosisEntry> = self
+        let diagnoses: Vec<DiagnosisEntry> = tally
             .diagnoses_for(&decision)
             .iter()
             .map(|d| DiagnosisEntry {
@@ -46,17 +48,16 @@ impl Recorder {
         for level in &saved {
             achieved.absorb(&level.achieved);
         }
-        let mut traffic = achieved.to_json(&self.run.profile);
+        let mut traffic = achieved.to_json(&run.profile);
         if let Value::Object(t) = &mut traffic {
-            t.insert("range_ratio".into(), json!(self.run.traffic.range_ratio));
+            t.insert("range_ratio".into(), json!(run.traffic.range_ratio));
         }
         let summary = SummaryFile {
             schema_version: Some(SCHEMA_VERSION),
             tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-            run: self.run.to_section(),
+            run: run.to_section(),
             traffic,
-            dataset: self
-                .run
+            dataset: run
                 .traffic
                 .dataset
                 .as_ref()
@@ -64,7 +65,7 @@ impl Recorder {
             levels,
             knee: schema::typed(decision.knee_json()),
             capacity: schema::typed(decision.capacity_json()),
-            series: match self.series_json() {
+            series: match tally.series_json() {
                 Value::Array(a) => a,
                 _ => Vec::new(),
             },
@@ -72,19 +73,19 @@ impl Recorder {
             cost: cost.as_ref().and_then(|c| schema::typed(c.to_json())),
             diagnoses,
             rounds: spreads,
-            warmup: self.warmup.clone().unwrap_or(Value::Null),
-            search: self.search.map(|s| SearchState {
+            warmup: tally.warmup().cloned().unwrap_or(Value::Null),
+            search: tally.search().map(|s| SearchState {
                 passing: s.passing,
                 failing: s.failing,
                 next: s.next,
                 done: s.next.is_none(),
             }),
-            resumed: self.prior.as_ref().map(|p| Resumed {
+            resumed: tally.prior().map(|p| Resumed {
                 first_started_at: p.run.get("started_at").cloned().unwrap_or(Value::Null),
                 levels_kept: p.levels.len(),
             }),
-            target_changes: self
-                .target_changes
+            target_changes: tally
+                .target_changes()
                 .iter()
                 .map(|(at, c)| TargetChange {
                     at_s: round3(*at),

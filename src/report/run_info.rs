@@ -1,7 +1,13 @@
 //! What identifies a run: saved in `summary.json` and in every level file.
 
-// More of the recorder: the parent's items, private ones included.
-use super::*;
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::schema::{RunSection, RunSlo};
+use super::tally::round3;
+use crate::analysis::goodput::Slo as GoodputSlo;
+use crate::analysis::DecisionConfig;
 
 /// What identifies a run; saved in `summary.json` and in every level file.
 #[derive(Clone, Debug)]
@@ -99,6 +105,40 @@ impl RunInfo {
                 Value::Object(traffic) => traffic,
                 _ => Map::new(),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+impl RunInfo {
+    /// A plain closed-loop sweep of one vLLM server, for tests to change.
+    pub(crate) fn example() -> RunInfo {
+        RunInfo {
+            target: "http://h:8000".into(),
+            engine: "vllm".into(),
+            engine_version: None,
+            model: "m".into(),
+            backend: "openai-chat".into(),
+            profile: "custom".into(),
+            input_len: 8,
+            output_len: 4,
+            ignore_eos: true,
+            extra_body: None,
+            labels: BTreeMap::new(),
+            seed: 1,
+            started_at: "2026-12-01T10:00:00Z".into(),
+            date: "20261201-100000".into(),
+            percentiles: vec![50.0, 99.0],
+            prefix_len: 0,
+            decision: DecisionConfig::default(),
+            warmup_requests: 0,
+            connect_probe_ms: None,
+            http_client: "lean-http1",
+            traffic: Default::default(),
+            burstiness: 1.0,
+            kind: "sweep".into(),
+            turns: 1,
+            timing: Default::default(),
         }
     }
 }

@@ -1,8 +1,27 @@
 //! A level's records folded as they come back (docs/architecture.md,
 //! "Flat memory"), and the finished level they make. Pure.
 
-// More of the recorder: the parent's items, private ones included.
-use super::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::analysis::decide::LevelPoint;
+use crate::analysis::diagnose::StreamShape;
+use crate::analysis::goodput::{Goodput, Slo as GoodputSlo};
+use crate::load::driver::LevelInfo;
+use crate::record::RequestRecord;
+use crate::stats::gauges::GaugeSummary;
+use crate::stats::lateness::Lateness;
+use crate::stats::occupancy::{Occupancy, Timeline};
+use crate::stats::steady::{Steadiness, SteadyEstimator};
+use crate::stats::summary::LevelStats;
+use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
+use crate::stats::turns::{CacheHits, TurnStats, TurnTally};
+
+/// Answers kept per level for the buffered-stream check: it looks at the
+/// medians of their shape, which the first ten thousand settle.
+const STREAM_SHAPES_KEPT: usize = 10_000;
 
 /// What the client cost while a level ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -26,7 +45,8 @@ pub struct FinishedLevel {
     pub server_timings: Value,
     /// The server's gauges while the level ran (min/mean/max each).
     pub server: GaugeSummary,
-    /// The level file, when the level had anything to save.
+    /// The level file, when the level had anything to save (the recorder
+    /// sets it; the tally never opens a file).
     pub file: Option<PathBuf>,
     /// What that file holds, for the consumers that repeat it (`--events`'
     /// `level_finished`): the same object, never a rebuilt copy.
@@ -54,9 +74,14 @@ impl FinishedLevel {
     pub fn is_unsteady(&self) -> bool {
         self.steadiness.as_ref().is_some_and(|s| !s.steady)
     }
-}
 
-impl FinishedLevel {
+    /// Whether any request of the level came back: such a level is saved
+    /// (a hand-set level left before any of its own came back still is,
+    /// to say it was too short), and only such a level is judged.
+    pub fn has_answers(&self) -> bool {
+        self.stats.completed + self.stats.failed > 0 || self.transition > 0
+    }
+
     /// The level as the decision math sees it.
     pub fn point(&self) -> Option<LevelPoint> {
         Some(LevelPoint::from_stats(
@@ -89,7 +114,8 @@ pub(super) struct OpenLevel {
     pub(super) transition: u32,
     pub(super) steady: SteadyEstimator,
     pub(super) cpu_at_start: Duration,
-    pub(super) wall_start: Instant,
+    /// The meter's monotonic time at the level's start.
+    pub(super) wall_at_start: Duration,
 }
 
 impl OpenLevel {

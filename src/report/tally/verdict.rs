@@ -1,10 +1,18 @@
 //! Knee, capacity, cost and diagnoses over the levels finished so far:
 //! the judgement the summary writes and the live view shows. Pure.
 
-// More of the recorder: the parent's items, private ones included.
-use super::*;
+use serde_json::{json, Value};
 
-impl Recorder {
+use super::{FinishedLevel, Tally};
+use crate::analysis::cost::{cost, Cost};
+use crate::analysis::decide::{decide, Decision, LevelPoint};
+use crate::analysis::diagnose::{
+    diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
+};
+use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
+use crate::analysis::rounds::rounds_spread;
+
+impl Tally {
     /// Knee and capacity over the levels finished so far (partial and manual
     /// ones are left out by the decision rules themselves).
     pub fn decision(&self) -> Decision {
@@ -47,14 +55,6 @@ impl Recorder {
             self.run.decision.api_price_per_m,
             self.run.decision.utilization,
         ))
-    }
-
-    /// Levels with a file, in run order.
-    pub(super) fn saved_levels(&self) -> Vec<&FinishedLevel> {
-        let mut saved: Vec<&FinishedLevel> =
-            self.finished.iter().filter(|l| l.file.is_some()).collect();
-        saved.sort_by_key(|l| l.info.index);
-        saved
     }
 
     /// Every check that fires over the run so far. Level checks look at the
@@ -150,7 +150,7 @@ impl Recorder {
 
     /// `summary.json`'s `series`: each series' label, what the probe saw of
     /// the server, and its knee and capacity.
-    pub(super) fn series_json(&self) -> Value {
+    pub fn series_json(&self) -> Value {
         Value::Array(
             self.series_indexes()
                 .into_iter()
@@ -159,7 +159,7 @@ impl Recorder {
                     json!({
                         "index": index,
                         "label": self.series_label(index),
-                        "server": self.series.get(&index).map_or(Value::Null, |s| s.server.clone()),
+                        "server": self.series_server(index),
                         "knee": decision.knee_json(),
                         "capacity": decision.capacity_json(),
                     })

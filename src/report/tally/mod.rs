@@ -1,0 +1,424 @@
+//! The tally: driver events in, finished levels and the run's judgement
+//! out (docs/architecture.md section 2, "Tally and recorder"). Pure: it
+//! opens no file and reads no clock. The client's own load comes in as a
+//! [`ClientReading`] from whoever calls it, so a test feeds made-up events
+//! and readings and checks every figure by hand.
+//!
+//! - [`levels`]: a level's records folded into a [`FinishedLevel`];
+//! - [`verdict`]: knee, capacity, cost and diagnoses over the finished
+//!   levels.
+//!
+//! The recorder (`report::recorder`) owns one tally and writes what it
+//! makes: request lines, level files and `summary.json`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::resume::PriorRun;
+use super::run_info::RunInfo;
+use crate::analysis::goodput::Goodput;
+use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
+use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
+use crate::stats::occupancy::{RequestSpan, Timeline};
+use crate::stats::percentile::percentile_sorted;
+use crate::stats::steady::{judge, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE};
+use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
+use crate::stats::turns::{CacheHits, TurnTally};
+use crate::workload::Calibration;
+
+mod levels;
+#[cfg(test)]
+mod tests;
+mod verdict;
+
+use levels::OpenLevel;
+pub use levels::{ClientLoad, FinishedLevel};
+
+/// One stretch of the run against one server configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesInfo {
+    pub label: String,
+    /// What the probe saw of the server (engine version, slots, model).
+    pub server: Value,
+}
+
+/// A level just closed: what it made, and its folded records, which only
+/// the level file needs (its histograms and samples) and which are
+/// dropped once it is written.
+pub struct ClosedLevel {
+    pub level: FinishedLevel,
+    pub records: LevelTally,
+}
+
+pub struct Tally {
+    run: RunInfo,
+    open: HashMap<usize, OpenLevel>,
+    finished: Vec<FinishedLevel>,
+    target_changes: Vec<(f64, u32)>,
+    warmup: Option<Value>,
+    /// `--resume`: the run continued, whose finished levels still count.
+    prior: Option<PriorRun>,
+    /// `--find-capacity`: the search's bounds so far.
+    search: Option<SearchProgress>,
+    /// When each level started (run clock), by index.
+    level_starts: BTreeMap<usize, Duration>,
+    /// Every series so far, by index: its label and what the probe saw.
+    series: BTreeMap<usize, SeriesInfo>,
+    steady_per_stream: u32,
+    steady_rse: f64,
+}
+
+impl Tally {
+    pub fn new(run: RunInfo, prior: Option<PriorRun>) -> Tally {
+        let series = prior
+            .iter()
+            .flat_map(|p| p.series_labels.iter())
+            .map(|(index, label)| {
+                (
+                    *index,
+                    SeriesInfo {
+                        label: label.clone(),
+                        server: Value::Null,
+                    },
+                )
+            })
+            .collect();
+        Tally {
+            run,
+            open: HashMap::new(),
+            finished: Vec::new(),
+            target_changes: Vec::new(),
+            warmup: None,
+            prior,
+            search: None,
+            level_starts: BTreeMap::new(),
+            series,
+            steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
+            steady_rse: STEADY_RSE,
+        }
+    }
+
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// Levels whose requests are all back, in the order they finished.
+    pub fn finished(&self) -> &[FinishedLevel] {
+        &self.finished
+    }
+
+    pub fn prior(&self) -> Option<&PriorRun> {
+        self.prior.as_ref()
+    }
+
+    pub fn warmup(&self) -> Option<&Value> {
+        self.warmup.as_ref()
+    }
+
+    pub fn search(&self) -> Option<SearchProgress> {
+        self.search
+    }
+
+    /// `(run clock s, concurrency)` of every hand-set target change.
+    pub fn target_changes(&self) -> &[(f64, u32)] {
+        &self.target_changes
+    }
+
+    /// The concurrency of a level still running.
+    pub fn open_concurrency(&self, level: usize) -> Option<u32> {
+        self.open.get(&level).map(|l| l.info.concurrency)
+    }
+
+    /// When the level after `index` started, if one has.
+    pub fn next_start(&self, index: usize) -> Option<Duration> {
+        self.level_starts
+            .range(index + 1..)
+            .next()
+            .map(|(_, at)| *at)
+    }
+
+    /// Level indexes of a resumed run go on from the kept ones.
+    pub fn level_offset(&self) -> usize {
+        self.prior.as_ref().map_or(0, |p| p.next_level_index)
+    }
+
+    /// Take one driver event other than a level's end, which
+    /// [`Tally::close_level`] takes. `read_client` is called when a level
+    /// starts, for the client's CPU time then.
+    pub fn on_event(&mut self, event: &DriverEvent, read_client: impl FnOnce() -> ClientReading) {
+        match event {
+            DriverEvent::LevelStarted(info) => self.start_level(info, read_client()),
+            DriverEvent::Record(record) => {
+                // A level's queue counts include requests of its neighbours.
+                let span = RequestSpan::of(record);
+                for level in self.open.values_mut() {
+                    level.timeline.add(span);
+                }
+                if let (true, Some(ttft)) = (record.is_ok(), record.ttft) {
+                    for (index, level) in self.open.iter_mut() {
+                        level.steady.add(
+                            record.start,
+                            record.start + ttft,
+                            record.end,
+                            record.output_tokens,
+                            *index == record.level && !record.transition,
+                        );
+                    }
+                }
+                let goodput = self.run.decision.goodput.as_ref();
+                if let Some(level) = self.open.get_mut(&record.level) {
+                    if record.transition {
+                        level.transition += 1;
+                    } else {
+                        level.fold(record, goodput);
+                    }
+                }
+            }
+            DriverEvent::TargetChanged { at, target } => {
+                self.target_changes.push((at.as_secs_f64(), *target));
+            }
+            DriverEvent::WarmupFinished {
+                ok,
+                failed,
+                calibration,
+                reported_prompt_tokens,
+            } => {
+                self.warmup = Some(warmup_json(
+                    *ok,
+                    *failed,
+                    calibration,
+                    reported_prompt_tokens,
+                ));
+            }
+            DriverEvent::Search(progress) => self.search = Some(*progress),
+            DriverEvent::TargetReached { index, at } => {
+                if let Some(level) = self.open.get_mut(index) {
+                    level.steady.start(*at);
+                }
+            }
+            DriverEvent::SeriesStarted { series, .. } => {
+                self.series.entry(*series).or_insert_with(|| SeriesInfo {
+                    label: format!("series {}", series + 1),
+                    server: Value::Null,
+                });
+            }
+            DriverEvent::LevelFinished { .. }
+            | DriverEvent::ServerGone { .. }
+            | DriverEvent::ServerBack { .. }
+            | DriverEvent::PlanDone
+            | DriverEvent::WarmupStarted { .. }
+            | DriverEvent::Paused(_)
+            | DriverEvent::Finished { .. } => {}
+        }
+    }
+
+    fn start_level(&mut self, info: &LevelInfo, client: ClientReading) {
+        self.level_starts.insert(info.index, info.started_at);
+        // A hand-set level's steady stretch starts when it fills; any
+        // other level's at its start.
+        let mut steady = SteadyEstimator::default();
+        if info.mode != Mode::Manual {
+            steady.start(info.started_at);
+        }
+        self.open.insert(
+            info.index,
+            OpenLevel {
+                info: info.clone(),
+                server: GaugeSummary::default(),
+                tally: LevelTally::new(),
+                lengths: Lengths::default(),
+                turns: TurnTally::default(),
+                cache: CacheHits::default(),
+                server_timings: ServerTimingTally::default(),
+                stream_shapes: Vec::new(),
+                good: 0,
+                timeline: Timeline::starting_at(info.started_at),
+                transition: 0,
+                steady,
+                // Lag before the level is not the level's: this reading's
+                // lag samples are dropped.
+                cpu_at_start: client.cpu_time,
+                wall_at_start: client.wall_time,
+            },
+        );
+    }
+
+    /// A scrape of the server's gauges counts for every level running.
+    pub fn on_server_sample(&mut self, sample: &ServerSample) {
+        for level in self.open.values_mut() {
+            level.server.add(sample);
+        }
+    }
+
+    /// Indexes of the levels still running, in order.
+    pub fn open_levels(&self) -> Vec<usize> {
+        let mut open: Vec<usize> = self.open.keys().copied().collect();
+        open.sort_unstable();
+        open
+    }
+
+    /// End a running level: its statistics, steadiness and client load.
+    /// `client` is read at its end. None when the level is not running
+    /// (announced twice, or never started). The level counts for the
+    /// judgement once [`Tally::keep`] takes it back.
+    pub fn close_level(
+        &mut self,
+        index: usize,
+        partial: bool,
+        client: ClientReading,
+    ) -> Option<ClosedLevel> {
+        let open = self.open.remove(&index)?;
+        let lateness = open.tally.lateness();
+        // An open loop has no set concurrency: per-stream figures divide by
+        // the mean number in flight instead of the cap.
+        let streams = match &lateness {
+            Some(l) if open.info.mode.is_open_loop() => l.mean_in_flight.round().max(1.0) as u32,
+            _ => open.info.concurrency,
+        };
+        let stats = open.tally.stats(streams, &self.run.percentiles);
+        let mut lag = client.loop_lag_ms;
+        lag.sort_by(f64::total_cmp);
+        let client_load = ClientLoad {
+            cpu_percent: cpu_percent(
+                open.cpu_at_start,
+                client.cpu_time,
+                client.wall_time.saturating_sub(open.wall_at_start),
+            ),
+            loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
+        };
+        let goodput = self.run.decision.goodput.as_ref().map(|_| {
+            Goodput::from_counts(open.good, stats.completed + stats.failed, stats.duration_s)
+        });
+        let window_end = self.window_end(&open);
+        let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
+        let estimate = window_end.and_then(|end| open.steady.estimate(end, true));
+        let steadiness = (open.info.mode == Mode::Manual).then(|| {
+            let min = match open.info.rate {
+                // Two seconds of arrivals at the level's rate.
+                Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
+                None => open.info.concurrency.saturating_mul(self.steady_per_stream),
+            };
+            let lasted = window_end
+                .unwrap_or(open.info.started_at)
+                .saturating_sub(open.info.started_at);
+            judge(
+                estimate,
+                open.steady.completions,
+                min,
+                self.steady_rse,
+                lasted,
+            )
+        });
+        let level = FinishedLevel {
+            occupancy,
+            transition: open.transition,
+            throughput_rse: estimate.map(|e| e.rse),
+            steadiness,
+            info: open.info,
+            partial,
+            stats,
+            client: client_load,
+            goodput,
+            stream_shapes: open.stream_shapes,
+            server_timings: open.server_timings.to_json(),
+            server: open.server,
+            file: None,
+            saved: None,
+            achieved: open.lengths,
+            lateness,
+            turns: open.turns.stats(),
+            cache_hit_rate: open.cache.rate(),
+        };
+        Some(ClosedLevel {
+            level,
+            records: open.tally,
+        })
+    }
+
+    /// Take back a closed level (with its file attached, if it got one):
+    /// from now on it counts for the decision and the diagnoses.
+    pub fn keep(&mut self, level: FinishedLevel) -> &FinishedLevel {
+        self.finished.push(level);
+        let last = self.finished.len() - 1;
+        &self.finished[last]
+    }
+
+    /// Where a level's measurement window ends: its last answer, or when
+    /// the next level started if that came first.
+    fn window_end(&self, open: &OpenLevel) -> Option<Duration> {
+        let last_end = open.tally.latest_end()?;
+        Some(self.next_start(open.info.index).map_or(last_end, |next| {
+            next.min(last_end).max(open.info.started_at)
+        }))
+    }
+
+    /// Name a series before it starts (the live view's `s`, or a restart):
+    /// its label and what the probe saw of the server.
+    pub fn set_series(&mut self, index: usize, label: String, server: Value) {
+        self.series.insert(index, SeriesInfo { label, server });
+    }
+
+    pub fn series_label(&self, index: usize) -> String {
+        self.series
+            .get(&index)
+            .map_or_else(|| format!("series {}", index + 1), |s| s.label.clone())
+    }
+
+    /// What the probe saw of a series' server, when it said.
+    pub fn series_server(&self, index: usize) -> Value {
+        self.series
+            .get(&index)
+            .map_or(Value::Null, |s| s.server.clone())
+    }
+
+    /// Series indexes with a saved level, in order.
+    pub fn series_indexes(&self) -> Vec<usize> {
+        let mut indexes: Vec<usize> = self
+            .prior_series()
+            .into_iter()
+            .chain(self.saved_levels().iter().map(|l| l.info.series))
+            .chain(self.series.keys().copied())
+            .collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        indexes
+    }
+
+    fn prior_series(&self) -> Vec<usize> {
+        self.prior
+            .iter()
+            .flat_map(|p| p.point_series.iter().copied())
+            .collect()
+    }
+
+    /// How a hand-set level is judged steady (`--steady-completions`,
+    /// `--steady-rse`).
+    pub fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
+        self.steady_per_stream = per_stream.max(1);
+        self.steady_rse = rse;
+    }
+
+    /// Levels that had anything to save, in run order.
+    pub fn saved_levels(&self) -> Vec<&FinishedLevel> {
+        let mut saved: Vec<&FinishedLevel> =
+            self.finished.iter().filter(|l| l.has_answers()).collect();
+        saved.sort_by_key(|l| l.info.index);
+        saved
+    }
+}
+
+fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> Value {
+    json!({
+        "ok": ok,
+        "failed": failed,
+        "tokens_per_word": round3(c.tokens_per_word),
+        "template_overhead_tokens": round3(c.overhead_tokens),
+        "reported_prompt_tokens": reported,
+    })
+}
+
+pub(crate) fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

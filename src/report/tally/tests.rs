@@ -1,0 +1,355 @@
+//! The tally on made-up events: no file, no socket, no clock. Each
+//! expected figure is worked out by hand in the test's comment.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::analysis::decide::CapacitySlo;
+use crate::record::{ErrorClass, Outcome, RequestRecord};
+
+/// A run whose capacity rule is "p99 TTFT at most 150 ms, errors under
+/// 1%", at $2 per GPU-hour against an API's $1 per million.
+fn run(kind: &str) -> RunInfo {
+    let mut run = RunInfo::example();
+    run.kind = kind.into();
+    run.decision.slo = CapacitySlo {
+        ttft_p99_ms: Some(150.0),
+        min_stream_tok_s: None,
+        tpot_p99_ms: None,
+        max_error_rate: 0.01,
+    };
+    run.decision.gpu_price_per_hour = Some(2.0);
+    run.decision.api_price_per_m = Some(1.0);
+    run
+}
+
+fn info(index: usize, concurrency: u32, mode: Mode, started_ms: u64, series: usize) -> LevelInfo {
+    LevelInfo {
+        index,
+        concurrency,
+        mode,
+        num_prompts: Some(concurrency),
+        plan_index: Some(index),
+        started_at: Duration::from_millis(started_ms),
+        rate: None,
+        timeline: None,
+        series,
+    }
+}
+
+fn answer(id: u64, level: usize, start_ms: u64, ttft_ms: u64, end_ms: u64) -> RequestRecord {
+    let mut r = RequestRecord::empty(id, level);
+    r.start = Duration::from_millis(start_ms);
+    r.end = Duration::from_millis(end_ms);
+    r.ttft = Some(Duration::from_millis(ttft_ms));
+    r.e2el = Some(Duration::from_millis(end_ms - start_ms));
+    r.output_tokens = 100;
+    r.output_tokens_requested = 100;
+    r
+}
+
+fn reading(cpu_ms: u64, wall_ms: u64, lag_ms: &[f64]) -> ClientReading {
+    ClientReading {
+        cpu_time: Duration::from_millis(cpu_ms),
+        wall_time: Duration::from_millis(wall_ms),
+        loop_lag_ms: lag_ms.to_vec(),
+    }
+}
+
+/// One closed-loop level at `concurrency`: every stream sends one request
+/// at the level's start, which answers its first token after `ttft_ms` and
+/// its 100th token a second after it was sent.
+fn level(tally: &mut Tally, index: usize, concurrency: u32, ttft_ms: u64, series: usize) {
+    let start = index as u64 * 1000;
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(index, concurrency, Mode::Planned, start, series)),
+        || reading(0, start, &[]),
+    );
+    for stream in 0..u64::from(concurrency) {
+        let record = answer(
+            index as u64 * 100 + stream,
+            index,
+            start,
+            ttft_ms,
+            start + 1000,
+        );
+        tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+    }
+    let closed = tally
+        .close_level(index, false, reading(0, start + 1000, &[]))
+        .expect("the level was running");
+    tally.keep(closed.level);
+}
+
+/// Levels at 1, 2 and 4 streams, each sending one 100-token request per
+/// stream that lasts 1 s, with p99 TTFT 50, 100 and 200 ms:
+/// - output throughput is 100 x streams / 1 s: 100, 200, 400 tok/s;
+/// - the 150 ms SLO passes 1 and 2 and fails 4, so capacity is 2 streams
+///   at 200 tok/s, half of the 400 tok/s peak;
+/// - throughput doubles with every doubling of streams: no knee;
+/// - cost at capacity: $2/h over 200 tok/s x 3,600 s = 0.72 M tokens an
+///   hour is $2.777... per million; break-even against the $1 API is
+///   2 / 1 x 1e6 / 3,600 = 555.55... tok/s.
+#[test]
+fn three_levels_make_the_decision_and_cost_worked_by_hand() {
+    let mut tally = Tally::new(run("sweep"), None);
+    level(&mut tally, 0, 1, 50, 0);
+    level(&mut tally, 1, 2, 100, 0);
+    level(&mut tally, 2, 4, 200, 0);
+
+    let throughputs: Vec<f64> = tally
+        .saved_levels()
+        .iter()
+        .map(|l| l.stats.output_throughput)
+        .collect();
+    assert_eq!(throughputs, [100.0, 200.0, 400.0]);
+
+    let decision = tally.decision();
+    assert!(decision.knee.is_none(), "{:?}", decision.knee);
+    let capacity = decision.capacity.as_ref().expect("a capacity");
+    assert_eq!(capacity.concurrency, 2);
+    assert_eq!(capacity.output_throughput, 200.0);
+    assert_eq!(capacity.share_of_peak, 0.5);
+
+    let cost = tally.cost(&decision).expect("a GPU price was given");
+    let per_m = cost.cost_per_m_output.expect("a capacity throughput");
+    assert!((per_m - 2.0 / 0.72).abs() < 1e-9, "{per_m}");
+    let break_even = cost.break_even_output_tok_s.expect("an API price");
+    assert!((break_even - 2.0e6 / 3600.0).abs() < 1e-9, "{break_even}");
+}
+
+/// Client load over a level: CPU time went 1.0 -> 1.5 s while the meter's
+/// clock went 10 -> 12 s, so 0.5 / 2 = 25%. The loop lag is the finish
+/// reading's samples only (the start reading's 99 ms fell before the level):
+/// p99 of 1, 2, 3, 4 ms interpolates at rank 0.99 x 3 = 2.97, so 3.97 ms.
+#[test]
+fn client_load_is_the_readings_difference() {
+    let mut tally = Tally::new(run("sweep"), None);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(0, 1, Mode::Planned, 0, 0)),
+        || reading(1000, 10_000, &[99.0]),
+    );
+    tally.on_event(
+        &DriverEvent::Record(answer(1, 0, 0, 50, 1000)),
+        ClientReading::default,
+    );
+    let closed = tally
+        .close_level(0, false, reading(1500, 12_000, &[4.0, 1.0, 3.0, 2.0]))
+        .expect("running");
+    assert_eq!(closed.level.client.cpu_percent, Some(25.0));
+    let lag = closed.level.client.loop_lag_ms_p99.expect("lag samples");
+    assert!((lag - 3.97).abs() < 1e-9, "{lag}");
+}
+
+/// Records count for their own level only; transition records are counted
+/// apart; a record of a level not running is dropped; a level that was
+/// never started cannot be closed.
+#[test]
+fn records_go_to_their_level_and_transition_ones_stay_apart() {
+    let mut tally = Tally::new(run("sweep"), None);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(0, 2, Mode::Planned, 0, 0)),
+        ClientReading::default,
+    );
+    let mut transition = answer(1, 0, 0, 10, 500);
+    transition.transition = true;
+    let mut failed = answer(2, 0, 0, 10, 800);
+    failed.outcome = Outcome::Failed(ErrorClass::Http(503));
+    failed.ttft = None;
+    for record in [
+        transition,
+        failed,
+        answer(3, 0, 0, 40, 1000),
+        answer(4, 7, 0, 40, 1000),
+    ] {
+        tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+    }
+    assert!(tally
+        .close_level(5, false, ClientReading::default())
+        .is_none());
+    let closed = tally
+        .close_level(0, false, ClientReading::default())
+        .expect("running");
+    assert_eq!(closed.level.transition, 1);
+    assert_eq!(closed.level.stats.completed, 1);
+    assert_eq!(closed.level.stats.failed, 1);
+    assert_eq!(closed.level.stats.errors.get("http_503"), Some(&1));
+    // Two records folded: the transition one and level 7's are not among them.
+    assert_eq!(closed.records.records(), 2);
+    assert!(closed.level.has_answers());
+    assert!(tally.open_levels().is_empty());
+}
+
+/// A hand-set level at 2 streams needs 2 x 2 = 4 completions to be steady;
+/// one is too few, so it is saved as unsteady and never judged, and the
+/// sweep's single planned level is all the decision sees.
+#[test]
+fn an_unsteady_manual_level_is_kept_but_not_judged() {
+    let mut tally = Tally::new(run("sweep"), None);
+    level(&mut tally, 0, 1, 50, 0);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(1, 2, Mode::Manual, 1000, 0)),
+        ClientReading::default,
+    );
+    tally.on_event(
+        &DriverEvent::TargetReached {
+            index: 1,
+            at: Duration::from_millis(1000),
+        },
+        ClientReading::default,
+    );
+    tally.on_event(
+        &DriverEvent::Record(answer(10, 1, 1000, 20, 2000)),
+        ClientReading::default,
+    );
+    let closed = tally
+        .close_level(1, false, ClientReading::default())
+        .expect("running");
+    let steadiness = closed
+        .level
+        .steadiness
+        .clone()
+        .expect("manual levels are judged");
+    assert!(!steadiness.steady);
+    assert!(closed.level.is_unsteady());
+    tally.keep(closed.level);
+    assert_eq!(tally.saved_levels().len(), 2);
+    let capacity = tally.decision().capacity.expect("the planned level passes");
+    assert_eq!(capacity.concurrency, 1);
+}
+
+/// One level is a single-level sweep, which the diagnoses say; an open-loop
+/// run sets no concurrency, so the same level says nothing of the kind.
+#[test]
+fn sweep_checks_apply_to_sweeps_only() {
+    let ids = |kind: &str| {
+        let mut tally = Tally::new(run(kind), None);
+        level(&mut tally, 0, 1, 50, 0);
+        tally
+            .diagnoses()
+            .into_iter()
+            .map(|d| d.id)
+            .collect::<Vec<_>>()
+    };
+    assert!(ids("sweep").contains(&"single_level"), "{:?}", ids("sweep"));
+    assert!(!ids("rate").contains(&"single_level"), "{:?}", ids("rate"));
+}
+
+/// The search's failing bound at 4 streams: the 4-stream probe is past the
+/// capacity whatever its own SLO says (here it would pass, at 120 ms).
+#[test]
+fn the_searchs_failing_bound_caps_the_capacity() {
+    let mut tally = Tally::new(run("find-capacity"), None);
+    level(&mut tally, 0, 1, 50, 0);
+    level(&mut tally, 1, 2, 100, 0);
+    level(&mut tally, 2, 4, 120, 0);
+    assert_eq!(tally.decision().capacity.expect("passes").concurrency, 4);
+    tally.on_event(
+        &DriverEvent::Search(SearchProgress {
+            passing: Some(2),
+            failing: Some(4),
+            next: None,
+        }),
+        ClientReading::default,
+    );
+    assert_eq!(tally.decision().capacity.expect("passes").concurrency, 2);
+}
+
+/// Series: a restart starts series 2 under its default label until it is
+/// named; each series has its own decision, and the run's is the latest's.
+#[test]
+fn each_series_is_judged_on_its_own() {
+    let mut tally = Tally::new(run("sweep"), None);
+    level(&mut tally, 0, 1, 50, 0);
+    level(&mut tally, 1, 2, 100, 0);
+    tally.on_event(
+        &DriverEvent::SeriesStarted {
+            series: 1,
+            at: Duration::from_millis(2000),
+        },
+        ClientReading::default,
+    );
+    assert_eq!(tally.series_label(1), "series 2");
+    tally.set_series(1, "slots 4".into(), json!({"total_slots": 4}));
+    level(&mut tally, 2, 1, 60, 1);
+    assert_eq!(tally.series_indexes(), [0, 1]);
+    assert_eq!(tally.series_label(1), "slots 4");
+    assert_eq!(
+        tally.decision_of(0).capacity.expect("passes").concurrency,
+        2
+    );
+    assert_eq!(tally.decision().capacity.expect("passes").concurrency, 1);
+    let series = tally.series_json();
+    assert_eq!(series[1]["label"], "slots 4");
+    assert_eq!(series[1]["server"]["total_slots"], 4);
+    assert_eq!(series[0]["capacity"]["concurrency"], 2);
+}
+
+/// A resumed run: its kept point at 8 streams (500 tok/s, p99 TTFT 140 ms)
+/// joins the new levels, so the capacity is 8; new levels are numbered
+/// on from the kept ones.
+#[test]
+fn a_resumed_runs_levels_still_count() {
+    let kept = crate::analysis::decide::LevelPoint {
+        concurrency: 8,
+        kind: Mode::Planned,
+        partial: false,
+        output_throughput: 500.0,
+        per_stream_tok_s: 62.5,
+        stream_decode_tok_s: None,
+        p50_ttft_ms: Some(100.0),
+        p99_ttft_ms: Some(140.0),
+        p99_tpot_ms: None,
+        error_rate: 0.0,
+    };
+    let prior = PriorRun {
+        levels: vec![json!({"max_concurrency": 8})],
+        points: vec![kept],
+        point_series: vec![0],
+        last_series: 0,
+        series_labels: vec![(0, "first".into())],
+        next_level_index: 3,
+        run: json!({}),
+    };
+    let mut tally = Tally::new(run("sweep"), Some(prior));
+    assert_eq!(tally.level_offset(), 3);
+    assert_eq!(tally.series_label(0), "first");
+    level(&mut tally, 0, 1, 50, 0);
+    level(&mut tally, 1, 2, 100, 0);
+    let capacity = tally.decision().capacity.expect("passes");
+    assert_eq!(
+        (capacity.concurrency, capacity.output_throughput),
+        (8, 500.0)
+    );
+}
+
+/// The warmup's figures, rounded to the thousandth, as summary.json has them.
+#[test]
+fn warmup_is_kept_rounded() {
+    let mut tally = Tally::new(run("sweep"), None);
+    tally.on_event(
+        &DriverEvent::WarmupFinished {
+            ok: 3,
+            failed: 1,
+            calibration: Calibration {
+                tokens_per_word: 1.33333,
+                overhead_tokens: 12.0004,
+                slope_from_tokenizer: false,
+            },
+            reported_prompt_tokens: vec![40, 41],
+        },
+        ClientReading::default,
+    );
+    assert_eq!(
+        tally.warmup(),
+        Some(&json!({
+            "ok": 3,
+            "failed": 1,
+            "tokens_per_word": 1.333,
+            "template_overhead_tokens": 12.0,
+            "reported_prompt_tokens": [40, 41],
+        }))
+    );
+}
