@@ -132,7 +132,7 @@ pub enum Backend {
 }
 
 impl Backend {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Backend::OpenaiChat => "openai-chat",
             Backend::OpenaiCompletions => "openai-completions",
@@ -140,7 +140,7 @@ impl Backend {
             Backend::OllamaChat => "ollama-chat",
         }
     }
-    pub fn default_path(self) -> &'static str {
+    pub(crate) fn default_path(self) -> &'static str {
         match self {
             Backend::OpenaiChat => "/v1/chat/completions",
             Backend::OpenaiCompletions => "/v1/completions",
@@ -446,7 +446,7 @@ pub enum RxClockArg {
 }
 
 impl RxClockArg {
-    pub fn clock(self) -> crate::record::RxClock {
+    pub(crate) fn clock(self) -> crate::record::RxClock {
         match self {
             RxClockArg::Kernel => crate::record::RxClock::Kernel,
             RxClockArg::User => crate::record::RxClock::User,

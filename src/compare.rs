@@ -15,7 +15,7 @@ use crate::report::saved::{median, SavedLevel, SavedRun};
 use crate::report::svg::group;
 
 /// Exit code 2 when the runs cannot be compared (docs/architecture.md section 5).
-pub const EXIT_REFUSED: i32 = 2;
+pub(crate) const EXIT_REFUSED: i32 = 2;
 
 pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
     let runs = args
@@ -40,7 +40,7 @@ pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
 }
 
 /// `A`, `B`, ... `Z`, then `R27`, `R28`: short names for the table heads.
-pub fn run_name(i: usize) -> String {
+pub(crate) fn run_name(i: usize) -> String {
     match u8::try_from(i) {
         Ok(n) if n < 26 => char::from(b'A' + n).to_string(),
         _ => format!("R{}", i + 1),
@@ -72,7 +72,7 @@ fn shape_text(run: &SavedRun, lengths: String) -> String {
 /// The first run whose lengths, profile, range ratio or dataset differ
 /// from the baseline's (the prompt source may differ), said
 /// in words; `None` when all runs share one shape.
-pub fn shape_mismatch(runs: &[SavedRun]) -> Option<String> {
+pub(crate) fn shape_mismatch(runs: &[SavedRun]) -> Option<String> {
     let base = runs.first()?;
     runs.iter().enumerate().skip(1).find_map(|(i, run)| {
         let same = run.input_len == base.input_len
@@ -140,7 +140,7 @@ fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
 }
 
 /// `+12.3%` against the baseline; empty when there is nothing to compare to.
-pub fn relative_change(value: f64, base: f64) -> String {
+pub(crate) fn relative_change(value: f64, base: f64) -> String {
     if base.abs() < f64::EPSILON || !base.is_finite() || !value.is_finite() {
         return String::new();
     }
@@ -154,7 +154,7 @@ pub fn relative_change(value: f64, base: f64) -> String {
 }
 
 /// The whole comparison as text.
-pub fn render_compare(runs: &[SavedRun]) -> String {
+pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
     let mut out = String::new();
     let shapes: Vec<String> = runs.iter().map(shape_of).collect();
     // The asked shape: the achieved means differ a little from run to run.

@@ -18,7 +18,7 @@ use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use toml::Value;
 
 /// The subcommands that take `--config` (both carry the sweep flags).
-pub const SUBCOMMANDS: [&str; 2] = ["sweep", "demo"];
+pub(crate) const SUBCOMMANDS: [&str; 2] = ["sweep", "demo"];
 
 /// Flags that are not settings of a run: never read from a file nor written
 /// to one. `api-key` is refused on its own (see `refuse_key`).
@@ -69,7 +69,7 @@ pub fn expand_argv(cmd: &Command, argv: &[OsString], first: &ArgMatches) -> Resu
 /// so a bad value is reported against its key and the file. `on_command_line`
 /// says which argument ids the user set on the command line: those keys are
 /// skipped, the command line wins.
-pub fn tokens_of_file(
+pub(crate) fn tokens_of_file(
     sub_cmd: &Command,
     sub_name: &str,
     path: &Path,
@@ -356,7 +356,8 @@ impl Settings {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.entries
             .iter()
             .find(|(k, _)| k == key)

@@ -5,7 +5,7 @@
 
 /// `1795.64, 1` -> `1,795.6`: thousands separated by commas, `decimals`
 /// after the point; a value that rounds to zero has no minus sign.
-pub fn group(x: f64, decimals: usize) -> String {
+pub(crate) fn group(x: f64, decimals: usize) -> String {
     if !x.is_finite() {
         return format!("{x}");
     }
@@ -33,18 +33,18 @@ pub fn group(x: f64, decimals: usize) -> String {
 }
 
 /// `1914` -> `1,914`.
-pub fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     group(n as f64, 0)
 }
 
 /// `1910.26` -> `1,910`: whole, grouped.
-pub fn thousands(x: f64) -> String {
+pub(crate) fn thousands(x: f64) -> String {
     group(x, 0)
 }
 
 /// Dollars to three significant digits, trailing zeros dropped:
 /// `0.2778` -> `$0.278`, `1.1111` -> `$1.11`, `0.34` -> `$0.34`, `2.0` -> `$2`.
-pub fn dollars(x: f64) -> String {
+pub(crate) fn dollars(x: f64) -> String {
     if !x.is_finite() {
         return "$?".into();
     }
@@ -61,12 +61,12 @@ pub fn dollars(x: f64) -> String {
 }
 
 /// A fraction as a whole percentage: `0.7513` -> `75%`.
-pub fn percent0(x: f64) -> String {
+pub(crate) fn percent0(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
 /// A fraction as a percentage with one decimal: `0.0588` -> `5.9%`.
-pub fn percent1(x: f64) -> String {
+pub(crate) fn percent1(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 

@@ -21,7 +21,7 @@ pub enum TokenSource {
 }
 
 impl TokenSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TokenSource::Usage => "usage",
             TokenSource::OllamaEvalCount => "ollama_eval_count",
@@ -69,7 +69,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Planned => "planned",
             Mode::Manual => "manual",
@@ -80,7 +80,7 @@ impl Mode {
     }
 
     /// From a level file's `mode`; None for anything else.
-    pub fn parse(mode: &str) -> Option<Mode> {
+    pub(crate) fn parse(mode: &str) -> Option<Mode> {
         [
             Mode::Planned,
             Mode::Manual,
@@ -93,12 +93,12 @@ impl Mode {
     }
 
     /// Requests go out on a schedule, not when a slot frees.
-    pub fn is_open_loop(self) -> bool {
+    pub(crate) fn is_open_loop(self) -> bool {
         matches!(self, Mode::Rate | Mode::Replay)
     }
 
     /// Planned and search levels place the knee and the capacity.
-    pub fn is_sweep(self) -> bool {
+    pub(crate) fn is_sweep(self) -> bool {
         matches!(self, Mode::Planned | Mode::Search)
     }
 }
@@ -131,7 +131,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub fn key(self) -> String {
+    pub(crate) fn key(self) -> String {
         match self {
             ErrorClass::Http(code) => format!("http_{code}"),
             ErrorClass::ConnectRefused => "connect_refused".into(),
@@ -175,14 +175,14 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
-    pub fn parse(s: &str) -> FinishReason {
+    pub(crate) fn parse(s: &str) -> FinishReason {
         match s {
             "length" => FinishReason::Length,
             "stop" | "eos" | "eos_token" => FinishReason::Stop,
             _ => FinishReason::Other,
         }
     }
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishReason::Length => "length",
             FinishReason::Stop => "stop",
@@ -195,7 +195,7 @@ impl FinishReason {
 /// when the server reported cumulative usage on every chunk, how many tokens it
 /// carried.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ChunkArrival {
+pub(crate) struct ChunkArrival {
     pub at: Duration,
     pub tokens: Option<u32>,
 }
@@ -236,7 +236,7 @@ impl ServerTimings {
     }
 
     /// Server-side prefill speed: `prompt_n / prompt_ms`, tok/s.
-    pub fn prefill_tok_s(&self) -> Option<f64> {
+    pub(crate) fn prefill_tok_s(&self) -> Option<f64> {
         rate_per_s(self.prompt_n?, self.prompt_ms?)
     }
 
@@ -244,7 +244,7 @@ impl ServerTimings {
     /// never below zero (Ollama exposes no queue metric; this is the time
     /// the request spent neither loading nor computing). None unless the
     /// server sent a total (llama.cpp does not). Missing parts count as zero.
-    pub fn slot_wait_ms(&self) -> Option<f64> {
+    pub(crate) fn slot_wait_ms(&self) -> Option<f64> {
         let total = f64::from(self.total_ms);
         if !(total.is_finite() && total > 0.0) {
             return None;
@@ -338,11 +338,11 @@ impl RequestRecord {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
-    pub fn is_failed(&self) -> bool {
+    pub(crate) fn is_failed(&self) -> bool {
         matches!(self.outcome, Outcome::Failed(_))
     }
     /// Input tokens to count: what the server said, else what we aimed for.
-    pub fn input_tokens(&self) -> u32 {
+    pub(crate) fn input_tokens(&self) -> u32 {
         self.input_tokens_reported
             .unwrap_or(self.input_tokens_target)
     }

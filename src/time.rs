@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// (year, month, day, hour, minute, second) in UTC.
-pub fn utc_parts(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
+pub(crate) fn utc_parts(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
     let secs = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -31,20 +31,20 @@ pub fn utc_parts(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
 }
 
 /// `2026-11-29T19:14:00Z`
-pub fn iso8601(t: SystemTime) -> String {
+pub(crate) fn iso8601(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s) = utc_parts(t);
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
 /// `20261129-191400`: vLLM's `date` format, also the default result folder name.
-pub fn compact(t: SystemTime) -> String {
+pub(crate) fn compact(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s) = utc_parts(t);
     format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
 }
 
 /// `2026-11-29T19:14:00Z` (what [`iso8601`] writes) back to a time; None
 /// for anything else. Days from civil, Howard Hinnant's inverse.
-pub fn parse_iso8601(s: &str) -> Option<SystemTime> {
+pub(crate) fn parse_iso8601(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
     if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
         return None;

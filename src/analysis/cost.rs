@@ -12,7 +12,7 @@ use super::words::{dollars, num, opt_num, percent0, round_to, thousands};
 /// Cost figures and the verdict in words. A figure that cannot be computed
 /// (no throughput, no API price, no utilization) is `None`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Cost {
+pub(crate) struct Cost {
     pub capacity_output_tok_s: f64,
     pub gpu_price_per_hour: f64,
     pub api_price_per_m: Option<f64>,
@@ -28,7 +28,7 @@ pub struct Cost {
 
 impl Cost {
     /// The `cost` object of summary.json (docs/architecture.md section 5).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let r4 = |x: Option<f64>| opt_num(x.map(|v| round_to(v, 4)));
         json!({
             "gpu_price_per_hour": num(self.gpu_price_per_hour),
@@ -55,7 +55,7 @@ fn times(x: f64) -> String {
 /// `gpu_price_per_hour`, against an API at `api_price_per_m` dollars per
 /// million output tokens, at `utilization` (a fraction in (0, 1]; anything
 /// else is ignored).
-pub fn cost(
+pub(crate) fn cost(
     capacity_tok_s: f64,
     gpu_price_per_hour: f64,
     api_price_per_m: Option<f64>,

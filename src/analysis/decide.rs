@@ -20,15 +20,15 @@ use crate::record::Mode;
 use crate::stats::summary::LevelStats;
 
 /// A step whose gain per doubling is below this may be the knee.
-pub const KNEE_MAX_GAIN: f64 = 0.10;
+pub(crate) const KNEE_MAX_GAIN: f64 = 0.10;
 /// ... when p99 TTFT grows at least this much over the step.
-pub const KNEE_MIN_TTFT_GROWTH: f64 = 2.0;
+pub(crate) const KNEE_MIN_TTFT_GROWTH: f64 = 2.0;
 /// A sweep whose peak is less than this far above its lowest level does not rise.
-pub const NO_RISE_MAX_GAIN: f64 = 0.10;
+pub(crate) const NO_RISE_MAX_GAIN: f64 = 0.10;
 /// Default reading-speed SLO, output tok/s per stream once it streams.
-pub const DEFAULT_MIN_STREAM_TOK_S: f64 = 20.0;
+pub(crate) const DEFAULT_MIN_STREAM_TOK_S: f64 = 20.0;
 /// Levels with this error rate or more do not meet the SLO.
-pub const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;
+pub(crate) const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;
 
 /// One finished level, as the knee and capacity see it.
 #[derive(Clone, Debug, PartialEq)]
@@ -52,7 +52,7 @@ pub struct LevelPoint {
 impl LevelPoint {
     /// From a level's statistics. p50 TTFT is the median; p99 TTFT and TPOT
     /// are `None` unless 99 was among the saved percentiles.
-    pub fn from_stats(
+    pub(crate) fn from_stats(
         concurrency: u32,
         kind: Mode,
         partial: bool,
@@ -80,7 +80,7 @@ impl LevelPoint {
 
 /// One concurrency of the sweep: the median of its rounds, metric by metric.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SweepPoint {
+pub(crate) struct SweepPoint {
     pub concurrency: u32,
     /// How many finished levels were merged.
     pub rounds: usize,
@@ -95,7 +95,7 @@ pub struct SweepPoint {
 
 /// The finished planned and search levels, one point per concurrency (the
 /// median of its rounds, per metric), by rising concurrency.
-pub fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
+pub(crate) fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
     let mut counted: Vec<&LevelPoint> = levels
         .iter()
         .filter(|l| l.kind.is_sweep() && !l.partial)
@@ -121,7 +121,7 @@ pub fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
 
 /// What one step between consecutive sweep points did.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Step {
+pub(crate) struct Step {
     pub from_concurrency: u32,
     pub to_concurrency: u32,
     /// T2/T1 - 1 over the whole step.
@@ -134,7 +134,7 @@ pub struct Step {
 
 /// The steps between consecutive points (as `sweep_points` returns them).
 /// A figure that cannot be computed (zero or missing denominators) is `None`.
-pub fn steps(points: &[SweepPoint]) -> Vec<Step> {
+pub(crate) fn steps(points: &[SweepPoint]) -> Vec<Step> {
     points
         .windows(2)
         .map(|w| {
@@ -166,7 +166,7 @@ pub fn steps(points: &[SweepPoint]) -> Vec<Step> {
 /// Where more streams stop paying: the first step adding under 10%
 /// throughput per doubling while p99 TTFT at least doubles.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Knee {
+pub(crate) struct Knee {
     pub from_concurrency: u32,
     pub to_concurrency: u32,
     /// Gain per doubling, a fraction (0.059 = 5.9%).
@@ -180,7 +180,7 @@ pub struct Knee {
 
 impl Knee {
     /// The `knee` object of summary.json (docs/architecture.md section 5).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "from_concurrency": self.from_concurrency,
             "to_concurrency": self.to_concurrency,
@@ -193,7 +193,7 @@ impl Knee {
 
 /// True when the sweep has two or more points and its peak throughput is
 /// less than 10% above its lowest level's.
-pub fn is_flat(points: &[SweepPoint]) -> bool {
+pub(crate) fn is_flat(points: &[SweepPoint]) -> bool {
     let Some(first) = points.first() else {
         return false;
     };
@@ -208,7 +208,7 @@ pub fn is_flat(points: &[SweepPoint]) -> bool {
 }
 
 /// The sentence for a sweep that does not rise, from its lowest concurrency.
-pub fn no_rise_message(lowest_concurrency: u32) -> String {
+pub(crate) fn no_rise_message(lowest_concurrency: u32) -> String {
     if lowest_concurrency <= 1 {
         format!(
             "throughput does not rise with concurrency: the server runs one request at a time \
@@ -225,7 +225,7 @@ pub fn no_rise_message(lowest_concurrency: u32) -> String {
 }
 
 /// The knee of the sweep, if a step qualifies.
-pub fn find_knee(points: &[SweepPoint]) -> Option<Knee> {
+pub(crate) fn find_knee(points: &[SweepPoint]) -> Option<Knee> {
     let all = steps(points);
     let (index, step, gain, growth) = all.iter().enumerate().find_map(|(i, s)| {
         match (s.gain_per_doubling, s.p99_ttft_growth) {
@@ -307,7 +307,7 @@ struct Check {
 
 /// Whether one level meets every term of the SLO on its own (the test of a
 /// `--find-capacity` probe).
-pub fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
+pub(crate) fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
     let point = SweepPoint {
         concurrency: level.concurrency,
         rounds: 1,
@@ -370,7 +370,7 @@ fn and_list(items: &[String]) -> String {
 
 /// The load this server can take within the SLO.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Capacity {
+pub(crate) struct Capacity {
     pub concurrency: u32,
     pub output_throughput: f64,
     pub per_stream_tok_s: f64,
@@ -383,7 +383,7 @@ pub struct Capacity {
 
 impl Capacity {
     /// The `capacity` object of summary.json (docs/architecture.md section 5).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "concurrency": self.concurrency,
             "output_throughput": num(round_to(self.output_throughput, 3)),
@@ -398,7 +398,7 @@ impl Capacity {
 
 /// Why there is no capacity to report, in one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NoCapacity {
+pub(crate) struct NoCapacity {
     pub reason: String,
     /// True when levels were measured and none met the SLO (a diagnosis);
     /// false when there was nothing to judge yet.
@@ -407,7 +407,7 @@ pub struct NoCapacity {
 
 /// The highest sweep point meeting the SLO (capped at the knee's
 /// `from_concurrency` without a TTFT SLO), or why there is none.
-pub fn find_capacity(
+pub(crate) fn find_capacity(
     points: &[SweepPoint],
     knee: Option<&Knee>,
     slo: &CapacitySlo,
@@ -486,7 +486,7 @@ pub fn find_capacity(
 
 /// Knee and capacity of a run, from all its finished levels.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// One point per concurrency, by rising concurrency (see `sweep_points`).
     pub points: Vec<SweepPoint>,
     pub knee: Option<Knee>,
@@ -495,18 +495,18 @@ pub struct Decision {
 
 impl Decision {
     /// summary.json's `knee`: the object, or null.
-    pub fn knee_json(&self) -> Value {
+    pub(crate) fn knee_json(&self) -> Value {
         self.knee.as_ref().map_or(Value::Null, Knee::to_json)
     }
     /// summary.json's `capacity`: the object, or null (the reason is in
     /// `capacity_line` and in the `no_capacity` diagnosis).
-    pub fn capacity_json(&self) -> Value {
+    pub(crate) fn capacity_json(&self) -> Value {
         self.capacity
             .as_ref()
             .map_or(Value::Null, Capacity::to_json)
     }
     /// One line for the headless output: "capacity: ..." or "no capacity: ...".
-    pub fn capacity_line(&self) -> String {
+    pub(crate) fn capacity_line(&self) -> String {
         match &self.capacity {
             Ok(c) => format!("capacity: {}", c.reason),
             Err(n) => format!("no capacity: {}", n.reason),
@@ -516,7 +516,7 @@ impl Decision {
 
 /// Knee and capacity from every finished level of a run (any kind, partial
 /// or not: the rules above pick what counts).
-pub fn decide(levels: &[LevelPoint], slo: &CapacitySlo) -> Decision {
+pub(crate) fn decide(levels: &[LevelPoint], slo: &CapacitySlo) -> Decision {
     let points = sweep_points(levels);
     let knee = find_knee(&points);
     let capacity = find_capacity(&points, knee.as_ref(), slo);

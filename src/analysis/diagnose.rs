@@ -11,49 +11,49 @@ use crate::record::RequestRecord;
 use crate::stats::summary::LevelStats;
 
 /// Prompt lengths further than this from the target make levels incomparable.
-pub const INPUT_LEN_TOLERANCE: f64 = 0.05;
+pub(crate) const INPUT_LEN_TOLERANCE: f64 = 0.05;
 /// Mean output below this share of the requested length fires `short_outputs`.
-pub const SHORT_OUTPUT_SHARE: f64 = 0.9;
+pub(crate) const SHORT_OUTPUT_SHARE: f64 = 0.9;
 /// Connect + first byte above this many ms fires `client_far` ...
-pub const CLIENT_FAR_MS: f64 = 5.0;
+pub(crate) const CLIENT_FAR_MS: f64 = 5.0;
 /// ... and so does one above this share of the TTFT p50.
-pub const CLIENT_FAR_TTFT_SHARE: f64 = 0.10;
+pub(crate) const CLIENT_FAR_TTFT_SHARE: f64 = 0.10;
 /// Client CPU above this (percent of one core) fires `client_saturated` ...
-pub const CLIENT_CPU_PERCENT_LIMIT: f64 = 80.0;
+pub(crate) const CLIENT_CPU_PERCENT_LIMIT: f64 = 80.0;
 /// ... and so does an event-loop lag p99 above this many ms.
-pub const CLIENT_LOOP_LAG_MS_LIMIT: f64 = 5.0;
+pub(crate) const CLIENT_LOOP_LAG_MS_LIMIT: f64 = 5.0;
 /// A client receive lag p99 above this many ms fires `client_rx_lag`.
-pub const CLIENT_RX_LAG_MS_LIMIT: f64 = 5.0;
+pub(crate) const CLIENT_RX_LAG_MS_LIMIT: f64 = 5.0;
 /// Event-loop lag while the client's CPU stays under this share of a core is
 /// taken as other work holding the core, not the client's own.
-pub const CLIENT_LOW_CPU_PERCENT: f64 = 25.0;
+pub(crate) const CLIENT_LOW_CPU_PERCENT: f64 = 25.0;
 /// A median of at most this many reads per answer looks buffered ...
-pub const BUFFERED_MAX_READS: f64 = 2.0;
+pub(crate) const BUFFERED_MAX_READS: f64 = 2.0;
 /// ... when the median TTFT is also within this share of the median E2EL.
-pub const BUFFERED_TTFT_SHARE: f64 = 0.10;
+pub(crate) const BUFFERED_TTFT_SHARE: f64 = 0.10;
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     pub id: &'static str,
     pub message: String,
     pub evidence: Value,
 }
 
 impl Diagnosis {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"id": self.id, "message": self.message, "evidence": self.evidence})
     }
 }
 
 /// A finished level as the checks see it.
-pub struct LevelView<'a> {
+pub(crate) struct LevelView<'a> {
     pub concurrency: u32,
     pub stats: &'a LevelStats,
 }
 
 /// What the client itself cost during one level (the level file's `client`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ClientLevelLoad {
+pub(crate) struct ClientLevelLoad {
     pub concurrency: u32,
     /// tokbench's CPU time over the level's wall time, in percent of one core.
     pub cpu_percent: Option<f64>,
@@ -62,7 +62,7 @@ pub struct ClientLevelLoad {
 
 /// How one answer arrived, for `buffered_stream`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StreamShape {
+pub(crate) struct StreamShape {
     /// Socket reads (or, lacking those, output-carrying chunks) that carried output.
     pub reads: u32,
     pub output_tokens: u32,
@@ -73,7 +73,7 @@ pub struct StreamShape {
 impl StreamShape {
     /// From a completed record and its socket reads that carried output; `None`
     /// for a request that failed or lacks TTFT or E2EL.
-    pub fn from_record(r: &RequestRecord) -> Option<StreamShape> {
+    pub(crate) fn from_record(r: &RequestRecord) -> Option<StreamShape> {
         if !r.is_ok() {
             return None;
         }
@@ -89,7 +89,7 @@ impl StreamShape {
 /// Everything the checks need, passed once. Fields left at their default
 /// (empty, `None`, 0) skip the checks that need them.
 #[derive(Default)]
-pub struct DiagnoseInput<'a> {
+pub(crate) struct DiagnoseInput<'a> {
     /// The levels to judge (the recorder passes the complete ones).
     pub levels: &'a [LevelView<'a>],
     /// Requested prompt and output lengths, in server tokens (0: unknown).
@@ -113,7 +113,12 @@ pub struct DiagnoseInput<'a> {
 
 /// Run every check over the levels of a run (the original three inputs;
 /// the checks needing more stay quiet). See `diagnose_run`.
-pub fn diagnose(levels: &[LevelView<'_>], input_target: u32, output_target: u32) -> Vec<Diagnosis> {
+#[cfg(test)]
+pub(crate) fn diagnose(
+    levels: &[LevelView<'_>],
+    input_target: u32,
+    output_target: u32,
+) -> Vec<Diagnosis> {
     diagnose_run(&DiagnoseInput {
         levels,
         input_target,
@@ -123,7 +128,7 @@ pub fn diagnose(levels: &[LevelView<'_>], input_target: u32, output_target: u32)
 }
 
 /// Run every check; only those that fire are returned, in a fixed order.
-pub fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
+pub(crate) fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
     let levels = input.levels;
     // The unloaded TTFT: the lowest concurrency that has TTFT samples.
     let base_ttft_p50 = levels
@@ -158,7 +163,7 @@ pub fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
 }
 
 /// The server saw prompts of a different length than asked for.
-pub fn input_len_off_target(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis> {
+pub(crate) fn input_len_off_target(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis> {
     if target == 0 {
         return None;
     }
@@ -189,7 +194,7 @@ pub fn input_len_off_target(levels: &[LevelView<'_>], target: u32) -> Option<Dia
 
 /// Answers averaged under 90% of the requested length (EOS without
 /// ignore_eos, or a server limit). The evidence keeps the count of short ones.
-pub fn short_outputs(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis> {
+pub(crate) fn short_outputs(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis> {
     if target == 0 {
         return None;
     }
@@ -217,7 +222,7 @@ pub fn short_outputs(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis>
 }
 
 /// Some requests failed; say how, by class.
-pub fn failures(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
+pub(crate) fn failures(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
     let mut by_class = std::collections::BTreeMap::<String, usize>::new();
     for level in levels {
         for (class, count) in &level.stats.errors {
@@ -244,7 +249,7 @@ pub fn failures(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
 }
 
 /// One concurrency says nothing about capacity.
-pub fn single_level(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
+pub(crate) fn single_level(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
     let mut distinct: Vec<u32> = levels.iter().map(|l| l.concurrency).collect();
     distinct.sort_unstable();
     distinct.dedup();
@@ -266,7 +271,7 @@ pub fn single_level(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
 }
 
 /// No warmup: the first level pays for a cold model.
-pub fn no_warmup(warmup_requests: u32) -> Option<Diagnosis> {
+pub(crate) fn no_warmup(warmup_requests: u32) -> Option<Diagnosis> {
     (warmup_requests == 0).then(|| Diagnosis {
         id: "no_warmup",
         message: "no warmup requests were sent: the first level pays for a cold model \
@@ -279,7 +284,7 @@ pub fn no_warmup(warmup_requests: u32) -> Option<Diagnosis> {
 /// The client is far from the server: the median connect + first byte of a
 /// tiny request (`probe_ms`) is above 5 ms, or above 10% of the TTFT p50
 /// (`ttft_p50_ms`, the lowest level's, when known).
-pub fn client_far(probe_ms: f64, ttft_p50_ms: Option<f64>) -> Option<Diagnosis> {
+pub(crate) fn client_far(probe_ms: f64, ttft_p50_ms: Option<f64>) -> Option<Diagnosis> {
     if !probe_ms.is_finite() || probe_ms < 0.0 {
         return None;
     }
@@ -313,7 +318,7 @@ pub fn client_far(probe_ms: f64, ttft_p50_ms: Option<f64>) -> Option<Diagnosis> 
 
 /// tokbench itself was busy: CPU above 80% of a core or event-loop lag p99
 /// above 5 ms in any level.
-pub fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
+pub(crate) fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
     let busy: Vec<&ClientLevelLoad> = loads
         .iter()
         .filter(|l| {
@@ -391,7 +396,7 @@ pub fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
 /// minus the kernel's receive time is above 5 ms in a level. The latencies
 /// of kernel-timed requests do not include that lag (src/load/rxtime.rs),
 /// so this is a note on the machine, not a warning on the figures.
-pub fn client_rx_lag(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
+pub(crate) fn client_rx_lag(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
     let over: Vec<(u32, f64, f64)> = levels
         .iter()
         .filter_map(|l| {
@@ -427,7 +432,7 @@ pub fn client_rx_lag(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
 /// Streaming that does not stream: answers of two or more tokens arrive in
 /// a median of one or two reads and the median TTFT is within 10% of the
 /// median E2EL.
-pub fn buffered_stream(shapes: &[StreamShape]) -> Option<Diagnosis> {
+pub(crate) fn buffered_stream(shapes: &[StreamShape]) -> Option<Diagnosis> {
     let multi: Vec<&StreamShape> = shapes
         .iter()
         .filter(|s| s.output_tokens >= 2 && s.ttft_ms.is_finite() && s.e2el_ms.is_finite())
@@ -453,7 +458,7 @@ pub fn buffered_stream(shapes: &[StreamShape]) -> Option<Diagnosis> {
 }
 
 /// Rounds of one level differ by more than 15% (output throughput or p50 TTFT).
-pub fn rounds_spread(spreads: &[RoundsSpread]) -> Option<Diagnosis> {
+pub(crate) fn rounds_spread(spreads: &[RoundsSpread]) -> Option<Diagnosis> {
     let noisy: Vec<&RoundsSpread> = spreads.iter().filter(|s| s.is_noisy()).collect();
     let worst = noisy
         .iter()
@@ -474,7 +479,7 @@ pub fn rounds_spread(spreads: &[RoundsSpread]) -> Option<Diagnosis> {
 }
 
 /// One round per level: suggest rounds.
-pub fn single_round(rounds: u32) -> Option<Diagnosis> {
+pub(crate) fn single_round(rounds: u32) -> Option<Diagnosis> {
     (rounds == 1).then(|| Diagnosis {
         id: "single_round",
         message: "one round per level: run --rounds 3 to see how stable the numbers are"
@@ -484,7 +489,7 @@ pub fn single_round(rounds: u32) -> Option<Diagnosis> {
 }
 
 /// The sweep's throughput never rises 10% above its lowest level.
-pub fn no_rise(decision: &Decision) -> Option<Diagnosis> {
+pub(crate) fn no_rise(decision: &Decision) -> Option<Diagnosis> {
     let points = &decision.points;
     if !is_flat(points) {
         return None;
@@ -502,7 +507,7 @@ pub fn no_rise(decision: &Decision) -> Option<Diagnosis> {
 }
 
 /// Levels were measured and none met the SLO.
-pub fn no_capacity(decision: &Decision) -> Option<Diagnosis> {
+pub(crate) fn no_capacity(decision: &Decision) -> Option<Diagnosis> {
     let none = decision.capacity.as_ref().err().filter(|n| n.slo_not_met)?;
     let lowest = decision.points.first()?;
     Some(Diagnosis {

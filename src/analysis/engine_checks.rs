@@ -10,7 +10,7 @@ use crate::engine::{Engine, CONCURRENCY_CAP};
 
 /// What one finished level saw of the server.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ServerView {
+pub(crate) struct ServerView {
     pub concurrency: u32,
     pub output_throughput: f64,
     pub p99_ttft_ms: Option<f64>,
@@ -34,7 +34,7 @@ pub struct ServerView {
 
 /// Everything the engine checks need, passed once.
 #[derive(Clone, Debug, Default)]
-pub struct EngineInput<'a> {
+pub(crate) struct EngineInput<'a> {
     /// The saved engine name (`crate::engine::Engine::name`); one of the
     /// user's own behaves as `openai-compatible`.
     pub engine: &'a str,
@@ -45,7 +45,7 @@ pub struct EngineInput<'a> {
     pub template_share: Option<f64>,
 }
 
-pub fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
+pub(crate) fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
     [
         slot_queueing(input),
         cpu_offload(input),
@@ -62,7 +62,7 @@ pub fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
 /// Throughput does not grow from the lowest level to the next while p99 TTFT
 /// does: requests wait for a slot. Effective slots from how far throughput
 /// rose at most over the single-stream figure.
-pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let mut levels: Vec<&ServerView> = input.levels.iter().collect();
     levels.sort_by_key(|l| l.concurrency);
     let (first, second) = (levels.first()?, levels.get(1)?);
@@ -122,7 +122,7 @@ pub fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
 /// The effective slot count when requests queue: the mean number streaming
 /// stayed flat (within 25% and half a slot) over at least two levels while
 /// concurrency grew past it. `levels`: (concurrency, mean streaming).
-pub fn flat_streaming(levels: &[(u32, f64)]) -> Option<f64> {
+pub(crate) fn flat_streaming(levels: &[(u32, f64)]) -> Option<f64> {
     let mut levels = levels.to_vec();
     levels.sort_by_key(|l| l.0);
     levels.dedup_by_key(|l| l.0);
@@ -143,7 +143,7 @@ pub fn flat_streaming(levels: &[(u32, f64)]) -> Option<f64> {
 }
 
 /// Part of the model sits in system memory (Ollama `/api/ps` size_vram < size).
-pub fn cpu_offload(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn cpu_offload(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let share = input
         .levels
         .iter()
@@ -160,7 +160,7 @@ pub fn cpu_offload(input: &EngineInput<'_>) -> Option<Diagnosis> {
 }
 
 /// The model was loaded during measured requests.
-pub fn cold_model(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn cold_model(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let load = input
         .levels
         .iter()
@@ -177,7 +177,7 @@ pub fn cold_model(input: &EngineInput<'_>) -> Option<Diagnosis> {
 
 /// The prefix cache answered more than the chat template explains: prompts
 /// were not unique, and TTFT is flattered.
-pub fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let template = input.template_share.unwrap_or(0.0).clamp(0.0, 1.0);
     let rate = input
         .levels
@@ -196,7 +196,7 @@ pub fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
 }
 
 /// Requests queue for KV cache: the knee, from the server's side.
-pub fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let level = input.levels.iter().find(|l| {
         let queued_full =
             l.waiting_max.is_some_and(|w| w > 0.0) && l.kv_cache_usage_max.is_some_and(|k| k > 0.9);
@@ -219,7 +219,7 @@ pub fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
 }
 
 /// 503/429 answers: which limit it is, by engine.
-pub fn overload_responses(input: &EngineInput<'_>) -> Option<Diagnosis> {
+pub(crate) fn overload_responses(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let n503: usize = input.levels.iter().map(|l| l.http_503).sum();
     let n429: usize = input.levels.iter().map(|l| l.http_429).sum();
     if n503 + n429 == 0 {

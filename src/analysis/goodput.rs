@@ -20,14 +20,14 @@ pub struct Slo {
 /// Why a `--goodput` value was refused, in one line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct GoodputParseError(pub String);
+pub(crate) struct GoodputParseError(pub String);
 
 impl Slo {
     /// Parses `metric:ms` pairs separated by spaces; `args` may be one string
     /// or clap's several values (each is split on whitespace too). Metrics:
     /// `ttft`, `tpot`, `e2el`; values: finite, non-negative milliseconds.
     /// Each metric at most once, at least one pair.
-    pub fn parse<I, S>(args: I) -> Result<Slo, GoodputParseError>
+    pub(crate) fn parse<I, S>(args: I) -> Result<Slo, GoodputParseError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
@@ -80,7 +80,7 @@ impl Slo {
     }
 
     /// `{"ttft_ms", "tpot_ms", "e2el_ms"}`, null where not given.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({"ttft_ms": opt_num(self.ttft_ms), "tpot_ms": opt_num(self.tpot_ms),
                "e2el_ms": opt_num(self.e2el_ms)})
     }
@@ -89,7 +89,7 @@ impl Slo {
     /// never do. As vLLM: a request without TPOT (one output token) counts
     /// as TPOT 0; a completed request without TTFT or E2EL fails a TTFT or
     /// E2EL SLO.
-    pub fn is_good(&self, r: &RequestRecord) -> bool {
+    pub(crate) fn is_good(&self, r: &RequestRecord) -> bool {
         if !r.is_ok() {
             return false;
         }
@@ -106,7 +106,7 @@ impl Slo {
 
 /// Goodput of one level.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Goodput {
+pub(crate) struct Goodput {
     /// Completed requests meeting every SLO.
     pub good: usize,
     /// good / (completed + failed); 0 with no such request.
@@ -117,7 +117,7 @@ pub struct Goodput {
 
 impl Goodput {
     /// `{"good", "share", "rate_per_s"}`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({"good": self.good, "share": num(round_to(self.share, 4)),
                "rate_per_s": num(round_to(self.rate_per_s, 4))})
     }
@@ -125,7 +125,8 @@ impl Goodput {
 
 /// Counts the good requests of one level. Cancelled requests are left out
 /// of the share; `duration_s` is the level's (`LevelStats::duration_s`).
-pub fn request_goodput(records: &[RequestRecord], slo: &Slo, duration_s: f64) -> Goodput {
+#[cfg(test)]
+pub(crate) fn request_goodput(records: &[RequestRecord], slo: &Slo, duration_s: f64) -> Goodput {
     let good = records.iter().filter(|r| slo.is_good(r)).count();
     let counted = records
         .iter()
@@ -137,7 +138,7 @@ pub fn request_goodput(records: &[RequestRecord], slo: &Slo, duration_s: f64) ->
 impl Goodput {
     /// From the good requests and the completed plus failed ones of a
     /// level, folded as they came back.
-    pub fn from_counts(good: usize, counted: usize, duration_s: f64) -> Goodput {
+    pub(crate) fn from_counts(good: usize, counted: usize, duration_s: f64) -> Goodput {
         let share = if counted > 0 {
             good as f64 / counted as f64
         } else {

@@ -39,14 +39,14 @@
 //!   `no_capacity`, `short_outputs`, `single_level`, `failures`,
 //!   `input_len_off_target`).
 
-pub mod cost;
-pub mod decide;
-pub mod diagnose;
-pub mod engine_checks;
-pub mod goodput;
-pub mod rounds;
-pub mod search;
-pub mod series;
+pub(crate) mod cost;
+pub(crate) mod decide;
+pub(crate) mod diagnose;
+pub(crate) mod engine_checks;
+pub(crate) mod goodput;
+pub(crate) mod rounds;
+pub(crate) mod search;
+pub(crate) mod series;
 mod words;
 
 /// What the user accepts and pays: the inputs of knee, capacity, goodput and cost.

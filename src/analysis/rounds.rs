@@ -8,11 +8,11 @@ use super::decide::LevelPoint;
 use super::words::{median, num, opt_num, round_to};
 
 /// A spread above this means the environment is noisy.
-pub const ROUNDS_SPREAD_LIMIT: f64 = 0.15;
+pub(crate) const ROUNDS_SPREAD_LIMIT: f64 = 0.15;
 
 /// Median and spread of one metric over the rounds of one level.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     pub median: f64,
     /// (max - min) / median; `None` when the median is 0.
     pub spread: Option<f64>,
@@ -20,7 +20,7 @@ pub struct Spread {
 
 impl Spread {
     /// Over the finite values; `None` when there is none.
-    pub fn of(values: &[f64]) -> Option<Spread> {
+    pub(crate) fn of(values: &[f64]) -> Option<Spread> {
         let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         let med = median(finite.iter().copied())?;
         let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -42,7 +42,7 @@ impl Spread {
 
 /// The rounds of one concurrency.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RoundsSpread {
+pub(crate) struct RoundsSpread {
     pub concurrency: u32,
     pub rounds: usize,
     pub output_throughput: Spread,
@@ -52,7 +52,7 @@ pub struct RoundsSpread {
 
 impl RoundsSpread {
     /// The larger spread of the two metrics.
-    pub fn max_spread(&self) -> Option<f64> {
+    pub(crate) fn max_spread(&self) -> Option<f64> {
         let a = self.output_throughput.spread;
         let b = self.p50_ttft_ms.and_then(|s| s.spread);
         match (a, b) {
@@ -62,13 +62,13 @@ impl RoundsSpread {
     }
 
     /// Spread over 15% in either metric.
-    pub fn is_noisy(&self) -> bool {
+    pub(crate) fn is_noisy(&self) -> bool {
         self.max_spread().is_some_and(|s| s > ROUNDS_SPREAD_LIMIT)
     }
 
     /// `{concurrency, rounds, output_throughput: {median, spread},
     /// p50_ttft_ms: {median, spread} | null, noisy}`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "concurrency": self.concurrency,
             "rounds": self.rounds,
@@ -81,7 +81,7 @@ impl RoundsSpread {
 
 /// One entry per concurrency that has two or more finished (not partial)
 /// planned or search levels, by rising concurrency.
-pub fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
+pub(crate) fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
     let mut counted: Vec<&LevelPoint> = levels
         .iter()
         .filter(|l| l.kind.is_sweep() && !l.partial)

@@ -9,25 +9,25 @@ use crate::record::{Mode, RequestRecord};
 use crate::stats::summary::level_stats;
 
 /// Doubling that adds less than this share of throughput has hit the knee.
-pub const MIN_DOUBLING_GAIN: f64 = 0.10;
+pub(crate) const MIN_DOUBLING_GAIN: f64 = 0.10;
 
 /// A small step must still gain this much: two runs of the same level
 /// differ by a few percent, and a gain inside that says nothing.
-pub const NOISE_FLOOR: f64 = 0.03;
+pub(crate) const NOISE_FLOOR: f64 = 0.03;
 
 /// Bisection stops when the bounds are this close (share of the lower one).
-pub const RESOLUTION: f64 = 0.10;
+pub(crate) const RESOLUTION: f64 = 0.10;
 
 /// What one probe level showed.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ProbeResult {
+pub(crate) struct ProbeResult {
     pub concurrency: u32,
     pub meets_slo: bool,
     pub output_throughput: f64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct CapacitySearch {
+pub(crate) struct CapacitySearch {
     max: u32,
     /// Highest concurrency that met the SLO (and its throughput).
     pass: Option<ProbeResult>,
@@ -38,7 +38,7 @@ pub struct CapacitySearch {
 
 impl CapacitySearch {
     /// A search that never goes above `max` streams.
-    pub fn new(max: u32) -> CapacitySearch {
+    pub(crate) fn new(max: u32) -> CapacitySearch {
         CapacitySearch {
             max: max.max(1),
             pass: None,
@@ -47,18 +47,18 @@ impl CapacitySearch {
         }
     }
 
-    pub fn first(&self) -> u32 {
+    pub(crate) fn first(&self) -> u32 {
         1
     }
 
     /// The bounds found so far: (highest passing, lowest failing).
-    pub fn bounds(&self) -> (Option<u32>, Option<u32>) {
+    pub(crate) fn bounds(&self) -> (Option<u32>, Option<u32>) {
         (self.pass.map(|p| p.concurrency), self.fail)
     }
 
     /// Take a probe's result; the next concurrency to run, or None when the
     /// search is over.
-    pub fn observe(&mut self, result: ProbeResult) -> Option<u32> {
+    pub(crate) fn observe(&mut self, result: ProbeResult) -> Option<u32> {
         self.probes.push(result);
         let c = result.concurrency;
         let passed = result.meets_slo && self.adds_throughput(&result);
@@ -108,13 +108,13 @@ impl CapacitySearch {
 /// levels; what counts as passing lives here, beside the decision's own
 /// SLO checks.
 #[derive(Clone, Debug)]
-pub struct CapacityPolicy {
+pub(crate) struct CapacityPolicy {
     search: CapacitySearch,
     slo: CapacitySlo,
 }
 
 impl CapacityPolicy {
-    pub fn new(max_concurrency: u32, slo: CapacitySlo) -> CapacityPolicy {
+    pub(crate) fn new(max_concurrency: u32, slo: CapacitySlo) -> CapacityPolicy {
         CapacityPolicy {
             search: CapacitySearch::new(max_concurrency),
             slo,
@@ -122,13 +122,13 @@ impl CapacityPolicy {
     }
 
     /// The first probe's concurrency.
-    pub fn first(&self) -> u32 {
+    pub(crate) fn first(&self) -> u32 {
         self.search.first()
     }
 
     /// Judge a finished probe from its records; the next concurrency to
     /// probe, or None when the search is over.
-    pub fn judge(
+    pub(crate) fn judge(
         &mut self,
         concurrency: u32,
         partial: bool,
@@ -144,12 +144,12 @@ impl CapacityPolicy {
     }
 
     /// (highest passing, lowest failing) so far.
-    pub fn bounds(&self) -> (Option<u32>, Option<u32>) {
+    pub(crate) fn bounds(&self) -> (Option<u32>, Option<u32>) {
         self.search.bounds()
     }
 
     /// Forget every probe: a new series searches again from the start.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.search = CapacitySearch::new(self.search.max);
     }
 }

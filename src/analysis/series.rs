@@ -15,7 +15,7 @@ pub struct SeriesResult {
 /// The "so far" lines of a run of several series: each one's capacity and
 /// peak, then the latest against the first
 /// (`NUM_PARALLEL=4 vs NUM_PARALLEL=1: capacity 4 vs 1 streams, peak 388 vs 97 tok/s`).
-pub fn series_lines(results: &[SeriesResult]) -> Vec<String> {
+pub(crate) fn series_lines(results: &[SeriesResult]) -> Vec<String> {
     let capacity = |r: &SeriesResult| r.capacity.map_or_else(|| "-".into(), |c| c.to_string());
     let peak = |r: &SeriesResult| {
         r.peak_tok_s

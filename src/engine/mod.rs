@@ -27,11 +27,11 @@ use serde_json::Value;
 
 use crate::sim::SimEngine;
 
-pub use self::tgi::CONCURRENCY_CAP;
+pub(crate) use self::tgi::CONCURRENCY_CAP;
 
 /// A server tokbench knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Engine {
+pub(crate) enum Engine {
     Ollama,
     /// llama.cpp's `llama-server`.
     Llamacpp,
@@ -47,7 +47,7 @@ pub enum Engine {
 
 /// What one engine is, in its own file.
 #[derive(Clone, Copy, Debug)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The name saved in result files (`run.engine`, a series' `server`) and
     /// shown in the header.
     pub name: &'static str,
@@ -57,7 +57,10 @@ pub struct Spec {
     pub gauges: &'static [GaugeSource],
     /// The settings and limits a diagnosis names.
     pub advice: Advice,
-    /// The simulator personality that plays it, where one exists.
+    /// The simulator personality that plays it, where one exists. Only the
+    /// engine tests read it (each personality must play its engine), so it
+    /// is dead outside them by design.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub sim: Option<SimEngine>,
     /// Its `/metrics` says how many KV-cache blocks it has
     /// (`vllm:cache_config_info{num_gpu_blocks}`): a series label shows a change.
@@ -67,7 +70,7 @@ pub struct Spec {
 /// How an engine is recognised: an endpoint only it has, and what of that
 /// endpoint's JSON body says it is this engine.
 #[derive(Clone, Copy, Debug)]
-pub struct Detect {
+pub(crate) struct Detect {
     /// GET this path of the server root.
     pub path: &'static str,
     /// None: not this engine. Some(version): this engine, with its version
@@ -77,7 +80,7 @@ pub struct Detect {
 
 /// A document the live probe scrapes; `probe::live` reads each kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GaugeSource {
+pub(crate) enum GaugeSource {
     /// vLLM's Prometheus names (`vllm:num_requests_running`, ...).
     VllmMetrics,
     /// `llama-server --metrics` (`llamacpp:requests_processing`, ...).
@@ -90,7 +93,7 @@ pub enum GaugeSource {
 
 impl GaugeSource {
     /// The path scraped, under the server root.
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             GaugeSource::VllmMetrics | GaugeSource::LlamacppMetrics => "/metrics",
             GaugeSource::LlamacppSlots => "/slots",
@@ -101,7 +104,7 @@ impl GaugeSource {
 
 /// What a diagnosis says of an engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Advice {
+pub(crate) struct Advice {
     /// The setting for how many requests run at once.
     pub slots: Option<Slots>,
     /// What an HTTP 503 from it means; None: nothing known of this engine
@@ -111,7 +114,7 @@ pub struct Advice {
 
 /// An engine's parallel-slot setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slots {
+pub(crate) struct Slots {
     /// As the user sets it: `OLLAMA_NUM_PARALLEL`, `-np`, `--max-num-seqs`.
     pub setting: &'static str,
     /// One slot, as a flat sweep's diagnosis suggests it (`llama-server -np 1`).
@@ -125,7 +128,7 @@ impl Engine {
     /// Every engine, in detection order: the first that recognises the
     /// server wins (Ollama before llama.cpp before SGLang before TGI before
     /// the simulator before vLLM); the fallback last.
-    pub const ALL: [Engine; 7] = [
+    pub(crate) const ALL: [Engine; 7] = [
         Engine::Ollama,
         Engine::Llamacpp,
         Engine::Sglang,
@@ -136,7 +139,7 @@ impl Engine {
     ];
 
     /// Its file's [`Spec`]: the one match on the engine.
-    pub fn spec(self) -> &'static Spec {
+    pub(crate) fn spec(self) -> &'static Spec {
         match self {
             Engine::Ollama => &ollama::SPEC,
             Engine::Llamacpp => &llamacpp::SPEC,
@@ -149,36 +152,38 @@ impl Engine {
     }
 
     /// The name saved in result files.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.spec().name
     }
 
     /// The engine a saved name is; None for a name no engine has.
-    pub fn from_name(name: &str) -> Option<Engine> {
+    pub(crate) fn from_name(name: &str) -> Option<Engine> {
         Engine::ALL.into_iter().find(|e| e.name() == name)
     }
 
     /// How a saved name behaves: its engine, or OpenAI-compatible for a name
     /// no engine has (an `--engine` of the user's own).
-    pub fn of(name: &str) -> Engine {
+    pub(crate) fn of(name: &str) -> Engine {
         Engine::from_name(name).unwrap_or(Engine::OpenaiCompatible)
     }
 
-    pub fn gauge_sources(self) -> &'static [GaugeSource] {
+    pub(crate) fn gauge_sources(self) -> &'static [GaugeSource] {
         self.spec().gauges
     }
 
-    pub fn advice(self) -> Advice {
+    pub(crate) fn advice(self) -> Advice {
         self.spec().advice
     }
 
     /// The simulator personality that plays it.
-    pub fn sim_personality(self) -> Option<SimEngine> {
+    #[cfg(test)]
+    pub(crate) fn sim_personality(self) -> Option<SimEngine> {
         self.spec().sim
     }
 
     /// What detection calls a simulator of this personality.
-    pub fn played_by(personality: SimEngine) -> Engine {
+    #[cfg(test)]
+    pub(crate) fn played_by(personality: SimEngine) -> Engine {
         match personality {
             SimEngine::Vllm => Engine::TokbenchSim,
             SimEngine::Ollama => Engine::Ollama,
@@ -189,7 +194,7 @@ impl Engine {
     /// Which engine answers, and its version: each engine's endpoint in
     /// [`Engine::ALL`]'s order, each path fetched at most once. `get` fetches
     /// a path of the server root: its JSON body, None on any failure.
-    pub async fn detect<F, Fut>(mut get: F) -> (Engine, Option<String>)
+    pub(crate) async fn detect<F, Fut>(mut get: F) -> (Engine, Option<String>)
     where
         F: FnMut(&'static str) -> Fut,
         Fut: Future<Output = Option<Value>>,
@@ -223,7 +228,7 @@ impl std::fmt::Display for Engine {
 
 /// The one-slot settings of every engine that has one, for a sweep that
 /// does not rise: `OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1`.
-pub fn one_slot_settings() -> String {
+pub(crate) fn one_slot_settings() -> String {
     Engine::ALL
         .into_iter()
         .filter_map(|e| e.advice().slots.map(|s| s.one_slot))

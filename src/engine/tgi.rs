@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{str_field, Advice, Detect, GaugeSource, Spec};
 
 /// What a 429 means from any server, and a 503 from TGI.
-pub const CONCURRENCY_CAP: &str =
+pub(crate) const CONCURRENCY_CAP: &str =
     "the server caps concurrent requests (TGI --max-concurrent-requests, a gateway's rate limit)";
 
 pub(super) const SPEC: Spec = Spec {

@@ -22,7 +22,7 @@ pub enum EventsTo {
 }
 
 impl EventsTo {
-    pub fn parse(raw: &str) -> EventsTo {
+    pub(crate) fn parse(raw: &str) -> EventsTo {
         if raw == "-" {
             EventsTo::Stdout
         } else {
@@ -38,7 +38,7 @@ impl EventsTo {
     }
 }
 
-pub struct EventLog {
+pub(crate) struct EventLog {
     out: Box<dyn Write + Send>,
     to: EventsTo,
     started: Instant,
@@ -48,7 +48,7 @@ pub struct EventLog {
 
 impl EventLog {
     /// Create (truncate) the file before any load, so a bad path fails first.
-    pub fn create(to: &EventsTo) -> Result<EventLog> {
+    pub(crate) fn create(to: &EventsTo) -> Result<EventLog> {
         let out: Box<dyn Write + Send> = match to {
             EventsTo::Stdout => Box::new(io::stdout()),
             EventsTo::File(path) => {
@@ -65,13 +65,13 @@ impl EventLog {
         })
     }
 
-    pub fn to(&self) -> &EventsTo {
+    pub(crate) fn to(&self) -> &EventsTo {
         &self.to
     }
 
     /// One line: `{"event": kind, "time", "elapsed_s", ...fields}`, flushed
     /// at once (a script tails it).
-    pub fn emit(&mut self, kind: &str, fields: Map<String, Value>) -> Result<()> {
+    pub(crate) fn emit(&mut self, kind: &str, fields: Map<String, Value>) -> Result<()> {
         if self.closed {
             return Ok(());
         }
@@ -97,7 +97,12 @@ impl EventLog {
 }
 
 /// The JSON text of one event: its kind and clocks, and its fields.
-pub fn event_line(kind: &str, time: &str, elapsed_s: f64, fields: Map<String, Value>) -> String {
+pub(crate) fn event_line(
+    kind: &str,
+    time: &str,
+    elapsed_s: f64,
+    fields: Map<String, Value>,
+) -> String {
     let mut map = Map::new();
     map.insert("event".into(), Value::from(kind));
     map.insert("time".into(), Value::from(time));

@@ -37,19 +37,19 @@ use crate::record::{Outcome, RequestRecord};
 
 /// TTFT buckets, seconds: from a warm short prompt on a fast GPU (a few ms)
 /// to a long prompt queued behind a full batch (a minute).
-pub const TTFT_BUCKETS: &[f64] = &[
+pub(crate) const TTFT_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5,
     10.0, 20.0, 30.0, 60.0,
 ];
 /// Inter-token gaps, seconds: about 5-50 ms on a GPU, up to seconds when a
 /// CPU-only server or a preemption stalls a stream.
-pub const ITL_BUCKETS: &[f64] = &[
+pub(crate) const ITL_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
     0.2, 0.3, 0.5, 1.0, 2.5,
 ];
 /// Whole answers, seconds: a short reply in a fraction of a second to a
 /// 10k-token one on a slow server (many minutes).
-pub const E2EL_BUCKETS: &[f64] = &[
+pub(crate) const E2EL_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0,
     180.0, 300.0, 600.0, 1200.0,
 ];
@@ -351,7 +351,7 @@ impl MetricsExporter {
     }
 
     /// Read the queue gauges from the driver from now on.
-    pub fn attach(&self, in_flight: Arc<AtomicU32>, streaming: Arc<AtomicU32>) {
+    pub(crate) fn attach(&self, in_flight: Arc<AtomicU32>, streaming: Arc<AtomicU32>) {
         let _ = self.shared.queue.set(Queue {
             in_flight,
             streaming,
@@ -386,7 +386,8 @@ impl MetricsExporter {
     }
 
     /// The output tokens counted so far, all levels (for tests and the end line).
-    pub fn output_tokens(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn output_tokens(&self) -> u64 {
         self.shared
             .scrape_counter_sum("tokbench_output_tokens_total")
     }
@@ -395,7 +396,7 @@ impl MetricsExporter {
     /// to read the final figures. Waits for one scrape that starts after this
     /// call, at most 1.5 times the interval it was seen scraping at (capped);
     /// returns at once when nothing has scraped twice.
-    pub async fn wait_for_final_scrape(&self) {
+    pub(crate) async fn wait_for_final_scrape(&self) {
         let (previous, last) = self
             .shared
             .last_scrapes
@@ -420,6 +421,7 @@ impl MetricsExporter {
 
 impl Shared {
     /// Sum of a counter family's samples in a fresh exposition.
+    #[cfg(test)]
     fn scrape_counter_sum(&self, name: &str) -> u64 {
         let mut text = String::new();
         let _ = prometheus_text::encode(&mut text, &self.registry);
@@ -428,7 +430,8 @@ impl Shared {
 }
 
 /// Sum of the samples named `name` (any labels) in a text exposition.
-pub fn sum_samples(text: &str, name: &str) -> u64 {
+#[cfg(test)]
+pub(crate) fn sum_samples(text: &str, name: &str) -> u64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter(|l| {

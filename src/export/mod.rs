@@ -6,7 +6,7 @@
 //! the recorder, with the same driver events, so what a script or a
 //! Prometheus sees does not depend on the face.
 
-pub mod events;
+pub(crate) mod events;
 pub mod metrics;
 
 use std::collections::BTreeSet;
@@ -35,7 +35,7 @@ pub struct Exports {
 
 /// What the exporters need of a prepared run. `run` builds it, so this
 /// module imports nothing above it (docs/architecture.md).
-pub struct ExportPlan<'a> {
+pub(crate) struct ExportPlan<'a> {
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub events: Option<&'a EventsTo>,
     /// The display target: credentials already removed.
@@ -53,7 +53,7 @@ pub struct ExportPlan<'a> {
 
 impl Exports {
     /// No exporter: what tests and `view` use.
-    pub fn none() -> Exports {
+    pub(crate) fn none() -> Exports {
         Exports {
             metrics: None,
             events: None,
@@ -65,7 +65,7 @@ impl Exports {
 
     /// Bind the metrics listener and create the events file: both fail here,
     /// in one line, before any load is sent.
-    pub fn open(plan: &ExportPlan<'_>) -> Result<Exports> {
+    pub(crate) fn open(plan: &ExportPlan<'_>) -> Result<Exports> {
         let level_offset = plan.level_offset;
         let metrics = match plan.metrics_listen {
             Some(addr) => Some(MetricsExporter::start(
@@ -92,19 +92,23 @@ impl Exports {
     }
 
     /// `--events -`: stdout carries the events, so the plain output goes to stderr.
-    pub fn events_on_stdout(&self) -> bool {
+    pub(crate) fn events_on_stdout(&self) -> bool {
         self.events
             .as_ref()
             .is_some_and(|e| *e.to() == EventsTo::Stdout)
     }
 
-    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+    pub(crate) fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics.as_ref().map(MetricsExporter::addr)
     }
 
     /// The run is about to send load: `run_started`, and warnings found
     /// while preparing it.
-    pub fn run_started(&mut self, prepared: &ExportPlan<'_>, recorder: &Recorder) -> Result<()> {
+    pub(crate) fn run_started(
+        &mut self,
+        prepared: &ExportPlan<'_>,
+        recorder: &Recorder,
+    ) -> Result<()> {
         if let Some(metrics) = &self.metrics {
             // A planned sweep's levels are known: run order is plan order
             // unless a search or a hand steers it.
@@ -138,7 +142,7 @@ impl Exports {
     }
 
     /// Read the queue gauges from this driver.
-    pub fn attach(&self, driver: &DriverHandle) {
+    pub(crate) fn attach(&self, driver: &DriverHandle) {
         if let Some(metrics) = &self.metrics {
             metrics.attach(driver.in_flight.clone(), driver.streaming.clone());
         }
@@ -146,7 +150,7 @@ impl Exports {
 
     /// One driver event, after the recorder took it; `finished_level`: the
     /// index of the level the recorder finished on it, if it did.
-    pub fn on_event(
+    pub(crate) fn on_event(
         &mut self,
         event: &DriverEvent,
         finished_level: Option<usize>,
@@ -205,16 +209,11 @@ impl Exports {
         Ok(())
     }
 
-    /// A warning a face printed (it goes to scripts too).
-    pub fn warning(&mut self, message: &str) -> Result<()> {
-        self.emit("warning", fields(json!({"message": message})))
-    }
-
     /// The end: levels the recorder closed at its finish, the run's
     /// diagnoses, `error` when the run failed, and `run_finished`. Then the
     /// metrics wait for the scraper's last visit, unless a signal wants the
     /// process gone.
-    pub async fn finish(
+    pub(crate) async fn finish(
         &mut self,
         recorder: &Recorder,
         exit_code: i32,
@@ -270,7 +269,7 @@ impl Exports {
 
     /// An error that ends the run before [`Exports::finish`] can be reached
     /// (the face's own failure): `error`, then `run_finished` with exit 1.
-    pub fn failed(&mut self, message: &str, exit_code: i32) {
+    pub(crate) fn failed(&mut self, message: &str, exit_code: i32) {
         if std::mem::replace(&mut self.done, true) {
             return;
         }

@@ -7,7 +7,7 @@ use crate::workload::rng::Rng;
 
 /// Draws the gaps between one request and the next.
 #[derive(Clone, Debug)]
-pub struct Arrivals {
+pub(crate) struct Arrivals {
     rng: Rng,
     rate: f64,
     burstiness: f64,
@@ -16,7 +16,7 @@ pub struct Arrivals {
 impl Arrivals {
     /// `rate` in requests per second (> 0; infinite sends everything at
     /// once), `burstiness` > 0.
-    pub fn new(seed: u64, rate: f64, burstiness: f64) -> Arrivals {
+    pub(crate) fn new(seed: u64, rate: f64, burstiness: f64) -> Arrivals {
         Arrivals {
             rng: Rng::new(seed),
             rate,
@@ -25,7 +25,7 @@ impl Arrivals {
     }
 
     /// Seconds until the next request.
-    pub fn next_gap_s(&mut self) -> f64 {
+    pub(crate) fn next_gap_s(&mut self) -> f64 {
         if !self.rate.is_finite() {
             return 0.0;
         }

@@ -19,10 +19,10 @@ use super::request::{execute_counted, PreparedRequest, Target};
 use crate::record::RequestRecord;
 
 /// A future an executor hands back; `'static` so the driver can spawn it.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// Sends the driver's requests and answers its questions about the server.
-pub trait Executor: Send + Sync + 'static {
+pub(crate) trait Executor: Send + Sync + 'static {
     /// Send one request and time it; the record's offsets count from
     /// `run_start`. When `cancel` turns true the request ends at once as
     /// `Outcome::Cancelled`. `streaming` counts the request from its first
@@ -41,12 +41,12 @@ pub trait Executor: Send + Sync + 'static {
 }
 
 /// The executor of a real run: HTTP to `target`.
-pub struct HttpExecutor {
+pub(crate) struct HttpExecutor {
     target: Arc<Target>,
 }
 
 impl HttpExecutor {
-    pub fn new(target: Arc<Target>) -> HttpExecutor {
+    pub(crate) fn new(target: Arc<Target>) -> HttpExecutor {
         HttpExecutor { target }
     }
 }

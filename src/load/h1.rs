@@ -35,7 +35,7 @@ mod chunked;
 mod conn;
 mod head;
 
-pub use chunked::Chunked;
+pub(crate) use chunked::Chunked;
 use conn::{enable_rx_timestamps, stamping_socket, Conn, Head};
 use head::{parse_head, Framing};
 
@@ -51,7 +51,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// read of this reader wait that long after its socket turned readable, as
 /// a client starved of CPU would (the end-to-end test of kernel receive
 /// times uses it). Read once per process; honoured here only.
-pub const TEST_READ_DELAY_ENV: &str = "TOKBENCH_TEST_READ_DELAY_MS";
+pub(crate) const TEST_READ_DELAY_ENV: &str = "TOKBENCH_TEST_READ_DELAY_MS";
 
 fn test_read_delay() -> Option<Duration> {
     static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
@@ -70,7 +70,7 @@ fn test_read_delay() -> Option<Duration> {
 /// consumed (on the monotonic clock, never after `read_at` nor before the
 /// connection's previous read; see [`rxtime`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadTimes {
+pub(crate) struct ReadTimes {
     pub read_at: Instant,
     pub kernel: Option<Instant>,
 }
@@ -78,7 +78,7 @@ pub struct ReadTimes {
 /// Why a request did not get (the rest of) its answer, already classified
 /// the way `requests.jsonl` counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct H1Error {
+pub(crate) struct H1Error {
     pub class: ErrorClass,
     pub message: String,
 }
@@ -200,7 +200,7 @@ impl Connections {
     /// Send `body` and read the response head. `fresh` skips the pool (a
     /// resend after a pooled connection turned out closed). The error says
     /// whether a pooled connection was used, for that retry.
-    pub async fn send(
+    pub(crate) async fn send(
         self: &Arc<Self>,
         body: &[u8],
         request_id: &str,
@@ -352,7 +352,7 @@ impl Connections {
 }
 
 /// A response: its status, and its body read a socket read at a time.
-pub struct Response {
+pub(crate) struct Response {
     pub status: u16,
     framing: Framing,
     keep_alive: bool,
@@ -363,7 +363,7 @@ pub struct Response {
 
 /// What one poll of the body gave.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Polled {
+pub(crate) enum Polled {
     /// Bytes are waiting: hand them on with [`Response::consume`].
     Bytes,
     /// The body is over.
@@ -372,14 +372,14 @@ pub enum Polled {
 
 /// What [`Response::consume`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Consumed {
+pub(crate) enum Consumed {
     More,
     End,
 }
 
 /// A body that could not be read on: the connection's fault, or the sink's.
 #[derive(Debug)]
-pub enum BodyError<E> {
+pub(crate) enum BodyError<E> {
     Transport(H1Error),
     Sink(E),
 }
@@ -397,12 +397,12 @@ impl Response {
 
     /// When the bytes `poll_body` last found (or the head) were read. None
     /// once the connection went back to the pool.
-    pub fn read_times(&self) -> Option<ReadTimes> {
+    pub(crate) fn read_times(&self) -> Option<ReadTimes> {
         self.conn.as_ref().and_then(|c| c.last)
     }
 
     /// Wait for body bytes (none are read while some are still waiting).
-    pub fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Polled, H1Error>> {
+    pub(crate) fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<Polled, H1Error>> {
         if matches!(self.framing, Framing::Length(0)) || self.framing == Framing::Done {
             if self.conn.as_ref().is_some_and(|c| c.start < c.end) {
                 // Bytes past the body: the connection is out of step.
@@ -438,7 +438,7 @@ impl Response {
     }
 
     /// Hand the waiting bytes' payload to `sink`, in place.
-    pub fn consume<E>(
+    pub(crate) fn consume<E>(
         &mut self,
         mut sink: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<Consumed, BodyError<E>> {

@@ -1,13 +1,13 @@
 //! The load side: a driver that keeps a concurrency target filled, and the
 //! load tasks that send one request each and time it.
 
-pub mod arrivals;
+pub(crate) mod arrivals;
 pub mod driver;
 #[cfg(test)]
 mod driver_tests;
-pub mod executor;
+pub(crate) mod executor;
 pub mod h1;
-pub mod replay;
+pub(crate) mod replay;
 pub mod request;
 pub mod rxtime;
 
@@ -41,7 +41,7 @@ impl BodySpec {
     /// as those messages on a chat API (`openai-chat`, `ollama-chat`); a
     /// prompt API (`openai-completions`, `ollama-generate`) gets them
     /// flattened to `role: content` lines (`prompt.text`).
-    pub fn build(&self, prompt: &PromptSpec) -> Bytes {
+    pub(crate) fn build(&self, prompt: &PromptSpec) -> Bytes {
         let chat = matches!(
             self.wire,
             Wire::OpenAi(Api::Chat) | Wire::Ollama(OllamaApi::Chat)

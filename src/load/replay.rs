@@ -9,7 +9,7 @@ use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
 /// Most entries a log may hold (every entry is kept in memory).
-pub const MAX_ENTRIES: usize = 10_000_000;
+pub(crate) const MAX_ENTRIES: usize = 10_000_000;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayEntry {
@@ -20,14 +20,14 @@ pub struct ReplayEntry {
     pub prompt: Option<String>,
 }
 
-pub fn load(path: &Path) -> Result<Vec<ReplayEntry>> {
+pub(crate) fn load(path: &Path) -> Result<Vec<ReplayEntry>> {
     let text = std::fs::read_to_string(path)
         .wrap_err_with(|| format!("cannot read the replay log {}", path.display()))?;
     parse(&text).map_err(|e| eyre!("{}: {e}", path.display()))
 }
 
 /// Entries in time order (a log need not be sorted).
-pub fn parse(text: &str) -> Result<Vec<ReplayEntry>> {
+pub(crate) fn parse(text: &str) -> Result<Vec<ReplayEntry>> {
     let mut entries = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let n = index + 1;

@@ -38,7 +38,7 @@ use answer::{http_error_message, send_h1, send_reqwest};
 use tally::{Decoder, StreamTally};
 pub(crate) use transport_error::say_once;
 use transport_error::seconds;
-pub use transport_error::{classify_transport_error, transport_message};
+pub(crate) use transport_error::{classify_transport_error, transport_message};
 
 /// Fresh-connection retries of a request whose pooled connection was closed
 /// before any response byte.
@@ -52,7 +52,7 @@ const X_REQUEST_ID: &str = "x-request-id";
 /// The `X-Request-Id` of record `id`: unique across processes too (a
 /// server that uses it as its own request id must not see one twice, so a
 /// resend on a fresh connection gets `.<attempt>` added).
-pub fn request_id_header(id: u64, attempt: u8) -> HeaderValue {
+pub(crate) fn request_id_header(id: u64, attempt: u8) -> HeaderValue {
     static NONCE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let nonce = *NONCE.get_or_init(|| {
         let t = std::time::SystemTime::now()
@@ -97,7 +97,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn authorization_from_key(key: &str) -> Option<HeaderValue> {
+    pub(crate) fn authorization_from_key(key: &str) -> Option<HeaderValue> {
         let mut value = HeaderValue::from_str(&format!("Bearer {key}")).ok()?;
         value.set_sensitive(true);
         Some(value)
@@ -186,7 +186,7 @@ impl Drop for StreamingMark<'_> {
 /// [`execute`], also counting the request in `streaming` while it streams:
 /// in flight minus streaming is what waits for a first token, the client's
 /// view of the server's queue (the only one Ollama gives).
-pub async fn execute_counted(
+pub(crate) async fn execute_counted(
     target: &Target,
     request: PreparedRequest,
     run_start: Instant,

@@ -30,23 +30,23 @@ use std::io;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often a connection measures its wall-to-monotonic anchor again.
-pub const ANCHOR_REFRESH: Duration = Duration::from_secs(1);
+pub(crate) const ANCHOR_REFRESH: Duration = Duration::from_secs(1);
 /// Bracketed reads per anchor measurement; the tightest is kept.
 const ANCHOR_TRIES: usize = 5;
 /// A read whose wall time and `Instant` disagree with the anchor by more
 /// than this has seen the wall clock step (or its thread was preempted
 /// between the two clock reads): the anchor is measured again. A false
 /// alarm costs one measurement (a few hundred nanoseconds).
-pub const STEP_TOLERANCE: Duration = Duration::from_micros(100);
+pub(crate) const STEP_TOLERANCE: Duration = Duration::from_micros(100);
 
 /// Bytes of control-message room per read: one `SCM_TIMESTAMPING` (three
 /// timespecs, 64 bytes on 64-bit Linux) or `SCM_TIMESTAMPNS` (32) with
 /// room to spare, so a second message cannot truncate the first.
-pub const CONTROL_LEN: usize = 128;
+pub(crate) const CONTROL_LEN: usize = 128;
 
 /// The control buffer `recvmsg` fills, aligned as `cmsghdr` needs.
 #[repr(C, align(8))]
-pub struct ControlBuf(pub [u8; CONTROL_LEN]);
+pub(crate) struct ControlBuf(pub [u8; CONTROL_LEN]);
 
 impl Default for ControlBuf {
     fn default() -> Self {
@@ -120,7 +120,7 @@ fn timespec_ns(sec: i64, nsec: i64) -> Option<i128> {
 }
 
 /// `CLOCK_REALTIME` now, in nanoseconds since the epoch (negative before it).
-pub fn realtime_ns() -> i128 {
+pub(crate) fn realtime_ns() -> i128 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_nanos() as i128,
         Err(e) => -(e.duration().as_nanos() as i128),
@@ -129,7 +129,7 @@ pub fn realtime_ns() -> i128 {
 
 /// A `CLOCK_REALTIME` reading and the `Instant` it was taken at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WallAnchor {
+pub(crate) struct WallAnchor {
     pub mono: Instant,
     pub realtime_ns: i128,
 }
@@ -139,7 +139,7 @@ impl WallAnchor {
     /// keep the pair whose bracket is narrowest: its error is at most half
     /// that bracket (tens of nanoseconds on vDSO clocks), unless the thread
     /// was preempted in every try.
-    pub fn measure() -> WallAnchor {
+    pub(crate) fn measure() -> WallAnchor {
         let mut best: Option<(WallAnchor, Duration)> = None;
         for _ in 0..ANCHOR_TRIES {
             let before = Instant::now();
@@ -165,7 +165,7 @@ impl WallAnchor {
 
     /// The `Instant` of a `CLOCK_REALTIME` time, on this anchor's offset.
     /// None when it falls outside what an `Instant` can hold.
-    pub fn to_instant(&self, realtime_ns: i128) -> Option<Instant> {
+    pub(crate) fn to_instant(self, realtime_ns: i128) -> Option<Instant> {
         let diff = realtime_ns.checked_sub(self.realtime_ns)?;
         let magnitude = Duration::from_nanos(u64::try_from(diff.unsigned_abs()).ok()?);
         if diff >= 0 {
@@ -177,7 +177,7 @@ impl WallAnchor {
 
     /// Whether a clock pair read together (`mono`, `wall_ns`) is off this
     /// anchor's offset by more than [`STEP_TOLERANCE`].
-    pub fn disagrees(&self, mono: Instant, wall_ns: i128) -> bool {
+    pub(crate) fn disagrees(&self, mono: Instant, wall_ns: i128) -> bool {
         match self.to_instant(wall_ns) {
             Some(predicted) => {
                 let off = predicted
@@ -190,7 +190,7 @@ impl WallAnchor {
     }
 
     /// Whether the anchor is due to be measured again at `now`.
-    pub fn is_due(&self, now: Instant) -> bool {
+    pub(crate) fn is_due(&self, now: Instant) -> bool {
         now.saturating_duration_since(self.mono) >= ANCHOR_REFRESH
     }
 }
@@ -198,12 +198,12 @@ impl WallAnchor {
 /// One connection's view of the wall clock: the anchor its stamps are
 /// converted on, kept fresh and checked at every read.
 #[derive(Clone, Copy, Debug)]
-pub struct ConnClock {
+pub(crate) struct ConnClock {
     anchor: WallAnchor,
 }
 
 impl ConnClock {
-    pub fn new(anchor: WallAnchor) -> ConnClock {
+    pub(crate) fn new(anchor: WallAnchor) -> ConnClock {
         ConnClock { anchor }
     }
 
@@ -213,7 +213,7 @@ impl ConnClock {
     /// `read_at`. `measure` takes a new anchor ([`WallAnchor::measure`]
     /// outside tests); it runs when the anchor is a second old or the read's
     /// own clock pair shows the wall clock has stepped since.
-    pub fn arrival(
+    pub(crate) fn arrival(
         &mut self,
         stamp: Option<i128>,
         floor: Instant,
@@ -243,7 +243,7 @@ impl ConnClock {
 /// measurements can neither make a latency negative nor make it larger
 /// than the user-space clock would. A time moved (the bool) means the
 /// anchor is off: the caller measures it again at once.
-pub fn place(kernel: Option<Instant>, floor: Instant, read_at: Instant) -> (Instant, bool) {
+pub(crate) fn place(kernel: Option<Instant>, floor: Instant, read_at: Instant) -> (Instant, bool) {
     // A floor past the read (a caller's t0 taken after it) must not panic
     // `clamp`: the read time bounds everything.
     let floor = floor.min(read_at);
@@ -258,7 +258,7 @@ pub fn place(kernel: Option<Instant>, floor: Instant, read_at: Instant) -> (Inst
 
 /// Turn kernel receive timestamps on for a socket (`SO_TIMESTAMPNS`).
 #[cfg(target_os = "linux")]
-pub fn enable(fd: std::os::fd::RawFd) -> io::Result<()> {
+pub(crate) fn enable(fd: std::os::fd::RawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&on`, which
     // lives across the call; an invalid fd is reported as an error.
@@ -281,7 +281,7 @@ pub fn enable(fd: std::os::fd::RawFd) -> io::Result<()> {
 /// Kernel receive times exist on Linux only: elsewhere the reader keeps the
 /// user-space time.
 #[cfg(not(target_os = "linux"))]
-pub fn enable(_fd: i32) -> io::Result<()> {
+pub(crate) fn enable(_fd: i32) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "kernel receive timestamps need Linux",
@@ -291,7 +291,7 @@ pub fn enable(_fd: i32) -> io::Result<()> {
 /// One non-blocking `recvmsg` into `buf`: the bytes read and the kernel's
 /// `CLOCK_REALTIME` receive time of the last segment they came from.
 #[cfg(target_os = "linux")]
-pub fn recv_timed(
+pub(crate) fn recv_timed(
     fd: std::os::fd::RawFd,
     buf: &mut [u8],
     control: &mut ControlBuf,
@@ -320,7 +320,7 @@ pub fn recv_timed(
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn recv_timed(
+pub(crate) fn recv_timed(
     _fd: i32,
     _buf: &mut [u8],
     _control: &mut ControlBuf,
@@ -333,7 +333,7 @@ pub fn recv_timed(
 
 /// A control message as the kernel lays it out, for tests and the fuzz
 /// target's seeds: a `cmsghdr` of `level`/`kind` and `data`, padded.
-pub fn craft_cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+pub(crate) fn craft_cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
     let header = std::mem::size_of::<libc::cmsghdr>();
     let data_at = cmsg_align(header);
     let len = data_at + data.len();
@@ -365,7 +365,7 @@ pub fn craft_other(data: &[u8]) -> Vec<u8> {
 }
 
 /// The bytes of a timespec, for [`craft_cmsg`].
-pub fn timespec_bytes(sec: i64, nsec: i64) -> Vec<u8> {
+pub(crate) fn timespec_bytes(sec: i64, nsec: i64) -> Vec<u8> {
     // SAFETY: an all-zero timespec is valid (plain integers).
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     ts.tv_sec = sec as _;

@@ -7,28 +7,28 @@
 use crate::report::schema::{typed, LevelFile, MergedFrom, RunSection, ShardEntry};
 
 /// `run.merged`: present in folders `tokbench merge` wrote.
-pub fn run_merged(run: &RunSection) -> Option<MergedFrom> {
+pub(crate) fn run_merged(run: &RunSection) -> Option<MergedFrom> {
     typed(run.other.get("merged").cloned()?)
 }
 
-pub fn set_run_merged(run: &mut RunSection, merged: &MergedFrom) {
+pub(crate) fn set_run_merged(run: &mut RunSection, merged: &MergedFrom) {
     if let Ok(v) = serde_json::to_value(merged) {
         run.other.insert("merged".into(), v);
     }
 }
 
 /// A merged level's `shards`.
-pub fn level_shards(level: &LevelFile) -> Option<Vec<ShardEntry>> {
+pub(crate) fn level_shards(level: &LevelFile) -> Option<Vec<ShardEntry>> {
     typed(level.stats.get("shards").cloned()?)
 }
 
 /// A level's `started_unix_s`, when finite.
-pub fn started_unix_s(level: &LevelFile) -> Option<f64> {
+pub(crate) fn started_unix_s(level: &LevelFile) -> Option<f64> {
     level.started_unix_s.filter(|t| t.is_finite())
 }
 
 /// Writes a merged level's `shards`.
-pub fn set_level_shards(level: &mut LevelFile, shards: &[ShardEntry]) {
+pub(crate) fn set_level_shards(level: &mut LevelFile, shards: &[ShardEntry]) {
     if let Ok(v) = serde_json::to_value(shards) {
         level.stats.insert("shards".into(), v);
     }

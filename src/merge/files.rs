@@ -17,7 +17,7 @@ use crate::report::atomic::write_atomic;
 use crate::report::schema::{LevelFile, SummaryFile};
 
 /// The folder of a run given as a folder or as its summary.json.
-pub fn folder_of(path: &Path) -> PathBuf {
+pub(crate) fn folder_of(path: &Path) -> PathBuf {
     if path.file_name().is_some_and(|n| n == "summary.json") {
         path.parent()
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
@@ -27,7 +27,7 @@ pub fn folder_of(path: &Path) -> PathBuf {
 }
 
 /// One shard folder: its summary.json and every level file it lists.
-pub fn load_shard(path: &Path) -> Result<ShardRun> {
+pub(crate) fn load_shard(path: &Path) -> Result<ShardRun> {
     let dir = folder_of(path);
     let summary_path = dir.join("summary.json");
     let text = std::fs::read_to_string(&summary_path).wrap_err_with(|| {
@@ -70,7 +70,7 @@ fn pretty(v: &Value) -> Vec<u8> {
 
 /// Writes the merged folder. `inputs` are the shard folders, in the order
 /// [`super::merge`] was given them.
-pub fn write_merged(out: &Path, merged: &Merged, inputs: &[PathBuf]) -> Result<()> {
+pub(crate) fn write_merged(out: &Path, merged: &Merged, inputs: &[PathBuf]) -> Result<()> {
     if out.join("summary.json").exists() {
         bail!(
             "{} already holds a run (summary.json): give -o a new folder",

@@ -128,7 +128,7 @@ pub(super) fn saved_percentiles(level: &LevelFile) -> Vec<f64> {
 /// index: it has that level or a later one; a shard with no part of a
 /// level writes no file for it): what `view --follow` merges while shards
 /// are mid-run.
-pub fn keep_common_levels(runs: &mut [ShardRun]) {
+pub(crate) fn keep_common_levels(runs: &mut [ShardRun]) {
     let keys: Vec<BTreeSet<u64>> = runs
         .iter()
         .map(|r| {

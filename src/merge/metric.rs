@@ -21,7 +21,7 @@ use crate::stats::summary::Distribution;
 
 /// A metric's figures over the union of shards.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MergedMetric {
+pub(crate) struct MergedMetric {
     /// Values counted (the merged histogram's count).
     pub count: u64,
     pub mean: Option<f64>,
@@ -38,14 +38,18 @@ pub struct MergedMetric {
 }
 
 /// One shard's level as a metric sees it.
-pub struct Part<'a> {
+pub(crate) struct Part<'a> {
     /// `DIR/sweep-c4.json`, for messages.
     pub name: &'a str,
     pub level: &'a LevelFile,
 }
 
 /// Merges metric `metric` (`ttft`, `itl`, ...) over `parts`.
-pub fn merge_metric(metric: &str, parts: &[Part<'_>], percentiles: &[f64]) -> Result<MergedMetric> {
+pub(crate) fn merge_metric(
+    metric: &str,
+    parts: &[Part<'_>],
+    percentiles: &[f64],
+) -> Result<MergedMetric> {
     let key = format!("{metric}_ms");
     let mut histogram = LatencyHistogram::default();
     let mut exact_values: Option<Vec<f64>> = (metric != "itl").then(Vec::new);
@@ -125,7 +129,7 @@ pub fn merge_metric(metric: &str, parts: &[Part<'_>], percentiles: &[f64]) -> Re
 
 /// Mean and population standard deviation of a union from each part's
 /// `(count, mean, population std)`: M2 = sum(n_i std_i^2 + n_i (mean_i - mean)^2).
-pub fn pooled(parts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+pub(crate) fn pooled(parts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
     let n: f64 = parts.iter().map(|p| p.0).sum();
     if n <= 0.0 {
         return None;
@@ -146,7 +150,7 @@ fn num(x: Option<f64>) -> Value {
 impl MergedMetric {
     /// `mean_`, `median_`, `std_` and `p{P}_` + metric + `_ms`, as
     /// `LevelStats::latency_json` names them.
-    pub fn insert_keys(&self, metric: &str, map: &mut Map<String, Value>) {
+    pub(crate) fn insert_keys(&self, metric: &str, map: &mut Map<String, Value>) {
         map.insert(format!("mean_{metric}_ms"), num(self.mean));
         map.insert(format!("median_{metric}_ms"), num(self.median));
         map.insert(format!("std_{metric}_ms"), num(self.std));
@@ -156,7 +160,7 @@ impl MergedMetric {
     }
 
     /// The same keys, all null: a metric no shard had a value of.
-    pub fn insert_nulls(metric: &str, percentiles: &[f64], map: &mut Map<String, Value>) {
+    pub(crate) fn insert_nulls(metric: &str, percentiles: &[f64], map: &mut Map<String, Value>) {
         for stat in ["mean", "median", "std"] {
             map.insert(format!("{stat}_{metric}_ms"), Value::Null);
         }

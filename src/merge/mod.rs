@@ -37,17 +37,17 @@
 //! that are not in every shard, and level files without histograms. It
 //! warns when one level's shards started more than 250 ms apart.
 
-pub mod fields;
+pub(crate) mod fields;
 pub mod files;
 mod identity;
 mod level;
-pub mod metric;
+pub(crate) mod metric;
 mod summary;
 
-pub use identity::keep_common_levels;
+pub(crate) use identity::keep_common_levels;
 use identity::*;
 use level::*;
-pub use summary::clock_correction_s;
+pub(crate) use summary::clock_correction_s;
 use summary::*;
 
 #[cfg(test)]
@@ -72,7 +72,7 @@ use metric::{merge_metric, MergedMetric, Part};
 
 /// Shards' starts of one level further apart than this get a warning: the
 /// levels did not overlap as planned (a late `--start-at`, a skewed clock).
-pub const START_SKEW_WARN_S: f64 = 0.250;
+pub(crate) const START_SKEW_WARN_S: f64 = 0.250;
 
 /// One shard's result folder, parsed.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -9,7 +9,7 @@ use super::*;
 /// offset's own uncertainty; 0 otherwise. A `Date` header has whole
 /// seconds, so an offset of -300 +- 500 ms says the clocks agree as far as
 /// it can tell, and shifting by it would scatter synchronized hosts.
-pub fn clock_correction_s(shard: &ShardSection) -> f64 {
+pub(crate) fn clock_correction_s(shard: &ShardSection) -> f64 {
     let Some(offset) = shard.clock_offset_ms.filter(|o| o.is_finite()) else {
         return 0.0;
     };

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use crate::stats::gauges::cpu_percent;
+pub(crate) use crate::stats::gauges::cpu_percent;
 use crate::stats::gauges::{ClientMeter, ClientReading};
 
 /// User + system CPU time of this process so far.
@@ -25,7 +25,7 @@ pub fn process_cpu_time() -> Duration {
 /// Samples how late a 10 ms timer fires on the runtime: a busy or starved
 /// event loop delays every timestamp the load tasks take.
 #[derive(Clone, Default)]
-pub struct LagMonitor {
+pub(crate) struct LagMonitor {
     samples_ms: Arc<Mutex<Vec<f64>>>,
 }
 
@@ -36,7 +36,7 @@ const LAG_MAX_SAMPLES: usize = 60_000;
 impl LagMonitor {
     /// Start sampling on the current runtime; stops when the monitor and its
     /// clones are dropped.
-    pub fn start() -> LagMonitor {
+    pub(crate) fn start() -> LagMonitor {
         let monitor = LagMonitor::default();
         let weak = Arc::downgrade(&monitor.samples_ms);
         tokio::spawn(async move {
@@ -58,7 +58,7 @@ impl LagMonitor {
     }
 
     /// Take the samples gathered since the last take.
-    pub fn take(&self) -> Vec<f64> {
+    pub(crate) fn take(&self) -> Vec<f64> {
         self.samples_ms
             .lock()
             .map(|mut s| std::mem::take(&mut *s))
@@ -68,7 +68,7 @@ impl LagMonitor {
 
 /// The recorder's view of this process: CPU time from the kernel and the
 /// lag samples `lag` gathered since the last reading.
-pub fn meter(lag: LagMonitor) -> ClientMeter {
+pub(crate) fn meter(lag: LagMonitor) -> ClientMeter {
     let started = std::time::Instant::now();
     Box::new(move || ClientReading {
         cpu_time: process_cpu_time(),

@@ -26,7 +26,7 @@ use super::prometheus::Metrics;
 /// How much a counter grew between two scrapes. A counter that went down was
 /// reset (the server restarted): its growth is its new value, as Prometheus
 /// counts it. None when either reading is missing or not finite.
-pub fn counter_delta(prev: Option<f64>, cur: Option<f64>) -> Option<f64> {
+pub(crate) fn counter_delta(prev: Option<f64>, cur: Option<f64>) -> Option<f64> {
     let (p, c) = (prev?, cur?);
     if !(p.is_finite() && c.is_finite()) {
         return None;
@@ -36,7 +36,7 @@ pub fn counter_delta(prev: Option<f64>, cur: Option<f64>) -> Option<f64> {
 
 /// A counter's growth per second between two scrapes `dt` apart. None
 /// without both readings or with `dt` zero.
-pub fn counter_rate(prev: Option<f64>, cur: Option<f64>, dt: Duration) -> Option<f64> {
+pub(crate) fn counter_rate(prev: Option<f64>, cur: Option<f64>, dt: Duration) -> Option<f64> {
     let secs = dt.as_secs_f64();
     if secs <= 0.0 {
         return None;
@@ -46,7 +46,7 @@ pub fn counter_rate(prev: Option<f64>, cur: Option<f64>, dt: Duration) -> Option
 
 /// Hits over queries between two scrapes (vLLM's prefix cache counts both in
 /// tokens), in 0..=1. None when there were no queries in between.
-pub fn hit_rate(
+pub(crate) fn hit_rate(
     prev_hits: Option<f64>,
     cur_hits: Option<f64>,
     prev_queries: Option<f64>,
@@ -67,7 +67,7 @@ pub fn hit_rate(
 /// (`model_name`, and `engine` under data parallelism), except KV-cache
 /// usage, which is the fullest engine's.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct VllmGauges {
+pub(crate) struct VllmGauges {
     /// `vllm:num_requests_running`.
     pub running: Option<f64>,
     /// `vllm:num_requests_waiting`.
@@ -89,7 +89,7 @@ pub struct VllmGauges {
 
 /// What two vLLM scrapes say together.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct VllmRates {
+pub(crate) struct VllmRates {
     /// Output tokens per second, all requests together.
     pub generation_tok_s: Option<f64>,
     /// Prefix-cache hits over queries, 0..=1; None when nothing was queried.
@@ -101,7 +101,7 @@ pub struct VllmRates {
 impl VllmGauges {
     /// The vLLM gauges of a scrape; None when it has no `vllm:` metric at
     /// all (not a vLLM server).
-    pub fn from_metrics(m: &Metrics) -> Option<VllmGauges> {
+    pub(crate) fn from_metrics(m: &Metrics) -> Option<VllmGauges> {
         if !m.has_prefix("vllm:") {
             return None;
         }
@@ -126,7 +126,7 @@ impl VllmGauges {
     }
 
     /// Rates from the scrape `dt` before this one (`prev`) to this one.
-    pub fn rates(&self, prev: &VllmGauges, dt: Duration) -> VllmRates {
+    pub(crate) fn rates(&self, prev: &VllmGauges, dt: Duration) -> VllmRates {
         VllmRates {
             generation_tok_s: counter_rate(
                 prev.generation_tokens_total,
@@ -164,7 +164,7 @@ pub struct LlamacppGauges {
 
 /// What two llama.cpp scrapes say together.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LlamacppRates {
+pub(crate) struct LlamacppRates {
     /// Output tokens per second, all slots together.
     pub generation_tok_s: Option<f64>,
     /// Prompt tokens processed per second (prefill).
@@ -187,7 +187,7 @@ impl LlamacppGauges {
     }
 
     /// Rates from the scrape `dt` before this one (`prev`) to this one.
-    pub fn rates(&self, prev: &LlamacppGauges, dt: Duration) -> LlamacppRates {
+    pub(crate) fn rates(&self, prev: &LlamacppGauges, dt: Duration) -> LlamacppRates {
         LlamacppRates {
             generation_tok_s: counter_rate(
                 prev.tokens_predicted_total,

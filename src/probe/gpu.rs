@@ -14,22 +14,19 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::live::ServerSample;
-pub use crate::stats::gauges::{
-    energy_per_m_output_tokens, level_gpu_json, throttled, wh_per_m_output_tokens, BUSY_UTIL_PCT,
-    THROTTLE_RATIO,
-};
+pub(crate) use crate::stats::gauges::BUSY_UTIL_PCT;
 
 /// The program asked when none is given.
-pub const DEFAULT_PROGRAM: &str = "nvidia-smi";
+pub(crate) const DEFAULT_PROGRAM: &str = "nvidia-smi";
 
 /// The query: one CSV line per GPU, these fields in this order.
-pub const QUERY_ARGS: [&str; 2] = [
+pub(crate) const QUERY_ARGS: [&str; 2] = [
     "--query-gpu=utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,clocks.max.sm,temperature.gpu",
     "--format=csv,noheader,nounits",
 ];
 
 /// One query may take this long; past it the child is killed.
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Most bytes read of one answer: a line per GPU is under 100 bytes.
 const OUTPUT_LIMIT: u64 = 64 << 10;
@@ -69,7 +66,7 @@ fn field(text: &str) -> Result<Option<f64>, ()> {
 /// The readings of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`,
 /// one per line in the tool's (GPU index) order. Lines that are not seven
 /// fields of numbers or not-reported markers are skipped.
-pub fn parse_nvidia_smi(text: &str) -> Vec<GpuReading> {
+pub(crate) fn parse_nvidia_smi(text: &str) -> Vec<GpuReading> {
     text.lines()
         .filter_map(|line| {
             let parts: Vec<&str> = line.split(',').collect();
@@ -172,7 +169,7 @@ fn run_query(program: &str, timeout: Duration) -> Option<String> {
 /// (sum), `gpu_sm_clock_ratio` (least SM clock / max SM clock among the busy
 /// GPUs; absent when none is busy), `gpu_temp_c` (max). A gauge no GPU
 /// reports is left out.
-pub fn gpu_gauges(readings: &[GpuReading], out: &mut BTreeMap<&'static str, f64>) {
+pub(crate) fn gpu_gauges(readings: &[GpuReading], out: &mut BTreeMap<&'static str, f64>) {
     if readings.is_empty() {
         return;
     }
@@ -257,7 +254,9 @@ pub fn spawn_gpu_probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::gauges::GaugeSummary;
+    use crate::stats::gauges::{
+        energy_per_m_output_tokens, level_gpu_json, throttled, wh_per_m_output_tokens, GaugeSummary,
+    };
 
     const TWO_GPUS: &str = "\
 87, 70000, 81559, 300.50, 1755, 1980, 71

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::gauges::{llamacpp_slots, ollama_ps, LlamacppGauges, VllmGauges};
 use super::prometheus;
 use crate::engine::{Engine, GaugeSource};
-pub use crate::stats::gauges::{GaugeSummary, ServerSample};
+pub(crate) use crate::stats::gauges::ServerSample;
 
 /// Most bytes read of one scrape: a metrics page is a few tens of KiB.
 const SCRAPE_LIMIT: usize = 4 << 20;
@@ -21,7 +21,7 @@ const SCRAPE_LIMIT: usize = 4 << 20;
 /// Start scraping. The task ends when the receiver is dropped. Nothing is
 /// sent when the target exposes none of its engine's endpoints; the caller
 /// shows "no server metrics" once.
-pub fn spawn(
+pub(crate) fn spawn(
     client: reqwest::Client,
     base_url: String,
     engine: Engine,

@@ -3,9 +3,9 @@
 pub mod client;
 pub mod gauges;
 pub mod gpu;
-pub mod live;
+pub(crate) mod live;
 pub mod prometheus;
-pub mod series;
+pub(crate) mod series;
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::engine::Engine;
 
 /// A server root as shown and saved: without any user name or password.
-pub fn display_url(base_url: &str) -> String {
+pub(crate) fn display_url(base_url: &str) -> String {
     match reqwest::Url::parse(base_url) {
         Ok(mut url) => {
             let _ = url.set_username("");
@@ -44,7 +44,7 @@ pub struct ServerIdentity {
 impl ServerIdentity {
     /// How its engine behaves: the engine its saved name is, or
     /// OpenAI-compatible for a name of the user's own (`--engine`).
-    pub fn engine_kind(&self) -> Engine {
+    pub(crate) fn engine_kind(&self) -> Engine {
         Engine::of(&self.engine)
     }
 }
@@ -56,7 +56,7 @@ impl ServerIdentity {
 ///
 /// `fresh_connections` is a client that keeps no idle connection (with the run's TLS
 /// trust), for [`connect_probe`].
-pub async fn preflight(
+pub(crate) async fn preflight(
     client: &reqwest::Client,
     fresh_connections: &reqwest::Client,
     base_url: &str,
@@ -108,7 +108,7 @@ pub(crate) async fn detect_engine(
 /// connection, from connect to the first response byte. A client far from
 /// the server puts this inside every TTFT it measures.
 /// `client` must keep no idle connection (`pool_max_idle_per_host(0)`).
-pub async fn connect_probe(client: &reqwest::Client, url: &str) -> Option<f64> {
+pub(crate) async fn connect_probe(client: &reqwest::Client, url: &str) -> Option<f64> {
     let mut samples = Vec::with_capacity(5);
     for _ in 0..5 {
         let started = std::time::Instant::now();
@@ -124,7 +124,7 @@ pub async fn connect_probe(client: &reqwest::Client, url: &str) -> Option<f64> {
 /// Token count of `text` by the server's own tokenizer, without any chat
 /// template: vLLM's `/tokenize` (`{"model","prompt"}` -> `{"count"}`), else
 /// llama.cpp's (`{"content"}` -> `{"tokens"}`). None when neither answers.
-pub async fn tokenize_count(
+pub(crate) async fn tokenize_count(
     client: &reqwest::Client,
     base_url: &str,
     model: &str,
@@ -154,7 +154,7 @@ pub async fn tokenize_count(
 }
 
 /// `{"count": N}` or `{"tokens": [...]}`.
-pub fn token_count_of(body: &[u8]) -> Option<u32> {
+pub(crate) fn token_count_of(body: &[u8]) -> Option<u32> {
     let v: Value = serde_json::from_slice(body).ok()?;
     if let Some(n) = v.get("count").and_then(Value::as_u64) {
         return u32::try_from(n).ok();
@@ -199,7 +199,7 @@ fn describe_connect_error(e: &reqwest::Error) -> String {
 }
 
 /// `{"data":[{"id":..}, ..]}` (OpenAI) or `{"models":[{"name":..}]}` (Ollama).
-pub fn model_ids(body: &Value) -> Vec<String> {
+pub(crate) fn model_ids(body: &Value) -> Vec<String> {
     let from = |list: Option<&Value>, key: &str| -> Vec<String> {
         list.and_then(Value::as_array)
             .map(|items| {

@@ -51,7 +51,7 @@ impl Sample {
     }
 
     /// Whether the sample has every `(label, value)` pair given.
-    pub fn matches(&self, labels: &[(&str, &str)]) -> bool {
+    pub(crate) fn matches(&self, labels: &[(&str, &str)]) -> bool {
         labels.iter().all(|(k, v)| self.label(k) == Some(*v))
     }
 }
@@ -147,7 +147,10 @@ impl Metrics {
     }
 
     /// Every sample named `name` (all label sets).
-    pub fn samples_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+    pub(crate) fn samples_named<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a Sample> + 'a {
         self.samples.iter().filter(move |s| s.name == name)
     }
 

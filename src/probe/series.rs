@@ -9,11 +9,11 @@ use crate::engine::Engine;
 
 /// Longest series label: the live view's prompt refuses more, and a
 /// default label is cut to it.
-pub const MAX_LABEL_CHARS: usize = 60;
+pub(crate) const MAX_LABEL_CHARS: usize = 60;
 
 /// What the probe can see of a server configuration.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct SeriesLook {
+pub(crate) struct SeriesLook {
     pub engine: String,
     pub engine_version: Option<String>,
     /// The first model it lists.
@@ -26,7 +26,7 @@ pub struct SeriesLook {
 
 impl SeriesLook {
     /// The series' `server` object in `summary.json`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "engine": self.engine,
             "engine_version": self.engine_version,
@@ -38,7 +38,7 @@ impl SeriesLook {
 }
 
 /// Look at the server at `base_url` (no `/v1`).
-pub async fn look(client: &reqwest::Client, base_url: &str) -> SeriesLook {
+pub(crate) async fn look(client: &reqwest::Client, base_url: &str) -> SeriesLook {
     let (engine, engine_version) = detect_engine(client, base_url).await;
     let model = match get_json(client, &format!("{base_url}/v1/models")).await {
         Ok(Some(body)) => model_ids(&body).into_iter().next(),
@@ -82,7 +82,7 @@ async fn metrics_gpu_blocks(client: &reqwest::Client, base_url: &str) -> Option<
 
 /// Why a series against `after` cannot follow one against `before`: a
 /// different engine is a different benchmark, not a setting.
-pub fn refusal(before: &SeriesLook, after: &SeriesLook) -> Option<String> {
+pub(crate) fn refusal(before: &SeriesLook, after: &SeriesLook) -> Option<String> {
     let known = |e: &str| !e.is_empty() && Engine::from_name(e) != Some(Engine::OpenaiCompatible);
     (known(&before.engine) && known(&after.engine) && before.engine != after.engine).then(|| {
         format!(
@@ -94,7 +94,7 @@ pub fn refusal(before: &SeriesLook, after: &SeriesLook) -> Option<String> {
 
 /// What changed, as a label: `slots 2 → 4`, `KV blocks 1000 → 2000`,
 /// `vLLM 0.11 → 0.12`, `model qwen3`; `fallback` when nothing visible did.
-pub fn default_label(before: &SeriesLook, after: &SeriesLook, fallback: &str) -> String {
+pub(crate) fn default_label(before: &SeriesLook, after: &SeriesLook, fallback: &str) -> String {
     let mut changes = Vec::new();
     if let (Some(a), Some(b)) = (before.slots, after.slots) {
         if a != b {

@@ -55,9 +55,9 @@ macro_rules! decoder_test_helpers {
     };
 }
 
-pub mod error_body;
+pub(crate) mod error_body;
 pub mod ndjson;
-pub mod ollama;
+pub(crate) mod ollama;
 pub mod openai;
 pub mod sse;
 

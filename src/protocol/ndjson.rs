@@ -71,7 +71,7 @@ impl fmt::Debug for NdjsonSplitter {
 
 impl NdjsonSplitter {
     /// A splitter with the default 16 MiB line limit.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_max_line_bytes(DEFAULT_MAX_LINE_BYTES)
     }
 
@@ -87,7 +87,7 @@ impl NdjsonSplitter {
     }
 
     /// Forget everything about the current stream, keep the buffer.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.partial.clear();
         self.line_no = 1;
         self.at_start = true;

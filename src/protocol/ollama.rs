@@ -52,7 +52,8 @@ pub enum OllamaApi {
 
 impl OllamaApi {
     /// The endpoint's path below the server root.
-    pub fn path(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn path(self) -> &'static str {
         match self {
             OllamaApi::Generate => "/api/generate",
             OllamaApi::Chat => "/api/chat",

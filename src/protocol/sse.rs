@@ -89,7 +89,7 @@ impl fmt::Debug for SseParser {
 
 impl SseParser {
     /// A parser with the default 16 MiB event limit.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_max_event_bytes(DEFAULT_MAX_EVENT_BYTES)
     }
 
@@ -108,7 +108,7 @@ impl SseParser {
     }
 
     /// Forget everything about the current stream, keep the buffers.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.data.clear();
         self.has_data = false;
         self.partial.clear();

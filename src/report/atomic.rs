@@ -12,7 +12,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// [`write_atomic`] for a body written piece by piece (a level file's
 /// samples are streamed, never held as one buffer).
-pub fn write_atomic_with(
+pub(crate) fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
 ) -> io::Result<()> {

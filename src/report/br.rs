@@ -19,10 +19,10 @@ use serde_json::{json, Map, Value};
 use super::saved::SavedRun;
 
 /// The schema version written.
-pub const BR_VERSION: &str = "0.2.1";
+pub(crate) const BR_VERSION: &str = "0.2.1";
 
 /// The reports of a run: a JSON array, one report per saved level.
-pub fn render_br(run: &SavedRun) -> String {
+pub(crate) fn render_br(run: &SavedRun) -> String {
     let reports: Vec<Value> = run
         .levels
         .iter()

@@ -38,7 +38,7 @@ const METRICS: &[&str] = &["ttft", "tpot", "itl", "e2el", "ttfb"];
 const TAIL: &[&str] = &["errors", "token_count_source", "file"];
 
 /// Header plus one row per level, in run order.
-pub fn render_csv(run: &SavedRun) -> String {
+pub(crate) fn render_csv(run: &SavedRun) -> String {
     let columns = columns(run);
     let mut out = String::new();
     push_row(&mut out, columns.iter().map(|c| quote(c)));
@@ -104,7 +104,7 @@ fn field(v: Option<&Value>) -> String {
 
 /// RFC 4180: quote a field holding a comma, a quote, a line break or edge
 /// spaces, doubling the quotes inside.
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let needs = s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ');
     if needs {
         format!("\"{}\"", s.replace('"', "\"\""))

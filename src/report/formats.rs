@@ -16,9 +16,9 @@ use super::saved::{SavedLevel, SavedRun};
 use crate::cli::{ReportArgs, ReportFormat};
 
 /// The report a run folder gets beside its `summary.json`.
-pub const REPORT_MD: &str = "report.md";
+pub(crate) const REPORT_MD: &str = "report.md";
 /// The chart a run folder gets beside its `summary.json`.
-pub const CHART_SVG: &str = "chart.svg";
+pub(crate) const CHART_SVG: &str = "chart.svg";
 
 pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
     let mut run = SavedRun::load(&args.dir)?;
@@ -43,7 +43,7 @@ pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
 }
 
 /// One run in one format.
-pub fn render(run: &SavedRun, format: ReportFormat) -> String {
+pub(crate) fn render(run: &SavedRun, format: ReportFormat) -> String {
     match format {
         ReportFormat::Md => super::markdown::render_markdown(run),
         ReportFormat::Csv => super::csv::render_csv(run),
@@ -67,7 +67,7 @@ pub fn write_run_reports(dir: &Path) -> Result<()> {
 }
 
 /// [`write_run_reports`] for a summary already in memory (no re-read).
-pub fn write_run_reports_from(dir: &Path, summary: &Value) -> Result<()> {
+pub(crate) fn write_run_reports_from(dir: &Path, summary: &Value) -> Result<()> {
     let run = SavedRun::from_value(summary.clone(), &dir.join("summary.json"))?;
     write_reports_of(dir, &run)
 }
@@ -85,7 +85,7 @@ fn write_reports_of(dir: &Path, run: &SavedRun) -> Result<()> {
 }
 
 /// How a table row is marked.
-pub struct Marks {
+pub(crate) struct Marks {
     /// The capacity row (a complete planned/search level at the capacity's concurrency).
     pub capacity: bool,
     /// `manual`, `partial`, `round 2`, `capacity`, `knee 64->128`.
@@ -94,7 +94,7 @@ pub struct Marks {
 
 /// The notes of a level's row: its kind, and whether it is the capacity
 /// point or the far side of the knee.
-pub fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
+pub(crate) fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
     let mut notes = level.notes();
     // A run of several series: every row names its series, and the run's
     // capacity and knee (the latest series') mark only that series' rows.
@@ -127,6 +127,6 @@ pub fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
 }
 
 /// One decimal, or `-` for a missing figure.
-pub fn fixed1(x: Option<f64>) -> String {
+pub(crate) fn fixed1(x: Option<f64>) -> String {
     x.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }

@@ -54,7 +54,7 @@ const SERIES_COLORS: [&str; 6] = [
 
 /// How a level's marker is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PointKind {
+pub(crate) enum PointKind {
     /// A planned or search level that ran to the end.
     Sweep,
     /// A level set by hand that settled.
@@ -65,7 +65,7 @@ pub enum PointKind {
 
 /// One level on the frontier.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FrontierPoint {
+pub(crate) struct FrontierPoint {
     /// Position of its series among the run's series (0, 1, ...): its colour.
     pub series: usize,
     pub concurrency: u32,
@@ -82,7 +82,7 @@ pub struct FrontierPoint {
 /// each concurrency, in concurrency order (so the curve reads as the load
 /// rising, and shows it when more streams buy less).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Curve {
+pub(crate) struct Curve {
     pub series: usize,
     pub label: String,
     /// (concurrency, per-user tok/s, throughput).
@@ -93,7 +93,7 @@ pub struct Curve {
 
 /// What the chart draws, already reduced.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Frontier {
+pub(crate) struct Frontier {
     pub points: Vec<FrontierPoint>,
     pub curves: Vec<Curve>,
     /// The divisor of the throughput axis, when given.
@@ -118,7 +118,7 @@ fn on_frontier(level: &SavedLevel) -> bool {
 
 /// The frontier of a run: its points, a curve per series with the series'
 /// capacity, throughput divided by `gpus` when given (else by the run's own).
-pub fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
+pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
     let gpus = gpus.or(run.gpus).filter(|g| *g > 0);
     let per_gpu = |t: f64| t / f64::from(gpus.unwrap_or(1));
     // Series in the order of their indexes; a colour each.
@@ -250,7 +250,7 @@ fn series_capacities(run: &SavedRun) -> BTreeMap<usize, (u32, Option<f64>, Optio
 
 /// A linear axis from 0: a round step and how many of them reach past the
 /// largest value with some headroom, so markers and labels clear the frame.
-pub fn linear_ticks(max: f64) -> (f64, usize) {
+pub(crate) fn linear_ticks(max: f64) -> (f64, usize) {
     let need = if max.is_finite() && max > 0.0 {
         max * 1.08
     } else {
@@ -263,7 +263,7 @@ pub fn linear_ticks(max: f64) -> (f64, usize) {
 
 /// Scales from data to the canvas: both axes linear from 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Axes {
+pub(crate) struct Axes {
     pub x0: f64,
     pub x1: f64,
     pub top: f64,
@@ -277,7 +277,7 @@ pub struct Axes {
 impl Axes {
     /// Axes holding every point and capacity of `f`, over the plot area
     /// from `top` down (the legend sits above it).
-    pub fn of(f: &Frontier, top: f64) -> Axes {
+    pub(crate) fn of(f: &Frontier, top: f64) -> Axes {
         let capacities = f.curves.iter().filter_map(|c| c.capacity);
         let max_x = f
             .points
@@ -306,7 +306,7 @@ impl Axes {
     }
 
     /// Canvas position of (per-user tok/s, throughput), clamped to the plot.
-    pub fn px(&self, per_user: f64, throughput: f64) -> (f64, f64) {
+    pub(crate) fn px(&self, per_user: f64, throughput: f64) -> (f64, f64) {
         let xt = (per_user / (self.x_step * self.x_n as f64)).clamp(0.0, 1.0);
         let yt = (throughput / (self.y_step * self.y_n as f64)).clamp(0.0, 1.0);
         (
@@ -317,12 +317,12 @@ impl Axes {
 }
 
 /// `report --format svg` on its own: the frontier as a standalone file.
-pub fn render_frontier_svg(run: &SavedRun) -> String {
+pub(crate) fn render_frontier_svg(run: &SavedRun) -> String {
     frontier_chart(run, &super::svg::root_tag("frontier-title"))
 }
 
 /// The frontier chart, opened with `open` (a root or a nested `<svg>`).
-pub fn frontier_chart(run: &SavedRun, open: &str) -> String {
+pub(crate) fn frontier_chart(run: &SavedRun, open: &str) -> String {
     let f = frontier_of(run, None);
     let legend = legend_items(&f);
     let rows = legend_rows(&legend);

@@ -31,7 +31,7 @@ ul{margin:0;padding-left:20px}
 footer{margin-top:32px;color:#9ca3af;font-size:12px}
 ";
 
-pub fn render_html(run: &SavedRun) -> String {
+pub(crate) fn render_html(run: &SavedRun) -> String {
     let title = format!(
         "tokbench: {} on {}, {}, profile {}",
         run.model_name(),

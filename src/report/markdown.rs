@@ -7,7 +7,7 @@ use super::formats::{fixed1, level_marks};
 use super::saved::SavedRun;
 
 /// The whole Markdown report.
-pub fn render_markdown(run: &SavedRun) -> String {
+pub(crate) fn render_markdown(run: &SavedRun) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -1,21 +1,21 @@
 //! Result files and printed output (docs/architecture.md section 5).
 
 pub mod atomic;
-pub mod br;
-pub mod csv;
+pub(crate) mod br;
+pub(crate) mod csv;
 pub mod formats;
-pub mod frontier;
-pub mod html;
-pub mod markdown;
-pub mod recorder;
-pub mod resume;
-pub mod run_info;
-pub mod saved;
+pub(crate) mod frontier;
+pub(crate) mod html;
+pub(crate) mod markdown;
+pub(crate) mod recorder;
+pub(crate) mod resume;
+pub(crate) mod run_info;
+pub(crate) mod saved;
 pub mod schema;
-pub mod svg;
-pub mod tally;
-pub mod text;
-pub mod timing;
+pub(crate) mod svg;
+pub(crate) mod tally;
+pub(crate) mod text;
+pub(crate) mod timing;
 /// Moved to the crate root (the simulator needs it and imports nothing of
 /// the client); kept here so `report::time` paths still resolve.
-pub use crate::time;
+pub(crate) use crate::time;

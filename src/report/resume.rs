@@ -34,7 +34,7 @@ pub struct PriorRun {
 }
 
 impl PriorRun {
-    pub fn load(dir: &Path) -> Result<PriorRun> {
+    pub(crate) fn load(dir: &Path) -> Result<PriorRun> {
         let path = dir.join("summary.json");
         let text = std::fs::read_to_string(&path).wrap_err_with(|| {
             format!(
@@ -56,7 +56,7 @@ impl PriorRun {
         })
     }
 
-    pub fn from_summary(summary: &Value) -> Option<PriorRun> {
+    pub(crate) fn from_summary(summary: &Value) -> Option<PriorRun> {
         let run = summary.get("run")?.clone();
         let all = summary.get("levels")?.as_array()?;
         let next_level_index = all
@@ -103,7 +103,7 @@ impl PriorRun {
 
     /// The plan's steps that the kept levels do not already cover, in order.
     /// Each kept level covers one step of its concurrency (or rate) and kind.
-    pub fn remaining(&self, plan: &[LevelPlan]) -> Vec<LevelPlan> {
+    pub(crate) fn remaining(&self, plan: &[LevelPlan]) -> Vec<LevelPlan> {
         // Only the series it stopped in: an earlier series ran its plan
         // against another server configuration.
         let mut unused: Vec<(String, Option<u64>, Option<f64>)> = self
@@ -138,7 +138,7 @@ impl PriorRun {
     }
 
     /// Refuse to continue a run of another target or traffic shape.
-    pub fn check_same(&self, now: &Value) -> Result<()> {
+    pub(crate) fn check_same(&self, now: &Value) -> Result<()> {
         let keys = [
             "target",
             "model",

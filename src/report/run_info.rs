@@ -54,12 +54,12 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self.to_section()).unwrap_or(Value::Null)
     }
 
     /// summary.json's `run` (`report::schema::RunSection`).
-    pub fn to_section(&self) -> RunSection {
+    pub(crate) fn to_section(&self) -> RunSection {
         let slo = &self.decision.slo;
         RunSection {
             target: Some(self.target.clone()),
@@ -95,7 +95,7 @@ impl RunInfo {
                 tpot_p99_ms: slo.tpot_p99_ms,
                 max_error_rate: Some(slo.max_error_rate),
             }),
-            goodput_slo: self.decision.goodput.as_ref().map(GoodputSlo::to_json),
+            goodput_slo: self.decision.goodput.map(GoodputSlo::to_json),
             shard: self.timing.shard.clone(),
             duration_target: self.timing.duration_s(),
             start_at: self.timing.start_at_text(),

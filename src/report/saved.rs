@@ -15,7 +15,7 @@ use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, RunSection, S
 
 /// The SLOs the run was judged against (`run.slo`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct SavedSlo {
+pub(crate) struct SavedSlo {
     pub ttft_p99_ms: Option<f64>,
     pub min_stream_tok_s: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
@@ -24,7 +24,7 @@ pub struct SavedSlo {
 
 /// One level object of `levels`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedLevel {
+pub(crate) struct SavedLevel {
     /// The whole object, for the CSV's every-key columns.
     pub raw: Map<String, Value>,
     /// `max_concurrency`.
@@ -98,22 +98,22 @@ impl SavedLevel {
 
     /// Planned and search levels that ran to the end: the ones the knee and
     /// the sweep line are drawn through. Manual and partial levels stand alone.
-    pub fn is_sweep_point(&self) -> bool {
+    pub(crate) fn is_sweep_point(&self) -> bool {
         !self.partial && matches!(self.mode.as_str(), "planned" | "search")
     }
 
-    pub fn is_manual(&self) -> bool {
+    pub(crate) fn is_manual(&self) -> bool {
         self.mode == "manual"
     }
 
     /// A hand-set level left before it settled: listed, never a result
     /// (chart, knee, capacity, cost, compare).
-    pub fn is_unsteady(&self) -> bool {
+    pub(crate) fn is_unsteady(&self) -> bool {
         self.steady == Some(false)
     }
 
     /// `-r2` -> 2 from the file name; 1 for a first (or unnamed) level.
-    pub fn round(&self) -> u32 {
+    pub(crate) fn round(&self) -> u32 {
         self.file
             .as_deref()
             .and_then(|f| f.strip_suffix(".json"))
@@ -123,7 +123,7 @@ impl SavedLevel {
     }
 
     /// What sets the level apart in a table: `manual`, `partial`, `round 2`.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if self.mode != "planned" {
             notes.push(self.mode.clone());
@@ -150,14 +150,14 @@ impl SavedLevel {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedKnee {
+pub(crate) struct SavedKnee {
     pub from_concurrency: Option<u32>,
     pub to_concurrency: Option<u32>,
     pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedCapacity {
+pub(crate) struct SavedCapacity {
     pub concurrency: Option<u32>,
     pub output_throughput: Option<f64>,
     pub per_stream_tok_s: Option<f64>,
@@ -167,7 +167,7 @@ pub struct SavedCapacity {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedCost {
+pub(crate) struct SavedCost {
     pub gpu_price_per_hour: Option<f64>,
     pub api_price_per_m: Option<f64>,
     pub cost_per_m_output: Option<f64>,
@@ -176,14 +176,14 @@ pub struct SavedCost {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedDiagnosis {
+pub(crate) struct SavedDiagnosis {
     pub id: String,
     pub message: String,
 }
 
 /// A run as its `summary.json` tells it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SavedRun {
+pub(crate) struct SavedRun {
     /// The summary file it was read from (or `-` when built from a value).
     pub source: PathBuf,
     /// The file as read, for `--format json`.
@@ -216,7 +216,7 @@ pub struct SavedRun {
 
 impl SavedRun {
     /// `summary.json`'s `series`: each one's label, capacity and knee.
-    pub fn series_results(&self) -> Vec<crate::analysis::series::SeriesResult> {
+    pub(crate) fn series_results(&self) -> Vec<crate::analysis::series::SeriesResult> {
         let summary = &self.raw;
         let Some(all) = summary.get("series").and_then(Value::as_array) else {
             return Vec::new();
@@ -256,7 +256,7 @@ impl SavedRun {
     /// The run's identity line in parts — target, backend, EOS policy,
     /// start time, labels — with the format's own quoting: `code` for
     /// literal values, `text` for plain words.
-    pub fn meta_parts(
+    pub(crate) fn meta_parts(
         &self,
         code: impl Fn(&str) -> String,
         text: impl Fn(&str) -> String,
@@ -298,7 +298,7 @@ impl SavedRun {
     }
 
     /// Read a result folder's `summary.json`, or the summary file given.
-    pub fn load(path: &Path) -> Result<SavedRun> {
+    pub(crate) fn load(path: &Path) -> Result<SavedRun> {
         let file = summary_path(path);
         let text = std::fs::read_to_string(&file).wrap_err_with(|| {
             if path.is_dir() {
@@ -316,7 +316,7 @@ impl SavedRun {
     }
 
     /// Interpret a summary already in memory; `source` names it in messages.
-    pub fn from_value(raw: Value, source: &Path) -> Result<SavedRun> {
+    pub(crate) fn from_value(raw: Value, source: &Path) -> Result<SavedRun> {
         let Some(levels) = raw.get("levels").and_then(Value::as_array) else {
             bail!(
                 "{} is not a tokbench summary (no \"levels\" list)",
@@ -414,7 +414,7 @@ impl SavedRun {
     /// `in 1024 / out 1024` (`?` for a length the file does not give),
     /// then the means the requests really had when the file says:
     /// `in 512 / out 256 (achieved 509 / 256)`.
-    pub fn shape(&self) -> String {
+    pub(crate) fn shape(&self) -> String {
         let asked = self.asked_shape();
         match self.achieved_means() {
             Some((i, o)) if self.dataset().is_some() => {
@@ -427,7 +427,7 @@ impl SavedRun {
 
     /// `in 1024 / out 1024`: the lengths asked for only; `dataset
     /// FILE` for a `--dataset` run (its prompts are as long as they are).
-    pub fn asked_shape(&self) -> String {
+    pub(crate) fn asked_shape(&self) -> String {
         if let Some(dataset) = self.dataset() {
             return format!("dataset {dataset}");
         }
@@ -440,7 +440,7 @@ impl SavedRun {
 
     /// Mean input and output tokens of the completed requests
     /// (`traffic.input_mean`, `traffic.output_mean`), when recorded.
-    pub fn achieved_means(&self) -> Option<(f64, f64)> {
+    pub(crate) fn achieved_means(&self) -> Option<(f64, f64)> {
         let traffic = self.raw.get("traffic")?;
         Some((
             float(traffic, "input_mean")?,
@@ -449,7 +449,7 @@ impl SavedRun {
     }
 
     /// `--random-range-ratio` of the run (0 when the file predates it).
-    pub fn range_ratio(&self) -> f64 {
+    pub(crate) fn range_ratio(&self) -> f64 {
         self.raw
             .get("run")
             .and_then(|r| float(r, "range_ratio"))
@@ -457,21 +457,21 @@ impl SavedRun {
     }
 
     /// The `--dataset` file name, when the run had one.
-    pub fn dataset(&self) -> Option<String> {
+    pub(crate) fn dataset(&self) -> Option<String> {
         string(self.raw.get("run")?, "dataset")
     }
 
     /// `random`, `prose`, `corpus` or `dataset`; `None` when the file predates it.
-    pub fn prompt_source(&self) -> Option<String> {
+    pub(crate) fn prompt_source(&self) -> Option<String> {
         string(self.raw.get("run")?, "prompt_source")
     }
 
-    pub fn model_name(&self) -> &str {
+    pub(crate) fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or("unknown model")
     }
 
     /// `vllm 0.11.0`, `tokbench-sim 0.0.0`, or `unknown engine`.
-    pub fn engine_name(&self) -> String {
+    pub(crate) fn engine_name(&self) -> String {
         match (&self.engine, &self.engine_version) {
             (Some(e), Some(v)) if !v.is_empty() => {
                 // The simulator says `0.0.0-tokbench-sim`: no need to say it twice.
@@ -484,7 +484,7 @@ impl SavedRun {
     }
 
     /// The capacity sentence without its `capacity:` prefix, or why there is none.
-    pub fn capacity_text(&self) -> String {
+    pub(crate) fn capacity_text(&self) -> String {
         if let Some(reason) = self.capacity.as_ref().and_then(|c| c.reason.clone()) {
             return reason;
         }
@@ -500,7 +500,7 @@ impl SavedRun {
     }
 
     /// The cost verdict in words, or why there is none.
-    pub fn cost_text(&self) -> String {
+    pub(crate) fn cost_text(&self) -> String {
         match &self.cost {
             Some(c) => c
                 .verdict
@@ -513,7 +513,7 @@ impl SavedRun {
         }
     }
 
-    pub fn knee_text(&self) -> String {
+    pub(crate) fn knee_text(&self) -> String {
         match &self.knee {
             Some(k) => k.reason.clone().unwrap_or_else(|| {
                 format!(
@@ -527,7 +527,7 @@ impl SavedRun {
     }
 
     /// The SLOs in words: `p99 TTFT <= 500 ms, decode >= 20 tok/s per stream, errors < 1%`.
-    pub fn slo_text(&self) -> Option<String> {
+    pub(crate) fn slo_text(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(t) = self.slo.ttft_p99_ms {
             parts.push(format!("p99 TTFT <= {} ms", trim_num(t)));
@@ -546,7 +546,7 @@ impl SavedRun {
 }
 
 /// A folder means its `summary.json`; anything else is the file itself.
-pub fn summary_path(path: &Path) -> PathBuf {
+pub(crate) fn summary_path(path: &Path) -> PathBuf {
     if path.is_dir() {
         path.join("summary.json")
     } else {
@@ -555,7 +555,7 @@ pub fn summary_path(path: &Path) -> PathBuf {
 }
 
 /// The median of some values (the mean of the middle two for an even count).
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;
@@ -586,7 +586,7 @@ fn opt_u(x: Option<u64>) -> String {
 }
 
 /// `500`, `0.5`, `20`: a number without a trailing `.0`.
-pub fn trim_num(x: f64) -> String {
+pub(crate) fn trim_num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{}", x as i64)
     } else {

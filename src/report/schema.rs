@@ -24,11 +24,11 @@ use serde_json::{Map, Number, Value};
 /// The version written into `summary.json` and each level file. Files
 /// without the key are version 0 (every tokbench before it was added); they
 /// hold the same keys and load the same way.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// The latency statistics named for each metric: `mean_`, `median_`, `std_`
 /// and `p{P}_` + metric + `_ms` (one `p{P}` for each `--percentiles`).
-pub const LATENCY_METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2el", "ttfb", "ttfc"];
+pub(crate) const LATENCY_METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2el", "ttfb", "ttfc"];
 
 /// One finished level: vLLM's keys with vLLM's meanings, tokbench's beside
 /// them, and the run's identity, so a level file stands alone.
@@ -234,7 +234,7 @@ pub struct LevelFile {
 /// with the rest. Kept in `RunSection::other` (read by `merge::fields`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct MergedFrom {
+pub(crate) struct MergedFrom {
     /// How many shards it holds.
     #[serde(deserialize_with = "lenient")]
     pub merged_from: Option<u32>,
@@ -254,7 +254,7 @@ pub struct MergedFrom {
 /// One entry of a merged level's `shards`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ShardEntry {
+pub(crate) struct ShardEntry {
     pub index: u32,
     #[serde(deserialize_with = "lenient")]
     pub host: Option<String>,
@@ -284,7 +284,7 @@ pub struct ClientLoad {
 
 impl LevelFile {
     /// A latency statistic by its key (`p99_ttft_ms`, `median_tpot_ms`).
-    pub fn stat(&self, key: &str) -> Option<f64> {
+    pub(crate) fn stat(&self, key: &str) -> Option<f64> {
         self.stats
             .get(key)
             .and_then(Value::as_f64)
@@ -292,12 +292,12 @@ impl LevelFile {
     }
 
     /// `p{P}_{metric}_ms`, e.g. `percentile("ttft", "99")`.
-    pub fn percentile(&self, metric: &str, p: &str) -> Option<f64> {
+    pub(crate) fn percentile(&self, metric: &str, p: &str) -> Option<f64> {
         self.stat(&format!("p{p}_{metric}_ms"))
     }
 
     /// `"planned"` when the file does not say (files from before modes).
-    pub fn mode_or_planned(&self) -> &str {
+    pub(crate) fn mode_or_planned(&self) -> &str {
         self.mode.as_deref().unwrap_or("planned")
     }
 
@@ -524,7 +524,7 @@ pub struct Cost {
 }
 
 /// A finite number's value.
-pub fn number(n: &Option<Number>) -> Option<f64> {
+pub(crate) fn number(n: &Option<Number>) -> Option<f64> {
     n.as_ref()
         .and_then(Number::as_f64)
         .filter(|x| x.is_finite())
@@ -532,7 +532,7 @@ pub fn number(n: &Option<Number>) -> Option<f64> {
 
 /// An object the analysis built, read as one of the structs above (`None`
 /// for `null` or an object of other types).
-pub fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Option<T> {
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Option<T> {
     if value.is_null() {
         return None;
     }
@@ -584,7 +584,7 @@ impl SummaryFile {
 /// (`summary.json`'s `schema_version`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct RequestLine {
+pub(crate) struct RequestLine {
     #[serde(deserialize_with = "lenient")]
     pub cached_tokens: Option<u64>,
     #[serde(deserialize_with = "lenient")]

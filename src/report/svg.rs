@@ -26,8 +26,8 @@ pub(crate) use legend::{
 use legend::{draw_legend, legend_items, legend_rows};
 use plot::Plot;
 
-pub const WIDTH: f64 = 800.0;
-pub const HEIGHT: f64 = 450.0;
+pub(crate) const WIDTH: f64 = 800.0;
+pub(crate) const HEIGHT: f64 = 450.0;
 const LEFT: f64 = 78.0;
 const RIGHT: f64 = 78.0;
 const BOTTOM: f64 = 58.0;
@@ -51,7 +51,7 @@ pub(super) const CAPACITY: &str = "#16a34a";
 /// chart is a nested `<svg>` of its own 800x450 canvas (ids
 /// `chart-throughput`, `chart-frontier`), so either can be lifted out whole
 /// and the first keeps every id and coordinate it had on its own.
-pub fn render_svg(run: &SavedRun) -> String {
+pub(crate) fn render_svg(run: &SavedRun) -> String {
     let mut svg = String::new();
     let title = format!("{} · {}", run.model_name(), run.shape());
     let _ = writeln!(
@@ -76,7 +76,7 @@ pub fn render_svg(run: &SavedRun) -> String {
 
 /// The throughput-by-concurrency chart alone, as a file of its own (the
 /// HTML report puts each chart in a figure of its own).
-pub fn render_throughput_svg(run: &SavedRun) -> String {
+pub(crate) fn render_throughput_svg(run: &SavedRun) -> String {
     throughput_chart(run, &root_tag("chart-title"))
 }
 
@@ -405,10 +405,10 @@ pub(super) fn tick_label(v: f64, step: f64) -> String {
     group(v, decimals as usize)
 }
 
-pub use crate::fmt::group;
+pub(crate) use crate::fmt::group;
 
 /// Text and attribute values safe in XML.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

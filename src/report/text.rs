@@ -9,7 +9,7 @@ use crate::stats::percentile::percentile_label;
 use crate::stats::summary::Distribution;
 
 /// `in 1024 / out 1024, profile balanced, ignore_eos`: written next to every table of numbers.
-pub fn shape_line(run: &RunInfo) -> String {
+pub(crate) fn shape_line(run: &RunInfo) -> String {
     let shape = match &run.traffic.dataset {
         Some(d) => format!(
             "dataset {}, out {} unless the record says",
@@ -31,7 +31,7 @@ pub fn shape_line(run: &RunInfo) -> String {
 }
 
 /// The block `vllm bench serve` prints, plus tokbench's own lines.
-pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
+pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     let s = &level.stats;
     let mut out = String::new();
     let what = match (level.info.mode, level.info.rate) {
@@ -202,7 +202,7 @@ pub fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
 }
 
 /// The sweep table: what the user came for.
-pub fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
+pub(crate) fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tokbench sweep, {}  ({})", shape_line(run), run.model);
     let _ = writeln!(

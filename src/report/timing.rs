@@ -36,7 +36,7 @@ impl RunTiming {
 
     /// A level's `duration_target`: the planned and rate levels of a timed
     /// run (a hand-set level runs until changed).
-    pub fn duration_target(&self, mode: Mode) -> Option<f64> {
+    pub(crate) fn duration_target(&self, mode: Mode) -> Option<f64> {
         let timed = matches!(mode, Mode::Planned | Mode::Rate);
         self.duration
             .filter(|_| timed)
@@ -44,7 +44,7 @@ impl RunTiming {
     }
 
     /// A level's `started_unix_s`, from its offset into the run.
-    pub fn started_unix_s(&self, started_at: Duration) -> Option<f64> {
+    pub(crate) fn started_unix_s(&self, started_at: Duration) -> Option<f64> {
         if !self.stamped() {
             return None;
         }
@@ -55,30 +55,34 @@ impl RunTiming {
     }
 
     /// `run.start_at`: RFC 3339 UTC, to the ms.
-    pub fn start_at_text(&self) -> Option<String> {
+    pub(crate) fn start_at_text(&self) -> Option<String> {
         self.start_at.map(rfc3339_ms)
     }
 
     /// A scheduled level's `drain_overrun_s`: how long after the next
     /// level started (`next_start`, None when it had not yet) its last
     /// answer came (`last_end`), as offsets into the run.
-    pub fn drain_overrun_s(&self, last_end: Duration, next_start: Option<Duration>) -> Option<f64> {
+    pub(crate) fn drain_overrun_s(
+        &self,
+        last_end: Duration,
+        next_start: Option<Duration>,
+    ) -> Option<f64> {
         self.level_gap?;
         let over = next_start.map_or(Duration::ZERO, |next| last_end.saturating_sub(next));
         Some(round3(over.as_secs_f64()))
     }
 
-    pub fn duration_s(&self) -> Option<f64> {
+    pub(crate) fn duration_s(&self) -> Option<f64> {
         self.duration.map(|d| round3(d.as_secs_f64()))
     }
 
-    pub fn level_gap_s(&self) -> Option<f64> {
+    pub(crate) fn level_gap_s(&self) -> Option<f64> {
         self.level_gap.map(|d| round3(d.as_secs_f64()))
     }
 }
 
 /// `2026-12-01T13:00:00Z`, or `2026-12-01T13:00:00.250Z` with ms.
-pub fn rfc3339_ms(at: SystemTime) -> String {
+pub(crate) fn rfc3339_ms(at: SystemTime) -> String {
     let ms = at
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_millis());

@@ -26,7 +26,7 @@ const EVERY: Duration = Duration::from_millis(20);
 /// One response: our wall clock when the request went out and when the
 /// answer came, and the server's `Date`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DateSample {
+pub(crate) struct DateSample {
     pub sent: SystemTime,
     pub received: SystemTime,
     pub date: SystemTime,
@@ -34,7 +34,7 @@ pub struct DateSample {
 
 /// The offset (server wall clock minus ours) and how sure it is, ms.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClockOffset {
+pub(crate) struct ClockOffset {
     pub offset_ms: f64,
     pub error_ms: f64,
 }
@@ -49,7 +49,7 @@ fn unix_s(t: SystemTime) -> f64 {
 
 /// The interval every sample allows, its middle and half width; None
 /// without samples or when they contradict each other (a clock stepped).
-pub fn offset_of(samples: &[DateSample]) -> Option<ClockOffset> {
+pub(crate) fn offset_of(samples: &[DateSample]) -> Option<ClockOffset> {
     let mut lo = f64::NEG_INFINITY;
     let mut hi = f64::INFINITY;
     for s in samples {
@@ -69,7 +69,7 @@ pub fn offset_of(samples: &[DateSample]) -> Option<ClockOffset> {
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT` (RFC 9110's IMF-fixdate, the one form
 /// senders must use) as a time.
-pub fn parse_http_date(text: &str) -> Option<SystemTime> {
+pub(crate) fn parse_http_date(text: &str) -> Option<SystemTime> {
     let mut parts = text.split_whitespace();
     let (_weekday, day, month, year, clock, zone) = (
         parts.next()?,
@@ -92,7 +92,7 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
 /// Ask `url` (the server's root: any status carries a `Date`) until its
 /// second ticks over or [`LOOK_FOR`] has passed. None when the server
 /// sends no `Date` or cannot be reached.
-pub async fn measure(client: &reqwest::Client, url: &str) -> Option<ClockOffset> {
+pub(crate) async fn measure(client: &reqwest::Client, url: &str) -> Option<ClockOffset> {
     let began = Instant::now();
     let mut samples: Vec<DateSample> = Vec::new();
     while began.elapsed() < LOOK_FOR {

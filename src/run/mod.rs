@@ -2,14 +2,14 @@
 //! driver, feed the recorder, print. The headless face lives here; the live
 //! view plugs into the same pieces.
 
-pub mod clock;
+pub(crate) mod clock;
 mod headless;
 mod plan;
 mod prepare;
 mod start;
 #[cfg(test)]
 mod tests;
-pub mod timing;
+pub(crate) mod timing;
 mod tls;
 mod url;
 
@@ -19,19 +19,18 @@ pub use prepare::{
     prepare, probe_writable, raise_open_file_limit, start_driver, start_probe, Prepared,
 };
 pub use start::{start_run, Running};
-pub use url::{default_result_dir, normalize_base_url};
 
 /// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) const EXIT_INTERRUPTED: i32 = 130;
 
 /// A value that never shows in Debug output or logs (the API key).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub String);
 
 impl Secret {
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -42,11 +41,8 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-pub use crate::analysis::DecisionConfig;
-pub use crate::probe::display_url;
-
 /// Resolves on Ctrl-C, SIGTERM or SIGHUP.
-pub async fn interrupted() {
+pub(crate) async fn interrupted() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

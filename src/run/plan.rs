@@ -385,7 +385,7 @@ impl SweepPlan {
     }
 
     /// What kind of run this is, saved as `run.kind`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         if self.replay.is_some() {
             "replay"
         } else if self.search.is_some() {

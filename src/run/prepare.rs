@@ -46,7 +46,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// What the exporters (`--metrics-listen`, `--events`) need of the run.
-    pub fn export_plan(&self) -> crate::export::ExportPlan<'_> {
+    pub(crate) fn export_plan(&self) -> crate::export::ExportPlan<'_> {
         crate::export::ExportPlan {
             metrics_listen: self.plan.metrics_listen,
             events: self.plan.events.as_ref(),

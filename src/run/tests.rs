@@ -5,8 +5,10 @@ use std::time::{Duration, SystemTime};
 use color_eyre::eyre::{bail, eyre, Result};
 
 use super::prepare::lean_connections;
+use super::url::{default_result_dir, normalize_base_url};
 use super::*;
 use crate::load::request::Target;
+use crate::probe::display_url;
 
 fn plan_of(args: &[&str]) -> Result<SweepPlan> {
     use clap::Parser;

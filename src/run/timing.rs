@@ -11,14 +11,14 @@ use crate::load::driver::LevelPlan;
 const MOST_SECONDS: f64 = 7.0 * 86_400.0;
 
 /// Most shards of one run (each is a process with its own streams).
-pub const MAX_SHARDS: u32 = 4096;
+pub(crate) const MAX_SHARDS: u32 = 4096;
 
 /// `--level-gap` when not given: seconds between one scheduled level's
 /// end of dispatch and the next level's start, for the drain.
-pub const DEFAULT_LEVEL_GAP_S: f64 = 5.0;
+pub(crate) const DEFAULT_LEVEL_GAP_S: f64 = 5.0;
 
 /// `30`, `30s`, `2m`, `1.5m`, `1h` (seconds when no unit) as a duration.
-pub fn parse_duration(flag: &str, raw: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(flag: &str, raw: &str) -> Result<Duration, String> {
     let text = raw.trim();
     let (number, unit) = match text.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], &text[i..]),
@@ -52,7 +52,7 @@ pub fn parse_duration(flag: &str, raw: &str) -> Result<Duration, String> {
 }
 
 /// `--level-gap`: like [`parse_duration`], but 0 is allowed (no gap).
-pub fn parse_gap(raw: &str) -> Result<Duration, String> {
+pub(crate) fn parse_gap(raw: &str) -> Result<Duration, String> {
     let zero = raw
         .trim()
         .trim_end_matches(['s', 'm', 'h'])
@@ -66,7 +66,7 @@ pub fn parse_gap(raw: &str) -> Result<Duration, String> {
 
 /// `--start-at`: RFC 3339 (`2026-12-01T13:00:00Z`, `2026-12-01T14:00:00.5+01:00`)
 /// or Unix seconds (`1796130000`, `1796130000.25`).
-pub fn parse_start_at(raw: &str) -> Result<SystemTime, String> {
+pub(crate) fn parse_start_at(raw: &str) -> Result<SystemTime, String> {
     let text = raw.trim();
     let unix = text
         .parse::<f64>()
@@ -140,10 +140,13 @@ pub struct Shard {
 
 /// The environment variables `--shard auto/N` reads, in order: a
 /// Kubernetes Indexed Job's, then the one torchrun and Ray set.
-pub const SHARD_INDEX_VARS: [&str; 2] = ["JOB_COMPLETION_INDEX", "RANK"];
+pub(crate) const SHARD_INDEX_VARS: [&str; 2] = ["JOB_COMPLETION_INDEX", "RANK"];
 
 /// `I/N` or `auto/N`; `env` looks up a variable (the process's own in use).
-pub fn parse_shard(raw: &str, env: impl Fn(&str) -> Option<String>) -> Result<Shard, String> {
+pub(crate) fn parse_shard(
+    raw: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Shard, String> {
     let usage = "write it like --shard 0/4 (shard 0 of 4, counted from 0) or --shard auto/4";
     let (index, count) = raw
         .trim()
@@ -198,13 +201,13 @@ pub fn parse_shard(raw: &str, env: impl Fn(&str) -> Option<String>) -> Result<Sh
 impl Shard {
     /// This shard's part of `total` (streams, requests): an even split
     /// with the remainder to the lowest indexes (10 over 4: 3, 3, 2, 2).
-    pub fn share(self, total: u32) -> u32 {
+    pub(crate) fn share(self, total: u32) -> u32 {
         total / self.count + u32::from(self.index < total % self.count)
     }
 
     /// This shard's part of a request rate: an even split (a rate has no
     /// remainder); `inf` stays `inf`.
-    pub fn share_rate(self, rate: f64) -> f64 {
+    pub(crate) fn share_rate(self, rate: f64) -> f64 {
         rate / f64::from(self.count)
     }
 
@@ -212,13 +215,13 @@ impl Shard {
     /// seed mixed with the index, so shards never send the same prompt and
     /// their open-loop arrivals are independent (one seed for all would
     /// make every shard burst at the same instants).
-    pub fn seed(self, seed: u64) -> u64 {
+    pub(crate) fn seed(self, seed: u64) -> u64 {
         seed ^ u64::from(self.index + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 }
 
 /// This machine's host name, for each shard's identity; None when unknown.
-pub fn host_name() -> Option<String> {
+pub(crate) fn host_name() -> Option<String> {
     #[cfg(unix)]
     {
         let mut buf = [0u8; 256];
@@ -249,7 +252,7 @@ pub struct TimingPlan {
 impl TimingPlan {
     /// The flags of a sweep, each refusal in one line. `now` is the wall
     /// clock, for a start time in the past.
-    pub fn from_args(args: &SweepArgs, now: SystemTime) -> Result<TimingPlan, String> {
+    pub(crate) fn from_args(args: &SweepArgs, now: SystemTime) -> Result<TimingPlan, String> {
         let duration = match &args.duration {
             Some(raw) => Some(parse_duration("--duration", raw)?),
             None => None,
@@ -323,7 +326,7 @@ impl TimingPlan {
     /// rate and cap (open loop) split; its count split when the user gave
     /// it (`count_given`), else sized from the shard's own part as for one
     /// process (`per_stream` requests per stream, 30 s of a rate).
-    pub fn shard_levels(
+    pub(crate) fn shard_levels(
         &self,
         levels: Vec<LevelPlan>,
         count_given: bool,
@@ -366,7 +369,7 @@ impl TimingPlan {
 
     /// The seed prompts and arrivals are drawn from: the run's own, or
     /// this shard's (see [`Shard::seed`]).
-    pub fn draw_seed(&self, seed: u64) -> u64 {
+    pub(crate) fn draw_seed(&self, seed: u64) -> u64 {
         self.shard.map_or(seed, |shard| shard.seed(seed))
     }
 }

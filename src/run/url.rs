@@ -8,7 +8,7 @@ use color_eyre::eyre::{bail, eyre, Result};
 use crate::report::time;
 
 /// `http://host:8000/` and `http://host:8000/v1` both mean the root `http://host:8000`.
-pub fn normalize_base_url(raw: &str) -> Result<String> {
+pub(crate) fn normalize_base_url(raw: &str) -> Result<String> {
     let trimmed = raw.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
     // A refused URL is echoed, its credentials not.
@@ -45,7 +45,7 @@ pub(super) fn with_slash(path: &str) -> String {
 }
 
 /// `results/20261129-191400`, or with `-2`, `-3`, ... when that exists.
-pub fn default_result_dir(root: &Path, now: SystemTime) -> PathBuf {
+pub(crate) fn default_result_dir(root: &Path, now: SystemTime) -> PathBuf {
     let stamp = time::compact(now);
     let mut dir = root.join(&stamp);
     let mut n = 2;

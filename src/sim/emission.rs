@@ -119,7 +119,7 @@ pub(crate) struct StreamRecorder {
 }
 
 impl StreamRecorder {
-    pub fn new(log: EmissionLog, request: String, arrived_ns: u64, capacity: usize) -> Self {
+    pub(crate) fn new(log: EmissionLog, request: String, arrived_ns: u64, capacity: usize) -> Self {
         StreamRecorder {
             log,
             times: StreamEmissions {
@@ -131,7 +131,7 @@ impl StreamRecorder {
     }
 
     /// A frame is being handed to the connection now.
-    pub fn frame(&mut self) {
+    pub(crate) fn frame(&mut self) {
         self.times.t_ns.push(monotonic_ns());
     }
 }

@@ -95,7 +95,7 @@ pub(crate) struct PrefixCache {
 }
 
 impl PrefixCache {
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         PrefixCache {
             capacity,
             ..PrefixCache::default()
@@ -103,7 +103,7 @@ impl PrefixCache {
     }
 
     /// How many of `blocks` are cached, counted from the first one.
-    pub fn leading_hits(&self, blocks: &[u64]) -> usize {
+    pub(crate) fn leading_hits(&self, blocks: &[u64]) -> usize {
         blocks
             .iter()
             .take_while(|h| self.by_hash.contains_key(h))
@@ -112,7 +112,7 @@ impl PrefixCache {
 
     /// Mark `blocks` as just used, inserting the missing ones and evicting the least
     /// recently used beyond the capacity.
-    pub fn touch(&mut self, blocks: &[u64]) {
+    pub(crate) fn touch(&mut self, blocks: &[u64]) {
         if self.capacity == 0 {
             return;
         }
@@ -176,7 +176,7 @@ pub(crate) struct Seq<T> {
 }
 
 impl<T> Seq<T> {
-    pub fn new(prompt_tokens: u64, max_tokens: u64, payload: T) -> Self {
+    pub(crate) fn new(prompt_tokens: u64, max_tokens: u64, payload: T) -> Self {
         Seq {
             prompt_tokens,
             max_tokens,
@@ -190,7 +190,7 @@ impl<T> Seq<T> {
     }
 
     /// With the prompt's prefix-block hashes.
-    pub fn with_blocks(mut self, blocks: Vec<u64>) -> Self {
+    pub(crate) fn with_blocks(mut self, blocks: Vec<u64>) -> Self {
         self.blocks = blocks;
         self
     }
@@ -208,7 +208,7 @@ impl<T> Seq<T> {
     }
 
     /// KV tokens reserved while the sequence runs.
-    pub fn kv_need(&self) -> u64 {
+    pub(crate) fn kv_need(&self) -> u64 {
         self.prompt_tokens.saturating_add(self.max_tokens)
     }
 }
@@ -256,7 +256,7 @@ pub(crate) struct Scheduler<T> {
 }
 
 impl<T> Scheduler<T> {
-    pub fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Scheduler {
             limits,
             waiting: VecDeque::new(),
@@ -274,7 +274,7 @@ impl<T> Scheduler<T> {
     /// Queue a sequence. Refused (handed back) when it could never run: no output
     /// tokens, or a KV need larger than the whole budget (it would block the queue
     /// head forever).
-    pub fn enqueue(&mut self, seq: Seq<T>) -> Result<(), Seq<T>> {
+    pub(crate) fn enqueue(&mut self, seq: Seq<T>) -> Result<(), Seq<T>> {
         if seq.max_tokens == 0 || seq.kv_need() > self.limits.kv_tokens {
             return Err(seq);
         }
@@ -283,26 +283,29 @@ impl<T> Scheduler<T> {
     }
 
     /// No work at all: the engine loop may go to sleep until a request arrives.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.waiting.is_empty() && self.running.is_empty()
     }
 
-    pub fn running(&self) -> usize {
+    pub(crate) fn running(&self) -> usize {
         self.running.len()
     }
 
     #[cfg(test)]
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.len()
     }
 
-    pub fn kv_used(&self) -> u64 {
+    pub(crate) fn kv_used(&self) -> u64 {
         self.kv_used
     }
 
     /// The payloads of the last `n` sequences to join the batch (those a
     /// [`Scheduler::begin_step`] that admitted `n` has just added).
-    pub fn newest_running_mut(&mut self, n: usize) -> impl Iterator<Item = (&mut T, Option<u64>)> {
+    pub(crate) fn newest_running_mut(
+        &mut self,
+        n: usize,
+    ) -> impl Iterator<Item = (&mut T, Option<u64>)> {
         let from = self.running.len().saturating_sub(n);
         self.running[from..]
             .iter_mut()
@@ -311,7 +314,7 @@ impl<T> Scheduler<T> {
 
     /// Drop waiting sequences for which `keep` is false (e.g. the client went away).
     /// Returns how many were dropped. They hold no KV yet.
-    pub fn retain_waiting(&mut self, mut keep: impl FnMut(&T) -> bool) -> usize {
+    pub(crate) fn retain_waiting(&mut self, mut keep: impl FnMut(&T) -> bool) -> usize {
         let before = self.waiting.len();
         self.waiting.retain(|s| keep(&s.payload));
         before - self.waiting.len()
@@ -319,7 +322,7 @@ impl<T> Scheduler<T> {
 
     /// Start a step: admit from the queue head (FIFO, within `max_num_seqs` and the KV
     /// budget) and compute the step's duration.
-    pub fn begin_step(&mut self, timing: &Timing) -> StepPlan {
+    pub(crate) fn begin_step(&mut self, timing: &Timing) -> StepPlan {
         let policy = self.limits.kv_policy;
         let mut preempted = 0;
         if policy == KvPolicy::Grow {
@@ -386,7 +389,10 @@ impl<T> Scheduler<T> {
     /// `emit(payload, index, last)` (index 0 is the first token; `emit` returns false
     /// when the receiver is gone). Finished and abandoned sequences leave the batch and
     /// free their KV.
-    pub fn end_step(&mut self, mut emit: impl FnMut(&mut T, u64, bool) -> bool) -> StepOutcome {
+    pub(crate) fn end_step(
+        &mut self,
+        mut emit: impl FnMut(&mut T, u64, bool) -> bool,
+    ) -> StepOutcome {
         let mut out = StepOutcome::default();
         let mut freed = 0u64;
         let mut grown = 0u64;

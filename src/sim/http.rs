@@ -98,7 +98,7 @@ fn is_generation(req: &Request<Incoming>) -> bool {
 }
 
 impl AppState {
-    pub fn new(
+    pub(crate) fn new(
         cfg: SimConfig,
         engine: mpsc::UnboundedSender<Submission<Sink>>,
         metrics: Arc<Metrics>,
@@ -582,7 +582,7 @@ pub(crate) struct ChannelBody {
 }
 
 impl ChannelBody {
-    pub fn new(rx: mpsc::UnboundedReceiver<Bytes>) -> Self {
+    pub(crate) fn new(rx: mpsc::UnboundedReceiver<Bytes>) -> Self {
         ChannelBody {
             rx,
             on_end: None,
@@ -598,7 +598,7 @@ impl ChannelBody {
 
     /// Close the connection once this body has ended (as llama-server does after a
     /// streamed answer, while its headers still say keep-alive).
-    pub fn closing(mut self, close: Arc<Notify>) -> Self {
+    pub(crate) fn closing(mut self, close: Arc<Notify>) -> Self {
         self.on_end = Some(close);
         self
     }
@@ -634,7 +634,7 @@ impl hyper::body::Body for ChannelBody {
 
 /// RFC 9110's IMF-fixdate, `Tue, 01 Dec 2026 13:00:00 GMT`: the `Date`
 /// header's one form.
-pub fn http_date(t: std::time::SystemTime) -> String {
+pub(crate) fn http_date(t: std::time::SystemTime) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",

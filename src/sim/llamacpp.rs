@@ -287,7 +287,7 @@ pub(crate) struct LlamaFormat {
 }
 
 impl LlamaFormat {
-    pub fn new(
+    pub(crate) fn new(
         api: Api,
         id: &str,
         created: u64,
@@ -342,7 +342,7 @@ impl LlamaFormat {
 
     /// Bytes for output token `index`; on the first, the role chunk before it (chat);
     /// on the last, the finish chunk, the usage chunk (when asked) and `[DONE]`.
-    pub fn emit_into(&self, buf: &mut String, index: u64, last: Option<&Timings>) {
+    pub(crate) fn emit_into(&self, buf: &mut String, index: u64, last: Option<&Timings>) {
         let word = wire::output_word(index);
         match self.api {
             Api::Chat => {
@@ -409,7 +409,7 @@ pub(crate) struct LlamaSink {
 }
 
 impl LlamaSink {
-    pub fn admitted(&mut self, at: Instant, prefill_ms: f64) {
+    pub(crate) fn admitted(&mut self, at: Instant, prefill_ms: f64) {
         self.admitted = Some((at, prefill_ms));
     }
 }

@@ -26,7 +26,7 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     /// Prometheus text exposition, vLLM's metric names and help lines.
-    pub fn render(&self, model_name: &str, kv_tokens: u64) -> String {
+    pub(crate) fn render(&self, model_name: &str, kv_tokens: u64) -> String {
         let label = escape_label(model_name);
         let running = self.running.load(Ordering::Relaxed);
         let waiting = self.waiting.load(Ordering::Relaxed);

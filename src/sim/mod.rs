@@ -55,7 +55,7 @@ use self::metrics::Metrics;
 use self::noise::Noise;
 
 /// What `GET /version` reports.
-pub const SIM_VERSION: &str = "0.0.0-tokbench-sim";
+pub(crate) const SIM_VERSION: &str = "0.0.0-tokbench-sim";
 
 /// Simulator settings (the `tokbench sim` timing flags).
 #[derive(Clone)]
@@ -186,7 +186,9 @@ pub enum SimEngine {
 
 impl SimEngine {
     /// Every personality (`engine::Engine::played_by` names what each plays).
-    pub const ALL: [SimEngine; 3] = [SimEngine::Vllm, SimEngine::Ollama, SimEngine::Llamacpp];
+    #[cfg(test)]
+    pub(crate) const ALL: [SimEngine; 3] =
+        [SimEngine::Vllm, SimEngine::Ollama, SimEngine::Llamacpp];
 
     /// The engine's name on the command line.
     pub fn name(self) -> &'static str {

@@ -32,7 +32,7 @@ pub(crate) struct Noise {
 impl Noise {
     /// `amplitude` in `[0, 1)` and a positive, finite `period_ms` (checked by
     /// `SimConfig::validate`; anything else is treated as off here).
-    pub fn new(amplitude: f64, period_ms: f64, seed: u64) -> Self {
+    pub(crate) fn new(amplitude: f64, period_ms: f64, seed: u64) -> Self {
         let usable = amplitude.is_finite()
             && (0.0..1.0).contains(&amplitude)
             && period_ms.is_finite()
@@ -45,12 +45,12 @@ impl Noise {
         }
     }
 
-    pub fn is_off(&self) -> bool {
+    pub(crate) fn is_off(&self) -> bool {
         self.amplitude == 0.0
     }
 
     /// The speed factor of period `k`: in `[1 - amplitude, 1 + amplitude]`.
-    pub fn factor(&self, k: u64) -> f64 {
+    pub(crate) fn factor(&self, k: u64) -> f64 {
         if self.is_off() {
             return 1.0;
         }
@@ -67,7 +67,7 @@ impl Noise {
 
     /// The duration of a step whose contract time is `nominal_ms`, advancing the clock
     /// by it. Off: `nominal_ms` unchanged.
-    pub fn step_ms(&mut self, nominal_ms: f64) -> f64 {
+    pub(crate) fn step_ms(&mut self, nominal_ms: f64) -> f64 {
         if self.is_off() {
             return nominal_ms;
         }

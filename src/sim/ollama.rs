@@ -108,7 +108,7 @@ enum Refused {
 }
 
 impl ModelState {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ModelState {
             load: Arc::new(Mutex::new(Load {
                 loaded: false,
@@ -545,7 +545,7 @@ pub(crate) struct NdjsonSink {
 }
 
 impl NdjsonSink {
-    pub fn admitted(&mut self, at: Instant, prefill_ms: f64) {
+    pub(crate) fn admitted(&mut self, at: Instant, prefill_ms: f64) {
         self.admitted = Some((at, prefill_ms));
     }
 

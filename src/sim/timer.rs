@@ -24,7 +24,7 @@ impl PreciseTimer {
     /// Call inside a tokio runtime with I/O and time enabled (the simulator's listener
     /// needs I/O anyway). Off Linux, or if no timerfd can be created, sleeps fall back
     /// to tokio's timer.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PreciseTimer {
             #[cfg(target_os = "linux")]
             fd: linux::timerfd().ok(),
@@ -33,7 +33,7 @@ impl PreciseTimer {
 
     /// Whether sleeps use the precise timer (false: tokio's 1 ms timer).
     #[cfg(test)]
-    pub fn is_precise(&self) -> bool {
+    pub(crate) fn is_precise(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.fd.is_some();
         #[cfg(not(target_os = "linux"))]
@@ -42,7 +42,7 @@ impl PreciseTimer {
 
     /// Sleep until `deadline` (returns at once if it has passed). Cancel-safe: dropping
     /// the future leaves the timer armed, and the next call re-arms it.
-    pub async fn sleep_until(&mut self, deadline: Instant) {
+    pub(crate) async fn sleep_until(&mut self, deadline: Instant) {
         #[cfg(target_os = "linux")]
         if let Some(fd) = &self.fd {
             match linux::sleep_until(fd, deadline).await {

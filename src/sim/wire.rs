@@ -136,7 +136,7 @@ pub(crate) fn prefix_blocks(body: &[u8], api: Api, block: u64) -> Vec<u64> {
 
 /// Which OpenAI endpoint a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Api {
+pub enum Api {
     Chat,
     Completions,
 }
@@ -327,7 +327,7 @@ pub(crate) struct ChunkFormat {
 }
 
 impl ChunkFormat {
-    pub fn new(api: Api, id: &str, created: u64, model: &str, req: &GenRequest) -> Self {
+    pub(crate) fn new(api: Api, id: &str, created: u64, model: &str, req: &GenRequest) -> Self {
         let object = match api {
             Api::Chat => "chat.completion.chunk",
             Api::Completions => "text_completion",
@@ -352,7 +352,7 @@ impl ChunkFormat {
     /// Chat API: the answer's first `n` tokens are reasoning (as a reasoning model's
     /// `reasoning_content`), then content. The completions API has no reasoning field:
     /// there it changes nothing.
-    pub fn with_reasoning(mut self, n: u64) -> Self {
+    pub(crate) fn with_reasoning(mut self, n: u64) -> Self {
         if self.api == Api::Chat {
             self.reasoning = n;
         }
@@ -361,7 +361,7 @@ impl ChunkFormat {
 
     /// End the stream with `finish_reason: "stop"` (a simulated EOS) instead of
     /// `length`.
-    pub fn stopped_at_eos(mut self) -> Self {
+    pub(crate) fn stopped_at_eos(mut self) -> Self {
         self.finish_reason = "stop";
         self
     }
@@ -397,7 +397,7 @@ impl ChunkFormat {
     }
 
     /// The chat API's role-only first chunk.
-    pub fn role_chunk(&self, buf: &mut BytesMut) {
+    pub(crate) fn role_chunk(&self, buf: &mut BytesMut) {
         buf.put_slice(self.head.as_bytes());
         buf.put_slice(
             br#"[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]"#,
@@ -406,7 +406,7 @@ impl ChunkFormat {
     }
 
     /// The chunk carrying output token `index`; `last` sets `finish_reason`.
-    pub fn token_chunk(&self, buf: &mut BytesMut, index: u64, last: bool) {
+    pub(crate) fn token_chunk(&self, buf: &mut BytesMut, index: u64, last: bool) {
         let word = output_word(index);
         buf.put_slice(self.head.as_bytes());
         match self.api {
@@ -439,7 +439,7 @@ impl ChunkFormat {
     }
 
     /// The usage-only chunk (`choices: []`) sent after the last token.
-    pub fn usage_chunk(&self, buf: &mut BytesMut, completion_tokens: u64) {
+    pub(crate) fn usage_chunk(&self, buf: &mut BytesMut, completion_tokens: u64) {
         buf.put_slice(self.head.as_bytes());
         buf.put_slice(b"[]");
         self.usage(buf, completion_tokens);
@@ -448,7 +448,7 @@ impl ChunkFormat {
 
     /// Bytes for output token `index`: preceded by the role chunk on the chat API's first
     /// token; followed by the usage chunk (when asked) and `[DONE]` on the last.
-    pub fn emit_into(&self, buf: &mut BytesMut, index: u64, last: bool) {
+    pub(crate) fn emit_into(&self, buf: &mut BytesMut, index: u64, last: bool) {
         if index == 0 && self.api == Api::Chat {
             self.role_chunk(buf);
         }
@@ -478,7 +478,7 @@ pub(crate) struct StreamSink {
 }
 
 impl StreamSink {
-    pub fn new(tx: mpsc::UnboundedSender<Bytes>, fmt: ChunkFormat) -> Self {
+    pub(crate) fn new(tx: mpsc::UnboundedSender<Bytes>, fmt: ChunkFormat) -> Self {
         StreamSink {
             tx,
             fmt,
@@ -487,7 +487,7 @@ impl StreamSink {
     }
 
     /// Keep `guard` (Ollama's model in use) until the stream ends.
-    pub fn holding(mut self, guard: super::ollama::ActiveGuard) -> Self {
+    pub(crate) fn holding(mut self, guard: super::ollama::ActiveGuard) -> Self {
         self.hold = Some(guard);
         self
     }

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A GPU above this utilisation counts as busy (for the clock ratio).
-pub const BUSY_UTIL_PCT: f64 = 50.0;
+pub(crate) const BUSY_UTIL_PCT: f64 = 50.0;
 
 /// SM clock below this share of its maximum, while busy, is throttling.
-pub const THROTTLE_RATIO: f64 = 0.85;
+pub(crate) const THROTTLE_RATIO: f64 = 0.85;
 
 /// One scrape: gauge name -> value. Names are stable keys of the level
 /// files' `server` object (`running`, `waiting`, `kv_cache_usage`, ...).
@@ -23,12 +23,12 @@ pub struct ServerSample {
 
 /// Min, mean and max of each gauge over the samples a level saw.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct GaugeSummary {
+pub(crate) struct GaugeSummary {
     stats: BTreeMap<&'static str, (f64, f64, f64, u32)>,
 }
 
 impl GaugeSummary {
-    pub fn add(&mut self, sample: &ServerSample) {
+    pub(crate) fn add(&mut self, sample: &ServerSample) {
         for (&name, &value) in &sample.gauges {
             let entry = self.stats.entry(name).or_insert((value, 0.0, value, 0));
             entry.0 = entry.0.min(value);
@@ -38,24 +38,25 @@ impl GaugeSummary {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.stats.is_empty()
     }
 
-    pub fn min(&self, name: &str) -> Option<f64> {
+    pub(crate) fn min(&self, name: &str) -> Option<f64> {
         self.stats.get(name).map(|s| s.0)
     }
 
-    pub fn mean(&self, name: &str) -> Option<f64> {
+    pub(crate) fn mean(&self, name: &str) -> Option<f64> {
         self.stats.get(name).map(|s| s.1 / f64::from(s.3.max(1)))
     }
 
-    pub fn max(&self, name: &str) -> Option<f64> {
+    pub(crate) fn max(&self, name: &str) -> Option<f64> {
         self.stats.get(name).map(|s| s.2)
     }
 
     /// `{"running": {"min", "mean", "max"}, ...}`
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let map: serde_json::Map<String, serde_json::Value> = self
             .stats
             .iter()
@@ -72,7 +73,11 @@ impl GaugeSummary {
 }
 
 /// CPU share of one core between two readings, in percent.
-pub fn cpu_percent(cpu_before: Duration, cpu_after: Duration, wall: Duration) -> Option<f64> {
+pub(crate) fn cpu_percent(
+    cpu_before: Duration,
+    cpu_after: Duration,
+    wall: Duration,
+) -> Option<f64> {
     if wall.is_zero() {
         return None;
     }
@@ -82,7 +87,7 @@ pub fn cpu_percent(cpu_before: Duration, cpu_after: Duration, wall: Duration) ->
 /// Energy per million output tokens, joules: mean power (W) x duration (s)
 /// / output tokens x 1e6. None without tokens, or for a negative or
 /// non-finite power or duration.
-pub fn energy_per_m_output_tokens(
+pub(crate) fn energy_per_m_output_tokens(
     mean_power_w: f64,
     duration_s: f64,
     output_tokens: u64,
@@ -99,7 +104,8 @@ pub fn energy_per_m_output_tokens(
 }
 
 /// The same in watt-hours per million output tokens (J / 3600).
-pub fn wh_per_m_output_tokens(
+#[cfg(test)]
+pub(crate) fn wh_per_m_output_tokens(
     mean_power_w: f64,
     duration_s: f64,
     output_tokens: u64,
@@ -110,7 +116,7 @@ pub fn wh_per_m_output_tokens(
 /// Clock throttling: the GPUs were busy (mean utilisation above 50 %) and
 /// the least SM clock ratio seen while busy was under 0.85. Either unknown:
 /// false.
-pub fn throttled(sm_clock_ratio_min: Option<f64>, util_mean: Option<f64>) -> bool {
+pub(crate) fn throttled(sm_clock_ratio_min: Option<f64>, util_mean: Option<f64>) -> bool {
     match (sm_clock_ratio_min, util_mean) {
         (Some(ratio), Some(util)) => util > BUSY_UTIL_PCT && ratio < THROTTLE_RATIO,
         _ => false,
@@ -122,7 +128,7 @@ pub fn throttled(sm_clock_ratio_min: Option<f64>, util_mean: Option<f64>) -> boo
 /// "energy_wh_per_m_output_tokens", "sm_clock_ratio_min", "throttled"}`
 /// (a number that cannot be had is null). None when the level saw no GPU
 /// sample.
-pub fn level_gpu_json(
+pub(crate) fn level_gpu_json(
     summary: &GaugeSummary,
     duration_s: f64,
     output_tokens: u64,
@@ -146,7 +152,7 @@ pub fn level_gpu_json(
 /// the reading so that the tally that divides one by the other reads no
 /// clock of its own.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClientReading {
+pub(crate) struct ClientReading {
     pub cpu_time: Duration,
     pub wall_time: Duration,
     pub loop_lag_ms: Vec<f64>,
@@ -155,7 +161,7 @@ pub struct ClientReading {
 /// Reads the client's own load when called (`probe::client::meter` on a
 /// real run); the recorder calls it when a level starts and ends, so it
 /// folds what it is told and measures nothing itself.
-pub type ClientMeter = Box<dyn FnMut() -> ClientReading + Send>;
+pub(crate) type ClientMeter = Box<dyn FnMut() -> ClientReading + Send>;
 
 #[cfg(test)]
 mod tests {

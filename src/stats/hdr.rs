@@ -24,17 +24,17 @@ use super::percentile::{median_sorted, percentile_sorted};
 use super::summary::Distribution;
 
 /// Significant digits the histograms keep: every value within 0.1%.
-pub const SIGFIG: u8 = 3;
+pub(crate) const SIGFIG: u8 = 3;
 
 /// Exact values kept per metric and level before the percentiles fall back
 /// to the histogram: 250,000 requests (1 MB per metric as `u32`).
-pub const EXACT_CAP: usize = 250_000;
+pub(crate) const EXACT_CAP: usize = 250_000;
 
 /// Inter-token gaps kept exactly: a level of 400 answers of 256 tokens.
-pub const EXACT_CAP_ITL: usize = 100_000;
+pub(crate) const EXACT_CAP_ITL: usize = 100_000;
 
 /// Units per millisecond for latencies: microseconds.
-pub const US_PER_MS: f64 = 1000.0;
+pub(crate) const US_PER_MS: f64 = 1000.0;
 
 // `Histogram::new(SIGFIG)` fails only for sigfig > 5; SIGFIG is the constant
 // 3, so this cannot fail, and a fallible constructor would spread to every
@@ -76,11 +76,11 @@ impl LatencyHistogram {
         let _ = self.hist.record(units);
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.hist.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hist.is_empty()
     }
 
@@ -101,7 +101,7 @@ impl LatencyHistogram {
         Some(self.hist.median_equivalent(v) as f64)
     }
 
-    pub fn max_units(&self) -> Option<u64> {
+    pub(crate) fn max_units(&self) -> Option<u64> {
         (!self.hist.is_empty()).then(|| self.hist.max())
     }
 
@@ -131,7 +131,7 @@ impl LatencyHistogram {
 /// Every value of one metric over a level: exact while at most `cap` of
 /// them, a histogram always, running sums for mean and spread.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Samples {
+pub(crate) struct Samples {
     units_per_value: f64,
     cap: usize,
     /// The values in units, in the order given; `None` once over the cap.
@@ -145,12 +145,12 @@ pub struct Samples {
 
 impl Samples {
     /// Latencies given in milliseconds, kept at microsecond resolution.
-    pub fn latency_ms(cap: usize) -> Samples {
+    pub(crate) fn latency_ms(cap: usize) -> Samples {
         Samples::with_resolution(US_PER_MS, cap)
     }
 
     /// Counts (tokens): whole numbers.
-    pub fn counts(cap: usize) -> Samples {
+    pub(crate) fn counts(cap: usize) -> Samples {
         Samples::with_resolution(1.0, cap)
     }
 
@@ -167,14 +167,14 @@ impl Samples {
     }
 
     /// A value as this set keeps it: rounded to its resolution.
-    pub fn to_units(&self, value: f64) -> Option<u32> {
+    pub(crate) fn to_units(&self, value: f64) -> Option<u32> {
         let units = (value * self.units_per_value).round();
         (units.is_finite() && units >= 0.0).then(|| units.min(f64::from(u32::MAX)) as u32)
     }
 
     /// Record one value (ms for latencies). Negative, NaN and infinite
     /// values are left out, as `Distribution::from_samples` leaves them.
-    pub fn add(&mut self, value: f64) {
+    pub(crate) fn add(&mut self, value: f64) {
         let Some(units) = self.to_units(value) else {
             return;
         };
@@ -200,22 +200,22 @@ impl Samples {
     }
 
     /// Values recorded.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.count
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// Whether every value is still held exactly.
-    pub fn is_exact(&self) -> bool {
+    pub(crate) fn is_exact(&self) -> bool {
         self.exact.is_some()
     }
 
     /// The exact values, in the set's resolution (ms for latencies), when
     /// all are still held.
-    pub fn exact_values(&self) -> Option<Vec<f64>> {
+    pub(crate) fn exact_values(&self) -> Option<Vec<f64>> {
         self.exact.as_ref().map(|e| {
             e.iter()
                 .map(|&u| f64::from(u) / self.units_per_value)
@@ -225,19 +225,19 @@ impl Samples {
 
     /// The exact values as [`exact_values`](Self::exact_values) gives them,
     /// without a copy: for writing them out.
-    pub fn exact_iter(&self) -> Option<impl Iterator<Item = f64> + '_> {
+    pub(crate) fn exact_iter(&self) -> Option<impl Iterator<Item = f64> + '_> {
         self.exact
             .as_ref()
             .map(|e| e.iter().map(|&u| f64::from(u) / self.units_per_value))
     }
 
-    pub fn histogram(&self) -> &LatencyHistogram {
+    pub(crate) fn histogram(&self) -> &LatencyHistogram {
         &self.hist
     }
 
     /// Fold another set into this one (levels into a run, shards into a
     /// merge): exact while both are exact and the sum fits the cap.
-    pub fn absorb(&mut self, other: &Samples) -> Result<()> {
+    pub(crate) fn absorb(&mut self, other: &Samples) -> Result<()> {
         if (self.units_per_value - other.units_per_value).abs() > f64::EPSILON {
             return Err(eyre!("cannot add samples of different resolutions"));
         }
@@ -262,7 +262,8 @@ impl Samples {
 
     /// A set rebuilt from what a level file saved: its histogram and, when
     /// the file had them, every exact value (ms for latencies).
-    pub fn from_saved(
+    #[cfg(test)]
+    pub(crate) fn from_saved(
         units_per_value: f64,
         cap: usize,
         hist: LatencyHistogram,
@@ -300,7 +301,7 @@ impl Samples {
     /// The level file's summary of this metric: numpy-linear percentiles of
     /// the exact values while held, the histogram's otherwise; exact mean
     /// and population standard deviation either way. `None` when empty.
-    pub fn distribution(&self, percentiles: &[f64]) -> Option<Distribution> {
+    pub(crate) fn distribution(&self, percentiles: &[f64]) -> Option<Distribution> {
         if self.count == 0 {
             return None;
         }
@@ -328,7 +329,7 @@ impl Samples {
     }
 
     /// One percentile (0..=100), the same way [`distribution`](Self::distribution) computes it.
-    pub fn percentile(&self, p: f64) -> Option<f64> {
+    pub(crate) fn percentile(&self, p: f64) -> Option<f64> {
         match &self.exact {
             Some(_) => {
                 let mut v = self.exact_values()?;
@@ -347,7 +348,7 @@ impl Samples {
     }
 
     /// The largest value (exact: the histogram's max is its bucket's top).
-    pub fn max(&self) -> Option<f64> {
+    pub(crate) fn max(&self) -> Option<f64> {
         match &self.exact {
             Some(e) => e.iter().max().map(|&u| f64::from(u) / self.units_per_value),
             None => self
@@ -357,12 +358,12 @@ impl Samples {
         }
     }
 
-    pub fn mean(&self) -> Option<f64> {
+    pub(crate) fn mean(&self) -> Option<f64> {
         (self.count > 0).then_some(self.mean)
     }
 
     /// The smallest value.
-    pub fn min(&self) -> Option<f64> {
+    pub(crate) fn min(&self) -> Option<f64> {
         match &self.exact {
             Some(e) => e.iter().min().map(|&u| f64::from(u) / self.units_per_value),
             None => {
@@ -373,7 +374,7 @@ impl Samples {
 
     /// Nearest rank: the smallest value with at least p% of the values at
     /// or below it (lengths use it; latencies interpolate).
-    pub fn nearest_rank(&self, p: f64) -> Option<f64> {
+    pub(crate) fn nearest_rank(&self, p: f64) -> Option<f64> {
         if self.count == 0 {
             return None;
         }

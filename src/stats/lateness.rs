@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+#[cfg(test)]
 use crate::record::{Outcome, RequestRecord};
+#[cfg(test)]
 use crate::stats::percentile::percentile_sorted;
 
-pub const LATE_AFTER: Duration = Duration::from_millis(5);
+pub(crate) const LATE_AFTER: Duration = Duration::from_millis(5);
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Lateness {
+pub(crate) struct Lateness {
     /// Requests that had an intended send time.
     pub scheduled: usize,
     /// Of those, sent more than LATE_AFTER late.
@@ -29,7 +31,8 @@ pub struct Lateness {
 
 impl Lateness {
     /// None for a closed-loop level (no record has a schedule).
-    pub fn of(records: &[RequestRecord]) -> Option<Lateness> {
+    #[cfg(test)]
+    pub(crate) fn of(records: &[RequestRecord]) -> Option<Lateness> {
         let mut lags: Vec<f64> = records
             .iter()
             .filter_map(|r| r.send_lag)
@@ -59,7 +62,7 @@ impl Lateness {
     }
 
     /// "client lagging: 312 requests sent late, max 840 ms", when any was.
-    pub fn warning(&self) -> Option<String> {
+    pub(crate) fn warning(&self) -> Option<String> {
         (self.late > 0).then(|| {
             format!(
                 "client lagging: {} of {} requests sent late, max {:.0} ms",
@@ -68,7 +71,7 @@ impl Lateness {
         })
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         json!({
             "scheduled": self.scheduled,

@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use crate::record::RequestRecord;
 
 /// The window the live view shows by default: one minute.
-pub const DEFAULT_WINDOW_SECS: usize = 60;
+pub(crate) const DEFAULT_WINDOW_SECS: usize = 60;
 
 /// Largest value tracked, in microseconds (one hour); larger ones are
 /// recorded as this.
@@ -38,7 +38,7 @@ fn new_histogram() -> Histogram<u64> {
 /// hdrhistogram reports them (the highest value equivalent to the sample at
 /// that rank, so within 1% above the true sample).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Quantiles {
+pub(crate) struct Quantiles {
     pub count: u64,
     pub p50_us: u64,
     pub p99_us: u64,
@@ -56,7 +56,7 @@ impl Quantiles {
 
 /// One second of the window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SecondStats {
+pub(crate) struct SecondStats {
     /// Whole seconds since the run started.
     pub second: u64,
     pub ttft: Option<Quantiles>,
@@ -73,7 +73,7 @@ struct Bucket {
 
 /// The last `window_secs` one-second buckets of TTFT and ITL samples and
 /// output token counts.
-pub struct LiveWindow {
+pub(crate) struct LiveWindow {
     window_secs: u64,
     /// The newest second seen (by `advance` or a sample).
     now_sec: u64,
@@ -93,7 +93,7 @@ impl Default for LiveWindow {
 
 impl LiveWindow {
     /// A window of the last `window_secs` seconds (at least 1).
-    pub fn new(window_secs: usize) -> LiveWindow {
+    pub(crate) fn new(window_secs: usize) -> LiveWindow {
         LiveWindow {
             window_secs: window_secs.max(1) as u64,
             now_sec: 0,
@@ -103,13 +103,8 @@ impl LiveWindow {
         }
     }
 
-    /// Seconds the window spans.
-    pub fn window_secs(&self) -> u64 {
-        self.window_secs
-    }
-
     /// The current second (the newest seen).
-    pub fn now_sec(&self) -> u64 {
+    pub(crate) fn now_sec(&self) -> u64 {
         self.now_sec
     }
 
@@ -120,7 +115,7 @@ impl LiveWindow {
 
     /// Moves the window's end to `now` (run-relative) and drops the buckets
     /// that fell out. Time never goes back: an earlier `now` does nothing.
-    pub fn advance(&mut self, now: Duration) {
+    pub(crate) fn advance(&mut self, now: Duration) {
         let sec = now.as_secs();
         if sec <= self.now_sec {
             return;
@@ -175,7 +170,7 @@ impl LiveWindow {
 
     /// Records a TTFT sample of `value_us` microseconds in the second of `at`.
     /// Returns false when `at` was older than the window and the sample was dropped.
-    pub fn record_ttft(&mut self, at: Duration, value_us: u64) -> bool {
+    pub(crate) fn record_ttft(&mut self, at: Duration, value_us: u64) -> bool {
         match self.bucket(at) {
             Some(b) => {
                 b.ttft.saturating_record(value_us);
@@ -188,7 +183,7 @@ impl LiveWindow {
 
     /// Records an ITL sample of `value_us` microseconds in the second of `at`.
     /// Returns false when `at` was older than the window and the sample was dropped.
-    pub fn record_itl(&mut self, at: Duration, value_us: u64) -> bool {
+    pub(crate) fn record_itl(&mut self, at: Duration, value_us: u64) -> bool {
         match self.bucket(at) {
             Some(b) => {
                 b.itl.saturating_record(value_us);
@@ -201,7 +196,7 @@ impl LiveWindow {
 
     /// Adds `tokens` output tokens to the second of `at`.
     /// Returns false when `at` was older than the window and they were dropped.
-    pub fn record_output_tokens(&mut self, at: Duration, tokens: u64) -> bool {
+    pub(crate) fn record_output_tokens(&mut self, at: Duration, tokens: u64) -> bool {
         match self.bucket(at) {
             Some(b) => {
                 b.output_tokens = b.output_tokens.saturating_add(tokens);
@@ -216,7 +211,7 @@ impl LiveWindow {
     /// count, as in the saved statistics. Output tokens are credited when the
     /// request ends (records arrive then), so per-second token counts are
     /// lumpy at low concurrency; the windowed rate smooths them.
-    pub fn record_request(&mut self, rec: &RequestRecord) {
+    pub(crate) fn record_request(&mut self, rec: &RequestRecord) {
         if !rec.is_ok() {
             return;
         }
@@ -233,18 +228,18 @@ impl LiveWindow {
     }
 
     /// TTFT quantiles merged over the whole window; `None` with no samples.
-    pub fn ttft(&self) -> Option<Quantiles> {
+    pub(crate) fn ttft(&self) -> Option<Quantiles> {
         Quantiles::of(&self.ttft_all)
     }
 
     /// ITL quantiles merged over the whole window; `None` with no samples.
-    pub fn itl(&self) -> Option<Quantiles> {
+    pub(crate) fn itl(&self) -> Option<Quantiles> {
         Quantiles::of(&self.itl_all)
     }
 
     /// Every second of the window, oldest first, ending at the current
     /// second; seconds without samples have `None` quantiles and 0 tokens.
-    pub fn seconds(&self) -> Vec<SecondStats> {
+    pub(crate) fn seconds(&self) -> Vec<SecondStats> {
         let mut out = Vec::with_capacity(self.window_secs as usize);
         let mut it = self.buckets.iter().peekable();
         for second in self.oldest_kept()..=self.now_sec {
@@ -270,7 +265,7 @@ impl LiveWindow {
     /// seconds (the current second is still filling and is left out). Fewer
     /// seconds are used when the run or the window is shorter; 0.0 during
     /// the run's first second.
-    pub fn output_tok_s(&self, secs: u64) -> f64 {
+    pub(crate) fn output_tok_s(&self, secs: u64) -> f64 {
         let span = secs
             .min(self.window_secs.saturating_sub(1))
             .min(self.now_sec);

@@ -9,11 +9,11 @@ use crate::record::ChunkArrival;
 /// counts are not trusted (they come from the server) and every gap counts as
 /// one sample instead. Far above any real `max_tokens`; it only keeps a server
 /// that reports absurd counts from making us allocate gigabytes.
-pub const MAX_SPREAD_SAMPLES: u64 = 1 << 20;
+pub(crate) const MAX_SPREAD_SAMPLES: u64 = 1 << 20;
 
 /// What one request's arrivals say about its latency.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RequestTiming {
+pub(crate) struct RequestTiming {
     /// First output-carrying chunk, since t0.
     pub ttft: Option<Duration>,
     /// Last output-carrying chunk, since t0.
@@ -41,7 +41,7 @@ pub struct RequestTiming {
 ///   contradict the total are not believed.
 ///
 /// Arrivals out of order never panic: a negative gap counts as zero.
-pub fn request_timing(arrivals: &[ChunkArrival], output_tokens: u32) -> RequestTiming {
+pub(crate) fn request_timing(arrivals: &[ChunkArrival], output_tokens: u32) -> RequestTiming {
     let (first, last) = match (arrivals.first(), arrivals.last()) {
         (Some(f), Some(l)) => (f.at, l.at),
         _ => return RequestTiming::default(),

@@ -9,19 +9,14 @@
 //! - [`summary`]: one level's [`LevelStats`] and its result-file keys;
 //! - [`live`]: hdrhistogram one-second buckets over the last minute (live view).
 
-pub mod gauges;
+pub(crate) mod gauges;
 pub mod hdr;
-pub mod lateness;
-pub mod live;
-pub mod metrics;
-pub mod occupancy;
+pub(crate) mod lateness;
+pub(crate) mod live;
+pub(crate) mod metrics;
+pub(crate) mod occupancy;
 pub mod percentile;
-pub mod steady;
+pub(crate) mod steady;
 pub mod summary;
-pub mod tally;
-pub mod turns;
-
-pub use live::{LiveWindow, Quantiles, SecondStats};
-pub use metrics::{request_timing, RequestTiming};
-pub use percentile::{median_sorted, percentile_label, percentile_sorted};
-pub use summary::{level_stats, Distribution, LevelStats, MinMeanMax};
+pub(crate) mod tally;
+pub(crate) mod turns;

@@ -16,7 +16,7 @@ use crate::record::RequestRecord;
 
 /// One request's life on the run's clock.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RequestSpan {
+pub(crate) struct RequestSpan {
     pub start: Duration,
     /// First output token; None when none came.
     pub first_token: Option<Duration>,
@@ -24,7 +24,7 @@ pub struct RequestSpan {
 }
 
 impl RequestSpan {
-    pub fn of(r: &RequestRecord) -> RequestSpan {
+    pub(crate) fn of(r: &RequestRecord) -> RequestSpan {
         let end = r.end.max(r.start);
         RequestSpan {
             start: r.start,
@@ -36,7 +36,7 @@ impl RequestSpan {
 
 /// Time-weighted waiting and streaming counts over a window.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Occupancy {
+pub(crate) struct Occupancy {
     pub waiting_mean: f64,
     pub waiting_p50: f64,
     pub waiting_p99: f64,
@@ -47,7 +47,7 @@ pub struct Occupancy {
 
 impl Occupancy {
     /// The level file's `waiting` and `streaming` objects.
-    pub fn waiting_json(&self) -> Value {
+    pub(crate) fn waiting_json(&self) -> Value {
         json!({
             "mean": round3(self.waiting_mean),
             "p50": self.waiting_p50,
@@ -56,7 +56,7 @@ impl Occupancy {
         })
     }
 
-    pub fn streaming_json(&self) -> Value {
+    pub(crate) fn streaming_json(&self) -> Value {
         json!({
             "mean": round3(self.streaming_mean),
             "max": self.streaming_max,
@@ -69,7 +69,8 @@ fn round3(x: f64) -> f64 {
 }
 
 /// The counts over `[from, to)`; None for an empty window.
-pub fn occupancy(spans: &[RequestSpan], from: Duration, to: Duration) -> Option<Occupancy> {
+#[cfg(test)]
+pub(crate) fn occupancy(spans: &[RequestSpan], from: Duration, to: Duration) -> Option<Occupancy> {
     if to <= from {
         return None;
     }
@@ -150,7 +151,7 @@ const TIMELINE_MAX_STEPS: usize = 1 << 19;
 /// Times on the step grid give exactly what [`occupancy`] gives; others
 /// move by at most half a step.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     from: Duration,
     step_ns: u64,
     /// Changes at each step boundary: (waiting, streaming).
@@ -159,7 +160,7 @@ pub struct Timeline {
 
 impl Timeline {
     /// A timeline of the window starting at `from`.
-    pub fn starting_at(from: Duration) -> Timeline {
+    pub(crate) fn starting_at(from: Duration) -> Timeline {
         Timeline {
             from,
             step_ns: TIMELINE_STEP_NS,
@@ -200,7 +201,7 @@ impl Timeline {
 
     /// Count one request's life (any level's: a neighbour's request waiting
     /// beside this level's counts too).
-    pub fn add(&mut self, s: RequestSpan) {
+    pub(crate) fn add(&mut self, s: RequestSpan) {
         let first = s.first_token.unwrap_or(s.end).clamp(s.start, s.end);
         self.change(s.start, 1, 0);
         if first < s.end {
@@ -212,7 +213,7 @@ impl Timeline {
     }
 
     /// The counts over `[from, to)`; None for an empty window.
-    pub fn occupancy(&self, to: Duration) -> Option<Occupancy> {
+    pub(crate) fn occupancy(&self, to: Duration) -> Option<Occupancy> {
         if to <= self.from {
             return None;
         }

@@ -34,7 +34,7 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// numpy.median on a SORTED slice: the middle sample, or the mean of the two
 /// middle ones. `None` for an empty slice.
-pub fn median_sorted(sorted: &[f64]) -> Option<f64> {
+pub(crate) fn median_sorted(sorted: &[f64]) -> Option<f64> {
     let n = sorted.len();
     if n == 0 {
         return None;
@@ -50,7 +50,7 @@ pub fn median_sorted(sorted: &[f64]) -> Option<f64> {
 /// A percentile as vLLM writes it in key names: `99.0 -> "99"`,
 /// `99.9 -> "99.9"`, `50.0 -> "50"` (Python's
 /// `str(int(p)) if int(p) == p else str(p)`).
-pub fn percentile_label(p: f64) -> String {
+pub(crate) fn percentile_label(p: f64) -> String {
     if p.is_finite() && p == p.trunc() && p.abs() < 1e15 {
         // Whole number well inside i64: print without a fraction.
         format!("{}", p as i64)

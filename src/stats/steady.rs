@@ -20,9 +20,9 @@
 use std::time::Duration;
 
 /// Relative standard error below which a level counts as steady.
-pub const STEADY_RSE: f64 = 0.05;
+pub(crate) const STEADY_RSE: f64 = 0.05;
 /// Completed requests per stream a level needs before it can be steady.
-pub const STEADY_COMPLETIONS_PER_STREAM: u32 = 2;
+pub(crate) const STEADY_COMPLETIONS_PER_STREAM: u32 = 2;
 
 /// Per-second output tokens since the steady stretch began.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,7 +39,7 @@ pub struct SteadyEstimator {
 
 /// The estimate at one moment.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Estimate {
+pub(crate) struct Estimate {
     /// Mean output tokens per second over the complete seconds.
     pub tok_s: f64,
     /// Relative standard error of that mean (0.03 is ±3%).
@@ -50,13 +50,13 @@ pub struct Estimate {
 
 impl SteadyEstimator {
     /// The steady stretch starts at `at`; tokens before it are not counted.
-    pub fn start(&mut self, at: Duration) {
+    pub(crate) fn start(&mut self, at: Duration) {
         if self.origin.is_none() {
             self.origin = Some(at);
         }
     }
 
-    pub fn started(&self) -> Option<Duration> {
+    pub(crate) fn started(&self) -> Option<Duration> {
         self.origin
     }
 
@@ -64,7 +64,7 @@ impl SteadyEstimator {
     /// `first_token` to `end` (run clock), sent at `start`. Requests of any
     /// level count, since they shared the server in those seconds; only
     /// `counted` ones add to the completions.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         start: Duration,
         first_token: Duration,
@@ -117,7 +117,7 @@ impl SteadyEstimator {
     /// The estimate over the seconds complete at `now` (run clock), or up
     /// to `until` when the level is over (every request it shared the
     /// server with is back).
-    pub fn estimate(&self, now: Duration, over: bool) -> Option<Estimate> {
+    pub(crate) fn estimate(&self, now: Duration, over: bool) -> Option<Estimate> {
         let origin = self.origin?;
         let age = now.saturating_sub(origin);
         let settled = if over {
@@ -140,7 +140,7 @@ impl SteadyEstimator {
 
 /// Mean and relative standard error of the mean of `values`; None with
 /// fewer than two values or a mean of zero.
-pub fn rse_of(values: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn rse_of(values: &[f64]) -> Option<(f64, f64)> {
     let n = values.len();
     if n < 2 {
         return None;
@@ -155,7 +155,7 @@ pub fn rse_of(values: &[f64]) -> Option<(f64, f64)> {
 
 /// The verdict on a hand-set level when it is left.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Steadiness {
+pub(crate) struct Steadiness {
     pub steady: bool,
     /// The estimate's relative standard error, when there was one.
     pub rse: Option<f64>,
@@ -165,7 +165,7 @@ pub struct Steadiness {
 
 /// Judge a level: steady when it completed at least `min_completions` and
 /// its estimate's error is under `max_rse`.
-pub fn judge(
+pub(crate) fn judge(
     estimate: Option<Estimate>,
     completions: u32,
     min_completions: u32,

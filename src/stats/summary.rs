@@ -66,7 +66,7 @@ impl Distribution {
     }
 
     /// The value saved for percentile `p`, if it was asked for.
-    pub fn percentile(&self, p: f64) -> Option<f64> {
+    pub(crate) fn percentile(&self, p: f64) -> Option<f64> {
         self.percentiles
             .iter()
             .find(|(q, _)| *q == p)
@@ -76,33 +76,14 @@ impl Distribution {
 
 /// Smallest, mean and largest of a per-request figure.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MinMeanMax {
+pub(crate) struct MinMeanMax {
     pub min: f64,
     pub mean: f64,
     pub max: f64,
 }
 
 impl MinMeanMax {
-    /// `None` for no values.
-    pub fn from_values<I: IntoIterator<Item = f64>>(values: I) -> Option<MinMeanMax> {
-        let mut count = 0usize;
-        let mut sum = 0.0;
-        let mut min = f64::INFINITY;
-        let mut max = f64::NEG_INFINITY;
-        for v in values {
-            count += 1;
-            sum += v;
-            min = min.min(v);
-            max = max.max(v);
-        }
-        (count > 0).then(|| MinMeanMax {
-            min,
-            mean: sum / count as f64,
-            max,
-        })
-    }
-
-    pub fn to_json(self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         let mut m = Map::new();
         m.insert("min".into(), num(self.min));
         m.insert("mean".into(), num(self.mean));
@@ -113,7 +94,7 @@ impl MinMeanMax {
 
 /// A level's statistics. Latencies are in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LevelStats {
+pub(crate) struct LevelStats {
     pub completed: usize,
     pub failed: usize,
     pub cancelled: usize,
@@ -171,7 +152,7 @@ pub struct LevelStats {
 
 /// `client_rx_lag_ms`: p50, p99 and max of the reads' lag, ms.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RxLag {
+pub(crate) struct RxLag {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
@@ -179,19 +160,7 @@ pub struct RxLag {
 }
 
 impl RxLag {
-    /// From the lag samples of every read (any order); None without one.
-    pub fn from_samples(mut lags: Vec<f64>) -> Option<RxLag> {
-        lags.retain(|v| v.is_finite());
-        lags.sort_by(f64::total_cmp);
-        Some(RxLag {
-            p50: percentile_sorted(&lags, 50.0)?,
-            p99: percentile_sorted(&lags, 99.0)?,
-            max: *lags.last()?,
-            reads: lags.len(),
-        })
-    }
-
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         serde_json::json!({"p50": r3(self.p50), "p99": r3(self.p99), "max": r3(self.max)})
     }
@@ -211,7 +180,11 @@ fn opt_num(x: Option<f64>) -> Value {
 /// `concurrency` divides the output throughput into `per_stream_tok_s`;
 /// `percentiles` (each in `0..=100`) are the ones computed for every
 /// distribution.
-pub fn level_stats(records: &[RequestRecord], concurrency: u32, percentiles: &[f64]) -> LevelStats {
+pub(crate) fn level_stats(
+    records: &[RequestRecord],
+    concurrency: u32,
+    percentiles: &[f64],
+) -> LevelStats {
     LevelTally::of(records).stats(concurrency, percentiles)
 }
 
@@ -220,7 +193,7 @@ impl LevelStats {
     /// e2el|ttfb` + `_ms` (one `p{P}` per percentile), and the same for
     /// `ttfc` when some request reasoned. Their names follow `--percentiles`,
     /// so the level file keeps them in a map (`report::schema::LevelFile::stats`).
-    pub fn latency_json(&self, percentiles: &[f64]) -> Map<String, Value> {
+    pub(crate) fn latency_json(&self, percentiles: &[f64]) -> Map<String, Value> {
         let mut map = Map::new();
         for (name, dist) in [
             ("ttft", &self.ttft),
@@ -271,7 +244,8 @@ impl LevelStats {
     /// A statistic without samples is `null`, never NaN; every key is written
     /// either way, so a level file always has the same shape. Existing keys of
     /// the same names are overwritten.
-    pub fn insert_json(&self, map: &mut Map<String, Value>, percentiles: &[f64]) {
+    #[cfg(test)]
+    pub(crate) fn insert_json(&self, map: &mut Map<String, Value>, percentiles: &[f64]) {
         map.insert("completed".into(), Value::from(self.completed));
         map.insert("failed".into(), Value::from(self.failed));
         map.insert("duration".into(), num(self.duration_s));

@@ -26,7 +26,7 @@ use crate::record::{Outcome, RequestRecord, RxClock, TokenSource};
 
 /// Smallest, sum and largest of a per-request count, and how many.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RunningRange {
+pub(crate) struct RunningRange {
     count: u64,
     sum: f64,
     min: f64,
@@ -34,7 +34,7 @@ pub struct RunningRange {
 }
 
 impl RunningRange {
-    pub fn add(&mut self, v: f64) {
+    pub(crate) fn add(&mut self, v: f64) {
         if self.count == 0 {
             (self.min, self.max) = (v, v);
         } else {
@@ -45,7 +45,7 @@ impl RunningRange {
         self.sum += v;
     }
 
-    pub fn min_mean_max(&self) -> Option<MinMeanMax> {
+    pub(crate) fn min_mean_max(&self) -> Option<MinMeanMax> {
         (self.count > 0).then(|| MinMeanMax {
             min: self.min,
             mean: self.sum / self.count as f64,
@@ -79,7 +79,7 @@ impl Default for LatenessTally {
 
 /// Everything a level's statistics need from its records, folded.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LevelTally {
+pub(crate) struct LevelTally {
     completed: usize,
     failed: usize,
     cancelled: usize,
@@ -121,7 +121,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl LevelTally {
-    pub fn new() -> LevelTally {
+    pub(crate) fn new() -> LevelTally {
         LevelTally {
             completed: 0,
             failed: 0,
@@ -151,7 +151,7 @@ impl LevelTally {
     }
 
     /// A tally of these records, as if each had been added in turn.
-    pub fn of(records: &[RequestRecord]) -> LevelTally {
+    pub(crate) fn of(records: &[RequestRecord]) -> LevelTally {
         let mut tally = LevelTally::new();
         for r in records {
             tally.add(r);
@@ -160,7 +160,7 @@ impl LevelTally {
     }
 
     /// Count one record. Nothing of it is kept but the numbers above.
-    pub fn add(&mut self, r: &RequestRecord) {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
         let opt_min = |a: Option<Duration>, b: Duration| Some(a.map_or(b, |a| a.min(b)));
         let opt_max = |a: Option<Duration>, b: Duration| Some(a.map_or(b, |a| a.max(b)));
         self.latest_end = opt_max(self.latest_end, r.end);
@@ -228,18 +228,18 @@ impl LevelTally {
     }
 
     /// Requests counted, whatever their outcome.
-    pub fn records(&self) -> usize {
+    pub(crate) fn records(&self) -> usize {
         self.completed + self.failed + self.cancelled
     }
 
     /// The last end of any record given (cancelled included).
-    pub fn latest_end(&self) -> Option<Duration> {
+    pub(crate) fn latest_end(&self) -> Option<Duration> {
         self.latest_end
     }
 
     /// The per-request metrics' sets, by the level file's key, for the
     /// `samples` and `histograms` a level file carries (ITL: histogram only).
-    pub fn metric_sets(&self) -> [(&'static str, &Samples); 6] {
+    pub(crate) fn metric_sets(&self) -> [(&'static str, &Samples); 6] {
         [
             ("ttft_ms", &self.ttft),
             ("tpot_ms", &self.tpot),
@@ -253,7 +253,7 @@ impl LevelTally {
     /// The level's statistics. `concurrency` divides the output throughput
     /// into `per_stream_tok_s`; `percentiles` (each in `0..=100`) are the
     /// ones computed for every distribution.
-    pub fn stats(&self, concurrency: u32, percentiles: &[f64]) -> LevelStats {
+    pub(crate) fn stats(&self, concurrency: u32, percentiles: &[f64]) -> LevelStats {
         let duration_s = match (self.first_start, self.last_end) {
             (Some(s), Some(e)) => e.saturating_sub(s).as_secs_f64(),
             _ => 0.0,
@@ -320,7 +320,7 @@ impl LevelTally {
     }
 
     /// Open loop: how late requests went out. None for a closed loop.
-    pub fn lateness(&self) -> Option<Lateness> {
+    pub(crate) fn lateness(&self) -> Option<Lateness> {
         if !self.scheduled {
             return None;
         }
@@ -341,7 +341,7 @@ impl LevelTally {
 /// else the target) and output tokens; the `traffic` object of a level file
 /// and, folded over levels, of `summary.json`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Lengths {
+pub(crate) struct Lengths {
     input: Samples,
     output: Samples,
 }
@@ -356,7 +356,7 @@ impl Default for Lengths {
 }
 
 impl Lengths {
-    pub fn add(&mut self, r: &RequestRecord) {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
         if r.is_ok() {
             self.input.add(f64::from(r.input_tokens()));
             self.output.add(f64::from(r.output_tokens));
@@ -364,7 +364,7 @@ impl Lengths {
     }
 
     /// Fold another level's lengths in (the run's traffic).
-    pub fn absorb(&mut self, other: &Lengths) {
+    pub(crate) fn absorb(&mut self, other: &Lengths) {
         // Same resolution by construction: absorbing cannot fail.
         let _ = self.input.absorb(&other.input);
         let _ = self.output.absorb(&other.output);
@@ -374,7 +374,7 @@ impl Lengths {
     /// "output_tokens": {...}}`; each distribution is `{mean, min, p50,
     /// p99, max, count}` with nearest-rank percentiles (the smallest length
     /// with at least p% of the lengths at or below it), `null` when empty.
-    pub fn to_json(&self, profile: &str) -> Value {
+    pub(crate) fn to_json(&self, profile: &str) -> Value {
         let mean = |s: &Samples| s.mean().map(|m| (m * 1000.0).round() / 1000.0);
         json!({
             "profile": profile,
@@ -406,7 +406,7 @@ fn length_json(s: &Samples) -> Value {
 /// Ollama's durations), folded: medians of its decode and prefill speeds and
 /// of its slot wait, and the longest model load.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ServerTimingTally {
+pub(crate) struct ServerTimingTally {
     decode_tok_s: Samples,
     prefill_tok_s: Samples,
     slot_wait_ms: Samples,
@@ -426,7 +426,7 @@ impl Default for ServerTimingTally {
 }
 
 impl ServerTimingTally {
-    pub fn add(&mut self, r: &RequestRecord) {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
         let Some(t) = r.server_timings else { return };
         let load = f64::from(t.load_ms);
         if load > 0.0 {
@@ -447,7 +447,7 @@ impl ServerTimingTally {
     }
 
     /// The level file's `server_timings`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let median = |s: &Samples| s.percentile(50.0).map(|m| (m * 1000.0).round() / 1000.0);
         json!({
             "decode_tok_s_median": median(&self.decode_tok_s),

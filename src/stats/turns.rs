@@ -12,7 +12,7 @@ use crate::record::RequestRecord;
 use crate::stats::hdr::{Samples, EXACT_CAP};
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct TurnStats {
+pub(crate) struct TurnStats {
     /// 1-based; 0 gathers requests outside any conversation.
     pub turn: u32,
     /// Completed requests of this turn.
@@ -26,7 +26,7 @@ pub struct TurnStats {
 }
 
 impl TurnStats {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         json!({
             "turn": self.turn,
@@ -41,7 +41,8 @@ impl TurnStats {
 
 /// Completed requests grouped by turn, in turn order. Empty when no
 /// request belongs to a conversation.
-pub fn by_turn(records: &[RequestRecord]) -> Vec<TurnStats> {
+#[cfg(test)]
+pub(crate) fn by_turn(records: &[RequestRecord]) -> Vec<TurnStats> {
     let mut tally = TurnTally::default();
     for r in records {
         tally.add(r);
@@ -49,32 +50,22 @@ pub fn by_turn(records: &[RequestRecord]) -> Vec<TurnStats> {
     tally.stats()
 }
 
-/// Prompt tokens the prefix cache answered over completed requests that
-/// said both figures; None when none did.
-pub fn cache_hit_rate(records: &[&RequestRecord]) -> Option<f64> {
-    let mut hits = CacheHits::default();
-    for r in records {
-        hits.add(r);
-    }
-    hits.rate()
-}
-
 /// Cached and prompt tokens, summed over completed requests reporting both.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct CacheHits {
+pub(crate) struct CacheHits {
     cached: u64,
     prompt: u64,
 }
 
 impl CacheHits {
-    pub fn add(&mut self, r: &RequestRecord) {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
         if let (true, Some(c), Some(p)) = (r.is_ok(), r.cached_tokens, r.input_tokens_reported) {
             self.cached += u64::from(c);
             self.prompt += u64::from(p);
         }
     }
 
-    pub fn rate(&self) -> Option<f64> {
+    pub(crate) fn rate(&self) -> Option<f64> {
         (self.prompt > 0).then(|| self.cached as f64 / self.prompt as f64)
     }
 }
@@ -91,12 +82,12 @@ struct TurnAcc {
 /// `--turns`: TTFT and prefix-cache hits turn by turn, folded request by
 /// request (a turn's TTFT values are bounded like any metric's, `hdr`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct TurnTally {
+pub(crate) struct TurnTally {
     turns: BTreeMap<u32, TurnAcc>,
 }
 
 impl TurnTally {
-    pub fn add(&mut self, r: &RequestRecord) {
+    pub(crate) fn add(&mut self, r: &RequestRecord) {
         let (Some(turn), true) = (r.turn, r.is_ok()) else {
             return;
         };
@@ -114,7 +105,7 @@ impl TurnTally {
         }
     }
 
-    pub fn stats(&self) -> Vec<TurnStats> {
+    pub(crate) fn stats(&self) -> Vec<TurnStats> {
         self.turns
             .iter()
             .map(|(&turn, acc)| TurnStats {

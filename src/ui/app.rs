@@ -29,9 +29,9 @@ mod panels;
 mod queue;
 mod run_view;
 
-pub use level::{Figures, LevelRow, LevelState, LATE_SEND};
-pub use panels::{CostView, Counters, Latency, SparkPoint, OWN_COLUMN};
-pub use run_view::{knob_text, one_line, RunView};
+pub(crate) use level::{Figures, LevelRow, LevelState};
+pub(crate) use panels::{CostView, Counters, Latency, SparkPoint, OWN_COLUMN};
+pub(crate) use run_view::{knob_text, one_line, RunView};
 
 /// Seconds over which 503, 429 and timeout rates are averaged.
 const RATE_WINDOW_S: u64 = 5;
@@ -66,7 +66,7 @@ pub enum Phase {
 
 /// What a key press asks of the loop.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Send this to the driver.
     Send(Command),
     /// Start a new series with this label (the loop names it for the
@@ -96,9 +96,9 @@ pub struct LabelPrompt {
     pub error: Option<String>,
 }
 
-pub use crate::probe::series::MAX_LABEL_CHARS;
+pub(crate) use crate::probe::series::MAX_LABEL_CHARS;
 
-pub use crate::analysis::series::{series_lines, SeriesResult};
+pub(crate) use crate::analysis::series::{series_lines, SeriesResult};
 
 /// What belongs to one run: its identity, levels and results. `App::shown`
 /// is the run on screen (the live one, or the one the table shows in
@@ -132,7 +132,7 @@ pub struct RunState {
 
 impl RunState {
     /// A run with nothing measured yet.
-    pub fn new(run: RunView) -> RunState {
+    pub(crate) fn new(run: RunView) -> RunState {
         RunState {
             label: 'A',
             run,
@@ -301,7 +301,7 @@ impl App {
 
     /// The screen of a finished run read back from disk: `shown` in the
     /// table, `other` (when given) overlaid on the chart.
-    pub fn from_saved(
+    pub(crate) fn from_saved(
         mut shown: RunState,
         other: Option<RunState>,
         warning: Option<String>,
@@ -321,17 +321,17 @@ impl App {
         app
     }
 
-    pub fn is_saved(&self) -> bool {
+    pub(crate) fn is_saved(&self) -> bool {
         self.saved.is_some()
     }
 
     /// The run overlaid on the chart (`tokbench view A B`).
-    pub fn other(&self) -> Option<&RunState> {
+    pub(crate) fn other(&self) -> Option<&RunState> {
         self.saved.as_ref().and_then(|s| s.other.as_deref())
     }
 
     /// `Tab` in `tokbench view A B`: the other run comes forward.
-    pub fn swap_runs(&mut self) -> bool {
+    pub(crate) fn swap_runs(&mut self) -> bool {
         let Some(other) = self.saved.as_mut().and_then(|s| s.other.as_deref_mut()) else {
             return false;
         };
@@ -340,21 +340,21 @@ impl App {
     }
 
     /// The level dispatching now, if any.
-    pub fn current(&self) -> Option<&LevelRow> {
+    pub(crate) fn current(&self) -> Option<&LevelRow> {
         self.shown.levels.last().filter(|l| l.is_running())
     }
 
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         matches!(self.phase, Phase::Finished { .. })
     }
 
     /// The run has left the plan for a hand-set level.
-    pub fn is_manual(&self) -> bool {
+    pub(crate) fn is_manual(&self) -> bool {
         self.current().is_some_and(|l| l.info.mode == Mode::Manual)
     }
 
     /// The footer's transient note, if one is showing.
-    pub fn status(&self) -> Option<&str> {
+    pub(crate) fn status(&self) -> Option<&str> {
         self.status.as_ref().map(|(s, _)| s.as_str())
     }
 
@@ -365,7 +365,7 @@ impl App {
     /// The analysis of the levels finished so far: where capacity and the
     /// knee are, and what it says in words (the loop asks the recorder
     /// after every saved level).
-    pub fn set_verdict(
+    pub(crate) fn set_verdict(
         &mut self,
         capacity: Option<u32>,
         knee: Option<(u32, u32)>,
@@ -378,7 +378,7 @@ impl App {
 
     /// The cost at capacity over the levels so far (`None` without a GPU
     /// price or a capacity).
-    pub fn set_cost(&mut self, cost: Option<CostView>) {
+    pub(crate) fn set_cost(&mut self, cost: Option<CostView>) {
         self.shown.cost = cost;
     }
 
@@ -388,7 +388,7 @@ impl App {
 
     /// The `s` prompt's default label, when the loop has looked at the
     /// server; a label the user already typed stays.
-    pub fn offer_label(&mut self, label: String) {
+    pub(crate) fn offer_label(&mut self, label: String) {
         if let Some(prompt) = self.prompt.as_mut().filter(|p| !p.edited) {
             prompt.text = one_line(&label);
         }
@@ -396,17 +396,17 @@ impl App {
 
     /// A new series was refused (another engine answers): said in the
     /// footer; the run stays where it is.
-    pub fn refuse_series(&mut self, why: &str) {
+    pub(crate) fn refuse_series(&mut self, why: &str) {
         self.note(one_line(why));
         self.series_refused = Some(one_line(why));
     }
 
     /// Name a series (before its first level starts).
-    pub fn set_series_label(&mut self, index: usize, label: &str) {
+    pub(crate) fn set_series_label(&mut self, index: usize, label: &str) {
         self.shown.series_labels.insert(index, one_line(label));
     }
 
-    pub fn series_label(&self, index: usize) -> String {
+    pub(crate) fn series_label(&self, index: usize) -> String {
         self.shown
             .series_labels
             .get(&index)

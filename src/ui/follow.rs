@@ -24,7 +24,7 @@ const MAX_READ_PER_POLL: u64 = 8 * 1024 * 1024;
 
 /// What has been read of a run's files so far.
 #[derive(Debug)]
-pub struct Follower {
+pub(crate) struct Follower {
     dir: PathBuf,
     summary_stamp: Option<(SystemTime, u64)>,
     jsonl_offset: u64,
@@ -35,7 +35,7 @@ pub struct Follower {
 
 /// Requests seen in requests.jsonl, for the level under way.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct LiveProgress {
+pub(crate) struct LiveProgress {
     /// Highest level index seen in requests.jsonl.
     pub level: Option<u64>,
     /// Concurrency of that level, as the lines say.
@@ -48,7 +48,7 @@ pub struct LiveProgress {
 }
 
 impl Follower {
-    pub fn new(dir: &Path) -> Follower {
+    pub(crate) fn new(dir: &Path) -> Follower {
         Follower {
             dir: dir.to_path_buf(),
             summary_stamp: None,
@@ -59,7 +59,7 @@ impl Follower {
     }
 
     /// True when summary.json changed since the last call (or is new).
-    pub fn summary_changed(&mut self) -> bool {
+    pub(crate) fn summary_changed(&mut self) -> bool {
         let stamp = std::fs::metadata(self.dir.join("summary.json"))
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())));
@@ -71,7 +71,7 @@ impl Follower {
     }
 
     /// Read what requests.jsonl gained since the last poll.
-    pub fn poll_requests(&mut self) {
+    pub(crate) fn poll_requests(&mut self) {
         let path = self.dir.join("requests.jsonl");
         let Ok(mut file) = File::open(&path) else {
             return;
@@ -96,7 +96,7 @@ impl Follower {
     }
 
     /// Count whole lines; keep a torn last line for the next poll.
-    pub fn feed(&mut self, bytes: &[u8], now: SystemTime) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], now: SystemTime) {
         self.partial_line.extend_from_slice(bytes);
         let Some(last_newline) = self.partial_line.iter().rposition(|&b| b == b'\n') else {
             return;
@@ -132,7 +132,7 @@ impl Follower {
     }
 
     /// One line for the screen: what the level under way has done.
-    pub fn status_line(&self, now: SystemTime) -> String {
+    pub(crate) fn status_line(&self, now: SystemTime) -> String {
         let p = &self.progress;
         let age = p
             .last_line_at
@@ -157,7 +157,7 @@ impl Follower {
 /// What `view --follow` watches: one run's folder, or the shard folders
 /// of one run, merged.
 #[derive(Debug)]
-pub enum Following {
+pub(crate) enum Following {
     One {
         path: PathBuf,
         follower: Follower,
@@ -174,7 +174,7 @@ pub enum Following {
 
 impl Following {
     /// One path: that run, as `view --follow DIR` always did. More: shards.
-    pub fn new(paths: &[PathBuf]) -> Following {
+    pub(crate) fn new(paths: &[PathBuf]) -> Following {
         match paths {
             [one] => Following::One {
                 path: one.clone(),
@@ -193,7 +193,7 @@ impl Following {
     }
 
     /// True when some summary.json changed since the last call.
-    pub fn summary_changed(&mut self) -> bool {
+    pub(crate) fn summary_changed(&mut self) -> bool {
         match self {
             Following::One { follower, .. } => follower.summary_changed(),
             // Every follower looks, so each one's stamp stays current.
@@ -207,7 +207,7 @@ impl Following {
         }
     }
 
-    pub fn poll_requests(&mut self) {
+    pub(crate) fn poll_requests(&mut self) {
         match self {
             Following::One { follower, .. } => follower.poll_requests(),
             Following::Shards { followers, .. } => {
@@ -217,7 +217,7 @@ impl Following {
     }
 
     /// The run to show: the one folder's summary, or the shards merged.
-    pub fn load(&mut self) -> color_eyre::eyre::Result<Vec<SavedRun>> {
+    pub(crate) fn load(&mut self) -> color_eyre::eyre::Result<Vec<SavedRun>> {
         match self {
             Following::One { path, .. } => Ok(vec![SavedRun::load(path)?]),
             Following::Shards {
@@ -235,7 +235,7 @@ impl Following {
         }
     }
 
-    pub fn status_line(&self, now: SystemTime) -> String {
+    pub(crate) fn status_line(&self, now: SystemTime) -> String {
         match self {
             Following::One { follower, .. } => follower.status_line(now),
             Following::Shards {

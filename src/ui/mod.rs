@@ -13,11 +13,11 @@
 
 pub mod app;
 pub mod draw;
-pub mod follow;
-pub mod terminal;
+pub(crate) mod follow;
+pub(crate) mod terminal;
 pub mod theme;
 pub mod view;
-pub mod widgets;
+pub(crate) mod widgets;
 
 /// Synthetic runs for the snapshot tests, the screenshots and the render
 /// benchmark (a bench can only reach the library's public items).

@@ -5,6 +5,10 @@
 //! The shape is the seed article's illustrative sweep (README.md, "From numbers to a decision"):
 //! per-stream speed falling, total throughput rising, p99 TTFT climbing.
 
+// The scenes are test fixtures; outside tests only `article_run` is used
+// (by the render bench), so the rest is dead there by design.
+#![cfg_attr(not(test), allow(dead_code, unused_imports))]
+
 use std::time::Duration;
 
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
@@ -16,7 +20,7 @@ use crate::analysis::cost::cost;
 
 /// One level of the illustrative sweep.
 #[derive(Clone, Copy, Debug)]
-pub struct Shape {
+pub(crate) struct Shape {
     pub concurrency: u32,
     /// Decode speed of one stream, tok/s.
     pub stream_tok_s: f64,
@@ -25,7 +29,7 @@ pub struct Shape {
 }
 
 /// The article's table.
-pub const ARTICLE: [Shape; 6] = [
+pub(crate) const ARTICLE: [Shape; 6] = [
     Shape {
         concurrency: 1,
         stream_tok_s: 92.0,
@@ -65,14 +69,14 @@ pub const ARTICLE: [Shape; 6] = [
 ];
 
 /// Deterministic jitter (a 64-bit LCG): the same scene every time.
-pub struct Jitter(u64);
+pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    pub fn new(seed: u64) -> Jitter {
+    pub(crate) fn new(seed: u64) -> Jitter {
         Jitter(seed.wrapping_mul(6364136223846793005).wrapping_add(1))
     }
     /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)
@@ -82,7 +86,7 @@ impl Jitter {
 }
 
 /// Builds a run event by event, keeping the clock and the ids.
-pub struct Scene {
+pub(crate) struct Scene {
     pub app: App,
     /// Seconds since the run started.
     pub now: f64,
@@ -94,7 +98,7 @@ pub struct Scene {
 
 /// How a level's failures look.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Faults {
+pub(crate) struct Faults {
     /// One request in `every` fails, cycling through 503, 429, timeout, closed.
     pub every: Option<u32>,
 }
@@ -104,7 +108,7 @@ fn d(secs: f64) -> Duration {
 }
 
 impl Scene {
-    pub fn new(run: RunView, mode: ColorMode) -> Scene {
+    pub(crate) fn new(run: RunView, mode: ColorMode) -> Scene {
         let output_len = run.output_len;
         Scene {
             app: App::new(run, Palette::new(mode)),
@@ -116,12 +120,12 @@ impl Scene {
         }
     }
 
-    pub fn feed(&mut self, event: DriverEvent) {
+    pub(crate) fn feed(&mut self, event: DriverEvent) {
         self.app.on_driver_event(&event);
     }
 
     /// Warmup at the first level's concurrency, taking `secs`.
-    pub fn warmup(&mut self, requests: u32, concurrency: u32, secs: f64) {
+    pub(crate) fn warmup(&mut self, requests: u32, concurrency: u32, secs: f64) {
         self.feed(DriverEvent::WarmupStarted {
             requests,
             concurrency,
@@ -136,7 +140,12 @@ impl Scene {
     }
 
     /// Start a level now; returns its index.
-    pub fn start(&mut self, concurrency: u32, mode: Mode, plan_index: Option<usize>) -> usize {
+    pub(crate) fn start(
+        &mut self,
+        concurrency: u32,
+        mode: Mode,
+        plan_index: Option<usize>,
+    ) -> usize {
         let index = self.next_level;
         self.next_level += 1;
         let num_prompts = plan_index.map(|_| concurrency * 10);
@@ -160,7 +169,7 @@ impl Scene {
 
     /// `done` requests of a level shaped like `shape`, every stream sending
     /// back to back from now; the clock ends at the last of them.
-    pub fn play(&mut self, level: usize, shape: Shape, done: u32, faults: Faults) {
+    pub(crate) fn play(&mut self, level: usize, shape: Shape, done: u32, faults: Faults) {
         let c = shape.concurrency.max(1);
         let out = self.output_len.max(2);
         let mut records = Vec::with_capacity(done as usize);
@@ -238,7 +247,7 @@ impl Scene {
         }
     }
 
-    pub fn finish_level(&mut self, level: usize, partial: bool) {
+    pub(crate) fn finish_level(&mut self, level: usize, partial: bool) {
         self.feed(DriverEvent::LevelFinished {
             index: level,
             partial,
@@ -247,7 +256,7 @@ impl Scene {
 
     /// Set the clock, the gauge and the client figure, and bring the
     /// derived figures up to date, as the loop does before a frame.
-    pub fn settle(&mut self, at: f64, in_flight: u32) -> &App {
+    pub(crate) fn settle(&mut self, at: f64, in_flight: u32) -> &App {
         self.now = self.now.max(at);
         self.app.set_queue(in_flight, in_flight);
         self.app.set_client_cpu(Some(4.0));
@@ -279,7 +288,7 @@ pub fn article_run(simulated: bool) -> RunView {
 
 /// The screens the snapshot tests and the screenshots show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Screen {
+pub(crate) enum Screen {
     FirstLevel,
     MidSweep,
     Manual,
@@ -294,7 +303,7 @@ pub enum Screen {
 }
 
 impl Screen {
-    pub const ALL: [Screen; 9] = [
+    pub(crate) const ALL: [Screen; 9] = [
         Screen::FirstLevel,
         Screen::MidSweep,
         Screen::Manual,
@@ -306,7 +315,7 @@ impl Screen {
         Screen::FrontierFinished,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Screen::FirstLevel => "first-level",
             Screen::MidSweep => "mid-sweep",
@@ -320,7 +329,7 @@ impl Screen {
         }
     }
 
-    pub fn build(self, mode: ColorMode) -> App {
+    pub(crate) fn build(self, mode: ColorMode) -> App {
         let finished = matches!(self, Screen::Finished | Screen::FrontierFinished);
         let mut s = Scene::new(article_run(finished), mode);
         s.warmup(4, 1, 3.0);

@@ -24,15 +24,15 @@ static HOOK: Once = Once::new();
 /// The panic's report has been printed (the hook chained to has returned).
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
-pub type Tui = Terminal<CrosstermBackend<Stdout>>;
+pub(crate) type Tui = Terminal<CrosstermBackend<Stdout>>;
 
 /// Owns the terminal while the view is up; restores it when dropped.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     pub terminal: Tui,
 }
 
 impl TerminalGuard {
-    pub fn enter() -> Result<TerminalGuard> {
+    pub(crate) fn enter() -> Result<TerminalGuard> {
         install_panic_hook();
         enable_raw_mode().wrap_err("cannot put the terminal in raw mode")?;
         ACTIVE.store(true, Ordering::SeqCst);
@@ -62,7 +62,7 @@ impl Drop for TerminalGuard {
 /// Give the terminal back. Idempotent: the panic hook and the guard may
 /// both call it, and only the first does anything, so no stray escape
 /// sequences reach a terminal that was already restored.
-pub fn restore() {
+pub(crate) fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = disable_raw_mode();
         let _ = execute!(io::stdout(), LeaveAlternateScreen, Show);
@@ -71,13 +71,13 @@ pub fn restore() {
 
 /// Whether a panic hit while the view was up; the loop then stops the run
 /// and saves rather than drawing on a terminal the hook already gave back.
-pub fn panicked() -> bool {
+pub(crate) fn panicked() -> bool {
     PANICKED.load(Ordering::SeqCst)
 }
 
 /// Whether the report of the panic has been printed (the hook chained to
 /// has returned); see `run_tui`, which waits for it.
-pub fn panic_reported() -> bool {
+pub(crate) fn panic_reported() -> bool {
     REPORTED.load(Ordering::SeqCst)
 }
 

@@ -23,7 +23,7 @@ pub enum ColorMode {
 impl ColorMode {
     /// From the environment's `NO_COLOR` and `COLORTERM` values. `NO_COLOR`
     /// counts when set to anything but the empty string, as the convention says.
-    pub fn from_vars(no_color: Option<&str>, colorterm: Option<&str>) -> ColorMode {
+    pub(crate) fn from_vars(no_color: Option<&str>, colorterm: Option<&str>) -> ColorMode {
         if no_color.is_some_and(|v| !v.is_empty()) {
             ColorMode::None
         } else if colorterm
@@ -35,7 +35,7 @@ impl ColorMode {
         }
     }
 
-    pub fn from_env() -> ColorMode {
+    pub(crate) fn from_env() -> ColorMode {
         let no_color = std::env::var("NO_COLOR").ok();
         let colorterm = std::env::var("COLORTERM").ok();
         ColorMode::from_vars(no_color.as_deref(), colorterm.as_deref())

@@ -115,7 +115,7 @@ fn level_line(level: &crate::report::saved::SavedLevel) -> String {
 }
 
 /// Every run named, or the first that cannot be read, in one line.
-pub fn load_runs(paths: &[PathBuf]) -> Result<Vec<SavedRun>> {
+pub(crate) fn load_runs(paths: &[PathBuf]) -> Result<Vec<SavedRun>> {
     if paths.is_empty() {
         bail!("tokbench view needs a result folder (or its summary.json)");
     }
@@ -154,7 +154,7 @@ fn print_reports(runs: &[SavedRun]) -> Result<i32> {
 
 /// Two runs measured at different lengths (or profiles, or EOS policy) do
 /// not compare like for like: said, not refused.
-pub fn shape_warning(runs: &[SavedRun]) -> Option<String> {
+pub(crate) fn shape_warning(runs: &[SavedRun]) -> Option<String> {
     let [a, b] = runs else {
         return None;
     };
@@ -173,7 +173,7 @@ pub fn shape_warning(runs: &[SavedRun]) -> Option<String> {
 }
 
 /// The screen's state for one run, or two (the first shown, the second overlaid).
-pub fn app_of(runs: &[SavedRun], palette: Palette) -> App {
+pub(crate) fn app_of(runs: &[SavedRun], palette: Palette) -> App {
     let mut sides = runs
         .iter()
         .zip(['A', 'B'])
@@ -214,7 +214,7 @@ fn to_u32(n: u64) -> u32 {
 
 /// One run of the files as the screen shows it. Whatever the summary lacks
 /// shows as `-` or is left out; nothing in it can make this fail.
-pub fn side_of(run: &SavedRun, label: char) -> RunState {
+pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
     let mut counters = Counters::default();
     let mut levels = Vec::new();
     // Levels without a concurrency (an open-loop rate level) have no place

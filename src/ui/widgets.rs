@@ -19,19 +19,19 @@ mod chart;
 mod frontier;
 
 use chart::{bottom_ticks, cell, label_rows, left_axis, left_labels, waiting_note};
-pub use chart::{
+pub(crate) use chart::{
     series_style, ChartPoint, PointKind, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
     P99_GLYPH_B,
 };
-pub use frontier::{frontier_cell, frontier_xy, FrontierChart};
+pub(crate) use frontier::FrontierChart;
 
 // ---------------------------------------------------------------- numbers
 
-pub use crate::fmt::{dollars, grouped, percent0 as percent};
+pub(crate) use crate::fmt::{dollars, grouped, percent0 as percent};
 
 /// A rate or a latency for a table cell: one decimal below 100, whole and
 /// grouped above (`9.8`, `92.4`, `352`, `1,728`). `-` when unknown.
-pub fn figure(x: Option<f64>) -> String {
+pub(crate) fn figure(x: Option<f64>) -> String {
     match x {
         Some(v) if v.is_finite() && v >= 0.0 => {
             if v < 100.0 {
@@ -45,7 +45,7 @@ pub fn figure(x: Option<f64>) -> String {
 }
 
 /// A ratio: `2.0x`; two decimals near 1, where one would say `1.0x`.
-pub fn times(x: f64) -> String {
+pub(crate) fn times(x: f64) -> String {
     if x < 1.095 {
         format!("{x:.2}x")
     } else {
@@ -54,7 +54,7 @@ pub fn times(x: f64) -> String {
 }
 
 /// Short axis label: `0`, `950`, `2.3k`, `23k`, `1.2M`.
-pub fn compact(v: f64) -> String {
+pub(crate) fn compact(v: f64) -> String {
     if !v.is_finite() || v <= 0.0 {
         return "0".into();
     }
@@ -80,7 +80,7 @@ pub fn compact(v: f64) -> String {
 }
 
 /// `hh:mm:ss`.
-pub fn clock(secs: u64) -> String {
+pub(crate) fn clock(secs: u64) -> String {
     format!(
         "{:02}:{:02}:{:02}",
         secs / 3600,
@@ -91,7 +91,7 @@ pub fn clock(secs: u64) -> String {
 
 /// The smallest 1, 2, 2.5 or 5 times a power of ten at or above `x`
 /// (at least 1): axis tops that read well.
-pub fn nice_ceil(x: f64) -> f64 {
+pub(crate) fn nice_ceil(x: f64) -> f64 {
     if !x.is_finite() || x <= 1.0 {
         return 1.0;
     }
@@ -107,16 +107,16 @@ pub fn nice_ceil(x: f64) -> f64 {
 // ---------------------------------------------------------------- fitting
 
 /// A part of a line and how much it matters: 0 is kept longest.
-pub struct Part<'a> {
+pub(crate) struct Part<'a> {
     pub prio: u8,
     pub spans: Vec<Span<'a>>,
 }
 
 impl<'a> Part<'a> {
-    pub fn new(prio: u8, spans: Vec<Span<'a>>) -> Part<'a> {
+    pub(crate) fn new(prio: u8, spans: Vec<Span<'a>>) -> Part<'a> {
         Part { prio, spans }
     }
-    pub fn text(prio: u8, text: impl Into<String>, style: Style) -> Part<'a> {
+    pub(crate) fn text(prio: u8, text: impl Into<String>, style: Style) -> Part<'a> {
         Part {
             prio,
             spans: vec![Span::styled(text.into(), style)],
@@ -130,7 +130,7 @@ impl<'a> Part<'a> {
 /// Which parts fit in `width` with `gap` columns between them: the least
 /// important parts (highest `prio`, the rightmost first on a tie) go first.
 /// Whole parts are dropped, never cut, so no number is ever cut in half.
-pub fn keep_fitting(parts: &[Part<'_>], width: usize, gap: usize) -> Vec<bool> {
+pub(crate) fn keep_fitting(parts: &[Part<'_>], width: usize, gap: usize) -> Vec<bool> {
     let mut keep = vec![true; parts.len()];
     let total = |keep: &[bool]| -> usize {
         let kept: Vec<usize> = parts
@@ -157,7 +157,7 @@ pub fn keep_fitting(parts: &[Part<'_>], width: usize, gap: usize) -> Vec<bool> {
 }
 
 /// The parts that fit, joined by `gap` spaces.
-pub fn fit<'a>(parts: Vec<Part<'a>>, width: u16, gap: usize) -> Line<'a> {
+pub(crate) fn fit<'a>(parts: Vec<Part<'a>>, width: u16, gap: usize) -> Line<'a> {
     let keep = keep_fitting(&parts, usize::from(width), gap);
     let mut spans = Vec::new();
     for (part, _) in parts.into_iter().zip(&keep).filter(|(_, k)| **k) {
@@ -171,7 +171,7 @@ pub fn fit<'a>(parts: Vec<Part<'a>>, width: u16, gap: usize) -> Line<'a> {
 
 /// `text` cut to `width` columns with an ellipsis. For names only (URLs,
 /// models), never for numbers.
-pub fn ellipsize(text: &str, width: usize) -> String {
+pub(crate) fn ellipsize(text: &str, width: usize) -> String {
     let char_width = |c: char| {
         let mut bytes = [0u8; 4];
         Span::raw(&*c.encode_utf8(&mut bytes)).width()
@@ -205,7 +205,7 @@ const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '
 /// scaled to the largest value shown. A second in which the concurrency
 /// target changed gets a `│` marker in its column, so a latency step can be
 /// matched to the keypress that caused it.
-pub struct Spark<'a> {
+pub(crate) struct Spark<'a> {
     pub points: &'a [SparkPoint],
     pub value: fn(&SparkPoint) -> Option<u64>,
     pub style: Style,

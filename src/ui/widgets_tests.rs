@@ -1,5 +1,6 @@
 //! Tests of `widgets.rs`: number formatting, fitting, bars and charts.
 
+use super::frontier::{frontier_cell, frontier_xy};
 use super::*;
 
 #[test]

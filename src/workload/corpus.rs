@@ -17,7 +17,7 @@ pub struct Corpus {
 
 impl Corpus {
     /// Read a corpus file. Errors when it cannot be read or has no words.
-    pub fn load(path: &Path) -> Result<Corpus, String> {
+    pub(crate) fn load(path: &Path) -> Result<Corpus, String> {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("cannot read the corpus {}: {e}", path.display()))?;
         let name = path
@@ -29,7 +29,7 @@ impl Corpus {
     }
 
     /// A corpus of this text; `None` when it has no words.
-    pub fn from_text(text: &str, name: &str) -> Option<Corpus> {
+    pub(crate) fn from_text(text: &str, name: &str) -> Option<Corpus> {
         let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
         (!words.is_empty()).then(|| Corpus {
             name: name.to_string(),
@@ -37,13 +37,14 @@ impl Corpus {
         })
     }
 
-    pub fn word_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn word_count(&self) -> usize {
         self.words.len()
     }
 
     /// Append `n` words from a random word on, wrapping around, each
     /// preceded by a space.
-    pub fn push_words(&self, rng: &mut Rng, text: &mut String, n: usize) {
+    pub(crate) fn push_words(&self, rng: &mut Rng, text: &mut String, n: usize) {
         let start = rng.below(self.words.len());
         for word in self.words.iter().cycle().skip(start).take(n) {
             text.push(' ');

@@ -27,7 +27,7 @@ pub struct ChatMessage {
 }
 
 /// Messages as plain text for a prompt-only API: one `role: content` line each.
-pub fn flatten_messages(messages: &[ChatMessage]) -> String {
+pub(crate) fn flatten_messages(messages: &[ChatMessage]) -> String {
     messages
         .iter()
         .map(|m| format!("{}: {}", m.role, m.content))
@@ -67,7 +67,7 @@ pub enum DatasetFormat {
 }
 
 impl DatasetFormat {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DatasetFormat::Jsonl => "jsonl",
             DatasetFormat::ShareGpt => "sharegpt",
@@ -88,7 +88,7 @@ pub struct Dataset {
 impl Dataset {
     /// Read a dataset file. Errors only when the file cannot be read or no
     /// record is usable.
-    pub fn load(path: &Path) -> Result<Dataset, String> {
+    pub(crate) fn load(path: &Path) -> Result<Dataset, String> {
         let bytes = std::fs::read(path)
             .map_err(|e| format!("cannot read the dataset {}: {e}", path.display()))?;
         let text = String::from_utf8_lossy(&bytes);
@@ -113,7 +113,7 @@ impl Dataset {
     }
 
     /// Parse a dataset's text (see the module's doc for the formats).
-    pub fn parse(text: &str, name: &str) -> Result<Dataset, String> {
+    pub(crate) fn parse(text: &str, name: &str) -> Result<Dataset, String> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         if text.trim_start().starts_with('[') {
             parse_sharegpt(text, name)
@@ -123,7 +123,7 @@ impl Dataset {
     }
 
     /// The `dataset` object of `summary.json`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "file": self.name,
             "format": self.format.as_str(),

@@ -6,16 +6,16 @@
 //! (one token per word, or the server's `/tokenize`) and is fitted on what the
 //! server reports for the warmup requests (`usage.prompt_tokens`).
 
-pub mod corpus;
-pub mod dataset;
-pub mod profile;
-pub mod prose;
-pub mod rng;
+pub(crate) mod corpus;
+pub(crate) mod dataset;
+pub(crate) mod profile;
+pub(crate) mod prose;
+pub(crate) mod rng;
 
 use std::sync::Arc;
 
-pub use dataset::{ChatMessage, Dataset};
-pub use profile::{Profile, PromptSource, Traffic};
+pub(crate) use dataset::{ChatMessage, Dataset};
+pub(crate) use profile::{Profile, PromptSource, Traffic};
 use rng::Rng;
 
 /// Common English words that most BPE vocabularies hold as one token each
@@ -289,7 +289,7 @@ impl Default for Calibration {
 
 impl Calibration {
     /// Words needed for a prompt of `target_tokens` server tokens (at least 1).
-    pub fn words_for(&self, target_tokens: u32) -> usize {
+    pub(crate) fn words_for(&self, target_tokens: u32) -> usize {
         let words = (target_tokens as f64 - self.overhead_tokens) / self.tokens_per_word;
         if words.is_finite() && words >= 1.0 {
             words.round() as usize
@@ -305,7 +305,7 @@ impl Calibration {
     /// the template overhead is fitted; otherwise the overhead is kept from
     /// `prior` and only the slope is fitted. Returns None when the samples cannot give a sane model (no
     /// samples, a non-positive slope).
-    pub fn fit(samples: &[(usize, u32)], prior: Calibration) -> Option<Calibration> {
+    pub(crate) fn fit(samples: &[(usize, u32)], prior: Calibration) -> Option<Calibration> {
         if samples.is_empty() {
             return None;
         }
@@ -342,7 +342,7 @@ impl Calibration {
 
 /// One request's prompt and what it aims for.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PromptSpec {
+pub(crate) struct PromptSpec {
     pub text: String,
     pub words: usize,
     /// The prompt length aimed for, in server tokens.
@@ -391,7 +391,7 @@ pub struct Workload {
 }
 
 impl Workload {
-    pub fn new(seed: u64, input_len: u32, output_len: u32) -> Workload {
+    pub(crate) fn new(seed: u64, input_len: u32, output_len: u32) -> Workload {
         Workload {
             rng: Rng::new(seed),
             input_len,
@@ -415,7 +415,7 @@ impl Workload {
     /// shard's own `seed`: see [`Workload::shard`]. Call it after
     /// [`Workload::with_shared_prefix`], so every shard keeps the run's one
     /// shared prefix (it is there for the server's cache to hit).
-    pub fn with_shard(mut self, index: u32, count: u32, seed: u64) -> Workload {
+    pub(crate) fn with_shard(mut self, index: u32, count: u32, seed: u64) -> Workload {
         let count = count.max(1);
         self.shard = Some((index.min(count - 1), count));
         self.cursor = index as usize;
@@ -425,7 +425,7 @@ impl Workload {
     }
 
     /// Take the traffic shape of the run: range ratio, prompt source, dataset.
-    pub fn with_traffic(mut self, traffic: &Traffic) -> Workload {
+    pub(crate) fn with_traffic(mut self, traffic: &Traffic) -> Workload {
         self.range_ratio = traffic.range_ratio;
         self.source = traffic.source;
         self.corpus = traffic.corpus.clone();
@@ -438,18 +438,19 @@ impl Workload {
     /// `--save-prompts`: the driver should keep each request's
     /// `PromptSpec::text` in its `RequestRecord::prompt` (requests.jsonl
     /// then has a `prompt` field).
-    pub fn save_prompts(&self) -> bool {
+    pub(crate) fn save_prompts(&self) -> bool {
         self.save_prompts
     }
 
     /// Usable records of the `--dataset`, when the run has one: each level
     /// sends each record once unless `--num-prompts` says otherwise.
-    pub fn records_len(&self) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn records_len(&self) -> Option<usize> {
         self.dataset.as_ref().map(|d| d.records.len())
     }
 
     /// Put the same `tokens`-token text before every prompt.
-    pub fn with_shared_prefix(mut self, tokens: u32) -> Workload {
+    pub(crate) fn with_shared_prefix(mut self, tokens: u32) -> Workload {
         // Its own generator, so the unique parts stay as without a prefix.
         let mut rng = Rng::new(self.rng.clone().next_u64() ^ 0x9e37_79b9);
         // Twice the tokens in words covers any tokens-per-word above 0.5.
@@ -471,7 +472,7 @@ impl Workload {
     /// The next measured prompt: the next dataset record, or a generated
     /// prompt at the calibrated length (drawn around the target with a
     /// range ratio).
-    pub fn next_prompt(&mut self) -> PromptSpec {
+    pub(crate) fn next_prompt(&mut self) -> PromptSpec {
         if self.dataset.is_some() {
             return self.next_record();
         }
@@ -521,7 +522,7 @@ impl Workload {
     /// A prompt of exactly `words` words. It opens with a random number, so
     /// no two prompts share a first token and no prefix cache can answer
     /// beyond the chat template.
-    pub fn prompt_of_words(&mut self, words: usize) -> PromptSpec {
+    pub(crate) fn prompt_of_words(&mut self, words: usize) -> PromptSpec {
         use std::fmt::Write;
         let words = words.max(1);
         let prefix = self.prefix_word_count();
@@ -559,7 +560,7 @@ impl Workload {
 
     /// Word counts for the warmup requests: alternately the current guess and
     /// half of it, so the fit can tell the template overhead from the slope.
-    pub fn warmup_words(&self, index: usize) -> usize {
+    pub(crate) fn warmup_words(&self, index: usize) -> usize {
         let full = self.calibration.words_for(self.input_len);
         if index % 2 == 0 {
             full

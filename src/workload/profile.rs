@@ -24,7 +24,7 @@ pub enum Profile {
 }
 
 impl Profile {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Profile::Balanced => "balanced",
             Profile::PrefillHeavy => "prefill-heavy",
@@ -34,7 +34,7 @@ impl Profile {
     }
 
     /// `(input tokens, output tokens)`.
-    pub fn lengths(self) -> (u32, u32) {
+    pub(crate) fn lengths(self) -> (u32, u32) {
         match self {
             Profile::Balanced => (1024, 1024),
             Profile::PrefillHeavy => (4000, 50),
@@ -44,7 +44,8 @@ impl Profile {
     }
 
     /// The preset these lengths are, if any.
-    pub fn of_lengths(input: u32, output: u32) -> Option<Profile> {
+    #[cfg(test)]
+    pub(crate) fn of_lengths(input: u32, output: u32) -> Option<Profile> {
         [
             Profile::Balanced,
             Profile::PrefillHeavy,
@@ -69,7 +70,7 @@ pub enum PromptSource {
 }
 
 impl PromptSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PromptSource::Random => "random",
             PromptSource::Prose => "prose",
@@ -83,7 +84,7 @@ impl PromptSource {
 /// Returns `(input, output, profile name)`; the name is the preset's, or
 /// `balanced` when no preset was named and the lengths are the default
 /// 1024/1024, or `custom`.
-pub fn resolve_lengths(
+pub(crate) fn resolve_lengths(
     profile: Option<Profile>,
     input: Option<u32>,
     output: Option<u32>,
@@ -101,7 +102,7 @@ pub fn resolve_lengths(
 /// A length drawn uniformly in `[L(1-r), L(1+r)]` (integers, both ends
 /// included, never below 1), as vLLM's `--random-range-ratio`. `r = 0`
 /// gives `L` and draws nothing.
-pub fn draw_len(rng: &mut Rng, base: u32, ratio: f64) -> u32 {
+pub(crate) fn draw_len(rng: &mut Rng, base: u32, ratio: f64) -> u32 {
     if ratio <= 0.0 || base == 0 {
         return base;
     }
@@ -132,7 +133,7 @@ pub struct Traffic {
 
 impl Traffic {
     /// The run-level keys of `summary.json`'s `run` object.
-    pub fn run_json(&self) -> Value {
+    pub(crate) fn run_json(&self) -> Value {
         json!({
             "range_ratio": self.range_ratio,
             "prompt_source": if self.dataset.is_some() { "dataset" } else { self.source.as_str() },

@@ -77,7 +77,7 @@ fn cumulative() -> &'static [f64] {
 }
 
 /// A word's rank (0 = most frequent), drawn with Zipf's law.
-pub fn zipf_rank(rng: &mut Rng) -> usize {
+pub(crate) fn zipf_rank(rng: &mut Rng) -> usize {
     let weights = cumulative();
     let total = weights[weights.len() - 1];
     let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
@@ -85,18 +85,19 @@ pub fn zipf_rank(rng: &mut Rng) -> usize {
 }
 
 /// The word of a rank.
-pub fn word(rank: usize) -> &'static str {
+pub(crate) fn word(rank: usize) -> &'static str {
     VOCABULARY[rank.min(VOCABULARY.len() - 1)]
 }
 
-pub fn vocabulary_len() -> usize {
+#[cfg(test)]
+pub(crate) fn vocabulary_len() -> usize {
     VOCABULARY.len()
 }
 
 /// Append `n` words of prose, each preceded by white space (a space, or a
 /// blank line between paragraphs). The text starts a sentence and ends
 /// with a period.
-pub fn push_words(rng: &mut Rng, text: &mut String, n: usize) {
+pub(crate) fn push_words(rng: &mut Rng, text: &mut String, n: usize) {
     let mut left_in_sentence = 0usize;
     let mut in_sentence = 0usize;
     let mut sentences_left_in_paragraph = 3 + rng.below(4);

@@ -48,11 +48,10 @@ mod warmup;
 
 use prompts::Conversation;
 use schedule::{OpenLoop, Schedule};
-pub use server_watch::SERVER_GONE_AFTER;
 use server_watch::{poll_result, ServerState, IDLE_POLL_EVERY};
 
 /// Highest concurrency a user can ask for by hand.
-pub const MAX_CONCURRENCY: u32 = 4096;
+pub(crate) const MAX_CONCURRENCY: u32 = 4096;
 
 /// How a level came to be; it lives with the records, where analysis and
 /// the reports reach it without importing the driver.
@@ -70,7 +69,7 @@ pub struct LevelPlan {
 
 impl LevelPlan {
     /// A closed-loop level.
-    pub fn closed(concurrency: u32, num_prompts: u32) -> LevelPlan {
+    pub(crate) fn closed(concurrency: u32, num_prompts: u32) -> LevelPlan {
         LevelPlan {
             concurrency,
             num_prompts,
@@ -268,14 +267,14 @@ pub struct DriverHandle {
 
 /// Start the driver on the current runtime, sending over HTTP to
 /// `config.target`. `run_start` is time zero for every offset in the run.
-pub fn spawn(config: DriverConfig, run_start: std::time::Instant) -> DriverHandle {
+pub(crate) fn spawn(config: DriverConfig, run_start: std::time::Instant) -> DriverHandle {
     let executor = Arc::new(HttpExecutor::new(config.target.clone()));
     spawn_with(config, run_start, executor)
 }
 
 /// [`spawn`] with the requests sent (and the server's root asked) by
 /// `executor`: a scripted server in the driver's tests.
-pub fn spawn_with(
+pub(crate) fn spawn_with(
     config: DriverConfig,
     run_start: std::time::Instant,
     executor: Arc<dyn Executor>,

@@ -29,7 +29,7 @@ pub(super) enum ServerState {
 }
 
 /// How long every request must fail to connect before the server counts as gone.
-pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
 /// How often a gone server is asked whether it is back.
 pub(super) const SERVER_POLL_EVERY: Duration = Duration::from_millis(500);
 /// How often an idle driver (the plan done) checks the server is still there.

@@ -6,7 +6,7 @@ use super::*;
 /// and a slice at a time for its data, so a chunk split across reads (or a
 /// read holding many chunks) needs no copy.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Chunked {
+pub(crate) struct Chunked {
     pub(super) state: ChunkState,
     pub(super) size: u64,
     pub(super) digits: u8,
@@ -33,7 +33,7 @@ pub(super) enum ChunkState {
 impl Chunked {
     /// Decode `input`, giving each run of data bytes to `sink`. Returns the
     /// bytes after the body's end (normally none) and whether it ended.
-    pub fn decode<'a, E>(
+    pub(crate) fn decode<'a, E>(
         &mut self,
         input: &'a [u8],
         sink: &mut impl FnMut(&[u8]) -> Result<(), E>,

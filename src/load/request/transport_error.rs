@@ -13,7 +13,7 @@ pub(super) fn seconds(d: Duration) -> String {
 }
 
 /// Name the failure by the innermost error that says what happened.
-pub fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
+pub(crate) fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
     let mut source: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -44,7 +44,7 @@ pub fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
 }
 
 /// One line for a transport failure, from the innermost error's words.
-pub fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
+pub(crate) fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
     // reqwest's own text names the URL; one with credentials must not be echoed.
     let mut innermost = match error.url() {
         Some(url) if url.password().is_some() || !url.username().is_empty() => {

@@ -171,7 +171,7 @@ impl Recorder {
             // What the server said of each request (llama.cpp timings, Ollama
             // durations), beside what the client measured.
             server_timings: Some(level.server_timings.clone()),
-            goodput: goodput.map(Goodput::to_json),
+            goodput: goodput.copied().map(Goodput::to_json),
             waiting: level.occupancy.as_ref().map(|o| o.waiting_json()),
             streaming: level.occupancy.as_ref().map(|o| o.streaming_json()),
             send_lateness: level.lateness.as_ref().map(|l| l.to_json()),
@@ -205,7 +205,7 @@ impl Recorder {
 
 /// `sweep-c{C}[-manual][-partial]` (open loop: `sweep-rate{R}`, a replay
 /// `sweep-replay`): a level file's name before its round suffix.
-pub fn level_file_base(info: &LevelInfo, partial: bool) -> String {
+pub(crate) fn level_file_base(info: &LevelInfo, partial: bool) -> String {
     let mut name = match (info.mode, info.rate) {
         (Mode::Replay, _) => "sweep-replay".to_string(),
         (Mode::Rate | Mode::Manual, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
@@ -224,7 +224,7 @@ pub fn level_file_base(info: &LevelInfo, partial: bool) -> String {
 }
 
 /// A rate as a file name and label: `2`, `2.5`, `0.333`, `inf`.
-pub fn rate_label(rate: f64) -> String {
+pub(crate) fn rate_label(rate: f64) -> String {
     if !rate.is_finite() {
         return "inf".into();
     }
@@ -233,7 +233,7 @@ pub fn rate_label(rate: f64) -> String {
 }
 
 /// The first level of a kind keeps the base name; the second gets `-r2`, and so on.
-pub fn level_file_name(base: &str, nth: u32) -> String {
+pub(crate) fn level_file_name(base: &str, nth: u32) -> String {
     if nth <= 1 {
         format!("{base}.json")
     } else {

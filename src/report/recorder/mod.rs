@@ -38,10 +38,10 @@ use crate::stats::turns::TurnStats;
 mod level_out;
 mod summary;
 
-pub use super::run_info::RunInfo;
-pub use super::tally::{ClientLoad, FinishedLevel, SeriesInfo};
+pub(crate) use super::run_info::RunInfo;
+pub(crate) use super::tally::FinishedLevel;
 use level_out::{histograms, write_level_file};
-pub use level_out::{level_file_base, level_file_name, rate_label};
+pub(crate) use level_out::{level_file_base, level_file_name, rate_label};
 
 /// How often `requests.jsonl` reaches the disk at the least.
 const JSONL_FLUSH_EVERY: Duration = Duration::from_secs(1);
@@ -58,13 +58,14 @@ pub struct Recorder {
 impl Recorder {
     /// Create the result folder and its files. Fails (before any load is
     /// sent) when the folder cannot be written.
-    pub fn create(dir: &Path, run: RunInfo, meter: ClientMeter) -> Result<Recorder> {
+    #[cfg(test)]
+    pub(crate) fn create(dir: &Path, run: RunInfo, meter: ClientMeter) -> Result<Recorder> {
         Recorder::open(dir, run, meter, None)
     }
 
     /// Create the files, or with a prior run (`--resume`) continue them:
     /// requests.jsonl is appended to and the kept levels lead the summary.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         run: RunInfo,
         meter: ClientMeter,
@@ -92,26 +93,26 @@ impl Recorder {
         Ok(recorder)
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
-    pub fn run(&self) -> &RunInfo {
+    pub(crate) fn run(&self) -> &RunInfo {
         self.tally.run()
     }
 
     /// The levels and the judgement so far.
-    pub fn tally(&self) -> &Tally {
+    pub(crate) fn tally(&self) -> &Tally {
         &self.tally
     }
 
     /// Levels whose requests are all back, in the order they finished.
-    pub fn finished(&self) -> &[FinishedLevel] {
+    pub(crate) fn finished(&self) -> &[FinishedLevel] {
         self.tally.finished()
     }
 
     /// Take one driver event. Returns the level it finished, if it finished one.
-    pub fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
+    pub(crate) fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
         match event {
             DriverEvent::Record(record) => self.write_request_line(record)?,
             DriverEvent::LevelFinished { index, partial } => {
@@ -127,23 +128,23 @@ impl Recorder {
     }
 
     /// A scrape of the server's gauges counts for every level running.
-    pub fn on_server_sample(&mut self, sample: &ServerSample) {
+    pub(crate) fn on_server_sample(&mut self, sample: &ServerSample) {
         self.tally.on_server_sample(sample);
     }
 
     /// Name a series before it starts (the live view's `s`, or a restart).
-    pub fn set_series(&mut self, index: usize, label: String, server: Value) {
+    pub(crate) fn set_series(&mut self, index: usize, label: String, server: Value) {
         self.tally.set_series(index, label, server);
     }
 
     /// How a hand-set level is judged steady (`--steady-completions`,
     /// `--steady-rse`).
-    pub fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
+    pub(crate) fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
         self.tally.set_steady_rule(per_stream, rse);
     }
 
     /// Close the books: levels still open are saved as partial, every file flushed.
-    pub fn finish(&mut self) -> Result<()> {
+    pub(crate) fn finish(&mut self) -> Result<()> {
         for index in self.tally.open_levels() {
             self.finish_level(index, true)?;
         }
@@ -154,14 +155,14 @@ impl Recorder {
     /// Flush `requests.jsonl` when a second has passed since the last flush:
     /// called on the faces' clock ticks, so slow requests still reach the
     /// disk within about a second of finishing.
-    pub fn flush_if_due(&mut self) -> Result<()> {
+    pub(crate) fn flush_if_due(&mut self) -> Result<()> {
         if self.last_flush.elapsed() >= JSONL_FLUSH_EVERY {
             self.flush_requests()?;
         }
         Ok(())
     }
 
-    pub fn flush_requests(&mut self) -> Result<()> {
+    pub(crate) fn flush_requests(&mut self) -> Result<()> {
         self.last_flush = Instant::now();
         self.jsonl
             .flush()

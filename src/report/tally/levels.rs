@@ -25,14 +25,14 @@ const STREAM_SHAPES_KEPT: usize = 10_000;
 
 /// What the client cost while a level ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ClientLoad {
+pub(crate) struct ClientLoad {
     pub cpu_percent: Option<f64>,
     pub loop_lag_ms_p99: Option<f64>,
 }
 
 /// A level whose requests are all back.
 #[derive(Clone, Debug)]
-pub struct FinishedLevel {
+pub(crate) struct FinishedLevel {
     pub info: LevelInfo,
     pub partial: bool,
     pub stats: LevelStats,
@@ -71,19 +71,19 @@ pub struct FinishedLevel {
 
 impl FinishedLevel {
     /// A hand-set level left before it settled: listed, never a result.
-    pub fn is_unsteady(&self) -> bool {
+    pub(crate) fn is_unsteady(&self) -> bool {
         self.steadiness.as_ref().is_some_and(|s| !s.steady)
     }
 
     /// Whether any request of the level came back: such a level is saved
     /// (a hand-set level left before any of its own came back still is,
     /// to say it was too short), and only such a level is judged.
-    pub fn has_answers(&self) -> bool {
+    pub(crate) fn has_answers(&self) -> bool {
         self.stats.completed + self.stats.failed > 0 || self.transition > 0
     }
 
     /// The level as the decision math sees it.
-    pub fn point(&self) -> Option<LevelPoint> {
+    pub(crate) fn point(&self) -> Option<LevelPoint> {
         Some(LevelPoint::from_stats(
             self.info.concurrency,
             self.info.mode,

@@ -34,11 +34,11 @@ mod tests;
 mod verdict;
 
 use levels::OpenLevel;
-pub use levels::{ClientLoad, FinishedLevel};
+pub(crate) use levels::{ClientLoad, FinishedLevel};
 
 /// One stretch of the run against one server configuration.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SeriesInfo {
+pub(crate) struct SeriesInfo {
     pub label: String,
     /// What the probe saw of the server (engine version, slots, model).
     pub server: Value,
@@ -47,12 +47,12 @@ pub struct SeriesInfo {
 /// A level just closed: what it made, and its folded records, which only
 /// the level file needs (its histograms and samples) and which are
 /// dropped once it is written.
-pub struct ClosedLevel {
+pub(crate) struct ClosedLevel {
     pub level: FinishedLevel,
     pub records: LevelTally,
 }
 
-pub struct Tally {
+pub(crate) struct Tally {
     run: RunInfo,
     open: HashMap<usize, OpenLevel>,
     finished: Vec<FinishedLevel>,
@@ -71,7 +71,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn new(run: RunInfo, prior: Option<PriorRun>) -> Tally {
+    pub(crate) fn new(run: RunInfo, prior: Option<PriorRun>) -> Tally {
         let series = prior
             .iter()
             .flat_map(|p| p.series_labels.iter())
@@ -100,39 +100,39 @@ impl Tally {
         }
     }
 
-    pub fn run(&self) -> &RunInfo {
+    pub(crate) fn run(&self) -> &RunInfo {
         &self.run
     }
 
     /// Levels whose requests are all back, in the order they finished.
-    pub fn finished(&self) -> &[FinishedLevel] {
+    pub(crate) fn finished(&self) -> &[FinishedLevel] {
         &self.finished
     }
 
-    pub fn prior(&self) -> Option<&PriorRun> {
+    pub(crate) fn prior(&self) -> Option<&PriorRun> {
         self.prior.as_ref()
     }
 
-    pub fn warmup(&self) -> Option<&Value> {
+    pub(crate) fn warmup(&self) -> Option<&Value> {
         self.warmup.as_ref()
     }
 
-    pub fn search(&self) -> Option<SearchProgress> {
+    pub(crate) fn search(&self) -> Option<SearchProgress> {
         self.search
     }
 
     /// `(run clock s, concurrency)` of every hand-set target change.
-    pub fn target_changes(&self) -> &[(f64, u32)] {
+    pub(crate) fn target_changes(&self) -> &[(f64, u32)] {
         &self.target_changes
     }
 
     /// The concurrency of a level still running.
-    pub fn open_concurrency(&self, level: usize) -> Option<u32> {
+    pub(crate) fn open_concurrency(&self, level: usize) -> Option<u32> {
         self.open.get(&level).map(|l| l.info.concurrency)
     }
 
     /// When the level after `index` started, if one has.
-    pub fn next_start(&self, index: usize) -> Option<Duration> {
+    pub(crate) fn next_start(&self, index: usize) -> Option<Duration> {
         self.level_starts
             .range(index + 1..)
             .next()
@@ -140,14 +140,18 @@ impl Tally {
     }
 
     /// Level indexes of a resumed run go on from the kept ones.
-    pub fn level_offset(&self) -> usize {
+    pub(crate) fn level_offset(&self) -> usize {
         self.prior.as_ref().map_or(0, |p| p.next_level_index)
     }
 
     /// Take one driver event other than a level's end, which
     /// [`Tally::close_level`] takes. `read_client` is called when a level
     /// starts, for the client's CPU time then.
-    pub fn on_event(&mut self, event: &DriverEvent, read_client: impl FnOnce() -> ClientReading) {
+    pub(crate) fn on_event(
+        &mut self,
+        event: &DriverEvent,
+        read_client: impl FnOnce() -> ClientReading,
+    ) {
         match event {
             DriverEvent::LevelStarted(info) => self.start_level(info, read_client()),
             DriverEvent::Record(record) => {
@@ -246,14 +250,14 @@ impl Tally {
     }
 
     /// A scrape of the server's gauges counts for every level running.
-    pub fn on_server_sample(&mut self, sample: &ServerSample) {
+    pub(crate) fn on_server_sample(&mut self, sample: &ServerSample) {
         for level in self.open.values_mut() {
             level.server.add(sample);
         }
     }
 
     /// Indexes of the levels still running, in order.
-    pub fn open_levels(&self) -> Vec<usize> {
+    pub(crate) fn open_levels(&self) -> Vec<usize> {
         let mut open: Vec<usize> = self.open.keys().copied().collect();
         open.sort_unstable();
         open
@@ -263,7 +267,7 @@ impl Tally {
     /// `client` is read at its end. None when the level is not running
     /// (announced twice, or never started). The level counts for the
     /// judgement once [`Tally::keep`] takes it back.
-    pub fn close_level(
+    pub(crate) fn close_level(
         &mut self,
         index: usize,
         partial: bool,
@@ -339,7 +343,7 @@ impl Tally {
 
     /// Take back a closed level (with its file attached, if it got one):
     /// from now on it counts for the decision and the diagnoses.
-    pub fn keep(&mut self, level: FinishedLevel) -> &FinishedLevel {
+    pub(crate) fn keep(&mut self, level: FinishedLevel) -> &FinishedLevel {
         self.finished.push(level);
         let last = self.finished.len() - 1;
         &self.finished[last]
@@ -356,25 +360,25 @@ impl Tally {
 
     /// Name a series before it starts (the live view's `s`, or a restart):
     /// its label and what the probe saw of the server.
-    pub fn set_series(&mut self, index: usize, label: String, server: Value) {
+    pub(crate) fn set_series(&mut self, index: usize, label: String, server: Value) {
         self.series.insert(index, SeriesInfo { label, server });
     }
 
-    pub fn series_label(&self, index: usize) -> String {
+    pub(crate) fn series_label(&self, index: usize) -> String {
         self.series
             .get(&index)
             .map_or_else(|| format!("series {}", index + 1), |s| s.label.clone())
     }
 
     /// What the probe saw of a series' server, when it said.
-    pub fn series_server(&self, index: usize) -> Value {
+    pub(crate) fn series_server(&self, index: usize) -> Value {
         self.series
             .get(&index)
             .map_or(Value::Null, |s| s.server.clone())
     }
 
     /// Series indexes with a saved level, in order.
-    pub fn series_indexes(&self) -> Vec<usize> {
+    pub(crate) fn series_indexes(&self) -> Vec<usize> {
         let mut indexes: Vec<usize> = self
             .prior_series()
             .into_iter()
@@ -395,13 +399,13 @@ impl Tally {
 
     /// How a hand-set level is judged steady (`--steady-completions`,
     /// `--steady-rse`).
-    pub fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
+    pub(crate) fn set_steady_rule(&mut self, per_stream: u32, rse: f64) {
         self.steady_per_stream = per_stream.max(1);
         self.steady_rse = rse;
     }
 
     /// Levels that had anything to save, in run order.
-    pub fn saved_levels(&self) -> Vec<&FinishedLevel> {
+    pub(crate) fn saved_levels(&self) -> Vec<&FinishedLevel> {
         let mut saved: Vec<&FinishedLevel> =
             self.finished.iter().filter(|l| l.has_answers()).collect();
         saved.sort_by_key(|l| l.info.index);

@@ -15,13 +15,13 @@ use crate::analysis::rounds::rounds_spread;
 impl Tally {
     /// Knee and capacity over the levels finished so far (partial and manual
     /// ones are left out by the decision rules themselves).
-    pub fn decision(&self) -> Decision {
+    pub(crate) fn decision(&self) -> Decision {
         let latest = self.series_indexes().last().copied().unwrap_or(0);
         self.decision_of(latest)
     }
 
     /// Knee and capacity of one series' levels.
-    pub fn decision_of(&self, series: usize) -> Decision {
+    pub(crate) fn decision_of(&self, series: usize) -> Decision {
         let kept = self.prior.iter().flat_map(|p| {
             p.points
                 .iter()
@@ -46,7 +46,7 @@ impl Tally {
     }
 
     /// Cost at capacity, when a GPU price was given and a capacity is known.
-    pub fn cost(&self, decision: &Decision) -> Option<Cost> {
+    pub(crate) fn cost(&self, decision: &Decision) -> Option<Cost> {
         let price = self.run.decision.gpu_price_per_hour?;
         let capacity = decision.capacity.as_ref().ok()?;
         Some(cost(
@@ -59,12 +59,12 @@ impl Tally {
 
     /// Every check that fires over the run so far. Level checks look at the
     /// complete levels, or at all saved ones when none is complete.
-    pub fn diagnoses(&self) -> Vec<Diagnosis> {
+    pub(crate) fn diagnoses(&self) -> Vec<Diagnosis> {
         self.diagnoses_for(&self.decision())
     }
 
     /// `diagnoses` with a decision already at hand.
-    pub fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
+    pub(crate) fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
         // The latest series' levels: another series ran against another
         // server configuration.
         let latest = self.series_indexes().last().copied().unwrap_or(0);
@@ -150,7 +150,7 @@ impl Tally {
 
     /// `summary.json`'s `series`: each series' label, what the probe saw of
     /// the server, and its knee and capacity.
-    pub fn series_json(&self) -> Value {
+    pub(crate) fn series_json(&self) -> Value {
         Value::Array(
             self.series_indexes()
                 .into_iter()

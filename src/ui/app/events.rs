@@ -184,7 +184,7 @@ impl App {
     /// The recorder's own summary of a finished level: the figures the file
     /// holds. Identical to the view's by construction; taking them makes the
     /// screen show exactly what was saved.
-    pub fn on_level_saved(&mut self, finished: &FinishedLevel) {
+    pub(crate) fn on_level_saved(&mut self, finished: &FinishedLevel) {
         let Some(level) = self.shown.levels.get_mut(finished.info.index) else {
             return;
         };

@@ -5,7 +5,7 @@ use super::*;
 
 impl App {
     /// The settle window is over: the change waiting in it goes.
-    pub fn due_command(&mut self) -> Option<Command> {
+    pub(crate) fn due_command(&mut self) -> Option<Command> {
         let (pending, at) = self.pending?;
         if self.elapsed < at {
             return None;
@@ -61,7 +61,7 @@ impl App {
 
     /// A key press. Releases and repeats are not presses: terminals that
     /// report them (kitty protocol, Windows) would otherwise step twice.
-    pub fn on_key(&mut self, key: KeyEvent) -> Option<Action> {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) -> Option<Action> {
         if key.kind != KeyEventKind::Press {
             return None;
         }

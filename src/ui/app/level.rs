@@ -72,11 +72,11 @@ pub struct LevelRow {
 }
 
 /// A send this late past its schedule counts as late (as `stats::lateness`).
-pub const LATE_SEND: Duration = Duration::from_millis(5);
+pub(crate) const LATE_SEND: Duration = Duration::from_millis(5);
 
 impl LevelRow {
     /// A level read back from a result file: finished, its figures as saved.
-    pub fn saved(
+    pub(crate) fn saved(
         info: LevelInfo,
         partial: bool,
         ok: u32,
@@ -201,20 +201,20 @@ impl LevelRow {
     }
 
     /// Has anything to show in the table.
-    pub fn has_results(&self) -> bool {
+    pub(crate) fn has_results(&self) -> bool {
         self.ok + self.failed > 0
     }
 
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.state == LevelState::Running
     }
 
-    pub fn is_partial(&self) -> bool {
+    pub(crate) fn is_partial(&self) -> bool {
         matches!(self.state, LevelState::Finished { partial: true })
     }
 
     /// Completed requests a hand-set level needs before it can be steady.
-    pub fn min_completions(&self, per_stream: u32) -> u32 {
+    pub(crate) fn min_completions(&self, per_stream: u32) -> u32 {
         match self.info.rate {
             Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
             None => self.info.concurrency.saturating_mul(per_stream),

@@ -35,7 +35,7 @@ impl App {
     }
 
     /// Bring every derived figure up to date now.
-    pub fn recompute(&mut self, now: Duration) {
+    pub(crate) fn recompute(&mut self, now: Duration) {
         self.last_recompute = Some(now);
         let (per_stream, max_rse) = (self.steady_per_stream, self.steady_rse);
         for level in &mut self.shown.levels {

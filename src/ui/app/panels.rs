@@ -19,12 +19,12 @@ pub struct Counters {
 }
 
 impl Counters {
-    pub fn class(&self, key: &str) -> u64 {
+    pub(crate) fn class(&self, key: &str) -> u64 {
         self.by_class.get(key).copied().unwrap_or(0)
     }
 
     /// Failures in classes that have no column of their own.
-    pub fn other(&self) -> u64 {
+    pub(crate) fn other(&self) -> u64 {
         self.by_class
             .iter()
             .filter(|(k, _)| !OWN_COLUMN.contains(&k.as_str()))
@@ -34,7 +34,7 @@ impl Counters {
 }
 
 /// Failure classes the counters show by name; the rest are summed as "other".
-pub const OWN_COLUMN: [&str; 5] = [
+pub(crate) const OWN_COLUMN: [&str; 5] = [
     "http_503",
     "http_429",
     "timeout",
@@ -89,7 +89,7 @@ pub struct CostView {
 }
 
 impl CostView {
-    pub fn from_cost(c: &Cost) -> CostView {
+    pub(crate) fn from_cost(c: &Cost) -> CostView {
         CostView {
             gpu_price_per_hour: Some(c.gpu_price_per_hour).filter(|p| p.is_finite() && *p > 0.0),
             api_price_per_m: c.api_price_per_m.filter(|p| p.is_finite() && *p > 0.0),

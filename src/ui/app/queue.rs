@@ -6,7 +6,7 @@ use super::*;
 impl App {
     /// The driver's gauges before a frame: in flight, and of those the ones
     /// streaming. Samples the waiting count for this second's bar.
-    pub fn set_queue(&mut self, in_flight: u32, streaming: u32) {
+    pub(crate) fn set_queue(&mut self, in_flight: u32, streaming: u32) {
         self.in_flight = in_flight;
         self.streaming = streaming.min(in_flight);
         let second = self.elapsed.as_secs();
@@ -21,13 +21,13 @@ impl App {
     }
 
     /// Requests sent that have not had their first token.
-    pub fn waiting(&self) -> u32 {
+    pub(crate) fn waiting(&self) -> u32 {
         self.in_flight.saturating_sub(self.streaming)
     }
 
     /// Failures per second of 503, 429 and timeouts over the last
     /// `RATE_WINDOW_S` complete seconds; None for a class with none.
-    pub fn failure_rates(&self) -> [Option<f64>; 3] {
+    pub(crate) fn failure_rates(&self) -> [Option<f64>; 3] {
         let now = self.elapsed.as_secs();
         let from = now.saturating_sub(RATE_WINDOW_S);
         let span = (now - from).max(1) as f64;
@@ -42,7 +42,7 @@ impl App {
 
     /// The client's and the server's queue counts have disagreed by more
     /// than `QUEUE_DISAGREE_BY` for `QUEUE_DISAGREE_FOR_S` seconds or more.
-    pub fn queue_disagrees(&self) -> bool {
+    pub(crate) fn queue_disagrees(&self) -> bool {
         self.queue_disagree_since.is_some_and(|since| {
             self.elapsed.as_secs().saturating_sub(since) >= QUEUE_DISAGREE_FOR_S
         })
@@ -63,13 +63,13 @@ impl App {
         }
     }
 
-    pub fn set_client_cpu(&mut self, percent: Option<f64>) {
+    pub(crate) fn set_client_cpu(&mut self, percent: Option<f64>) {
         self.client_cpu = percent;
     }
 
     /// p99 of the client's receive lag over the latest reads, ms; None
     /// before any kernel-timed read (`--rx-clock user`, reqwest).
-    pub fn client_rx_lag_p99(&self) -> Option<f64> {
+    pub(crate) fn client_rx_lag_p99(&self) -> Option<f64> {
         let mut lags: Vec<f64> = self.rx_lag_ms.iter().map(|&v| f64::from(v)).collect();
         lags.sort_by(f64::total_cmp);
         crate::stats::percentile::percentile_sorted(&lags, 99.0)
@@ -77,7 +77,7 @@ impl App {
 
     /// A scrape of the server's (or the GPU's) gauges: each gauge keeps its
     /// latest value, so the two probes never blank each other.
-    pub fn on_server_sample(&mut self, sample: &crate::probe::live::ServerSample) {
+    pub(crate) fn on_server_sample(&mut self, sample: &crate::probe::live::ServerSample) {
         self.server
             .get_or_insert_with(Default::default)
             .extend(sample.gauges.iter().map(|(k, v)| (*k, *v)));

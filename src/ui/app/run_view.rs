@@ -34,7 +34,7 @@ pub struct RunView {
 }
 
 /// `k=v` pairs of a JSON object, one space apart; `None` when empty.
-pub fn knob_text(map: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+pub(crate) fn knob_text(map: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
     let pairs: Vec<String> = map
         .iter()
         .map(|(k, v)| match v {
@@ -46,7 +46,7 @@ pub fn knob_text(map: &serde_json::Map<String, serde_json::Value>) -> Option<Str
 }
 
 impl RunView {
-    pub fn from_prepared(p: &Prepared) -> RunView {
+    pub(crate) fn from_prepared(p: &Prepared) -> RunView {
         let knobs = p.plan.extra_body.as_ref().and_then(knob_text);
         RunView {
             target: p.plan.display_target.clone(),
@@ -72,7 +72,7 @@ impl RunView {
 
     /// Server-supplied names (model, engine version) could carry terminal
     /// escape sequences; a cell holding ESC would reach the terminal raw.
-    pub fn sanitized(mut self) -> RunView {
+    pub(crate) fn sanitized(mut self) -> RunView {
         for s in [
             &mut self.target,
             &mut self.engine,
@@ -90,12 +90,12 @@ impl RunView {
 
     /// `in 1024 / out 1024`, `?` for a length not known.
     /// `(achieved 516 / 265)` once requests completed.
-    pub fn achieved_text(achieved: (u64, u64, u64)) -> Option<String> {
+    pub(crate) fn achieved_text(achieved: (u64, u64, u64)) -> Option<String> {
         let (input, output, n) = achieved;
         (n > 0).then(|| format!("(achieved {} / {})", input / n, output / n))
     }
 
-    pub fn shape(&self) -> String {
+    pub(crate) fn shape(&self) -> String {
         let n = |x: u32| {
             if x == 0 {
                 "?".to_string()
@@ -108,7 +108,7 @@ impl RunView {
 }
 
 /// Text safe for one terminal line: control characters become spaces.
-pub fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect::<String>()

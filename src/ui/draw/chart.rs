@@ -16,7 +16,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Widget};
 
 /// A series' colour on the chart and in the legend.
-pub fn series_style(p: &Palette, series: u8) -> Style {
+pub(crate) fn series_style(p: &Palette, series: u8) -> Style {
     widgets::series_style(p, series % SERIES_STYLES as u8)
 }
 

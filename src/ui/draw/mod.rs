@@ -39,8 +39,8 @@ use table::LevelTable;
 use verdict::{has_result, verdict_panel, VERDICT_MIN_HEIGHT};
 
 /// Below this the screen only says it is too small.
-pub const MIN_WIDTH: u16 = 40;
-pub const MIN_HEIGHT: u16 = 12;
+pub(crate) const MIN_WIDTH: u16 = 40;
+pub(crate) const MIN_HEIGHT: u16 = 12;
 /// Narrower than this, the chart is left out or stacked.
 const SIDE_BY_SIDE: u16 = 76;
 /// The chart is not worth drawing narrower than this.
@@ -53,7 +53,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
 
 /// The whole screen into `buf` (what `draw` does; benches and tests call it
 /// on a bare buffer).
-pub fn render(area: Rect, buf: &mut Buffer, app: &App) {
+pub(crate) fn render(area: Rect, buf: &mut Buffer, app: &App) {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         too_small(area, buf, app);
         return;

@@ -76,7 +76,7 @@ pub(super) fn left_axis(buf: &mut Buffer, graph: Rect, labels: &[(u16, String)],
 
 /// How a point on the chart came to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PointKind {
+pub(crate) enum PointKind {
     /// A finished level of the plan.
     Planned,
     /// A finished level set by hand.
@@ -88,7 +88,7 @@ pub enum PointKind {
 impl PointKind {
     /// Filled for a complete level, hollow for a partial one (cut short by
     /// `n` or a concurrency key), so the eye discounts it.
-    pub fn glyph(self, partial: bool) -> char {
+    pub(crate) fn glyph(self, partial: bool) -> char {
         match (self, partial) {
             (PointKind::Planned, false) => '●',
             (PointKind::Planned, true) => '○',
@@ -101,7 +101,7 @@ impl PointKind {
     /// The glyph in a series: the first run's (and the live run's) as
     /// above; the second run of `tokbench view A B` has squares for its
     /// planned levels, so the two stay apart without colour.
-    pub fn glyph_in(self, series: u8, partial: bool) -> char {
+    pub(crate) fn glyph_in(self, series: u8, partial: bool) -> char {
         match (series, self, partial) {
             (1, PointKind::Planned, false) => '■',
             (1, PointKind::Planned, true) => '□',
@@ -115,15 +115,15 @@ impl PointKind {
 }
 
 /// The glyph of the p99 TTFT series, by series.
-pub const P99_GLYPH: char = '×';
-pub const P99_GLYPH_B: char = '+';
+pub(crate) const P99_GLYPH: char = '×';
+pub(crate) const P99_GLYPH_B: char = '+';
 /// The capacity point, on the chart and in the level table.
-pub const CAPACITY_GLYPH: char = '★';
+pub(crate) const CAPACITY_GLYPH: char = '★';
 /// The knee: a dotted line through the step where more streams stop paying.
-pub const KNEE_GLYPH: char = '┊';
+pub(crate) const KNEE_GLYPH: char = '┊';
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ChartPoint {
+pub(crate) struct ChartPoint {
     pub concurrency: u32,
     pub tok_s: f64,
     pub p99_ttft_ms: Option<f64>,
@@ -136,7 +136,7 @@ pub struct ChartPoint {
 }
 
 impl ChartPoint {
-    pub fn glyph(&self) -> char {
+    pub(crate) fn glyph(&self) -> char {
         if self.capacity {
             CAPACITY_GLYPH
         } else {
@@ -144,7 +144,7 @@ impl ChartPoint {
         }
     }
 
-    pub fn style(&self, p: &Palette) -> Style {
+    pub(crate) fn style(&self, p: &Palette) -> Style {
         if self.capacity {
             return p.capacity;
         }
@@ -165,7 +165,7 @@ impl ChartPoint {
 /// Not ratatui's `Chart`: it spreads intermediate axis labels over
 /// `width / labels` columns instead of placing them at their values, which on
 /// a log axis would put "16" visibly off its points.
-pub struct ThroughputChart<'a> {
+pub(crate) struct ThroughputChart<'a> {
     pub points: &'a [ChartPoint],
     /// The largest concurrency the axis must hold (the plan's top, or higher).
     pub x_max: u32,
@@ -178,7 +178,7 @@ pub struct ThroughputChart<'a> {
 }
 
 /// A series' colour on the charts and in their legends.
-pub fn series_style(p: &Palette, series: u8) -> Style {
+pub(crate) fn series_style(p: &Palette, series: u8) -> Style {
     match series % 4 {
         0 => p.point_planned,
         1 => p.point_b,

@@ -5,14 +5,14 @@ use super::*;
 /// Where a level sits on the frontier: (output tok/s per user, total
 /// output tok/s). Per user is total / streams, `per_stream_tok_s` as the
 /// level table and `report --format svg` have it (waiting included).
-pub fn frontier_xy(pt: &ChartPoint) -> (f64, f64) {
+pub(crate) fn frontier_xy(pt: &ChartPoint) -> (f64, f64) {
     (pt.tok_s / f64::from(pt.concurrency.max(1)), pt.tok_s)
 }
 
 /// The cell of (per user, total) in a graph of `gw` x `gh` cells whose axes
 /// run from 0 to `x_top` and `y_top`: the braille arithmetic of the curves
 /// (2 dots a cell across, 4 down), so a glyph sits on its line's end.
-pub fn frontier_cell(xy: (f64, f64), tops: (f64, f64), gw: u16, gh: u16) -> (u16, u16) {
+pub(crate) fn frontier_cell(xy: (f64, f64), tops: (f64, f64), gw: u16, gh: u16) -> (u16, u16) {
     let fx = if tops.0 > 0.0 { xy.0 / tops.0 } else { 0.0 };
     let fy = if tops.1 > 0.0 { xy.1 / tops.1 } else { 0.0 };
     (cell(fx, gw, 2), cell(1.0 - fy, gh, 4))
@@ -23,7 +23,7 @@ pub fn frontier_cell(xy: (f64, f64), tops: (f64, f64), gw: u16, gh: u16) -> (u16
 /// series' finished levels in concurrency order, each point labelled with
 /// its streams where there is room. The same points as [`ThroughputChart`],
 /// drawn against each other instead of against concurrency.
-pub struct FrontierChart<'a> {
+pub(crate) struct FrontierChart<'a> {
     pub points: &'a [ChartPoint],
     pub palette: &'a Palette,
     /// The series drawn on top.
