@@ -83,6 +83,13 @@ fn level(tally: &mut Tally, index: usize, concurrency: u32, ttft_ms: u64, series
     tally.keep(closed.level);
 }
 
+/// Planned levels in series 0, one per `(streams, p99 TTFT ms)`, in order.
+fn sweep(tally: &mut Tally, levels: &[(u32, u64)]) {
+    for (index, (streams, ttft_ms)) in levels.iter().enumerate() {
+        level(tally, index, *streams, *ttft_ms, 0);
+    }
+}
+
 /// Levels at 1, 2 and 4 streams, each sending one 100-token request per
 /// stream that lasts 1 s, with p99 TTFT 50, 100 and 200 ms:
 /// - output throughput is 100 x streams / 1 s: 100, 200, 400 tok/s;
@@ -95,9 +102,7 @@ fn level(tally: &mut Tally, index: usize, concurrency: u32, ttft_ms: u64, series
 #[test]
 fn three_levels_make_the_decision_and_cost_worked_by_hand() {
     let mut tally = Tally::new(run("sweep"), None);
-    level(&mut tally, 0, 1, 50, 0);
-    level(&mut tally, 1, 2, 100, 0);
-    level(&mut tally, 2, 4, 200, 0);
+    sweep(&mut tally, &[(1, 50), (2, 100), (4, 200)]);
 
     let throughputs: Vec<f64> = tally
         .saved_levels()
@@ -242,9 +247,7 @@ fn sweep_checks_apply_to_sweeps_only() {
 #[test]
 fn the_searchs_failing_bound_caps_the_capacity() {
     let mut tally = Tally::new(run("find-capacity"), None);
-    level(&mut tally, 0, 1, 50, 0);
-    level(&mut tally, 1, 2, 100, 0);
-    level(&mut tally, 2, 4, 120, 0);
+    sweep(&mut tally, &[(1, 50), (2, 100), (4, 120)]);
     assert_eq!(tally.decision().capacity.expect("passes").concurrency, 4);
     tally.on_event(
         &DriverEvent::Search(SearchProgress {
@@ -262,8 +265,7 @@ fn the_searchs_failing_bound_caps_the_capacity() {
 #[test]
 fn each_series_is_judged_on_its_own() {
     let mut tally = Tally::new(run("sweep"), None);
-    level(&mut tally, 0, 1, 50, 0);
-    level(&mut tally, 1, 2, 100, 0);
+    sweep(&mut tally, &[(1, 50), (2, 100)]);
     tally.on_event(
         &DriverEvent::SeriesStarted {
             series: 1,
@@ -316,8 +318,7 @@ fn a_resumed_runs_levels_still_count() {
     let mut tally = Tally::new(run("sweep"), Some(prior));
     assert_eq!(tally.level_offset(), 3);
     assert_eq!(tally.series_label(0), "first");
-    level(&mut tally, 0, 1, 50, 0);
-    level(&mut tally, 1, 2, 100, 0);
+    sweep(&mut tally, &[(1, 50), (2, 100)]);
     let capacity = tally.decision().capacity.expect("passes");
     assert_eq!(
         (capacity.concurrency, capacity.output_throughput),
