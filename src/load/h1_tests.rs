@@ -356,6 +356,28 @@ where
     (url, accepted)
 }
 
+/// Wait (up to 5 s) until the pooled connection has something to read:
+/// the server's close or its stray bytes have reached the client's
+/// socket, the state `take_idle` must see through. (Instead of a fixed
+/// sleep, which a loaded machine can outlast.) A peek, not the socket's
+/// readiness: that is still set from the last read, which did not drain
+/// the socket to `WouldBlock`. The peek leaves what it saw in place: the
+/// end (0), the bytes, or a reset (an error) all count.
+async fn until_the_idle_connection_is_readable(c: &Connections) {
+    let ready = std::future::poll_fn(|cx| {
+        let idle = c.idle.lock().unwrap();
+        let entry = idle
+            .first()
+            .expect("the first answer's connection is pooled");
+        let mut byte = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut byte);
+        entry.conn.stream.poll_peek(cx, &mut buf).map(|_| ())
+    });
+    tokio::time::timeout(Duration::from_secs(5), ready)
+        .await
+        .expect("the server's close or bytes never reached the pooled connection");
+}
+
 /// uvicorn (vLLM, SGLang) and cpp-httplib (llama-server) close idle
 /// keep-alive connections after 5 s; the pool keeps them 90 s and
 /// hands a dead one out: the send fails and the caller must retry
@@ -372,7 +394,7 @@ async fn a_pooled_connection_the_server_closed_is_not_handed_out() {
     .await;
     let c = connections(&base, 4);
     assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_the_idle_connection_is_readable(&c).await;
     let r = c.send(b"{}", "id", false).await;
     assert!(
         r.is_ok(),
@@ -396,7 +418,7 @@ async fn bytes_that_arrived_on_an_idle_connection_are_not_the_next_answer() {
     ).await;
     let c = connections(&base, 4);
     assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_the_idle_connection_is_readable(&c).await;
     let (status, _) = fetch(&c).await;
     assert_eq!(
         status, 200,
