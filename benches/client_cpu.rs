@@ -12,7 +12,8 @@
 //! which the other rows include once.
 //!
 //! `TOKBENCH_BIN=path/to/tokbench` measures another build (an A/B of two
-//! commits on the same machine state).
+//! commits on the same machine state); `CLIENT_CPU_ARGS="--tx-clock kernel"`
+//! adds flags to every sweep (an A/B of two settings).
 
 mod common;
 
@@ -50,31 +51,35 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         let before = children_cpu();
         let started = Instant::now();
-        let status = command(
-            pin.then_some("0"),
-            &[
-                "sweep",
-                "--base-url",
-                &base,
-                "--no-tui",
-                "--concurrency",
-                &concurrency.to_string(),
-                "--num-prompts",
-                &requests.to_string(),
-                "--warmup",
-                &warmup.to_string(),
-                "--random-input-len",
-                "16",
-                "--random-output-len",
-                &output_len.to_string(),
-                "--result-dir",
-                &dir.display().to_string(),
-            ],
-        )
-        .spawn()
-        .expect("spawn tokbench sweep")
-        .wait()
-        .expect("sweep ran");
+        let extra = std::env::var("CLIENT_CPU_ARGS").unwrap_or_default();
+        let mut args: Vec<String> = [
+            "sweep",
+            "--base-url",
+            &base,
+            "--no-tui",
+            "--concurrency",
+            &concurrency.to_string(),
+            "--num-prompts",
+            &requests.to_string(),
+            "--warmup",
+            &warmup.to_string(),
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            &output_len.to_string(),
+            "--result-dir",
+            &dir.display().to_string(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.split_whitespace().map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let status = command(pin.then_some("0"), &args)
+            .spawn()
+            .expect("spawn tokbench sweep")
+            .wait()
+            .expect("sweep ran");
         let wall = started.elapsed();
         let cpu = children_cpu() - before;
         assert!(status.success(), "sweep failed: {status}");

@@ -33,6 +33,15 @@
 //! and `coalesced`, the share of output reads that delivered more than one
 //! chunk (those chunks all get the read's one time, so a client later than
 //! a step shows there, and as ITL error, even on the kernel clock).
+//! `TTFT-srv` is each request's TTFT minus the simulator's own view of it
+//! (its first frame's write time minus the time it had read the request):
+//! what the client adds at both ends, the send path included. It is the
+//! column `TIMING_ERROR_TX=kernel` changes: every row then starts TTFT at
+//! the kernel's transmit time of the request (`--tx-clock kernel`) instead
+//! of the user-space time before it was written.
+//! With it, `tx shift` is how much later each request left than the
+//! user-space t0 would have been (the record's `tx_shift`): what the
+//! kernel's send clock takes off TTFT, measured in the same run.
 //! `TIMING_ERROR_USER_FIRST=1` runs the user row of each case first. Each
 //! case starts with one unmeasured round.
 //!
@@ -54,7 +63,7 @@ use std::time::{Duration, Instant};
 use tokbench::load::request::{execute, record_id_of_request_id, PreparedRequest, Target};
 use tokbench::load::Wire;
 use tokbench::protocol::openai::{request_body, Api};
-use tokbench::record::{RequestRecord, RxClock};
+use tokbench::record::{RequestRecord, RxClock, TxClock};
 use tokbench::sim::emission::monotonic_ns;
 use tokbench::sim::{self, EmissionLog, SimConfig};
 
@@ -148,8 +157,9 @@ fn main() {
         "timing error of tokbench's request path against the simulator at --step-ms {STEP_MS} \
          (ms; client on core 0, simulator on core 1; {OUTPUT_LEN} tokens per request)"
     );
+    println!("send clock (TTFT's start): {}", tx_clock().as_str());
     println!(
-        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9}",
+        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9} | {:>21} | {:>21}",
         "case",
         "clock",
         "streams",
@@ -158,7 +168,9 @@ fn main() {
         "ITL err p50/p99/max",
         "lateness p50/p99/max",
         "rx lag p50/p99/max",
-        "coalesced"
+        "coalesced",
+        "TTFT-srv p50/p99/max",
+        "tx shift p50/p99/max"
     );
     println!(
         "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21}",
@@ -206,10 +218,12 @@ fn main() {
             // A stream's times reach the log when the simulator sees its body end,
             // a moment after the client has read the last chunk.
             std::thread::sleep(Duration::from_millis(300));
-            let emitted: HashMap<u64, Vec<u64>> = log
+            let emitted: HashMap<u64, (u64, Vec<u64>)> = log
                 .take()
                 .into_iter()
-                .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s.t_ns)))
+                .filter_map(|s| {
+                    Some((record_id_of_request_id(&s.request)?, (s.arrived_ns, s.t_ns)))
+                })
                 .collect();
             report(&name, clock, &records, &emitted);
         }
@@ -242,7 +256,7 @@ async fn run_level(
         client,
         // The lean HTTP/1.1 client, as a sweep on plain HTTP uses.
         h1: tokbench::load::h1::Connections::for_url(&url, None, concurrency)
-            .map(|c| Arc::new(c.with_rx_clock(clock))),
+            .map(|c| Arc::new(c.with_rx_clock(clock).with_tx_clock(tx_clock()))),
         wire: Wire::OpenAi(Api::Chat),
         url,
         authorization: None,
@@ -313,16 +327,25 @@ fn instant_to_ns() -> impl Fn(Instant) -> i128 {
     }
 }
 
+/// `TIMING_ERROR_TX=kernel`: TTFT starts at the kernel's transmit time.
+fn tx_clock() -> TxClock {
+    match std::env::var("TIMING_ERROR_TX").as_deref() {
+        Ok("kernel") => TxClock::Kernel,
+        _ => TxClock::User,
+    }
+}
+
 fn report(
     name: &str,
     clock: RxClock,
     records: &[(RequestRecord, Instant)],
-    emitted: &HashMap<u64, Vec<u64>>,
+    emitted: &HashMap<u64, (u64, Vec<u64>)>,
 ) {
     let to_ns = instant_to_ns();
     let mut ttft_err = Vec::new();
     let mut itl_err = Vec::new();
     let mut lateness = Vec::new();
+    let mut over_server = Vec::new();
     let mut unmatched = 0;
     let mut failed = 0;
     for (r, run_start) in records {
@@ -330,7 +353,7 @@ fn report(
             failed += 1;
             continue;
         };
-        let Some(frames) = emitted.get(&r.id) else {
+        let Some((arrived, frames)) = emitted.get(&r.id) else {
             unmatched += 1;
             continue;
         };
@@ -343,6 +366,8 @@ fn report(
         let first = (arrival - frames[0] as f64) / 1e6;
         ttft_err.push(first);
         lateness.push(first);
+        let server_ttft = frames[0] as f64 - *arrived as f64;
+        over_server.push((ttft.as_nanos() as f64 - server_ttft) / 1e6);
         for (k, gap_ms) in r.itl_ms.iter().enumerate() {
             arrival += gap_ms * 1e6;
             let late = (arrival - frames[k + 1] as f64) / 1e6;
@@ -385,8 +410,16 @@ fn report(
         .iter()
         .filter(|(r, _)| r.is_ok() && r.rx_clock != clock)
         .count();
+    let mut tx_shift: Vec<f64> = records
+        .iter()
+        .filter_map(|(r, _)| Some(r.tx_shift?.as_secs_f64() * 1000.0))
+        .collect();
+    let tx_fell_back = records
+        .iter()
+        .filter(|(r, _)| r.is_ok() && r.tx_clock != tx_clock())
+        .count();
     println!(
-        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9}",
+        "{:>13} {:>6} {:>7} {:>8} | {:>21} | {:>21} | {:>21} | {:>21} | {:>9} | {:>21} | {:>21}",
         name,
         clock.as_str(),
         records.len(),
@@ -395,8 +428,13 @@ fn report(
         cell(&mut itl_err),
         cell(&mut lateness),
         cell(&mut rx_lag),
-        coalesced
+        coalesced,
+        cell(&mut over_server),
+        cell(&mut tx_shift)
     );
+    if tx_fell_back > 0 {
+        println!("       ({tx_fell_back} requests did not get the asked send clock)");
+    }
     if unmatched + failed > 0 {
         println!("       ({failed} requests failed, {unmatched} not matched to the emission log)");
     }
@@ -552,12 +590,12 @@ fn raise_fd_limit() -> u64 {
 /// same step (debugging: a client backlog shows as lateness growing with rank).
 fn debug_by_rank(
     records: &[(RequestRecord, Instant)],
-    emitted: &HashMap<u64, Vec<u64>>,
+    emitted: &HashMap<u64, (u64, Vec<u64>)>,
     to_ns: &impl Fn(Instant) -> i128,
 ) {
     let mut all: Vec<(u64, f64)> = Vec::new();
     for (r, run_start) in records {
-        let (Some(ttft), Some(frames)) = (r.ttft, emitted.get(&r.id)) else {
+        let (Some(ttft), Some((_, frames))) = (r.ttft, emitted.get(&r.id)) else {
             continue;
         };
         if frames.len() != r.itl_ms.len() + 1 {

@@ -416,6 +416,10 @@ pub struct SweepArgs {
     #[arg(long, value_enum, value_name = "CLOCK", default_value_t = RxClockArg::Kernel)]
     pub rx_clock: RxClockArg,
 
+    /// Clock of each request's start (t0 of TTFB, TTFT, E2EL) on closed-loop sends: user (taken just before the request is written, the default) or kernel (the kernel's transmit time of its last byte, SO_TIMESTAMPING, where the lean HTTP/1.1 reader runs on Linux; its measured gain is a few microseconds, see README Performance).
+    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = TxClockArg::User)]
+    pub tx_clock: TxClockArg,
+
     /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
     #[arg(long)]
     pub insecure: bool,
@@ -450,6 +454,24 @@ impl RxClockArg {
         match self {
             RxClockArg::Kernel => crate::record::RxClock::Kernel,
             RxClockArg::User => crate::record::RxClock::User,
+        }
+    }
+}
+
+/// `--tx-clock`: which clock times the requests' departures.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TxClockArg {
+    /// The user-space time just before the request is written.
+    User,
+    /// The kernel's transmit time (SO_TIMESTAMPING) where available, else user.
+    Kernel,
+}
+
+impl TxClockArg {
+    pub(crate) fn clock(self) -> crate::record::TxClock {
+        match self {
+            TxClockArg::Kernel => crate::record::TxClock::Kernel,
+            TxClockArg::User => crate::record::TxClock::User,
         }
     }
 }

@@ -53,6 +53,28 @@ impl RxClock {
     }
 }
 
+/// Which clock a request's t0 (the start of TTFB, TTFT and E2EL) comes
+/// from, on closed-loop sends (open loop keeps the schedule's time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TxClock {
+    /// The kernel's transmit time of the request's last byte
+    /// (`SO_TIMESTAMPING`, `--tx-clock kernel`, the lean reader on Linux).
+    Kernel,
+    /// Taken in user space just before the request is written (and before
+    /// a new connection is opened): the default.
+    #[default]
+    User,
+}
+
+impl TxClock {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TxClock::Kernel => "kernel",
+            TxClock::User => "user",
+        }
+    }
+}
+
 /// How a level came to be (saved as the level's `mode`). The driver sets
 /// it; the decision math reads it (planned and search levels place the
 /// knee and the capacity).
@@ -303,6 +325,12 @@ pub struct RequestRecord {
     pub coalesced_reads: u32,
     /// The clock the arrival times are from (see [`RxClock`]).
     pub rx_clock: RxClock,
+    /// The clock the request's t0 is from (see [`TxClock`]).
+    pub tx_clock: TxClock,
+    /// Kernel send clock only: how much later the request's last byte left
+    /// (the kernel's transmit time) than the user-space t0 it replaced;
+    /// what the send clock took off TTFB, TTFT and E2EL.
+    pub tx_shift: Option<Duration>,
     /// Kernel clock only: per body read, how late the client read it
     /// (user-space read time minus kernel receive time), ms.
     pub rx_lag_ms: Vec<f32>,
@@ -367,6 +395,8 @@ impl RequestRecord {
             output_reads: 0,
             coalesced_reads: 0,
             rx_clock: RxClock::User,
+            tx_clock: TxClock::User,
+            tx_shift: None,
             rx_lag_ms: Vec::new(),
             retries: 0,
             finish_reason: None,

@@ -629,10 +629,34 @@ pub fn prometheus(data: &[u8]) {
 ///   it holds;
 /// - a stamp built from the input's first 16 bytes comes back exactly, or
 ///   not at all when out of range.
+///
+/// The same for the error queue's transmit timestamps
+/// ([`rxtime::parse_tx_timestamp`]): no panic, a positive time, and a real
+/// one found behind a foreign message holding the input.
 pub fn cmsg(data: &[u8]) {
     if let Some(ns) = rxtime::parse_rx_timestamp(data) {
         assert!(ns > 0, "stamp {ns}");
     }
+    if let Some(tx) = rxtime::parse_tx_timestamp(data) {
+        assert!(tx.realtime_ns > 0, "transmit stamp {tx:?}");
+    }
+    let mut wrapped_tx = rxtime::craft_other(data);
+    wrapped_tx.extend(rxtime::craft_tx_stamp(
+        7,
+        rxtime::TSTAMP_SCHED,
+        1_767_225_600,
+        42,
+    ));
+    assert_eq!(
+        rxtime::parse_tx_timestamp(&wrapped_tx),
+        Some(rxtime::TxStamp {
+            key: 7,
+            kind: rxtime::TSTAMP_SCHED,
+            realtime_ns: 1_767_225_600_000_000_042
+        }),
+        "a foreign payload of {} bytes hid the transmit stamp",
+        data.len()
+    );
     let mut wrapped = rxtime::craft_other(data);
     wrapped.extend(rxtime::craft_timestampns(1_767_225_600, 42));
     assert_eq!(
@@ -656,5 +680,6 @@ pub fn cmsg(data: &[u8]) {
     // Every prefix (a control buffer cut by MSG_CTRUNC) parses too.
     for cut in 0..data.len().min(256) {
         let _ = rxtime::parse_rx_timestamp(&data[..cut]);
+        let _ = rxtime::parse_tx_timestamp(&data[..cut]);
     }
 }

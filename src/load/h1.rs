@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 
 use super::request::say_once;
 use super::rxtime::{self, ConnClock, ControlBuf, WallAnchor};
-use crate::record::{ErrorClass, RxClock};
+use crate::record::{ErrorClass, RxClock, TxClock};
 
 // The reader's parts: the connection and its timed reads, the head, the
 // chunked coding. The pool and the response are here.
@@ -36,7 +36,7 @@ mod conn;
 mod head;
 
 pub(crate) use chunked::Chunked;
-use conn::{enable_rx_timestamps, stamping_socket, Conn, Head};
+use conn::{enable_rx_timestamps, enable_tx_timestamps, stamping_socket, Conn, Head, TxTimes};
 use head::{parse_head, Framing};
 
 /// Bytes a connection reads at a time; a response head must fit in it.
@@ -122,6 +122,8 @@ pub struct Connections {
     max_idle: usize,
     /// Kernel receive times on new connections (`--rx-clock kernel`).
     kernel_rx: bool,
+    /// Kernel transmit times on new connections (`--tx-clock kernel`).
+    kernel_tx: bool,
 }
 
 impl std::fmt::Debug for Connections {
@@ -181,6 +183,7 @@ impl Connections {
                 idle: Mutex::new(Vec::new()),
                 max_idle: max_idle.max(1),
                 kernel_rx: false,
+                kernel_tx: false,
             }
             .with_rx_clock(RxClock::Kernel),
         )
@@ -194,6 +197,15 @@ impl Connections {
         if self.kernel_rx {
             let _ = stamping_socket();
         }
+        self
+    }
+
+    /// Whether new connections time each request's departure by the
+    /// kernel's transmit timestamp (`--tx-clock kernel`, Linux only) or not
+    /// (the default: the request's t0 is taken in user space before it is
+    /// written).
+    pub fn with_tx_clock(mut self, clock: TxClock) -> Connections {
+        self.kernel_tx = clock == TxClock::Kernel && cfg!(target_os = "linux");
         self
     }
 
@@ -229,7 +241,11 @@ impl Connections {
             },
         };
         let head = conn.read_head().await?;
-        Ok(Response::new(head, conn, whole, self))
+        // The answer has begun: the request has left, its stamp is queued.
+        let departed = conn.departure();
+        let mut response = Response::new(head, conn, whole, self);
+        response.departed = departed;
+        Ok(response)
     }
 
     /// Tests: wait (up to 5 s) until the kernel stamps TCP packets, shown
@@ -337,6 +353,9 @@ impl Connections {
         // record says which clock it got (`rx_clock`).
         let clock = (self.kernel_rx && enable_rx_timestamps(&stream).is_ok())
             .then(|| ConnClock::new(WallAnchor::measure()));
+        // Before the first write: the keys count bytes from here.
+        let tx = (self.kernel_tx && enable_tx_timestamps(&stream, clock.is_some()).is_ok())
+            .then(|| Box::new(TxTimes::new()));
         Ok(Conn {
             stream,
             buf: vec![0; READ_BUFFER].into_boxed_slice(),
@@ -347,6 +366,7 @@ impl Connections {
             opened: Instant::now(),
             last: None,
             delay: None,
+            tx,
         })
     }
 }
@@ -359,6 +379,9 @@ pub(crate) struct Response {
     /// None once the body is over (the connection went back to the pool).
     conn: Option<Conn>,
     pool: Arc<Connections>,
+    /// When the request's last byte left, by the kernel's transmit
+    /// timestamp (`--tx-clock kernel`); None without one.
+    departed: Option<Instant>,
 }
 
 /// What one poll of the body gave.
@@ -392,7 +415,14 @@ impl Response {
             keep_alive: head.keep_alive && whole_request,
             conn: Some(conn),
             pool: Arc::clone(pool),
+            departed: None,
         }
+    }
+
+    /// When the request left by the kernel's clock (`--tx-clock kernel`):
+    /// never after the head's read.
+    pub(crate) fn departed(&self) -> Option<Instant> {
+        self.departed
     }
 
     /// When the bytes `poll_body` last found (or the head) were read. None

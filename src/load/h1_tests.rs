@@ -302,6 +302,133 @@ async fn a_late_read_carries_the_kernel_time_of_its_bytes() {
     }
 }
 
+/// With transmit timestamps on, each request's departure is the kernel's
+/// time of its last byte: after its write began, before the server had
+/// read it. A second request on the same (pooled) connection gets its own
+/// (the `OPT_ID` key counts bytes), and `TxClock::User` gives none. With
+/// kernel receive times on or off: the time comes back in another message.
+#[tokio::test]
+async fn a_request_departs_at_the_kernel_time_of_its_last_byte() {
+    use std::sync::Mutex as StdMutex;
+    for (clock, rx) in [
+        (TxClock::Kernel, RxClock::Kernel),
+        (TxClock::Kernel, RxClock::User),
+        (TxClock::User, RxClock::Kernel),
+    ] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/completions", listener.local_addr().unwrap());
+        // When the server had read each request whole.
+        let heard = Arc::new(StdMutex::new(Vec::new()));
+        let heard_server = Arc::clone(&heard);
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            for k in 0..2 {
+                read_request_whole(&mut socket, 3000 * (k + 1)).await;
+                heard_server.lock().unwrap().push(Instant::now());
+                socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let url = reqwest::Url::parse(&url).unwrap();
+        let c = Arc::new(
+            Connections::for_url(&url, None, 1)
+                .unwrap()
+                .with_rx_clock(rx)
+                .with_tx_clock(clock),
+        );
+        let mut departures = Vec::new();
+        for k in 0..2 {
+            let asked = Instant::now();
+            // A body big enough that the request is several segments.
+            let body = vec![b' '; 3000 * (k + 1)];
+            let mut response = c.send(&body, "id", false).await.unwrap();
+            let answered = Instant::now();
+            departures.push((asked, response.departed(), answered));
+            // Read the body out so the connection goes back to the pool.
+            loop {
+                match std::future::poll_fn(|cx| response.poll_body(cx))
+                    .await
+                    .unwrap()
+                {
+                    Polled::End => break,
+                    Polled::Bytes => {
+                        if response.consume(|_| Ok::<(), ()>(())).unwrap() == Consumed::End {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let heard = heard.lock().unwrap().clone();
+        assert_eq!(heard.len(), 2);
+        for (k, (asked, departed, answered)) in departures.into_iter().enumerate() {
+            match clock {
+                TxClock::Kernel => {
+                    let d = departed.expect("a transmit time on Linux");
+                    assert!(
+                        d >= asked && d <= heard[k] && d <= answered,
+                        "request {k} ({rx:?}): {d:?} not in [{asked:?}, {:?}]",
+                        heard[k]
+                    );
+                }
+                TxClock::User => assert_eq!(departed, None),
+            }
+        }
+    }
+}
+
+/// Read one request, head and a `body`-byte body, off `socket`.
+async fn read_request_whole(socket: &mut tokio::net::TcpStream, body: usize) {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            if seen.len() >= end + 4 + body {
+                assert_eq!(seen.len(), end + 4 + body, "one request at a time");
+                return;
+            }
+        }
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed mid-request");
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn the_departure_is_the_device_hand_off_of_the_last_byte() {
+    use rxtime::{TxStamp, TSTAMP_SCHED, TSTAMP_SND};
+    let s = |key, kind, realtime_ns| TxStamp {
+        key,
+        kind,
+        realtime_ns,
+    };
+    // Stamps of an earlier send (key 99), then this one's: SND wins over
+    // SCHED whichever comes first; SCHED alone is the fallback.
+    let stamps = [
+        s(99, TSTAMP_SND, 1),
+        s(499, TSTAMP_SCHED, 10),
+        s(499, TSTAMP_SND, 12),
+    ];
+    assert_eq!(conn::departure_stamp(stamps, 499), Some(12));
+    assert_eq!(
+        conn::departure_stamp([s(499, TSTAMP_SND, 12), s(499, TSTAMP_SCHED, 10)], 499),
+        Some(12)
+    );
+    assert_eq!(
+        conn::departure_stamp([s(499, TSTAMP_SCHED, 10)], 499),
+        Some(10)
+    );
+    // Another byte's stamps, or an unknown kind (ACK): none.
+    assert_eq!(
+        conn::departure_stamp([s(98, TSTAMP_SND, 1), s(499, 2, 5)], 499),
+        None
+    );
+}
+
 // Found in review: idle connections, early answers, odd heads.
 
 /// A server that answers the first request on each connection with
@@ -356,6 +483,28 @@ where
     (url, accepted)
 }
 
+/// Wait (up to 5 s) until the pooled connection has something to read:
+/// the server's close or its stray bytes have reached the client's
+/// socket, the state `take_idle` must see through. (Instead of a fixed
+/// sleep, which a loaded machine can outlast.) A peek, not the socket's
+/// readiness: that is still set from the last read, which did not drain
+/// the socket to `WouldBlock`. The peek leaves what it saw in place: the
+/// end (0), the bytes, or a reset (an error) all count.
+async fn until_the_idle_connection_is_readable(c: &Connections) {
+    let ready = std::future::poll_fn(|cx| {
+        let idle = c.idle.lock().unwrap();
+        let entry = idle
+            .first()
+            .expect("the first answer's connection is pooled");
+        let mut byte = [0u8; 1];
+        let mut buf = ReadBuf::new(&mut byte);
+        entry.conn.stream.poll_peek(cx, &mut buf).map(|_| ())
+    });
+    tokio::time::timeout(Duration::from_secs(5), ready)
+        .await
+        .expect("the server's close or bytes never reached the pooled connection");
+}
+
 /// uvicorn (vLLM, SGLang) and cpp-httplib (llama-server) close idle
 /// keep-alive connections after 5 s; the pool keeps them 90 s and
 /// hands a dead one out: the send fails and the caller must retry
@@ -372,7 +521,7 @@ async fn a_pooled_connection_the_server_closed_is_not_handed_out() {
     .await;
     let c = connections(&base, 4);
     assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_the_idle_connection_is_readable(&c).await;
     let r = c.send(b"{}", "id", false).await;
     assert!(
         r.is_ok(),
@@ -396,7 +545,7 @@ async fn bytes_that_arrived_on_an_idle_connection_are_not_the_next_answer() {
     ).await;
     let c = connections(&base, 4);
     assert_eq!(fetch(&c).await, (200, b"ok".to_vec()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_the_idle_connection_is_readable(&c).await;
     let (status, _) = fetch(&c).await;
     assert_eq!(
         status, 200,

@@ -24,7 +24,7 @@ use crate::protocol::openai::error_message_from_body;
 use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
 use crate::record::{
     ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, RxClock, ServerTimings,
-    TokenSource,
+    TokenSource, TxClock,
 };
 use crate::stats::metrics::request_timing;
 
@@ -224,9 +224,22 @@ pub(crate) async fn execute_counted(
         arrivals: Vec::with_capacity(request.max_tokens.min(4096) as usize + 2),
         ..StreamTally::default()
     };
-    let work = stream_request(target, request.body, t0, &mut record, &mut tally, &mut mark);
+    // A t0 that is the send's own time (not a schedule's) may move to the
+    // kernel's transmit time of the request (`--tx-clock kernel`).
+    let mut departed = t0;
+    let departure = (t0 == sent).then_some(&mut departed);
+    let work = stream_request(
+        target,
+        request.body,
+        t0,
+        departure,
+        &mut record,
+        &mut tally,
+        &mut mark,
+    );
     let stop = unless_cancelled_or_late(&mut cancel, deadline, target.request_timeout, work).await;
     record.end = run_start.elapsed();
+    record.start = departed.saturating_duration_since(run_start);
 
     let (output_tokens, source) = tally.output_tokens();
     record.output_tokens = output_tokens;
@@ -341,7 +354,8 @@ async fn unless_cancelled_or_late(
 async fn stream_request(
     target: &Target,
     body: Bytes,
-    t0: Instant,
+    mut t0: Instant,
+    departure: Option<&mut Instant>,
     record: &mut RequestRecord,
     tally: &mut StreamTally,
     mark: &mut StreamingMark<'_>,
@@ -369,6 +383,17 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         }
     };
+    // The request's departure by the kernel's clock, where there is one and
+    // t0 is the send's: every latency starts there (never after the head's
+    // read). Not after a retry: t0 stays the first attempt's.
+    if let (Some(out), Some(left), 0) = (departure, answer.departed(), attempt) {
+        let head_at = arrival(answer.read_times(), t0).0;
+        let user_t0 = t0;
+        t0 = left.min(head_at).max(t0);
+        *out = t0;
+        record.tx_clock = TxClock::Kernel;
+        record.tx_shift = Some(t0 - user_t0);
+    }
     // The head's read: on the kernel's clock too where it has one.
     record.ttfb = Some(
         arrival(answer.read_times(), t0)

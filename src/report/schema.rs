@@ -648,6 +648,17 @@ pub(crate) struct RequestLine {
     pub ttfc_ms: Option<f64>,
     #[serde(deserialize_with = "lenient")]
     pub ttft_ms: Option<f64>,
+    /// `kernel` when t0 is the kernel's send time of the request's last
+    /// byte (`--tx-clock kernel`, and a stamp came back); absent otherwise,
+    /// when t0 is the user-space time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub tx_clock: Option<String>,
+    /// With `tx_clock`: how far the kernel's send time moved t0 later than
+    /// the user-space time, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "lenient")]
+    pub tx_shift_ms: Option<f64>,
     #[serde(deserialize_with = "lenient")]
     pub turn: Option<u64>,
     /// Keys this version does not name.

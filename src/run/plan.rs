@@ -78,6 +78,8 @@ pub struct SweepPlan {
     pub http_client: HttpClient,
     /// `--rx-clock`: the clock the lean reader times arrivals by.
     pub rx_clock: crate::record::RxClock,
+    /// `--tx-clock`: the clock the lean reader times departures by.
+    pub tx_clock: crate::record::TxClock,
     /// `--insecure`: TLS certificates are not checked.
     pub insecure: bool,
     /// `--cacert`: a PEM file of extra trusted CA certificates.
@@ -368,6 +370,7 @@ impl SweepPlan {
             http2: args.http2,
             http_client: args.http_client,
             rx_clock: args.rx_clock.clock(),
+            tx_clock: args.tx_clock.clock(),
             insecure: args.insecure,
             cacert: args.cacert.clone(),
             resume: args.resume.clone(),

@@ -355,7 +355,7 @@ pub(super) fn lean_connections(
         None => None,
     };
     Connections::for_url(&plan.endpoint_url, auth, plan.max_concurrency() as usize)
-        .map(|c| c.with_rx_clock(plan.rx_clock))
+        .map(|c| c.with_rx_clock(plan.rx_clock).with_tx_clock(plan.tx_clock))
 }
 
 /// `run.http_client`: which client [`start_driver`] gives the measured requests.

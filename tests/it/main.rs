@@ -30,3 +30,4 @@ mod traffic;
 mod transport;
 mod tui;
 mod tuning;
+mod tx_clock;

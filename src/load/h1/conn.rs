@@ -42,6 +42,63 @@ pub(super) fn enable_rx_timestamps(_stream: &TcpStream) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
+/// Transmit timestamps on; `rx_stamped`: the socket has `SO_TIMESTAMPNS`
+/// on already (see [`rxtime::enable_tx`]).
+#[cfg(unix)]
+pub(super) fn enable_tx_timestamps(stream: &TcpStream, rx_stamped: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    rxtime::enable_tx(stream.as_raw_fd(), !rx_stamped)
+}
+
+#[cfg(not(unix))]
+pub(super) fn enable_tx_timestamps(_stream: &TcpStream, _rx_stamped: bool) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// Most error-queue messages one request drains: a request is a send or a
+/// few (two stamps each); what is left is drained with the next request's.
+const ERRQUEUE_DRAIN: usize = 32;
+
+/// A connection's transmit timestamps (`--tx-clock kernel`): the clock its
+/// stamps are converted on, the bytes written since they were turned on
+/// (the `OPT_ID` keys count them, wrapping at 2^32), and the last whole
+/// request's key and the time its write began.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TxTimes {
+    pub(super) clock: ConnClock,
+    pub(super) written: u32,
+    pub(super) want: Option<(u32, Instant)>,
+}
+
+impl TxTimes {
+    pub(super) fn new() -> TxTimes {
+        TxTimes {
+            clock: ConnClock::new(WallAnchor::measure()),
+            written: 0,
+            want: None,
+        }
+    }
+}
+
+/// Of the stamps drained for one request, the one that says when it left:
+/// the key of its last byte, the device hand-off (`SND`) over the queueing
+/// layer's (`SCHED`), which comes first and is the fallback. Consumes
+/// every stamp (the drain of the queue).
+pub(super) fn departure_stamp(
+    stamps: impl IntoIterator<Item = rxtime::TxStamp>,
+    key: u32,
+) -> Option<i128> {
+    let (mut snd, mut sched) = (None, None);
+    for s in stamps.into_iter().filter(|s| s.key == key) {
+        match s.kind {
+            rxtime::TSTAMP_SND => snd = Some(s.realtime_ns),
+            rxtime::TSTAMP_SCHED => sched = Some(s.realtime_ns),
+            _ => {}
+        }
+    }
+    snd.or(sched)
+}
+
 /// A connection and the bytes read from it but not yet used
 /// (`buf[start..end]`).
 pub(super) struct Conn {
@@ -61,6 +118,10 @@ pub(super) struct Conn {
     pub(super) last: Option<ReadTimes>,
     /// The test hook's wait before the next read ([`TEST_READ_DELAY_ENV`]).
     pub(super) delay: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Transmit timestamps are on: when each request left, from the
+    /// socket's error queue. None: the request's t0 is the user's. Boxed,
+    /// as `control` is.
+    pub(super) tx: Option<Box<TxTimes>>,
 }
 
 /// What the response head says.
@@ -115,8 +176,9 @@ impl Conn {
     /// Write the request; stop early (Ok(false)) if the server starts
     /// answering before it has read it all.
     pub(super) async fn write_request(&mut self, request: &[u8]) -> io::Result<bool> {
+        let began = self.tx.is_some().then(Instant::now);
         let mut written = 0;
-        std::future::poll_fn(|cx| {
+        let whole = std::future::poll_fn(|cx| {
             while written < request.len() {
                 match Pin::new(&mut self.stream).poll_write(cx, &request[written..]) {
                     Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -136,7 +198,50 @@ impl Conn {
             }
             Poll::Ready(Ok(true))
         })
-        .await
+        .await;
+        if let (Some(tx), Some(began)) = (self.tx.as_mut(), began) {
+            // The keys count every byte sent, whole request or not.
+            tx.written = tx.written.wrapping_add(written as u32);
+            tx.want = match (&whole, written) {
+                (Ok(true), 1..) => Some((tx.written.wrapping_sub(1), began)),
+                _ => None,
+            };
+        }
+        whole
+    }
+
+    /// When the last request's last byte left, on the monotonic clock:
+    /// the kernel's transmit time from the error queue, read without
+    /// waiting (call it once the answer's head is in: by then the request
+    /// has long left), kept within `[the write's start, now]`. None without
+    /// transmit timestamps, or when the kernel gave none for that byte.
+    /// Drains the queue either way, so it does not grow.
+    #[cfg(unix)]
+    pub(super) fn departure(&mut self) -> Option<Instant> {
+        use std::os::fd::AsRawFd;
+        let tx = self.tx.as_mut()?;
+        let fd = self.stream.as_raw_fd();
+        let stamps = (0..ERRQUEUE_DRAIN)
+            .map_while(|_| rxtime::recv_tx_stamp(fd).ok())
+            .flatten();
+        let Some((key, began)) = tx.want.take() else {
+            stamps.for_each(drop);
+            return None;
+        };
+        let stamp = departure_stamp(stamps, key)?;
+        let now = Instant::now();
+        Some(tx.clock.arrival(
+            Some(stamp),
+            began,
+            now,
+            rxtime::realtime_ns(),
+            WallAnchor::measure,
+        ))
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn departure(&mut self) -> Option<Instant> {
+        None
     }
 
     /// Read once into the free end of the buffer, noting when

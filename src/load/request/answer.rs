@@ -92,6 +92,15 @@ impl Answer {
         }
     }
 
+    /// When the request left by the kernel's transmit timestamp (the lean
+    /// reader with `--tx-clock kernel` only).
+    pub(super) fn departed(&self) -> Option<Instant> {
+        match self {
+            Answer::H1(response) => response.departed(),
+            Answer::Reqwest { .. } => None,
+        }
+    }
+
     /// Hand the bytes `poll_body` found to `sink` (the body's payload only).
     pub(super) fn consume<E>(
         &mut self,

@@ -29,7 +29,7 @@ use super::tally::{round3, ClosedLevel, Tally};
 use crate::analysis::goodput::Goodput;
 use crate::analysis::rounds::rounds_spread;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
-use crate::record::{Outcome, RequestRecord, ServerTimings};
+use crate::record::{Outcome, RequestRecord, ServerTimings, TxClock};
 use crate::stats::gauges::{level_gpu_json, ClientMeter, ServerSample};
 use crate::stats::hdr::Samples;
 use crate::stats::tally::{Lengths, LevelTally};
@@ -196,6 +196,13 @@ impl Recorder {
             output_reads: Some(u64::from(r.output_reads)),
             coalesced_reads: Some(u64::from(r.coalesced_reads)),
             rx_clock: Some(r.rx_clock.as_str().to_string()),
+            // Only a kernel send time is written: default files keep their keys.
+            tx_clock: (r.tx_clock == TxClock::Kernel).then(|| r.tx_clock.as_str().to_string()),
+            tx_shift_ms: if r.tx_clock == TxClock::Kernel {
+                ms(r.tx_shift)
+            } else {
+                None
+            },
             rx_lag_ms_max: r
                 .rx_lag_ms
                 .iter()
