@@ -8,13 +8,7 @@ async fn every_request_failing_stops_a_headless_run() {
     let server = FakeServer::new(|_| fail(5, ErrorClass::Http(503)));
     let plan = vec![LevelPlan::closed(2, 4), LevelPlan::closed(4, 4)];
     let run = Harness::start(config(plan), server).finish().await;
-    let DriverEvent::Finished {
-        stopped_by_user: false,
-        error: Some(error),
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert!(
         error.starts_with(
             "every request failed at concurrency 2 (4 of 4; first: http_503: scripted http_503)"
@@ -39,12 +33,7 @@ async fn one_dead_level_is_survivable_two_in_a_row_are_not() {
     let plan = (1..=6).map(|c| LevelPlan::closed(c, 2)).collect();
     let run = Harness::start(config(plan), server).finish().await;
     assert_eq!(run.levels().len(), 5);
-    let DriverEvent::Finished {
-        error: Some(error), ..
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert!(
         error.starts_with("every request failed at concurrency 5"),
         "{error}"
@@ -56,13 +45,7 @@ async fn one_dead_level_is_survivable_two_in_a_row_are_not() {
 
 #[tokio::test(start_paused = true)]
 async fn connection_failures_are_held_until_a_success_flushes_them() {
-    let server = FakeServer::new(|s| {
-        if s.id == 4 {
-            fail(10, ErrorClass::ConnectionClosed)
-        } else {
-            ok(10, 100)
-        }
-    });
+    let server = FakeServer::one_off(4, fail(10, ErrorClass::ConnectionClosed), ok(10, 100));
     let mut cfg = config(vec![LevelPlan::closed(4, 12)]);
     cfg.watch_server = true;
     let mut h = Harness::start(cfg, server);
@@ -176,14 +159,8 @@ async fn a_gone_server_pauses_the_run_until_it_answers() {
 #[tokio::test(start_paused = true)]
 async fn an_outage_with_a_request_still_streaming_is_no_outage() {
     // One long request keeps streaming while every other is refused.
-    let server = FakeServer::new(|s| {
-        if s.id == 0 {
-            ok(10, 10_000)
-        } else {
-            fail(1, ErrorClass::ConnectRefused)
-        }
-    })
-    .answering(|_| false);
+    let server = FakeServer::one_off(0, ok(10, 10_000), fail(1, ErrorClass::ConnectRefused))
+        .answering(|_| false);
     let mut cfg = config(vec![LevelPlan::closed(2, 10_000)]);
     cfg.watch_server = true;
     let mut h = Harness::start(cfg, server);
@@ -214,14 +191,8 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
 /// is and the level goes on.
 #[tokio::test(start_paused = true)]
 async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers() {
-    let server = FakeServer::new(|s| {
-        if s.id == 3 {
-            fail(5, ErrorClass::ConnectionClosed)
-        } else {
-            ok(10, 100)
-        }
-    })
-    .answering(|_| true);
+    let server = FakeServer::one_off(3, fail(5, ErrorClass::ConnectionClosed), ok(10, 100))
+        .answering(|_| true);
     let mut cfg = config(vec![LevelPlan::closed(1, 8)]);
     cfg.watch_server = true;
     let mut h = Harness::start(cfg, server);

@@ -61,13 +61,7 @@ async fn warmup_all_failed_ends_the_run_with_the_first_error() {
     let mut cfg = config(vec![LevelPlan::closed(2, 10)]);
     cfg.warmup = 3;
     let run = Harness::start(cfg, server).finish().await;
-    let DriverEvent::Finished {
-        stopped_by_user: false,
-        error: Some(error),
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert_eq!(
         error,
         "all 3 warmup requests failed; first error: http_500: scripted http_500"
@@ -78,13 +72,7 @@ async fn warmup_all_failed_ends_the_run_with_the_first_error() {
 
 #[tokio::test(start_paused = true)]
 async fn warmup_partly_failed_goes_on() {
-    let server = FakeServer::new(|s| {
-        if s.id == 1 {
-            fail(5, ErrorClass::Timeout)
-        } else {
-            ok(10, 50)
-        }
-    });
+    let server = FakeServer::one_off(1, fail(5, ErrorClass::Timeout), ok(10, 50));
     let mut cfg = config(vec![LevelPlan::closed(1, 2)]);
     cfg.warmup = 3;
     let run = Harness::start(cfg, server).finish().await;
