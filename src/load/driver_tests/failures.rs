@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// The live view's config: a server that goes away pauses the run.
+fn watched(plan: Vec<LevelPlan>) -> DriverConfig {
+    let mut cfg = config(plan);
+    cfg.watch_server = true;
+    cfg
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_request_failing_stops_a_headless_run() {
     let server = FakeServer::new(|_| fail(5, ErrorClass::Http(503)));
@@ -46,8 +53,7 @@ async fn one_dead_level_is_survivable_two_in_a_row_are_not() {
 #[tokio::test(start_paused = true)]
 async fn connection_failures_are_held_until_a_success_flushes_them() {
     let server = FakeServer::one_off(4, fail(10, ErrorClass::ConnectionClosed), ok(10, 100));
-    let mut cfg = config(vec![LevelPlan::closed(4, 12)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(4, 12)]);
     let mut h = Harness::start(cfg, server);
     h.wait_for(|e| *e == DriverEvent::PlanDone).await;
     h.send(Command::Stop);
@@ -94,8 +100,7 @@ async fn a_gone_server_pauses_the_run_until_it_answers() {
         }
     })
     .answering(move |at| !down(at));
-    let mut cfg = config(vec![LevelPlan::closed(2, 10_000), LevelPlan::closed(4, 10)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(2, 10_000), LevelPlan::closed(4, 10)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(6000), Command::NewSeries).await;
     h.send_at(ms(6250), Command::Stop).await;
@@ -161,8 +166,7 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
     // One long request keeps streaming while every other is refused.
     let server = FakeServer::one_off(0, ok(10, 10_000), fail(1, ErrorClass::ConnectRefused))
         .answering(|_| false);
-    let mut cfg = config(vec![LevelPlan::closed(2, 10_000)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(2, 10_000)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(5000), Command::Stop).await;
     let run = h.finish().await;
@@ -193,8 +197,7 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
 async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers() {
     let server = FakeServer::one_off(3, fail(5, ErrorClass::ConnectionClosed), ok(10, 100))
         .answering(|_| true);
-    let mut cfg = config(vec![LevelPlan::closed(1, 8)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(1, 8)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(10_000), Command::Stop).await;
     let run = h.finish().await;
@@ -222,8 +225,7 @@ async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers(
 async fn after_the_plan_the_driver_watches_the_idle_server() {
     let down = |at: Duration| (ms(1000)..ms(3000)).contains(&at);
     let server = FakeServer::new(|_| ok(10, 100)).answering(move |at| !down(at));
-    let mut cfg = config(vec![LevelPlan::closed(1, 2)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(1, 2)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(4000), Command::NewSeries).await;
     h.send_at(ms(4500), Command::Stop).await;
@@ -260,8 +262,7 @@ async fn after_the_plan_the_driver_watches_the_idle_server() {
 async fn a_new_series_cuts_the_level_short_and_restarts_the_plan() {
     let server = FakeServer::new(|_| ok(10, 100));
     let plan = vec![LevelPlan::closed(1, 100), LevelPlan::closed(2, 100)];
-    let mut cfg = config(plan);
-    cfg.watch_server = true;
+    let cfg = watched(plan);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(250), Command::NextLevel).await;
     h.send_at(ms(450), Command::NewSeries).await;
@@ -296,8 +297,7 @@ async fn a_new_series_cuts_the_level_short_and_restarts_the_plan() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_run_goes_on_in_its_series() {
     let server = FakeServer::new(|_| ok(10, 100));
-    let mut cfg = config(vec![LevelPlan::closed(1, 1), LevelPlan::closed(2, 2)]);
-    cfg.watch_server = true;
+    let mut cfg = watched(vec![LevelPlan::closed(1, 1), LevelPlan::closed(2, 2)]);
     cfg.first_series = 2;
     let mut h = Harness::start(cfg, server);
     h.wait_for(|e| *e == DriverEvent::PlanDone).await;
