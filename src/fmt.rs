@@ -74,21 +74,46 @@ pub(crate) fn percent1(x: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The analysis (`analysis::words`) and the live view (`ui::widgets`)
+    /// use these very functions; their figures are checked here, once.
     #[test]
     fn numbers_read_the_same_everywhere() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(1914), "1,914");
-        assert_eq!(grouped(1_234_567), "1,234,567");
-        assert_eq!(thousands(1910.26), "1,910");
-        assert_eq!(thousands(-2304.4), "-2,304");
+        for (n, want) in [(0, "0"), (1914, "1,914"), (1_234_567, "1,234,567")] {
+            assert_eq!(grouped(n), want);
+        }
+        for (x, want) in [
+            (1910.26, "1,910"),
+            (2304.0, "2,304"),
+            (999.4, "999"),
+            (1_234_567.0, "1,234,567"),
+            (-2304.4, "-2,304"),
+        ] {
+            assert_eq!(thousands(x), want);
+        }
         assert_eq!(group(1795.64, 1), "1,795.6");
         assert_eq!(group(-0.04, 1), "0.0");
-        assert_eq!(dollars(0.2778), "$0.278");
-        assert_eq!(dollars(1.1111), "$1.11");
-        assert_eq!(dollars(2.0), "$2");
-        assert_eq!(dollars(12.34), "$12.3");
-        assert_eq!(dollars(f64::NAN), "$?");
-        assert_eq!(percent0(0.7513), "75%");
+        for (x, want) in [
+            (0.2778, "$0.278"),
+            (2.0 / 7.2, "$0.278"),
+            (1.1111, "$1.11"),
+            (2.0 / 1.8, "$1.11"),
+            (0.34, "$0.34"),
+            (0.65, "$0.65"),
+            (2.0, "$2"),
+            (12.34, "$12.3"),
+            (12.345, "$12.3"),
+            (f64::NAN, "$?"),
+        ] {
+            assert_eq!(dollars(x), want, "{x}");
+        }
+        for (x, want) in [
+            (0.7513, "75%"),
+            (1728.0 / 2304.0, "75%"),
+            (854.7 / 1728.0, "49%"),
+        ] {
+            assert_eq!(percent0(x), want, "{x}");
+        }
         assert_eq!(percent1(0.0588), "5.9%");
+        assert_eq!(percent1(2304.0 / 2176.0 - 1.0), "5.9%");
     }
 }

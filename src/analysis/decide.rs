@@ -93,14 +93,22 @@ pub(crate) struct SweepPoint {
     pub error_rate: f64,
 }
 
-/// The finished planned and search levels, one point per concurrency (the
-/// median of its rounds, per metric), by rising concurrency.
-pub(crate) fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
+/// The levels a sweep counts: finished (not partial) planned and search
+/// levels, by rising concurrency (run order kept within one), so that the
+/// rounds of a concurrency stand together.
+pub(crate) fn counted_levels(levels: &[LevelPoint]) -> Vec<&LevelPoint> {
     let mut counted: Vec<&LevelPoint> = levels
         .iter()
         .filter(|l| l.kind.is_sweep() && !l.partial)
         .collect();
     counted.sort_by_key(|l| l.concurrency);
+    counted
+}
+
+/// The finished planned and search levels, one point per concurrency (the
+/// median of its rounds, per metric), by rising concurrency.
+pub(crate) fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
+    let counted = counted_levels(levels);
     let mut points = Vec::new();
     for group in counted.chunk_by(|a, b| a.concurrency == b.concurrency) {
         let m = |f: fn(&LevelPoint) -> Option<f64>| median(group.iter().filter_map(|l| f(l)));

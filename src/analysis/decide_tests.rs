@@ -31,6 +31,29 @@ fn article() -> Vec<LevelPoint> {
     ]
 }
 
+/// An SLO of p99 TTFT <= `ms`, the other terms at their defaults.
+fn ttft_slo(ms: f64) -> CapacitySlo {
+    CapacitySlo {
+        ttft_p99_ms: Some(ms),
+        ..CapacitySlo::default()
+    }
+}
+
+/// An object's keys, in the (sorted) order written.
+fn keys(j: &Value) -> Vec<&str> {
+    j.as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The capacity's concurrency, or the reason there is none.
+fn capacity(levels: &[LevelPoint], slo: &CapacitySlo) -> Result<u32, String> {
+    decide(levels, slo)
+        .capacity
+        .map(|c| c.concurrency)
+        .map_err(|no| no.reason)
+}
+
 fn close(a: f64, b: f64, tol: f64) -> bool {
     (a - b).abs() <= tol
 }
@@ -67,12 +90,8 @@ fn article_knee_is_64_to_128() {
          KV cache or batch full, requests queue"
     );
     let j = knee.to_json();
-    let keys: Vec<&String> = j
-        .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_default();
     assert_eq!(
-        keys,
+        keys(&j),
         [
             "from_concurrency",
             "p99_ttft_growth",
@@ -100,10 +119,7 @@ fn article_knee_is_64_to_128() {
 fn article_capacity_with_ttft_slo_is_32() {
     // p99 TTFT <= 500: 1, 4, 16, 32 (498) meet it, 64 (1240) does not.
     // Decode >= 20: 32 has 54. Share 1728/2304 = 0.75 exactly.
-    let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
-        ..CapacitySlo::default()
-    };
+    let slo = ttft_slo(500.0);
     let d = decide(&article(), &slo);
     let cap = d.capacity.clone().expect("capacity");
     assert_eq!(cap.concurrency, 32);
@@ -117,12 +133,8 @@ fn article_capacity_with_ttft_slo_is_32() {
          decode >= 20 tok/s per stream: 54 tok/s); 75% of the peak 2,304 tok/s at 128 streams"
     );
     let j = d.capacity_json();
-    let keys: Vec<&String> = j
-        .as_object()
-        .map(|m| m.keys().collect())
-        .unwrap_or_default();
     assert_eq!(
-        keys,
+        keys(&j),
         [
             "concurrency",
             "output_throughput",
@@ -140,10 +152,7 @@ fn article_capacity_with_ttft_slo_is_32() {
 #[test]
 fn an_slo_nobody_meets_gives_no_capacity() {
     // The lowest level's p99 TTFT is 61 ms > 50.
-    let slo = CapacitySlo {
-        ttft_p99_ms: Some(50.0),
-        ..CapacitySlo::default()
-    };
+    let slo = ttft_slo(50.0);
     let d = decide(&article(), &slo);
     let no = d.capacity.clone().expect_err("no capacity");
     assert!(no.slo_not_met);
@@ -157,9 +166,8 @@ fn an_slo_nobody_meets_gives_no_capacity() {
         .starts_with("no capacity: no level meets the SLO"));
     // Two terms failing at once are both named, in the same order.
     let slo = CapacitySlo {
-        ttft_p99_ms: Some(50.0),
         min_stream_tok_s: Some(100.0),
-        ..CapacitySlo::default()
+        ..ttft_slo(50.0)
     };
     let no = decide(&article(), &slo).capacity.expect_err("no capacity");
     assert_eq!(
@@ -205,10 +213,7 @@ fn flat_ollama_series_does_not_rise_and_has_capacity_1() {
     assert_eq!(cap.concurrency, 1);
     assert!(close(cap.share_of_peak, 0.9836, 0.0001));
     // With a 500 ms TTFT SLO: only level 1 (100 ms) meets it.
-    let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
-        ..CapacitySlo::default()
-    };
+    let slo = ttft_slo(500.0);
     let cap = decide(&ollama_flat(), &slo).capacity.expect("capacity");
     assert_eq!(cap.concurrency, 1);
 }
@@ -238,14 +243,8 @@ fn rounds_merge_as_medians_and_other_levels_are_ignored() {
     assert_eq!(p32.p99_ttft_ms, Some(498.0));
     assert_eq!(p32.per_stream_tok_s, 54.0);
     assert_eq!(p32.error_rate, 0.0);
-    let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
-        ..CapacitySlo::default()
-    };
-    assert_eq!(
-        decide(&levels, &slo).capacity.map(|c| c.concurrency),
-        Ok(32)
-    );
+    let slo = ttft_slo(500.0);
+    assert_eq!(capacity(&levels, &slo), Ok(32));
 }
 
 #[test]
@@ -253,33 +252,21 @@ fn errors_decode_and_tpot_slos_exclude_levels() {
     let mut levels = article();
     // 32 streams: 1% errors is not below 1% -> falls to 16.
     levels[3].error_rate = 0.01;
-    let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
-        ..CapacitySlo::default()
-    };
-    assert_eq!(
-        decide(&levels, &slo).capacity.map(|c| c.concurrency),
-        Ok(16)
-    );
+    let slo = ttft_slo(500.0);
+    assert_eq!(capacity(&levels, &slo), Ok(16));
     // Decode >= 80: only 1 (92) and 4 (88).
     let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
         min_stream_tok_s: Some(80.0),
-        ..CapacitySlo::default()
+        ..ttft_slo(500.0)
     };
-    assert_eq!(
-        decide(&article(), &slo).capacity.map(|c| c.concurrency),
-        Ok(4)
-    );
+    assert_eq!(capacity(&article(), &slo), Ok(4));
     // A TPOT SLO with no TPOT measured is not met anywhere.
     let slo = CapacitySlo {
-        ttft_p99_ms: Some(500.0),
         tpot_p99_ms: Some(50.0),
-        ..CapacitySlo::default()
+        ..ttft_slo(500.0)
     };
-    let no = decide(&article(), &slo).capacity.expect_err("none");
     assert_eq!(
-        no.reason,
+        capacity(&article(), &slo).expect_err("no capacity"),
         "no level meets the SLO (p99 TPOT <= 50 ms): the lowest level, 1 stream, has no p99 TPOT"
     );
 }

@@ -3,21 +3,26 @@
 use super::*;
 use crate::stats::summary::{level_stats, MinMeanMax};
 
+fn view(concurrency: u32, stats: &LevelStats) -> LevelView<'_> {
+    LevelView { concurrency, stats }
+}
+
+fn spread(min: f64, mean: f64, max: f64) -> MinMeanMax {
+    MinMeanMax { min, mean, max }
+}
+
 fn stats_with(completed: usize, input_mean: f64, short: usize) -> LevelStats {
     let mut s = level_stats(&[], 1, &[50.0]);
     s.completed = completed;
-    s.input_len = Some(MinMeanMax {
-        min: input_mean - 1.0,
-        mean: input_mean,
-        max: input_mean + 1.0,
-    });
-    s.output_len = Some(MinMeanMax {
-        min: 10.0,
-        mean: 50.0,
-        max: 64.0,
-    });
+    s.input_len = Some(spread(input_mean - 1.0, input_mean, input_mean + 1.0));
+    s.output_len = Some(spread(10.0, 50.0, 64.0));
     s.short_outputs = short;
     s
+}
+
+/// The diagnosis says `prefix` first.
+fn starts(d: &Diagnosis, prefix: &str) {
+    assert!(d.message.starts_with(prefix), "{}", d.message);
 }
 
 #[test]
@@ -25,27 +30,11 @@ fn input_length_fires_only_past_five_percent() {
     // 10 requests at mean 1060 and 10 at 1090: pooled mean 1075, 4.98% over 1024 -> quiet.
     let a = stats_with(10, 1060.0, 0);
     let b = stats_with(10, 1090.0, 0);
-    let levels = [
-        LevelView {
-            concurrency: 1,
-            stats: &a,
-        },
-        LevelView {
-            concurrency: 4,
-            stats: &b,
-        },
-    ];
+    let levels = [view(1, &a), view(4, &b)];
     assert!(input_len_off_target(&levels, 1024).is_none());
     // 1076 is 5.08% over 1024 -> fires, and says +5%.
     let c = stats_with(10, 1076.0, 0);
-    let d = input_len_off_target(
-        &[LevelView {
-            concurrency: 1,
-            stats: &c,
-        }],
-        1024,
-    )
-    .expect("fires");
+    let d = input_len_off_target(&[view(1, &c)], 1024).expect("fires");
     assert_eq!(d.id, "input_len_off_target");
     assert!(d.message.contains("+5%"), "{}", d.message);
 }
@@ -53,35 +42,14 @@ fn input_length_fires_only_past_five_percent() {
 #[test]
 fn short_outputs_and_single_level() {
     let a = stats_with(20, 128.0, 3);
-    let levels = [LevelView {
-        concurrency: 4,
-        stats: &a,
-    }];
+    let levels = [view(4, &a)];
     let d = short_outputs(&levels, 64).expect("fires");
-    assert!(
-        d.message
-            .starts_with("3 of 20 answers ended before 64 tokens (mean 50)"),
-        "{}",
-        d.message
-    );
+    starts(&d, "3 of 20 answers ended before 64 tokens (mean 50)");
     assert_eq!(single_level(&levels).map(|d| d.id), Some("single_level"));
     // Full-length answers (mean 64 of 64): quiet.
     let mut b = stats_with(20, 128.0, 0);
-    b.output_len = Some(MinMeanMax {
-        min: 64.0,
-        mean: 64.0,
-        max: 64.0,
-    });
-    let two = [
-        LevelView {
-            concurrency: 4,
-            stats: &b,
-        },
-        LevelView {
-            concurrency: 8,
-            stats: &b,
-        },
-    ];
+    b.output_len = Some(spread(64.0, 64.0, 64.0));
+    let two = [view(4, &b), view(8, &b)];
     assert!(short_outputs(&two, 64).is_none());
     assert!(single_level(&two).is_none());
 }
@@ -94,16 +62,7 @@ fn failures_sum_classes_over_levels() {
     let mut b = stats_with(9, 10.0, 0);
     b.failed = 1;
     b.errors.insert("http_503".into(), 1);
-    let levels = [
-        LevelView {
-            concurrency: 1,
-            stats: &a,
-        },
-        LevelView {
-            concurrency: 2,
-            stats: &b,
-        },
-    ];
+    let levels = [view(1, &a), view(2, &b)];
     let d = failures(&levels).expect("fires");
     assert_eq!(d.message, "3 of 20 requests failed (http_503 x3)");
 }
@@ -112,26 +71,12 @@ fn failures_sum_classes_over_levels() {
 fn short_outputs_fire_below_ninety_percent_of_requested() {
     // Mean 60 of 64 asked = 93.75%: a few short answers, but quiet.
     let mut a = stats_with(20, 128.0, 3);
-    a.output_len = Some(MinMeanMax {
-        min: 30.0,
-        mean: 60.0,
-        max: 64.0,
-    });
-    let levels = [LevelView {
-        concurrency: 4,
-        stats: &a,
-    }];
+    a.output_len = Some(spread(30.0, 60.0, 64.0));
+    let levels = [view(4, &a)];
     assert!(short_outputs(&levels, 64).is_none());
     // Mean 57 of 64 = 89.1% < 90%: fires, still counting the short ones.
-    a.output_len = Some(MinMeanMax {
-        min: 30.0,
-        mean: 57.0,
-        max: 64.0,
-    });
-    let levels = [LevelView {
-        concurrency: 4,
-        stats: &a,
-    }];
+    a.output_len = Some(spread(30.0, 57.0, 64.0));
+    let levels = [view(4, &a)];
     let d = short_outputs(&levels, 64).expect("fires");
     assert_eq!(d.evidence["short"], json!(3));
     assert_eq!(d.evidence["mean_output_len"], json!(57.0));
@@ -140,11 +85,7 @@ fn short_outputs_fire_below_ninety_percent_of_requested() {
 #[test]
 fn single_level_at_one_stream_says_so() {
     let a = stats_with(20, 128.0, 0);
-    let d = single_level(&[LevelView {
-        concurrency: 1,
-        stats: &a,
-    }])
-    .expect("fires");
+    let d = single_level(&[view(1, &a)]).expect("fires");
     assert_eq!(
         d.message,
         "only concurrency 1 was measured: one stream says nothing about capacity; sweep several levels"
@@ -172,12 +113,7 @@ fn client_far_by_hand() {
     // 4 ms with TTFT p50 30 ms: 13% > 10% -> fires although under 5 ms.
     let d = client_far(4.0, Some(30.0)).expect("fires");
     assert_eq!(d.id, "client_far");
-    assert!(
-        d.message
-            .starts_with("the client is 4.0 ms from the server (connect + first byte of a tiny request), 13% of the TTFT p50 of 30 ms"),
-        "{}",
-        d.message
-    );
+    starts(&d, "the client is 4.0 ms from the server (connect + first byte of a tiny request), 13% of the TTFT p50 of 30 ms");
     // 6 ms with TTFT p50 2000 ms (0.3%): over 5 ms -> fires.
     assert!(client_far(6.0, Some(2000.0)).is_some());
     // No TTFT known: only the 5 ms rule.
@@ -244,13 +180,7 @@ fn client_saturated_by_level() {
     let cpu = load(64, 93.0, 2.0);
     let lag = load(128, 70.0, 12.0);
     let d = client_saturated(&[quiet, cpu]).expect("fires");
-    assert!(
-        d.message.starts_with(
-            "the client itself was saturated at 64 streams (CPU up to 93% of a core, event-loop lag p99 up to 2.0 ms)"
-        ),
-        "{}",
-        d.message
-    );
+    starts(&d, "the client itself was saturated at 64 streams (CPU up to 93% of a core, event-loop lag p99 up to 2.0 ms)");
     let d = client_saturated(&[quiet, cpu, lag]).expect("fires");
     assert!(d
         .message
@@ -259,27 +189,15 @@ fn client_saturated_by_level() {
     // Lag while the client's CPU stays low: something else held the core.
     let held_up = load(1, 2.0, 8.5);
     let d = client_saturated(&[quiet, held_up]).expect("fires");
-    assert!(
-        d.message.starts_with(
-            "the client was held up at 1 stream (CPU up to 2% of a core, event-loop lag p99 up to 8.5 ms) by other work on this machine, not its own"
-        ),
-        "{}",
-        d.message
-    );
+    starts(&d, "the client was held up at 1 stream (CPU up to 2% of a core, event-loop lag p99 up to 8.5 ms) by other work on this machine, not its own");
     // Between low and the limit: it could be either, and the message says so.
     let d = client_saturated(&[load(256, 79.0, 40.0)]).expect("fires");
-    assert!(
-        d.message
-            .starts_with("the client was busy or held up at 256 streams (CPU up to 79% of a core"),
-        "{}",
-        d.message
+    starts(
+        &d,
+        "the client was busy or held up at 256 streams (CPU up to 79% of a core",
     );
     let d = client_saturated(&[load(1, 25.0, 8.0)]).expect("fires");
-    assert!(
-        d.message.starts_with("the client was busy or held up"),
-        "{}",
-        d.message
-    );
+    starts(&d, "the client was busy or held up");
     // With one level over the CPU limit, it is the client's own load.
     let d = client_saturated(&[held_up, cpu]).expect("fires");
     assert!(d
@@ -359,10 +277,7 @@ fn diagnose_run_composes_everything() {
     use crate::analysis::decide::{decide, CapacitySlo, LevelPoint};
     use crate::record::Mode;
     let a = stats_with(20, 128.0, 0);
-    let views = [LevelView {
-        concurrency: 1,
-        stats: &a,
-    }];
+    let views = [view(1, &a)];
     // Lowest level's p99 TTFT 61 ms against a 50 ms SLO: no capacity.
     let point = LevelPoint {
         concurrency: 1,

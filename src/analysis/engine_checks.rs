@@ -255,6 +255,15 @@ mod tests {
         }
     }
 
+    /// Ollama's levels, no calibration.
+    fn ollama(levels: &[ServerView]) -> EngineInput<'_> {
+        EngineInput {
+            engine: "ollama",
+            levels,
+            template_share: None,
+        }
+    }
+
     #[test]
     fn ollama_with_one_slot_is_named() {
         // 1 -> 2 -> 4 streams at 40, 41, 40.5 tok/s while p99 TTFT goes 200 -> 410:
@@ -264,11 +273,7 @@ mod tests {
             level(2, 41.0, 410.0),
             level(4, 40.5, 820.0),
         ];
-        let input = EngineInput {
-            engine: "ollama",
-            levels: &levels,
-            template_share: None,
-        };
+        let input = ollama(&levels);
         let d = slot_queueing(&input).expect("fires");
         assert_eq!(
             d.message,
@@ -276,12 +281,7 @@ mod tests {
         );
         // Four slots: throughput 40 -> 150 at 4 streams: gain 275%, quiet.
         let levels = [level(1, 40.0, 200.0), level(4, 150.0, 230.0)];
-        assert!(slot_queueing(&EngineInput {
-            engine: "ollama",
-            levels: &levels,
-            template_share: None
-        })
-        .is_none());
+        assert!(slot_queueing(&ollama(&levels)).is_none());
     }
 
     /// Worked by hand. One slot: mean streaming 0.98, 0.99, 0.94, 0.97 at
@@ -309,12 +309,7 @@ mod tests {
         for (l, s) in levels.iter_mut().zip([0.98, 0.99, 0.97]) {
             l.streaming_mean = Some(s);
         }
-        let d = slot_queueing(&EngineInput {
-            engine: "ollama",
-            levels: &levels,
-            template_share: None,
-        })
-        .expect("fires");
+        let d = slot_queueing(&ollama(&levels)).expect("fires");
         assert!(
             d.message
                 .ends_with("(slots in use ~1: requests streaming at once, mean over the levels)"),
@@ -368,12 +363,7 @@ mod tests {
         let mut a = level(8, 10.0, 10.0);
         a.http_503 = 3;
         let levels = [a];
-        let d = overload_responses(&EngineInput {
-            engine: "ollama",
-            levels: &levels,
-            template_share: None,
-        })
-        .expect("fires");
+        let d = overload_responses(&ollama(&levels)).expect("fires");
         assert!(
             d.message
                 .starts_with("3 answers were 503 and 0 were 429: Ollama's queue is full"),

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::decide::LevelPoint;
+use super::decide::{counted_levels, LevelPoint};
 use super::words::{median, num, opt_num, round_to};
 
 /// A spread above this means the environment is noisy.
@@ -82,12 +82,7 @@ impl RoundsSpread {
 /// One entry per concurrency that has two or more finished (not partial)
 /// planned or search levels, by rising concurrency.
 pub(crate) fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
-    let mut counted: Vec<&LevelPoint> = levels
-        .iter()
-        .filter(|l| l.kind.is_sweep() && !l.partial)
-        .collect();
-    counted.sort_by_key(|l| l.concurrency);
-    counted
+    counted_levels(levels)
         .chunk_by(|a, b| a.concurrency == b.concurrency)
         .filter(|g| g.len() >= 2)
         .filter_map(|g| {

@@ -59,19 +59,10 @@ mod tests {
 
     #[test]
     fn words_for_numbers() {
-        assert_eq!(thousands(1910.26), "1,910");
-        assert_eq!(thousands(2304.0), "2,304");
-        assert_eq!(thousands(999.4), "999");
-        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        // thousands, dollars and percents are `crate::fmt`'s, checked there.
+        assert_eq!(figure(1910.26), "1,910");
         assert_eq!(figure(612.0), "612");
         assert_eq!(figure(7.06), "7.1");
-        assert_eq!(dollars(2.0 / 7.2), "$0.278");
-        assert_eq!(dollars(2.0 / 1.8), "$1.11");
-        assert_eq!(dollars(0.34), "$0.34");
-        assert_eq!(dollars(2.0), "$2");
-        assert_eq!(dollars(12.345), "$12.3");
-        assert_eq!(percent0(1728.0 / 2304.0), "75%");
-        assert_eq!(percent1(2304.0 / 2176.0 - 1.0), "5.9%");
         assert_eq!(streams(1), "1 stream");
         assert_eq!(streams(32), "32 streams");
         assert_eq!(median([3.0, f64::NAN, 1.0, 2.0]), Some(2.0));

@@ -9,10 +9,7 @@ use crate::sim::SimEngine;
 
 pub(super) const SPEC: Spec = Spec {
     name: "llamacpp",
-    detect: Some(Detect {
-        path: "/props",
-        recognize,
-    }),
+    detect: Detect::at("/props", recognize),
     gauges: &[GaugeSource::LlamacppMetrics, GaugeSource::LlamacppSlots],
     advice: Advice {
         slots: Some(Slots {

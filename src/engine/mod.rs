@@ -78,6 +78,16 @@ pub(crate) struct Detect {
     pub recognize: fn(&Value) -> Option<Option<String>>,
 }
 
+impl Detect {
+    /// An engine's `detect`: recognised by `recognize` on the body at `path`.
+    const fn at(
+        path: &'static str,
+        recognize: fn(&Value) -> Option<Option<String>>,
+    ) -> Option<Detect> {
+        Some(Detect { path, recognize })
+    }
+}
+
 /// A document the live probe scrapes; `probe::live` reads each kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GaugeSource {

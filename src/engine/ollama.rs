@@ -9,10 +9,7 @@ use crate::sim::SimEngine;
 
 pub(super) const SPEC: Spec = Spec {
     name: "ollama",
-    detect: Some(Detect {
-        path: "/api/version",
-        recognize,
-    }),
+    detect: Detect::at("/api/version", recognize),
     gauges: &[GaugeSource::OllamaPs],
     advice: Advice {
         slots: Some(Slots {

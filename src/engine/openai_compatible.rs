@@ -1,7 +1,9 @@
 //! Any other server that speaks OpenAI's API: never detected, what is left
 //! when no engine recognises the server (and how a `--engine` name of the
 //! user's own behaves). The probe tries vLLM's `/metrics` names, the most
-//! common; a server without them costs one request.
+//! common; a server without them costs one request. The engines that have
+//! nothing of their own but an endpoint to be recognised by start from this
+//! [`SPEC`].
 
 use super::{Advice, GaugeSource, Spec};
 

@@ -3,21 +3,12 @@
 
 use serde_json::Value;
 
-use super::{str_field, Advice, Detect, GaugeSource, Spec};
+use super::{openai_compatible, str_field, Detect, Spec};
 
 pub(super) const SPEC: Spec = Spec {
     name: "sglang",
-    detect: Some(Detect {
-        path: "/get_server_info",
-        recognize,
-    }),
-    gauges: &[GaugeSource::VllmMetrics],
-    advice: Advice {
-        slots: None,
-        on_503: None,
-    },
-    sim: None,
-    kv_blocks: false,
+    detect: Detect::at("/get_server_info", recognize),
+    ..openai_compatible::SPEC
 };
 
 /// Any JSON answer at that path.

@@ -5,22 +5,14 @@
 
 use serde_json::Value;
 
-use super::{str_field, Advice, Detect, GaugeSource, Spec};
+use super::{openai_compatible, str_field, Detect, Spec};
 use crate::sim::SimEngine;
 
 pub(super) const SPEC: Spec = Spec {
     name: "tokbench-sim",
-    detect: Some(Detect {
-        path: "/version",
-        recognize,
-    }),
-    gauges: &[GaugeSource::VllmMetrics],
-    advice: Advice {
-        slots: None,
-        on_503: None,
-    },
+    detect: Detect::at("/version", recognize),
     sim: Some(SimEngine::Vllm),
-    kv_blocks: false,
+    ..openai_compatible::SPEC
 };
 
 fn recognize(body: &Value) -> Option<Option<String>> {

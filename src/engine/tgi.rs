@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{str_field, Advice, Detect, GaugeSource, Spec};
+use super::{openai_compatible, str_field, Advice, Detect, Spec};
 
 /// What a 429 means from any server, and a 503 from TGI.
 pub(crate) const CONCURRENCY_CAP: &str =
@@ -13,17 +13,12 @@ pub(crate) const CONCURRENCY_CAP: &str =
 
 pub(super) const SPEC: Spec = Spec {
     name: "tgi",
-    detect: Some(Detect {
-        path: "/info",
-        recognize,
-    }),
-    gauges: &[GaugeSource::VllmMetrics],
+    detect: Detect::at("/info", recognize),
     advice: Advice {
         slots: None,
         on_503: Some(CONCURRENCY_CAP),
     },
-    sim: None,
-    kv_blocks: false,
+    ..openai_compatible::SPEC
 };
 
 fn recognize(body: &Value) -> Option<Option<String>> {

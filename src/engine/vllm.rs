@@ -10,10 +10,7 @@ use crate::sim::SimEngine;
 
 pub(super) const SPEC: Spec = Spec {
     name: "vllm",
-    detect: Some(Detect {
-        path: "/version",
-        recognize,
-    }),
+    detect: Detect::at("/version", recognize),
     gauges: &[GaugeSource::VllmMetrics],
     advice: Advice {
         slots: Some(Slots {

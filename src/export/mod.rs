@@ -317,7 +317,6 @@ fn fields(v: Value) -> Map<String, Value> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     use super::*;
@@ -325,36 +324,6 @@ mod tests {
     use crate::probe::client::{meter, LagMonitor};
     use crate::record::RequestRecord;
     use crate::report::recorder::RunInfo;
-
-    fn run_info() -> RunInfo {
-        RunInfo {
-            target: "http://h:8000".into(),
-            engine: "vllm".into(),
-            engine_version: None,
-            model: "m".into(),
-            backend: "openai-chat".into(),
-            profile: "custom".into(),
-            input_len: 8,
-            output_len: 4,
-            ignore_eos: true,
-            extra_body: None,
-            labels: BTreeMap::new(),
-            seed: 1,
-            started_at: "2026-12-01T10:00:00Z".into(),
-            date: "20261201-100000".into(),
-            percentiles: vec![50.0, 99.0],
-            prefix_len: 0,
-            decision: crate::analysis::DecisionConfig::default(),
-            warmup_requests: 0,
-            connect_probe_ms: None,
-            http_client: "lean-http1",
-            traffic: Default::default(),
-            burstiness: 1.0,
-            kind: "sweep".into(),
-            turns: 1,
-            timing: Default::default(),
-        }
-    }
 
     /// A level the driver never announced finished (the recorder closes it
     /// as partial at its finish) is still told, before `run_finished`, and
@@ -364,8 +333,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tokbench-exports-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let events_path = dir.join("events.jsonl");
-        let mut recorder =
-            Recorder::create(&dir, run_info(), meter(LagMonitor::default())).expect("recorder");
+        let mut recorder = Recorder::create(&dir, RunInfo::example(), meter(LagMonitor::default()))
+            .expect("recorder");
         let mut exports = Exports {
             events: Some(EventLog::create(&EventsTo::File(events_path.clone())).expect("log")),
             ..Exports::none()

@@ -175,11 +175,7 @@ pub(crate) fn gpu_gauges(readings: &[GpuReading], out: &mut BTreeMap<&'static st
     }
     out.insert("gpu_count", readings.len() as f64);
     let values = |f: fn(&GpuReading) -> Option<f64>| readings.iter().filter_map(f);
-    let mut put = |k: &'static str, v: Option<f64>| {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            out.insert(k, v);
-        }
-    };
+    let mut put = |k, v| super::put_gauge(out, k, v);
     let utils: Vec<f64> = values(|r| r.utilization_pct).collect();
     put(
         "gpu_util_pct",
@@ -368,12 +364,12 @@ a, b, c, d, e, f, g
         let mut summary = GaugeSummary::default();
         assert_eq!(level_gpu_json(&summary, 10.0, 30_000), None);
         for (power, ratio) in [(250.0, 0.8), (350.0, 0.9)] {
-            let mut sample = ServerSample::default();
-            sample.gauges.insert("gpu_count", 1.0);
-            sample.gauges.insert("gpu_power_w", power);
-            sample.gauges.insert("gpu_util_pct", 95.0);
-            sample.gauges.insert("gpu_sm_clock_ratio", ratio);
-            summary.add(&sample);
+            summary.add(&ServerSample::of(&[
+                ("gpu_count", 1.0),
+                ("gpu_power_w", power),
+                ("gpu_util_pct", 95.0),
+                ("gpu_sm_clock_ratio", ratio),
+            ]));
         }
         let Some(v) = level_gpu_json(&summary, 10.0, 30_000) else {
             panic!("a level with GPU samples has GPU figures");

@@ -120,11 +120,7 @@ fn vllm_gauges(
     now: Instant,
     out: &mut BTreeMap<&'static str, f64>,
 ) {
-    let mut put = |k: &'static str, v: Option<f64>| {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            out.insert(k, v);
-        }
-    };
+    let mut put = |k, v| super::put_gauge(out, k, v);
     put("running", g.running);
     put("waiting", g.waiting);
     put("kv_cache_usage", g.kv_cache_usage);
@@ -145,11 +141,7 @@ fn llamacpp_gauges(
     now: Instant,
     out: &mut BTreeMap<&'static str, f64>,
 ) {
-    let mut put = |k: &'static str, v: Option<f64>| {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            out.insert(k, v);
-        }
-    };
+    let mut put = |k, v| super::put_gauge(out, k, v);
     put("processing", g.requests_processing);
     put("deferred", g.requests_deferred);
     if let Some((then, prev)) = previous {

@@ -7,6 +7,7 @@ pub(crate) mod live;
 pub mod prometheus;
 pub(crate) mod series;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use color_eyre::eyre::{eyre, Result};
@@ -215,6 +216,14 @@ pub(crate) fn model_ids(body: &Value) -> Vec<String> {
         from(body.get("models"), "name")
     } else {
         openai
+    }
+}
+
+/// A gauge into a sample, when it has a finite value: one the server did
+/// not report (or a NaN) is left out rather than written as 0.
+fn put_gauge(out: &mut BTreeMap<&'static str, f64>, k: &'static str, v: Option<f64>) {
+    if let Some(v) = v.filter(|v| v.is_finite()) {
+        out.insert(k, v);
     }
 }
 

@@ -66,7 +66,28 @@ pub use ollama::{ollama_request_body, MalformedNdjson, OllamaApi, OllamaDecoder}
 pub use openai::{error_message_from_body, request_body, Api, MalformedStream, OpenAiDecoder};
 pub use sse::{SseError, SseEvent, SseParser};
 
+use serde_json::{Map, Value};
+
 use crate::record::{FinishReason, ServerTimings};
+
+/// A request body's start, the same for OpenAI's and Ollama's APIs: the
+/// model, and the prompt as one user message (`chat`) or bare (`prompt`).
+fn prompt_body(model: &str, prompt: &str, chat: bool) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    if chat {
+        let mut message = Map::new();
+        message.insert("role".into(), Value::from("user"));
+        message.insert("content".into(), Value::from(prompt));
+        body.insert(
+            "messages".into(),
+            Value::Array(vec![Value::Object(message)]),
+        );
+    } else {
+        body.insert("prompt".into(), Value::from(prompt));
+    }
+    body
+}
 
 /// What one response chunk told us. A chunk may yield several events, always
 /// in this order: `Error`, then `Output` or `NoOutput`, `Finish`, `Usage`,

@@ -246,22 +246,7 @@ pub fn ollama_request_body(
     num_predict: u32,
     extra_body: Option<&Map<String, Value>>,
 ) -> Vec<u8> {
-    let mut body = Map::new();
-    body.insert("model".into(), Value::from(model));
-    match api {
-        OllamaApi::Generate => {
-            body.insert("prompt".into(), Value::from(prompt));
-        }
-        OllamaApi::Chat => {
-            let mut message = Map::new();
-            message.insert("role".into(), Value::from("user"));
-            message.insert("content".into(), Value::from(prompt));
-            body.insert(
-                "messages".into(),
-                Value::Array(vec![Value::Object(message)]),
-            );
-        }
-    }
+    let mut body = super::prompt_body(model, prompt, api == OllamaApi::Chat);
     body.insert("stream".into(), Value::Bool(true));
     let mut options = Map::new();
     options.insert("num_predict".into(), Value::from(num_predict));

@@ -60,6 +60,11 @@ fn concat(parts: Vec<Vec<StreamEvent>>) -> Vec<StreamEvent> {
     parts.into_iter().flatten().collect()
 }
 
+/// Ollama's final object: no text, its `done_reason`, its counts and figures.
+fn done(reason: FinishReason, usage: StreamEvent, t: ServerTimings) -> Vec<StreamEvent> {
+    vec![E::NoOutput, E::Finish(reason), usage, E::Timings(t)]
+}
+
 /// The `Timings` event of a stream, which must be its last event.
 fn last_timings(evs: &[StreamEvent]) -> ServerTimings {
     match evs.last() {
@@ -85,12 +90,11 @@ fn generate_stream() {
     let evs = decode_every_split(fixture!("generate_stream.ndjson"));
     let expected = concat(vec![
         outputs(8),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Length),
+        done(
+            FinishReason::Length,
             usage(Some(26), Some(8)),
-            E::Timings(timings(Some(26), 130.0, Some(8), 160.0, 12.345678, 500.0)),
-        ],
+            timings(Some(26), 130.0, Some(8), 160.0, 12.345678, 500.0),
+        ),
     ]);
     assert_eq!(evs, expected);
 
@@ -123,12 +127,11 @@ fn chat_stream() {
     let evs = decode_every_split(fixture!("chat_stream.ndjson"));
     let expected = concat(vec![
         outputs(7),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Stop),
+        done(
+            FinishReason::Stop,
             usage(Some(31), Some(7)),
-            E::Timings(timings(Some(31), 62.0, Some(7), 140.0, 0.0, 1000.0)),
-        ],
+            timings(Some(31), 62.0, Some(7), 140.0, 0.0, 1000.0),
+        ),
     ]);
     assert_eq!(evs, expected);
 
@@ -152,12 +155,11 @@ fn chat_thinking_model() {
         thinking(5),
         vec![E::NoOutput],
         outputs(3),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Stop),
+        done(
+            FinishReason::Stop,
             usage(Some(18), Some(10)),
-            E::Timings(timings(Some(18), 45.0, Some(10), 150.0, 2900.0, 3200.0)),
-        ],
+            timings(Some(18), 45.0, Some(10), 150.0, 2900.0, 3200.0),
+        ),
     ]);
     assert_eq!(evs, expected);
     // Thinking is output: the very first line is the first token (and
@@ -223,13 +225,12 @@ fn generate_thinking_tool_calls_and_odd_objects() {
         outputs(1),
         vec![E::NoOutput; 4],
         outputs(1),
-        vec![
-            // done without a reason or any figure (an old Ollama, say).
-            E::NoOutput,
-            E::Finish(FinishReason::Other),
+        // done without a reason or any figure (an old Ollama, say).
+        done(
+            FinishReason::Other,
             usage(None, None),
-            E::Timings(timings(None, 0.0, None, 0.0, 0.0, 0.0)),
-        ],
+            timings(None, 0.0, None, 0.0, 0.0, 0.0),
+        ),
     ]);
     assert_eq!(evs, expected);
     let t = last_timings(&evs);
@@ -262,12 +263,11 @@ fn done_reasons_and_odd_figures() {
     );
     assert_eq!(
         evs,
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Stop),
+        done(
+            FinishReason::Stop,
             usage(None, None),
-            E::Timings(timings(Some(0), 0.0, None, 0.0, 1500.0, 2000.0)),
-        ]
+            timings(Some(0), 0.0, None, 0.0, 1500.0, 2000.0)
+        )
     );
     assert_eq!(last_timings(&evs).slot_wait_ms(), Some(500.0));
     // A final object whose parts exceed its total: the wait is never negative.

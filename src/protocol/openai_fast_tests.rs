@@ -130,28 +130,37 @@ fn fast_path_agrees_with_serde() {
         check_fast(p);
     }
 
-    // Mutations of each shape: every byte deleted, replaced or preceded by
-    // a byte that matters to JSON.
-    let bytes: &[u8] = b"\"\\{}[],:0-e.5 xnu\n";
+    // Mutations of each shape.
     for base in SHAPES
         .iter()
         .copied()
         .chain(captures.iter().take(3).map(|s| s.as_str()))
     {
-        let b = base.as_bytes();
-        for i in 0..b.len() {
-            let mut variants = vec![[&b[..i], &b[i + 1..]].concat()];
-            for &c in bytes {
-                variants.push([&b[..i], &[c], &b[i + 1..]].concat());
-                variants.push([&b[..i], &[c], &b[i..]].concat());
-            }
-            for v in variants {
-                if let Ok(s) = std::str::from_utf8(&v) {
-                    check_fast(s);
-                }
-            }
+        for s in mutations(base) {
+            check_fast(&s);
         }
     }
+}
+
+/// `base` with each byte deleted, replaced or preceded by a byte that
+/// matters to JSON; only the variants that are still UTF-8.
+fn mutations(base: &str) -> Vec<String> {
+    let bytes: &[u8] = b"\"\\{}[],:0-e.5 xnu\n";
+    let b = base.as_bytes();
+    let mut out = Vec::new();
+    for i in 0..b.len() {
+        let mut variants = vec![[&b[..i], &b[i + 1..]].concat()];
+        for &c in bytes {
+            variants.push([&b[..i], &[c], &b[i + 1..]].concat());
+            variants.push([&b[..i], &[c], &b[i..]].concat());
+        }
+        out.extend(
+            variants
+                .into_iter()
+                .filter_map(|v| String::from_utf8(v).ok()),
+        );
+    }
+    out
 }
 
 #[test]
@@ -231,27 +240,16 @@ fn remembered_prefix_changes_nothing() {
     // Every mutation of a chunk, read after an intact one primed the
     // prefix: bytes inside the remembered prefix make it a fresh read,
     // bytes after it a resumed one; both must agree with serde.
-    let bytes: &[u8] = b"\"\\{}[],:0-e.5 xnu\n";
     for base in [
         format!("{head}{}", tails[1]),
         format!("{head}{}", tails[4]),
         r#"{"id":"cmpl-9","object":"text_completion","created":5,"model":"m","choices":[{"index":0,"text":"x","finish_reason":null}]}"#.to_owned(),
     ] {
-        let b = base.as_bytes();
-        for i in 0..b.len() {
-            let mut variants = vec![[&b[..i], &b[i + 1..]].concat()];
-            for &c in bytes {
-                variants.push([&b[..i], &[c], &b[i + 1..]].concat());
-                variants.push([&b[..i], &[c], &b[i..]].concat());
-            }
-            for v in variants {
-                if let Ok(s) = std::str::from_utf8(&v) {
-                    let mut prefix = fast::Prefix::default();
-                    assert!(check_fast_after(&base, &mut prefix));
-                    check_fast_after(s, &mut prefix);
-                    check_fast_after(&base, &mut prefix);
-                }
-            }
+        for s in mutations(&base) {
+            let mut prefix = fast::Prefix::default();
+            assert!(check_fast_after(&base, &mut prefix));
+            check_fast_after(&s, &mut prefix);
+            check_fast_after(&base, &mut prefix);
         }
     }
 }

@@ -72,6 +72,31 @@ fn cached(n: u32) -> StreamEvent {
     }
 }
 
+/// llama-server's last chunk (an empty delta, finish "length", its usage
+/// and timings), then [DONE].
+fn llama_last(usage: StreamEvent, timings: StreamEvent) -> Vec<StreamEvent> {
+    vec![
+        E::NoOutput,
+        E::Finish(FinishReason::Length),
+        usage,
+        timings,
+        E::Done,
+    ]
+}
+
+/// A chat stream: the role chunk, `n` content chunks, then `last`.
+fn chat_stream(n: usize, last: Vec<StreamEvent>) -> Vec<StreamEvent> {
+    concat(vec![vec![E::NoOutput], outputs(n), last])
+}
+
+/// An output chunk of content (not reasoning).
+fn text_out(tokens: Option<u32>) -> StreamEvent {
+    E::Output {
+        tokens,
+        reasoning: false,
+    }
+}
+
 fn concat(parts: Vec<Vec<StreamEvent>>) -> Vec<StreamEvent> {
     parts.into_iter().flatten().collect()
 }
@@ -85,17 +110,7 @@ fn capture_llama_server_chat_basic() {
     // chunks, finish chunk `"delta":{}` + "length" + timings (prompt_n 38,
     // predicted_n 64), [DONE]. No usage (not asked for).
     let evs = decode_every_split(capture!("llama-server/stream_basic.txt"));
-    let expected = concat(vec![
-        vec![E::NoOutput],
-        outputs(64),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Length),
-            cached(0),
-            timings(38, 134.176, 64, 775.785),
-            E::Done,
-        ],
-    ]);
+    let expected = chat_stream(64, llama_last(cached(0), timings(38, 134.176, 64, 775.785)));
     assert_eq!(evs, expected);
 }
 
@@ -105,17 +120,13 @@ fn capture_llama_server_chat_include_usage() {
     // usage-only `choices: []` chunk with usage 38/16 AND timings (prompt_n
     // 1: 37 of 38 prompt tokens came from the prompt cache), [DONE].
     let evs = decode_every_split(capture!("llama-server/stream_include_usage.txt"));
-    let expected = concat(vec![
-        vec![E::NoOutput],
-        outputs(16),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Length),
+    let expected = chat_stream(
+        16,
+        llama_last(
             with_cached(usage(38, 16), 37),
             timings(1, 33.986, 16, 184.366),
-            E::Done,
-        ],
-    ]);
+        ),
+    );
     assert_eq!(evs, expected);
 }
 
@@ -126,13 +137,7 @@ fn capture_llama_server_completions() {
     let evs = decode_every_split(capture!("llama-server/completions_stream.txt"));
     let expected = concat(vec![
         outputs(3),
-        vec![
-            E::NoOutput,
-            E::Finish(FinishReason::Length),
-            with_cached(usage(4, 3), 0),
-            timings(4, 58.798, 3, 25.535),
-            E::Done,
-        ],
+        llama_last(with_cached(usage(4, 3), 0), timings(4, 58.798, 3, 25.535)),
     ]);
     assert_eq!(evs, expected);
 }
@@ -144,14 +149,8 @@ fn capture_llama_server_native_completion() {
     // `"stop_type":"limit"`, tokens_evaluated 4 and timings. No [DONE].
     let evs = decode_every_split(capture!("llama-server/native_completion_stream.txt"));
     let expected = vec![
-        E::Output {
-            tokens: Some(1),
-            reasoning: false,
-        },
-        E::Output {
-            tokens: Some(1),
-            reasoning: false,
-        },
+        text_out(Some(1)),
+        text_out(Some(1)),
         E::NoOutput,
         E::Finish(FinishReason::Length),
         // `timings.cache_n` 3 wins over `tokens_cached` 5 (which counts
@@ -162,30 +161,24 @@ fn capture_llama_server_native_completion() {
     assert_eq!(evs, expected);
 }
 
+/// Role chunk `{"role":"assistant"}` (no content key), 64 (basic) or 16
+/// content chunks, finish chunk `"delta":{}` "length", [DONE]. No usage, no
+/// timings: asked for include_usage, the server sent no usage chunk anyway.
 #[test]
-fn capture_llama_cpp_python_basic() {
-    // Role chunk `{"role":"assistant"}` (no content key), 64 content chunks,
-    // finish chunk `"delta":{}` "length", [DONE]. No usage, no timings.
-    let evs = decode_every_split(capture!("llama-cpp-python/stream_basic.txt"));
-    let expected = concat(vec![
-        vec![E::NoOutput],
-        outputs(64),
-        vec![E::NoOutput, E::Finish(FinishReason::Length), E::Done],
-    ]);
-    assert_eq!(evs, expected);
-}
-
-#[test]
-fn capture_llama_cpp_python_include_usage_is_ignored_by_server() {
-    // Asked for include_usage; the server sent no usage chunk anyway.
-    let evs = decode_every_split(capture!("llama-cpp-python/stream_include_usage.txt"));
-    let expected = concat(vec![
-        vec![E::NoOutput],
-        outputs(16),
-        vec![E::NoOutput, E::Finish(FinishReason::Length), E::Done],
-    ]);
-    assert_eq!(evs, expected);
-    assert!(!evs.iter().any(|e| matches!(e, E::Usage { .. })));
+fn capture_llama_cpp_python_basic_and_include_usage_ignored_by_server() {
+    for (evs, n) in [
+        (capture!("llama-cpp-python/stream_basic.txt"), 64),
+        (capture!("llama-cpp-python/stream_include_usage.txt"), 16),
+    ]
+    .map(|(capture, n)| (decode_every_split(capture), n))
+    {
+        let expected = chat_stream(
+            n,
+            vec![E::NoOutput, E::Finish(FinishReason::Length), E::Done],
+        );
+        assert_eq!(evs, expected);
+        assert!(!evs.iter().any(|e| matches!(e, E::Usage { .. })));
+    }
 }
 
 #[test]
@@ -253,25 +246,16 @@ fn synthetic_vllm_stream() {
     let expected = vec![
         E::NoOutput,
         usage(12, 0),
-        E::Output {
-            tokens: Some(1),
-            reasoning: false,
-        },
+        text_out(Some(1)),
         usage(12, 1),
-        E::Output {
-            tokens: Some(3),
-            reasoning: false,
-        },
+        text_out(Some(3)),
         usage(12, 4),
         E::Output {
             tokens: Some(1),
             reasoning: true,
         },
         usage(12, 5),
-        E::Output {
-            tokens: Some(1),
-            reasoning: false,
-        },
+        text_out(Some(1)),
         E::Finish(FinishReason::Length),
         usage(12, 6),
         usage(12, 6),
@@ -301,24 +285,9 @@ fn cr_and_lf_split_across_reads() {
     dec.feed(b, &mut out).unwrap();
     assert!(out.is_empty(), "CR|LF across reads is one line ending");
     dec.feed(c, &mut out).unwrap();
-    assert_eq!(
-        out,
-        vec![E::Output {
-            tokens: None,
-            reasoning: false
-        }]
-    );
+    assert_eq!(out, vec![text_out(None)]);
     dec.feed(d, &mut out).unwrap();
-    assert_eq!(
-        out,
-        vec![
-            E::Output {
-                tokens: None,
-                reasoning: false
-            },
-            E::Done
-        ]
-    );
+    assert_eq!(out, vec![text_out(None), E::Done]);
 }
 
 #[test]
@@ -344,10 +313,7 @@ fn one(payload: &str) -> Vec<StreamEvent> {
 
 #[test]
 fn what_counts_as_output() {
-    let out = vec![E::Output {
-        tokens: None,
-        reasoning: false,
-    }];
+    let out = vec![text_out(None)];
     let none = vec![E::NoOutput];
     assert_eq!(one(r#"{"choices":[{"delta":{"content":"x"}}]}"#), out);
     let reasoning = vec![E::Output {
@@ -487,18 +453,9 @@ data: {\"choices\":[{\"delta\":{\"content\":\"c\"},\"finish_reason\":\"length\"}
     assert_eq!(
         decode_every_split(stream),
         vec![
-            E::Output {
-                tokens: None,
-                reasoning: false
-            },
-            E::Output {
-                tokens: None,
-                reasoning: false
-            },
-            E::Output {
-                tokens: None,
-                reasoning: false
-            },
+            text_out(None),
+            text_out(None),
+            text_out(None),
             E::Finish(FinishReason::Length),
             usage(1, 3),
         ]
@@ -517,20 +474,11 @@ data: {\"choices\":[{\"delta\":{\"content\":\"d\"}}],\"usage\":{\"completion_tok
     assert_eq!(
         decode_every_split(stream),
         vec![
-            E::Output {
-                tokens: Some(2),
-                reasoning: false
-            },
+            text_out(Some(2)),
             c(2),
-            E::Output {
-                tokens: Some(0),
-                reasoning: false
-            },
+            text_out(Some(0)),
             c(1),
-            E::Output {
-                tokens: Some(2),
-                reasoning: false
-            },
+            text_out(Some(2)),
             c(3),
         ]
     );
@@ -546,13 +494,7 @@ fn decoder_state_resets_after_finish() {
     out.clear();
     dec.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":2}}\n\n", &mut out)
         .unwrap();
-    assert_eq!(
-        out[0],
-        E::Output {
-            tokens: Some(2),
-            reasoning: false
-        }
-    );
+    assert_eq!(out[0], text_out(Some(2)));
 }
 
 // ---------------------------------------------------------------------------
@@ -593,10 +535,7 @@ fn error_objects_inside_a_200_stream() {
     // No error: null / empty.
     assert_eq!(
         one(r#"{"choices":[{"delta":{"content":"x"}}],"error":null}"#),
-        vec![E::Output {
-            tokens: None,
-            reasoning: false
-        }]
+        vec![text_out(None)]
     );
     assert_eq!(one(r#"{"error":""}"#), vec![E::NoOutput]);
     // Capped at 200 characters.
@@ -613,14 +552,7 @@ data: {\"error\":{\"message\":\"Aborted\",\"code\":500}}\n\n\
 data: [DONE]\n\n";
     assert_eq!(
         decode_every_split(stream),
-        vec![
-            E::Output {
-                tokens: None,
-                reasoning: false
-            },
-            E::Error("Aborted".into()),
-            E::Done
-        ]
+        vec![text_out(None), E::Error("Aborted".into()), E::Done]
     );
 }
 
@@ -631,14 +563,7 @@ fn malformed_json_is_an_error() {
     let mut dec = OpenAiDecoder::new();
     let mut out = Vec::new();
     let err = dec.feed(stream, &mut out).unwrap_err();
-    assert_eq!(
-        out,
-        vec![E::Output {
-            tokens: None,
-            reasoning: false
-        }],
-        "events before the bad chunk"
-    );
+    assert_eq!(out, vec![text_out(None)], "events before the bad chunk");
     let msg = err.to_string();
     assert!(msg.starts_with("chunk 2 is not valid JSON ("), "{msg}");
     assert!(msg.ends_with(r#": "{\"choices\":[""#), "{msg}");

@@ -101,51 +101,35 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
             );
         }
     }
-    line(
-        &mut out,
-        "Maximum request concurrency:",
-        level.info.concurrency.to_string(),
-    );
-    line(
-        &mut out,
-        "Benchmark duration (s):",
-        format!("{:.2}", s.duration_s),
-    );
-    line(
-        &mut out,
-        "Total input tokens:",
-        s.total_input_tokens.to_string(),
-    );
-    line(
-        &mut out,
-        "Total generated tokens:",
-        s.total_output_tokens.to_string(),
-    );
-    line(
-        &mut out,
-        "Request throughput (req/s):",
-        format!("{:.2}", s.request_throughput),
-    );
-    line(
-        &mut out,
-        "Output token throughput (tok/s):",
-        format!("{:.2}", s.output_throughput),
-    );
-    line(
-        &mut out,
-        "Total Token throughput (tok/s):",
-        format!("{:.2}", s.total_token_throughput),
-    );
-    line(
-        &mut out,
-        "Per-stream output (tok/s):",
-        format!("{:.2}", s.per_stream_tok_s),
-    );
-    line(
-        &mut out,
-        "Stream decode speed (tok/s):",
-        opt2(s.stream_decode_tok_s),
-    );
+    let rows = [
+        (
+            "Maximum request concurrency:",
+            level.info.concurrency.to_string(),
+        ),
+        ("Benchmark duration (s):", format!("{:.2}", s.duration_s)),
+        ("Total input tokens:", s.total_input_tokens.to_string()),
+        ("Total generated tokens:", s.total_output_tokens.to_string()),
+        (
+            "Request throughput (req/s):",
+            format!("{:.2}", s.request_throughput),
+        ),
+        (
+            "Output token throughput (tok/s):",
+            format!("{:.2}", s.output_throughput),
+        ),
+        (
+            "Total Token throughput (tok/s):",
+            format!("{:.2}", s.total_token_throughput),
+        ),
+        (
+            "Per-stream output (tok/s):",
+            format!("{:.2}", s.per_stream_tok_s),
+        ),
+        ("Stream decode speed (tok/s):", opt2(s.stream_decode_tok_s)),
+    ];
+    for (label, value) in rows {
+        line(&mut out, label, value);
+    }
     // What the server itself says of its decode speed, beside the client's.
     if let Some(v) = level
         .server_timings

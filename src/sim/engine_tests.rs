@@ -2,11 +2,17 @@
 
 use super::*;
 
-const DEFAULT: Timing = Timing {
-    step_ms: 10.5,
-    step_ms_per_seq: 0.35,
-    prefill_ms_per_1k: 20.0,
-};
+const DEFAULT: Timing = timing(10.5, 0.35, 20.0);
+
+/// A step of `step_ms` + `step_ms_per_seq` per sequence, prefill at
+/// `prefill_ms_per_1k` per 1,000 prompt tokens.
+const fn timing(step_ms: f64, step_ms_per_seq: f64, prefill_ms_per_1k: f64) -> Timing {
+    Timing {
+        step_ms,
+        step_ms_per_seq,
+        prefill_ms_per_1k,
+    }
+}
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
@@ -19,11 +25,7 @@ fn step_time_formula() {
     // Four sequences, one of them admitted with a 500-token prompt.
     assert!(close(step_time_ms(&DEFAULT, 4, 500), 10.5 + 1.4 + 10.0));
     // All zero: zero.
-    let zero = Timing {
-        step_ms: 0.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
-    };
+    let zero = timing(0.0, 0.0, 0.0);
     assert_eq!(step_time_ms(&zero, 256, 100_000), 0.0);
 }
 
@@ -102,11 +104,7 @@ fn simulate(
 
 #[test]
 fn concurrency_one_ttft_and_tpot() {
-    let t = Timing {
-        step_ms: 5.0,
-        step_ms_per_seq: 0.5,
-        prefill_ms_per_1k: 10.0,
-    };
+    let t = timing(5.0, 0.5, 10.0);
     let ev = simulate(t, limits(256, 200_000), &[(0.0, 500, 4)]);
     let times: Vec<f64> = ev.iter().map(|e| e.2).collect();
     // TTFT = step + per_seq + prefill(500) = 5 + 0.5 + 5; then TPOT = 5.5.
@@ -118,11 +116,7 @@ fn concurrency_one_ttft_and_tpot() {
 
 #[test]
 fn late_arrival_waits_for_the_step_boundary_and_joins_the_batch() {
-    let t = Timing {
-        step_ms: 10.0,
-        step_ms_per_seq: 1.0,
-        prefill_ms_per_1k: 0.0,
-    };
+    let t = timing(10.0, 1.0, 0.0);
     let ev = simulate(t, limits(256, 200_000), &[(0.0, 10, 3), (4.0, 10, 2)]);
     // Step 1 (A alone): 11 ms. B arrived at 4 and joins at the boundary (11):
     // step 2 has two sequences, 12 ms -> A's 2nd and B's 1st token at 23.
@@ -137,11 +131,7 @@ fn late_arrival_waits_for_the_step_boundary_and_joins_the_batch() {
 
 #[test]
 fn kv_full_queues_until_a_sequence_finishes() {
-    let t = Timing {
-        step_ms: 1.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 0.0,
-    };
+    let t = timing(1.0, 0.0, 0.0);
     // Each needs 10 + 5 = 15 KV; a budget of 30 fits two.
     let reqs = [(0.0, 10, 5); 4];
     let ev = simulate(t, limits(256, 30), &reqs);
@@ -181,11 +171,7 @@ fn retain_waiting_drops_gone_requests() {
 
 #[test]
 fn grow_preempts_the_newest_and_it_completes_after_recompute() {
-    let t = Timing {
-        step_ms: 1.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1000.0,
-    };
+    let t = timing(1.0, 0.0, 1000.0);
     let lim = Limits {
         kv_policy: KvPolicy::Grow,
         ..limits(8, 30)
@@ -222,11 +208,7 @@ fn grow_preempts_the_newest_and_it_completes_after_recompute() {
 
 #[test]
 fn prefix_cache_skips_cached_blocks_and_evicts_the_oldest() {
-    let t = Timing {
-        step_ms: 0.0,
-        step_ms_per_seq: 0.0,
-        prefill_ms_per_1k: 1000.0,
-    };
+    let t = timing(0.0, 0.0, 1000.0);
     // 64 KV tokens / 16 per block: 4 blocks cached at most.
     let lim = Limits {
         prefix_block_tokens: 16,

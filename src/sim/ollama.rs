@@ -107,6 +107,16 @@ enum Refused {
     Gone,
 }
 
+impl Refused {
+    /// What the 503 says, on either API.
+    fn message(&self) -> &'static str {
+        match self {
+            Refused::Busy => BUSY_MESSAGE,
+            Refused::Gone => "the server is shutting down",
+        }
+    }
+}
+
 impl ModelState {
     pub(crate) fn new() -> Self {
         ModelState {
@@ -324,13 +334,7 @@ async fn native(state: &AppState, chat: bool, req: Request<Incoming>) -> Respons
 
     let (load, guard) = match state.ollama.acquire(&state.cfg).await {
         Ok(g) => g,
-        Err(Refused::Busy) => return ollama_error(StatusCode::SERVICE_UNAVAILABLE, BUSY_MESSAGE),
-        Err(Refused::Gone) => {
-            return ollama_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the server is shutting down",
-            )
-        }
+        Err(refused) => return ollama_error(StatusCode::SERVICE_UNAVAILABLE, refused.message()),
     };
     let stream = raw.stream.unwrap_or(true);
     let (out, response) = if stream {
@@ -415,13 +419,7 @@ async fn openai_chat(state: &AppState, req: Request<Incoming>) -> Response<Body>
     let (max_tokens, stopped) = cut_at_eos(state, gen.max_tokens.min(room));
     let (_, guard) = match state.ollama.acquire(&state.cfg).await {
         Ok(g) => g,
-        Err(Refused::Busy) => return openai_error(StatusCode::SERVICE_UNAVAILABLE, BUSY_MESSAGE),
-        Err(Refused::Gone) => {
-            return openai_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the server is shutting down",
-            )
-        }
+        Err(refused) => return openai_error(StatusCode::SERVICE_UNAVAILABLE, refused.message()),
     };
     let model = gen
         .model

@@ -23,6 +23,14 @@ fn events(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// The events of a two-token answer, the second token its last.
+fn two_token_events(fmt: &ChunkFormat) -> Vec<String> {
+    let mut buf = BytesMut::new();
+    fmt.emit_into(&mut buf, 0, false);
+    fmt.emit_into(&mut buf, 1, true);
+    events(&buf)
+}
+
 #[test]
 fn eos_lengths_are_seeded_with_the_asked_mean() {
     assert_eq!(eos_length(0.0, 1, 0), None);
@@ -109,10 +117,7 @@ fn parses_tokenize_shapes() {
 #[test]
 fn chat_stream_chunks_are_vllm_shaped() {
     let fmt = ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m\"q", &req(true, false));
-    let mut buf = BytesMut::new();
-    fmt.emit_into(&mut buf, 0, false);
-    fmt.emit_into(&mut buf, 1, true);
-    let ev = events(&buf);
+    let ev = two_token_events(&fmt);
     assert_eq!(ev.len(), 5);
     let role: Value = serde_json::from_str(&ev[0]).unwrap();
     assert_eq!(role["object"], "chat.completion.chunk");
@@ -138,10 +143,7 @@ fn chat_stream_chunks_are_vllm_shaped() {
 #[test]
 fn continuous_usage_on_every_chunk() {
     let fmt = ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m", &req(true, true));
-    let mut buf = BytesMut::new();
-    fmt.emit_into(&mut buf, 0, false);
-    fmt.emit_into(&mut buf, 1, true);
-    let ev = events(&buf);
+    let ev = two_token_events(&fmt);
     let completion: Vec<u64> = ev[..4]
         .iter()
         .map(|e| {
@@ -156,10 +158,7 @@ fn continuous_usage_on_every_chunk() {
 fn reasoning_tokens_come_first_and_are_reported() {
     let fmt =
         ChunkFormat::new(Api::Chat, "chatcmpl-1", 42, "m", &req(true, true)).with_reasoning(1);
-    let mut buf = BytesMut::new();
-    fmt.emit_into(&mut buf, 0, false);
-    fmt.emit_into(&mut buf, 1, true);
-    let ev = events(&buf);
+    let ev = two_token_events(&fmt);
     let v: Vec<Value> = ev[..4]
         .iter()
         .map(|e| serde_json::from_str(e).unwrap())
@@ -189,10 +188,7 @@ fn reasoning_tokens_come_first_and_are_reported() {
 #[test]
 fn completions_stream_has_no_role_chunk() {
     let fmt = ChunkFormat::new(Api::Completions, "cmpl-1", 42, "m", &req(false, false));
-    let mut buf = BytesMut::new();
-    fmt.emit_into(&mut buf, 0, false);
-    fmt.emit_into(&mut buf, 1, true);
-    let ev = events(&buf);
+    let ev = two_token_events(&fmt);
     assert_eq!(ev.len(), 3);
     let t0: Value = serde_json::from_str(&ev[0]).unwrap();
     assert_eq!(t0["object"], "text_completion");

@@ -21,6 +21,17 @@ pub struct ServerSample {
     pub gauges: BTreeMap<&'static str, f64>,
 }
 
+#[cfg(test)]
+impl ServerSample {
+    /// A sample at the run's start with these gauges.
+    pub(crate) fn of(gauges: &[(&'static str, f64)]) -> ServerSample {
+        ServerSample {
+            gauges: gauges.iter().copied().collect(),
+            ..ServerSample::default()
+        }
+    }
+}
+
 /// Min, mean and max of each gauge over the samples a level saw.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct GaugeSummary {

@@ -273,14 +273,11 @@ mod tests {
         }
     }
 
-    /// One slot, four streams: each answer takes 100 ms, its first token
-    /// 10 ms after the slot frees. Worked by hand over [0, 400): at any time
-    /// one request streams or prefills and the other three wait.
-    #[test]
-    fn one_slot_four_streams() {
-        // Request k (0..4) is sent at 0, gets its slot at 100k, first token
-        // at 100k + 10, ends at 100k + 100. Closed loop: each end sends a
-        // new request at once (ends at 100, 200, 300 send three more).
+    /// One slot, four streams, closed loop. Request k (0..4) is sent at 0,
+    /// gets its slot at 100k, first token at 100k + 10, ends at 100k + 100;
+    /// each end sends a new request at once (ends at 100, 200, 300 send
+    /// three more).
+    fn one_slot_spans() -> Vec<RequestSpan> {
         let mut spans = vec![];
         for k in 0..4u64 {
             spans.push(span(0, Some(100 * k + 10), 100 * k + 100));
@@ -292,6 +289,15 @@ mod tests {
                 100 * (k + 4) + 100,
             ));
         }
+        spans
+    }
+
+    /// One slot, four streams: each answer takes 100 ms, its first token
+    /// 10 ms after the slot frees. Worked by hand over [0, 400): at any time
+    /// one request streams or prefills and the other three wait.
+    #[test]
+    fn one_slot_four_streams() {
+        let spans = one_slot_spans();
         let o = occupancy(&spans, ms(0), ms(400)).expect("window");
         // Waiting: 4 for the first 10 ms of each 100 (the one in prefill
         // counts as waiting), 3 for the other 90: mean 3.1.
@@ -339,17 +345,7 @@ mod tests {
     /// the one-slot case above, request by request.
     #[test]
     fn the_timeline_agrees_with_the_sweep_on_the_grid() {
-        let mut spans = vec![];
-        for k in 0..4u64 {
-            spans.push(span(0, Some(100 * k + 10), 100 * k + 100));
-        }
-        for k in 0..3u64 {
-            spans.push(span(
-                100 * k + 100,
-                Some(400 + 100 * k + 10),
-                400 + 100 * k + 100,
-            ));
-        }
+        let spans = one_slot_spans();
         let exact = occupancy(&spans, ms(0), ms(400)).unwrap();
         let mut timeline = Timeline::starting_at(ms(0));
         for s in &spans {

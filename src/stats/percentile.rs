@@ -125,11 +125,15 @@ mod tests {
 
     #[test]
     fn labels_like_vllm() {
-        assert_eq!(percentile_label(99.0), "99");
-        assert_eq!(percentile_label(50.0), "50");
-        assert_eq!(percentile_label(99.9), "99.9");
-        assert_eq!(percentile_label(0.0), "0");
-        assert_eq!(percentile_label(100.0), "100");
-        assert_eq!(percentile_label(12.5), "12.5");
+        for (p, label) in [
+            (99.0, "99"),
+            (50.0, "50"),
+            (99.9, "99.9"),
+            (0.0, "0"),
+            (100.0, "100"),
+            (12.5, "12.5"),
+        ] {
+            assert_eq!(percentile_label(p), label);
+        }
     }
 }

@@ -7,23 +7,9 @@ use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::summary::level_stats;
 use crate::ui::theme::{ColorMode, Palette};
 
+/// The article's header (its plan: 1, 4, 16, 32, 64, 128), against a real server.
 pub(crate) fn run_view() -> RunView {
-    RunView {
-        target: "http://gpu-box:8000".into(),
-        engine: "vLLM".into(),
-        engine_version: Some("0.11.2".into()),
-        model: "Qwen/Qwen3-8B".into(),
-        input_len: 1024,
-        output_len: 1024,
-        ignore_eos: Some(true),
-        knobs: None,
-        simulated: false,
-        plan: vec![1, 4, 16, 32, 64, 128],
-        result_dir: "results/20261129-191400".into(),
-        started_at: None,
-        profile: None,
-        gpus: None,
-    }
+    crate::ui::scenes::article_run(false)
 }
 
 pub(crate) fn app() -> App {
@@ -67,27 +53,14 @@ fn send(app: &mut App, c: char) -> Option<Action> {
 #[test]
 fn concurrency_keys_send_the_new_target() {
     let mut app = running_at(4);
-    assert_eq!(
-        send(&mut app, '+'),
-        Some(Action::Send(Command::SetConcurrency(5)))
-    );
-    // The next key steps from what was asked, before the driver confirms.
-    assert_eq!(
-        send(&mut app, '='),
-        Some(Action::Send(Command::SetConcurrency(6)))
-    );
-    assert_eq!(
-        send(&mut app, ']'),
-        Some(Action::Send(Command::SetConcurrency(12)))
-    );
-    assert_eq!(
-        send(&mut app, '['),
-        Some(Action::Send(Command::SetConcurrency(6)))
-    );
-    assert_eq!(
-        send(&mut app, '-'),
-        Some(Action::Send(Command::SetConcurrency(5)))
-    );
+    // Each key steps from what was asked, before the driver confirms.
+    for (c, to) in [('+', 5), ('=', 6), (']', 12), ('[', 6), ('-', 5)] {
+        assert_eq!(
+            send(&mut app, c),
+            Some(Action::Send(Command::SetConcurrency(to))),
+            "{c}"
+        );
+    }
     assert_eq!(app.target, 5);
 }
 

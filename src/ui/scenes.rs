@@ -28,44 +28,32 @@ pub(crate) struct Shape {
     pub ttft_p99_ms: f64,
 }
 
+impl Shape {
+    /// A row of the article's table: streams, tok/s per stream, p50 and
+    /// p99 TTFT (ms).
+    pub(crate) const fn new(
+        concurrency: u32,
+        stream_tok_s: f64,
+        ttft_p50_ms: f64,
+        ttft_p99_ms: f64,
+    ) -> Shape {
+        Shape {
+            concurrency,
+            stream_tok_s,
+            ttft_p50_ms,
+            ttft_p99_ms,
+        }
+    }
+}
+
 /// The article's table.
 pub(crate) const ARTICLE: [Shape; 6] = [
-    Shape {
-        concurrency: 1,
-        stream_tok_s: 92.0,
-        ttft_p50_ms: 48.0,
-        ttft_p99_ms: 61.0,
-    },
-    Shape {
-        concurrency: 4,
-        stream_tok_s: 88.0,
-        ttft_p50_ms: 71.0,
-        ttft_p99_ms: 96.0,
-    },
-    Shape {
-        concurrency: 16,
-        stream_tok_s: 71.0,
-        ttft_p50_ms: 152.0,
-        ttft_p99_ms: 244.0,
-    },
-    Shape {
-        concurrency: 32,
-        stream_tok_s: 54.0,
-        ttft_p50_ms: 287.0,
-        ttft_p99_ms: 498.0,
-    },
-    Shape {
-        concurrency: 64,
-        stream_tok_s: 34.0,
-        ttft_p50_ms: 611.0,
-        ttft_p99_ms: 1240.0,
-    },
-    Shape {
-        concurrency: 128,
-        stream_tok_s: 18.0,
-        ttft_p50_ms: 1490.0,
-        ttft_p99_ms: 3820.0,
-    },
+    Shape::new(1, 92.0, 48.0, 61.0),
+    Shape::new(4, 88.0, 71.0, 96.0),
+    Shape::new(16, 71.0, 152.0, 244.0),
+    Shape::new(32, 54.0, 287.0, 498.0),
+    Shape::new(64, 34.0, 611.0, 1240.0),
+    Shape::new(128, 18.0, 1490.0, 3820.0),
 ];
 
 /// Deterministic jitter (a 64-bit LCG): the same scene every time.
@@ -365,22 +353,12 @@ impl Screen {
                 s.play(l, ARTICLE[2], 70, Faults::default());
                 let m = s.start(17, Mode::Manual, None);
                 s.finish_level(l, true);
-                let shape17 = Shape {
-                    concurrency: 17,
-                    stream_tok_s: 69.0,
-                    ttft_p50_ms: 160.0,
-                    ttft_p99_ms: 262.0,
-                };
+                let shape17 = Shape::new(17, 69.0, 160.0, 262.0);
                 s.play(m, shape17, 85, Faults::default());
                 // Then `]`: a second manual level at 34, running.
                 let m2 = s.start(34, Mode::Manual, None);
                 s.finish_level(m, false);
-                let shape34 = Shape {
-                    concurrency: 34,
-                    stream_tok_s: 52.0,
-                    ttft_p50_ms: 301.0,
-                    ttft_p99_ms: 540.0,
-                };
+                let shape34 = Shape::new(34, 52.0, 301.0, 540.0);
                 s.play(m2, shape34, 60, Faults::default());
                 s.settle(s.now + 0.3, 34);
             }

@@ -105,8 +105,7 @@ fn common_checks(screen: Screen, w: u16, h: u16, t: &str) {
             "{header}"
         );
         assert!(t.contains("TTFT ms") && t.contains("ITL ms"), "{t}");
-        assert!(t.contains("levels"), "{t}");
-        assert!(t.contains("ok "), "{t}");
+        shows(t, &["levels", "ok "]);
     }
     if w >= 76 {
         assert!(
@@ -128,6 +127,13 @@ fn screens_match_their_snapshots() {
     }
 }
 
+/// Each of `parts` is on the screen `t`.
+fn shows(t: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(t.contains(part), "{part} missing\n{t}");
+    }
+}
+
 fn screen_text(screen: Screen, w: u16, h: u16) -> String {
     text(&render(&screen.build(ColorMode::None), w, h))
 }
@@ -136,14 +142,11 @@ fn screen_text(screen: Screen, w: u16, h: u16) -> String {
 fn first_level_running() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::FirstLevel, w, h);
-        assert!(t.contains("Concurrency 1"), "{t}");
-        assert!(t.contains("streaming 1 · waiting 0"), "{t}");
+        shows(&t, &["Concurrency 1", "streaming 1 · waiting 0"]);
         if w >= 100 {
             assert!(t.contains("(in flight 1: streaming 1"), "{t}");
         }
-        assert!(t.contains("level 1/6"), "{t}");
-        assert!(t.contains("5/10"), "{t}");
-        assert!(t.contains("PLANNED"), "{t}");
+        shows(&t, &["level 1/6", "5/10", "PLANNED"]);
         assert!(t.contains('▶'), "the running row is marked\n{t}");
     }
 }
@@ -152,9 +155,7 @@ fn first_level_running() {
 fn mid_sweep_shows_the_article_table() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::MidSweep, w, h);
-        assert!(t.contains("Concurrency 32"), "{t}");
-        assert!(t.contains("level 4/6"), "{t}");
-        assert!(t.contains("214/320"), "{t}");
+        shows(&t, &["Concurrency 32", "level 4/6", "214/320"]);
         // Three finished planned levels on the chart and in the table,
         // the capacity (16) as a star in both.
         assert_eq!(
@@ -193,9 +194,7 @@ fn v_turns_the_chart_to_the_frontier() {
         );
         // Per GPU (`--gpus 8`): 2,034 tok/s at the top is 254 a GPU.
         let t = screen_text(Screen::FrontierFinished, w, h);
-        assert!(t.contains("output tok/s per GPU (8)"), "{t}");
-        assert!(t.contains("500┤"), "{t}");
-        assert!(t.contains("★32") && t.contains("●128"), "{t}");
+        shows(&t, &["output tok/s per GPU (8)", "500┤", "★32", "●128"]);
     }
 }
 
@@ -203,8 +202,7 @@ fn v_turns_the_chart_to_the_frontier() {
 fn manual_mode_is_visible() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::Manual, w, h);
-        assert!(t.contains("MANUAL"), "{t}");
-        assert!(t.contains("Concurrency 34"), "{t}");
+        shows(&t, &["MANUAL", "Concurrency 34"]);
         // The planned level cut short is hollow on the chart and in the table.
         assert!(t.contains('○'), "the cut planned level\n{t}");
         if w >= 160 {
@@ -228,8 +226,7 @@ fn paused_is_visible() {
 fn errors_are_counted_by_class() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::Errors, w, h);
-        assert!(t.contains("503 ×") && t.contains("429 ×"), "{t}");
-        assert!(t.contains("last error:"), "{t}");
+        shows(&t, &["503 ×", "429 ×", "last error:"]);
         let failed_line = t.lines().find(|l| l.contains("failed ")).expect("counters");
         assert!(!failed_line.contains("failed 0"), "{failed_line}");
     }
@@ -239,16 +236,17 @@ fn errors_are_counted_by_class() {
 fn help_explains_every_metric() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::Help, w, h);
-        for word in [
-            "TTFT",
-            "ITL",
-            "p50 p99",
-            "tok/s/stream",
-            "in flight",
-            "errors",
-        ] {
-            assert!(t.contains(word), "{word} missing\n{t}");
-        }
+        shows(
+            &t,
+            &[
+                "TTFT",
+                "ITL",
+                "p50 p99",
+                "tok/s/stream",
+                "in flight",
+                "errors",
+            ],
+        );
     }
 }
 
@@ -256,9 +254,10 @@ fn help_explains_every_metric() {
 fn finished_waits_for_q_and_says_simulated() {
     for (w, h) in SIZES {
         let t = screen_text(Screen::Finished, w, h);
-        assert!(t.contains("SIMULATED SERVER"), "{t}");
-        assert!(t.contains("sweep finished — q to quit"), "{t}");
-        assert!(t.contains("FINISHED"), "{t}");
+        shows(
+            &t,
+            &["SIMULATED SERVER", "sweep finished — q to quit", "FINISHED"],
+        );
     }
 }
 
@@ -435,9 +434,7 @@ fn a_saved_run_shows_table_marks_and_result() {
         assert!(t.contains("2026-11-29"), "started at\n{t}");
         assert!(t.contains("SAVED RUN"), "{t}");
         assert!(!t.contains("in flight") && !t.contains("ITL ms"), "{t}");
-        for figure in ["1,136", "1,728", "2,304", "3,820"] {
-            assert!(t.contains(figure), "{figure}\n{t}");
-        }
+        shows(&t, &["1,136", "1,728", "2,304", "3,820"]);
         assert_eq!(t.matches('★').count(), 3, "chart, table row, legend\n{t}");
         assert!(t.contains('┊') && t.contains("knee"), "the knee mark\n{t}");
         assert!(t.contains("capacity: 32 streams"), "{t}");
@@ -445,8 +442,7 @@ fn a_saved_run_shows_table_marks_and_result() {
             t.contains("cost: $0.322/M vs API $0.65/M"),
             "the cost in figures\n{t}"
         );
-        assert!(t.contains("503 ×3"), "{t}");
-        assert!(t.contains("q quit"), "{t}");
+        shows(&t, &["503 ×3", "q quit"]);
     }
     let t = view_text(ViewScreen::One, 160, 48);
     assert!(
@@ -472,8 +468,7 @@ fn two_runs_overlay_and_tab_brings_the_other_forward() {
         assert!(t.contains("run A"), "the table says whose rows\n{t}");
         assert!(t.contains("Tab"), "{t}");
         let t = view_text(ViewScreen::TwoTab, w, h);
-        assert!(t.contains("run B"), "{t}");
-        assert!(t.contains("capacity: 64 streams"), "{t}");
+        shows(&t, &["run B", "capacity: 64 streams"]);
         assert!(t.contains('◆'), "B's manual level\n{t}");
         // A stays first in the header.
         assert!(

@@ -18,7 +18,10 @@ use super::theme::Palette;
 mod chart;
 mod frontier;
 
-use chart::{bottom_ticks, cell, label_rows, left_axis, left_labels, waiting_note};
+use chart::{
+    bottom_ticks, braille_line, cell, label_rows, left_axis, left_labels, series_lines,
+    waiting_note,
+};
 pub(crate) use chart::{
     series_style, ChartPoint, PointKind, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
     P99_GLYPH_B,

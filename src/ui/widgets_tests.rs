@@ -5,9 +5,7 @@ use super::*;
 
 #[test]
 fn numbers() {
-    assert_eq!(grouped(0), "0");
-    assert_eq!(grouped(1914), "1,914");
-    assert_eq!(grouped(1234567), "1,234,567");
+    // grouped, dollars and percent are `crate::fmt`'s, checked there.
     assert_eq!(figure(Some(9.84)), "9.8");
     assert_eq!(figure(Some(92.4)), "92.4");
     assert_eq!(figure(Some(352.4)), "352");
@@ -22,12 +20,6 @@ fn numbers() {
     assert_eq!(compact(1.25e6), "1.2M");
     assert_eq!(compact(2.5), "2.5");
     assert_eq!(clock(3 * 3600 + 7 * 60 + 41), "03:07:41");
-    assert_eq!(dollars(2.0 / 7.2), "$0.278");
-    assert_eq!(dollars(2.0 / 1.8), "$1.11");
-    assert_eq!(dollars(0.65), "$0.65");
-    assert_eq!(dollars(2.0), "$2");
-    assert_eq!(dollars(12.345), "$12.3");
-    assert_eq!(percent(854.7 / 1728.0), "49%");
     assert_eq!(times(2.0218), "2.0x");
     assert_eq!(times(1.036), "1.04x");
     assert_eq!(nice_ceil(0.3), 1.0);

@@ -2,14 +2,20 @@
 
 use super::*;
 
+/// A prompt-length model of `tokens_per_word` and `overhead_tokens`, its
+/// slope fitted (not the tokenizer's).
+fn words_model(tokens_per_word: f64, overhead_tokens: f64) -> Calibration {
+    Calibration {
+        tokens_per_word,
+        overhead_tokens,
+        slope_from_tokenizer: false,
+    }
+}
+
 #[test]
 fn words_for_inverts_the_model() {
     // 1.3 tokens a word and a 26-token template: (1024 - 26) / 1.3 = 767.7 -> 768 words.
-    let c = Calibration {
-        tokens_per_word: 1.3,
-        overhead_tokens: 26.0,
-        slope_from_tokenizer: false,
-    };
+    let c = words_model(1.3, 26.0);
     assert_eq!(c.words_for(1024), 768);
     // Target below the template overhead: one word, never zero or negative.
     assert_eq!(c.words_for(10), 1);
@@ -33,11 +39,7 @@ fn fit_separates_slope_and_overhead() {
 #[test]
 fn fit_with_one_length_keeps_prior_overhead() {
     // 100 words -> 150 tokens, prior overhead 10: slope (150 - 10) / 100 = 1.4.
-    let prior = Calibration {
-        tokens_per_word: 1.0,
-        overhead_tokens: 10.0,
-        slope_from_tokenizer: false,
-    };
+    let prior = words_model(1.0, 10.0);
     let c = Calibration::fit(&[(100, 150)], prior).expect("fit");
     assert!((c.tokens_per_word - 1.4).abs() < 1e-9);
     assert_eq!(c.overhead_tokens, 10.0);
@@ -53,9 +55,8 @@ fn fit_with_one_length_and_a_tokenizer_slope_finds_the_template() {
     // tokens. The template is then 158 - 1.08 * 118 = 30.56 tokens, and
     // 128 tokens need (128 - 30.56) / 1.08 = 90.2 -> 90 words.
     let prior = Calibration {
-        tokens_per_word: 1.08,
-        overhead_tokens: 0.0,
         slope_from_tokenizer: true,
+        ..words_model(1.08, 0.0)
     };
     let c = Calibration::fit(&[(118, 158)], prior).expect("fit");
     assert!((c.tokens_per_word - 1.08).abs() < 1e-9);
@@ -237,11 +238,7 @@ fn dataset_records_go_out_in_order_and_wrap() {
         ..Traffic::default()
     };
     let mut w = Workload::new(1, 100, 7).with_traffic(&traffic);
-    w.calibration = Calibration {
-        tokens_per_word: 1.5,
-        overhead_tokens: 10.0,
-        slope_from_tokenizer: false,
-    };
+    w.calibration = words_model(1.5, 10.0);
     assert_eq!(w.records_len(), Some(3));
     let p: Vec<PromptSpec> = (0..4).map(|_| w.next_prompt()).collect();
     assert_eq!(p[0].text, "one two three");

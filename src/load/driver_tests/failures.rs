@@ -3,18 +3,19 @@
 
 use super::*;
 
+/// The live view's config: a server that goes away pauses the run.
+fn watched(plan: Vec<LevelPlan>) -> DriverConfig {
+    let mut cfg = config(plan);
+    cfg.watch_server = true;
+    cfg
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_request_failing_stops_a_headless_run() {
     let server = FakeServer::new(|_| fail(5, ErrorClass::Http(503)));
     let plan = vec![LevelPlan::closed(2, 4), LevelPlan::closed(4, 4)];
     let run = Harness::start(config(plan), server).finish().await;
-    let DriverEvent::Finished {
-        stopped_by_user: false,
-        error: Some(error),
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert!(
         error.starts_with(
             "every request failed at concurrency 2 (4 of 4; first: http_503: scripted http_503)"
@@ -39,12 +40,7 @@ async fn one_dead_level_is_survivable_two_in_a_row_are_not() {
     let plan = (1..=6).map(|c| LevelPlan::closed(c, 2)).collect();
     let run = Harness::start(config(plan), server).finish().await;
     assert_eq!(run.levels().len(), 5);
-    let DriverEvent::Finished {
-        error: Some(error), ..
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert!(
         error.starts_with("every request failed at concurrency 5"),
         "{error}"
@@ -56,15 +52,8 @@ async fn one_dead_level_is_survivable_two_in_a_row_are_not() {
 
 #[tokio::test(start_paused = true)]
 async fn connection_failures_are_held_until_a_success_flushes_them() {
-    let server = FakeServer::new(|s| {
-        if s.id == 4 {
-            fail(10, ErrorClass::ConnectionClosed)
-        } else {
-            ok(10, 100)
-        }
-    });
-    let mut cfg = config(vec![LevelPlan::closed(4, 12)]);
-    cfg.watch_server = true;
+    let server = FakeServer::one_off(4, fail(10, ErrorClass::ConnectionClosed), ok(10, 100));
+    let cfg = watched(vec![LevelPlan::closed(4, 12)]);
     let mut h = Harness::start(cfg, server);
     h.wait_for(|e| *e == DriverEvent::PlanDone).await;
     h.send(Command::Stop);
@@ -111,8 +100,7 @@ async fn a_gone_server_pauses_the_run_until_it_answers() {
         }
     })
     .answering(move |at| !down(at));
-    let mut cfg = config(vec![LevelPlan::closed(2, 10_000), LevelPlan::closed(4, 10)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(2, 10_000), LevelPlan::closed(4, 10)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(6000), Command::NewSeries).await;
     h.send_at(ms(6250), Command::Stop).await;
@@ -176,16 +164,9 @@ async fn a_gone_server_pauses_the_run_until_it_answers() {
 #[tokio::test(start_paused = true)]
 async fn an_outage_with_a_request_still_streaming_is_no_outage() {
     // One long request keeps streaming while every other is refused.
-    let server = FakeServer::new(|s| {
-        if s.id == 0 {
-            ok(10, 10_000)
-        } else {
-            fail(1, ErrorClass::ConnectRefused)
-        }
-    })
-    .answering(|_| false);
-    let mut cfg = config(vec![LevelPlan::closed(2, 10_000)]);
-    cfg.watch_server = true;
+    let server = FakeServer::one_off(0, ok(10, 10_000), fail(1, ErrorClass::ConnectRefused))
+        .answering(|_| false);
+    let cfg = watched(vec![LevelPlan::closed(2, 10_000)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(5000), Command::Stop).await;
     let run = h.finish().await;
@@ -214,16 +195,9 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
 /// is and the level goes on.
 #[tokio::test(start_paused = true)]
 async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers() {
-    let server = FakeServer::new(|s| {
-        if s.id == 3 {
-            fail(5, ErrorClass::ConnectionClosed)
-        } else {
-            ok(10, 100)
-        }
-    })
-    .answering(|_| true);
-    let mut cfg = config(vec![LevelPlan::closed(1, 8)]);
-    cfg.watch_server = true;
+    let server = FakeServer::one_off(3, fail(5, ErrorClass::ConnectionClosed), ok(10, 100))
+        .answering(|_| true);
+    let cfg = watched(vec![LevelPlan::closed(1, 8)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(10_000), Command::Stop).await;
     let run = h.finish().await;
@@ -251,8 +225,7 @@ async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers(
 async fn after_the_plan_the_driver_watches_the_idle_server() {
     let down = |at: Duration| (ms(1000)..ms(3000)).contains(&at);
     let server = FakeServer::new(|_| ok(10, 100)).answering(move |at| !down(at));
-    let mut cfg = config(vec![LevelPlan::closed(1, 2)]);
-    cfg.watch_server = true;
+    let cfg = watched(vec![LevelPlan::closed(1, 2)]);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(4000), Command::NewSeries).await;
     h.send_at(ms(4500), Command::Stop).await;
@@ -289,8 +262,7 @@ async fn after_the_plan_the_driver_watches_the_idle_server() {
 async fn a_new_series_cuts_the_level_short_and_restarts_the_plan() {
     let server = FakeServer::new(|_| ok(10, 100));
     let plan = vec![LevelPlan::closed(1, 100), LevelPlan::closed(2, 100)];
-    let mut cfg = config(plan);
-    cfg.watch_server = true;
+    let cfg = watched(plan);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(250), Command::NextLevel).await;
     h.send_at(ms(450), Command::NewSeries).await;
@@ -325,8 +297,7 @@ async fn a_new_series_cuts_the_level_short_and_restarts_the_plan() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_run_goes_on_in_its_series() {
     let server = FakeServer::new(|_| ok(10, 100));
-    let mut cfg = config(vec![LevelPlan::closed(1, 1), LevelPlan::closed(2, 2)]);
-    cfg.watch_server = true;
+    let mut cfg = watched(vec![LevelPlan::closed(1, 1), LevelPlan::closed(2, 2)]);
     cfg.first_series = 2;
     let mut h = Harness::start(cfg, server);
     h.wait_for(|e| *e == DriverEvent::PlanDone).await;

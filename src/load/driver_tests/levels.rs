@@ -54,7 +54,7 @@ async fn planned_levels_run_in_order_with_their_counts() {
 #[tokio::test(start_paused = true)]
 async fn a_request_belongs_to_the_level_it_was_sent_in() {
     // A slow request of level 0 outlives the level change by 'n'.
-    let server = FakeServer::new(|s| if s.id == 0 { ok(10, 1000) } else { ok(10, 100) });
+    let server = FakeServer::one_off(0, ok(10, 1000), ok(10, 100));
     let plan = vec![LevelPlan::closed(2, 100), LevelPlan::closed(3, 3)];
     let mut h = Harness::start(config(plan), server);
     h.send_at(ms(250), Command::NextLevel).await;
@@ -303,7 +303,7 @@ async fn hanging_up_lets_the_plan_run_out() {
 
 #[tokio::test(start_paused = true)]
 async fn a_panicking_load_task_still_lets_its_level_finish() {
-    let server = FakeServer::new(|s| if s.id == 1 { Reply::Panic } else { ok(10, 100) });
+    let server = FakeServer::one_off(1, Reply::Panic, ok(10, 100));
     let run = Harness::start(config(vec![LevelPlan::closed(1, 3)]), server)
         .finish()
         .await;

@@ -129,6 +129,11 @@ impl FakeServer {
         }
     }
 
+    /// Answers request `id` with `odd`, every other with `rest`.
+    fn one_off(id: u64, odd: Reply, rest: Reply) -> FakeServer {
+        FakeServer::new(move |s| if s.id == id { odd } else { rest })
+    }
+
     fn answering(mut self, answers: impl Fn(Duration) -> bool + Send + Sync + 'static) -> Self {
         self.answers = Box::new(answers);
         self
@@ -542,6 +547,17 @@ impl Run {
 
     fn last(&self) -> &DriverEvent {
         &self.events.last().expect("events").1
+    }
+
+    /// The error the run stopped on by itself (not by the user).
+    fn fatal_error(&self) -> &str {
+        match self.last() {
+            DriverEvent::Finished {
+                stopped_by_user: false,
+                error: Some(error),
+            } => error,
+            last => panic!("{last:?}"),
+        }
     }
 
     fn level_finished(&self, index: usize) -> Option<(Duration, bool)> {

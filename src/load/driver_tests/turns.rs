@@ -32,13 +32,7 @@ async fn turns_carry_the_conversation_on_with_its_history() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_turn_ends_its_conversation() {
-    let server = FakeServer::new(|s| {
-        if s.id == 1 {
-            fail(5, ErrorClass::Http(500))
-        } else {
-            ok(10, 100)
-        }
-    });
+    let server = FakeServer::one_off(1, fail(5, ErrorClass::Http(500)), ok(10, 100));
     let mut cfg = config(vec![LevelPlan::closed(1, 4)]);
     cfg.turns = 3;
     let run = Harness::start(cfg, server).finish().await;

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// `plan` after `warmup` requests of warmup.
+fn with_warmup(plan: Vec<LevelPlan>, warmup: u32) -> DriverConfig {
+    let mut cfg = config(plan);
+    cfg.warmup = warmup;
+    cfg
+}
+
 #[tokio::test(start_paused = true)]
 async fn warmup_calibrates_from_what_the_server_reports() {
     // The server counts 3 tokens a word plus a 10-token template.
@@ -10,8 +17,7 @@ async fn warmup_calibrates_from_what_the_server_reports() {
         total: ms(50),
         prompt_tokens: Some(3 * s.words as u32 + 10),
     });
-    let mut cfg = config(vec![LevelPlan::closed(2, 2)]);
-    cfg.warmup = 4;
+    let cfg = with_warmup(vec![LevelPlan::closed(2, 2)], 4);
     let run = Harness::start(cfg, server).finish().await;
     assert_eq!(
         run.events[0].1,
@@ -58,16 +64,9 @@ async fn warmup_calibrates_from_what_the_server_reports() {
 #[tokio::test(start_paused = true)]
 async fn warmup_all_failed_ends_the_run_with_the_first_error() {
     let server = FakeServer::new(|_| fail(5, ErrorClass::Http(500)));
-    let mut cfg = config(vec![LevelPlan::closed(2, 10)]);
-    cfg.warmup = 3;
+    let cfg = with_warmup(vec![LevelPlan::closed(2, 10)], 3);
     let run = Harness::start(cfg, server).finish().await;
-    let DriverEvent::Finished {
-        stopped_by_user: false,
-        error: Some(error),
-    } = run.last()
-    else {
-        panic!("{:?}", run.last());
-    };
+    let error = run.fatal_error();
     assert_eq!(
         error,
         "all 3 warmup requests failed; first error: http_500: scripted http_500"
@@ -78,15 +77,8 @@ async fn warmup_all_failed_ends_the_run_with_the_first_error() {
 
 #[tokio::test(start_paused = true)]
 async fn warmup_partly_failed_goes_on() {
-    let server = FakeServer::new(|s| {
-        if s.id == 1 {
-            fail(5, ErrorClass::Timeout)
-        } else {
-            ok(10, 50)
-        }
-    });
-    let mut cfg = config(vec![LevelPlan::closed(1, 2)]);
-    cfg.warmup = 3;
+    let server = FakeServer::one_off(1, fail(5, ErrorClass::Timeout), ok(10, 50));
+    let cfg = with_warmup(vec![LevelPlan::closed(1, 2)], 3);
     let run = Harness::start(cfg, server).finish().await;
     assert!(
         run.count(|e| matches!(
@@ -105,8 +97,7 @@ async fn warmup_partly_failed_goes_on() {
 #[tokio::test(start_paused = true)]
 async fn stop_during_warmup_ends_without_a_level() {
     let server = FakeServer::new(|_| ok(100, 1000));
-    let mut cfg = config(vec![LevelPlan::closed(2, 10)]);
-    cfg.warmup = 4;
+    let cfg = with_warmup(vec![LevelPlan::closed(2, 10)], 4);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(300), Command::Stop).await;
     let run = h.finish().await;
@@ -119,8 +110,7 @@ async fn stop_during_warmup_ends_without_a_level() {
 #[tokio::test(start_paused = true)]
 async fn steering_during_warmup_is_applied_after_it() {
     let server = FakeServer::new(|_| ok(10, 100));
-    let mut cfg = config(vec![LevelPlan::closed(2, 10_000)]);
-    cfg.warmup = 2;
+    let cfg = with_warmup(vec![LevelPlan::closed(2, 10_000)], 2);
     let mut h = Harness::start(cfg, server);
     h.send_at(ms(50), Command::SetConcurrency(5)).await;
     h.run_until(ms(250)).await;

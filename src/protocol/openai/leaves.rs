@@ -22,55 +22,49 @@ macro_rules! others_as {
     ($none:expr; $($kind:ident),+ $(,)?) => {
         $( others_as!(@ $kind, $none); )+
     };
-    (@ bool, $none:expr) => {
-        fn visit_bool<E: ::serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+    (@ bool, $none:expr) => { others_as!(@value visit_bool, bool, $none); };
+    (@ i64, $none:expr) => { others_as!(@value visit_i64, i64, $none); };
+    (@ u64, $none:expr) => { others_as!(@value visit_u64, u64, $none); };
+    (@ f64, $none:expr) => { others_as!(@value visit_f64, f64, $none); };
+    (@ str, $none:expr) => { others_as!(@value visit_str, &str, $none); };
+    (@ unit, $none:expr) => { others_as!(@empty visit_unit, $none); };
+    (@ none, $none:expr) => { others_as!(@empty visit_none, $none); };
+    (@ seq, $none:expr) => { others_as!(@drain visit_seq, SeqAccess, drain_seq, $none); };
+    (@ map, $none:expr) => { others_as!(@drain visit_map, MapAccess, drain_map, $none); };
+    (@value $visit:ident, $t:ty, $none:expr) => {
+        fn $visit<E: ::serde::de::Error>(self, _: $t) -> Result<Self::Value, E> {
             Ok($none)
         }
     };
-    (@ i64, $none:expr) => {
-        fn visit_i64<E: ::serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+    (@empty $visit:ident, $none:expr) => {
+        fn $visit<E: ::serde::de::Error>(self) -> Result<Self::Value, E> {
             Ok($none)
         }
     };
-    (@ u64, $none:expr) => {
-        fn visit_u64<E: ::serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($none)
+    (@drain $visit:ident, $access:ident, $drain:ident, $none:expr) => {
+        fn $visit<A: ::serde::de::$access<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+            $crate::protocol::openai::leaves::$drain(a).map(|_| $none)
         }
     };
-    (@ f64, $none:expr) => {
-        fn visit_f64<E: ::serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
-    (@ str, $none:expr) => {
-        fn visit_str<E: ::serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
-    (@ unit, $none:expr) => {
-        fn visit_unit<E: ::serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
-    (@ none, $none:expr) => {
-        fn visit_none<E: ::serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok($none)
-        }
-    };
-    (@ seq, $none:expr) => {
-        fn visit_seq<A: ::serde::de::SeqAccess<'de>>(
-            self,
-            seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            $crate::protocol::openai::leaves::drain_seq(seq).map(|_| $none)
-        }
-    };
-    (@ map, $none:expr) => {
-        fn visit_map<A: ::serde::de::MapAccess<'de>>(
-            self,
-            map: A,
-        ) -> Result<Self::Value, A::Error> {
-            $crate::protocol::openai::leaves::drain_map(map).map(|_| $none)
+}
+
+/// A leaf's `Deserialize` through `deserialize_any`: a visitor yielding
+/// `$ty`, expecting `$what`, with the `visit_*` methods given (and
+/// `others_as!` for the kinds it does not read).
+macro_rules! leaf {
+    ($ty:ident, $what:literal, { $($visits:tt)* }) => {
+        impl<'de> ::serde::de::Deserialize<'de> for $ty {
+            fn deserialize<D: ::serde::de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> ::serde::de::Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                        f.write_str($what)
+                    }
+                    $($visits)*
+                }
+                d.deserialize_any(V)
+            }
         }
     };
 }
@@ -131,28 +125,18 @@ impl Carries {
     }
 }
 
-impl<'de> Deserialize<'de> for Carries {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Carries;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any value")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Carries, E> {
-                Ok(Carries(Some(!s.is_empty())))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Carries, A::Error> {
-                drain_seq(seq).map(|n| Carries(Some(n > 0)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Carries, A::Error> {
-                drain_map(map).map(|n| Carries(Some(n > 0)))
-            }
-            others_as!(Carries(Some(false)); bool, i64, u64, f64, unit, none);
-        }
-        d.deserialize_any(V)
+leaf!(Carries, "any value", {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Carries, E> {
+        Ok(Carries(Some(!s.is_empty())))
     }
-}
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Carries, A::Error> {
+        drain_seq(seq).map(|n| Carries(Some(n > 0)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Carries, A::Error> {
+        drain_map(map).map(|n| Carries(Some(n > 0)))
+    }
+    others_as!(Carries(Some(false)); bool, i64, u64, f64, unit, none);
+});
 
 /// A number, or `None` for anything else.
 #[derive(Clone, Copy, Default)]
@@ -167,49 +151,29 @@ impl Num {
     }
 }
 
-impl<'de> Deserialize<'de> for Num {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Num;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a number")
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
-                Ok(Num(Some(v as f64)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
-                Ok(Num(Some(v as f64)))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
-                Ok(Num(Some(v)))
-            }
-            others_as!(Num(None); bool, str, unit, none, seq, map);
-        }
-        d.deserialize_any(V)
+leaf!(Num, "a number", {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+        Ok(Num(Some(v as f64)))
     }
-}
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+        Ok(Num(Some(v as f64)))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+        Ok(Num(Some(v)))
+    }
+    others_as!(Num(None); bool, str, unit, none, seq, map);
+});
 
 /// A boolean, or `None` for anything else.
 #[derive(Clone, Copy, Default)]
 pub(in crate::protocol) struct Flag(pub(in crate::protocol) Option<bool>);
 
-impl<'de> Deserialize<'de> for Flag {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Flag;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a boolean")
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Flag, E> {
-                Ok(Flag(Some(v)))
-            }
-            others_as!(Flag(None); i64, u64, f64, str, unit, none, seq, map);
-        }
-        d.deserialize_any(V)
+leaf!(Flag, "a boolean", {
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Flag, E> {
+        Ok(Flag(Some(v)))
     }
-}
+    others_as!(Flag(None); i64, u64, f64, str, unit, none, seq, map);
+});
 
 /// A string (borrowed when it has no escapes), or `None` for anything else.
 #[derive(Default)]
@@ -242,22 +206,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 #[derive(Clone, Copy, Default)]
 pub(in crate::protocol) struct Finish(pub(in crate::protocol) Option<FinishReason>);
 
-impl<'de> Deserialize<'de> for Finish {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Finish;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a finish reason")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Finish, E> {
-                Ok(Finish(Some(FinishReason::parse(s))))
-            }
-            others_as!(Finish(None); bool, i64, u64, f64, unit, none, seq, map);
-        }
-        d.deserialize_any(V)
+leaf!(Finish, "a finish reason", {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Finish, E> {
+        Ok(Finish(Some(FinishReason::parse(s))))
     }
-}
+    others_as!(Finish(None); bool, i64, u64, f64, unit, none, seq, map);
+});
 
 /// The `error` field of a chunk: `"..."` (TGI) or `{"message": "..."}`
 /// (OpenAI, SGLang, Ollama's `/v1`). `None` when absent, null, `false` or
@@ -265,52 +219,42 @@ impl<'de> Deserialize<'de> for Finish {
 #[derive(Default)]
 pub(in crate::protocol) struct ErrorField(pub(in crate::protocol) Option<String>);
 
-impl<'de> Deserialize<'de> for ErrorField {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ErrorField;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an error message or object")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<ErrorField, E> {
-                Ok(ErrorField((!s.trim().is_empty()).then(|| s.to_owned())))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorField, A::Error> {
-                let mut message = None;
-                let mut kind = None;
-                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-                    let Text(value) = map.next_value::<Text<'de>>()?;
-                    match key.as_deref() {
-                        Some("message") if message.is_none() => message = value,
-                        Some("type") if kind.is_none() => kind = value,
-                        _ => {}
-                    }
-                }
-                let text = message
-                    .filter(|m| !m.trim().is_empty())
-                    .or(kind)
-                    .map(Cow::into_owned)
-                    .unwrap_or_else(|| "error object without a message".to_owned());
-                Ok(ErrorField(Some(text)))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ErrorField, E> {
-                Ok(ErrorField(v.then(|| "error".to_owned())))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ErrorField, E> {
-                Ok(ErrorField(Some(format!("error {v}"))))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ErrorField, E> {
-                Ok(ErrorField(Some(format!("error {v}"))))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ErrorField, E> {
-                Ok(ErrorField(Some(format!("error {v}"))))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ErrorField, A::Error> {
-                drain_seq(seq).map(|n| ErrorField((n > 0).then(|| "error".to_owned())))
-            }
-            others_as!(ErrorField(None); unit, none);
-        }
-        d.deserialize_any(V)
+leaf!(ErrorField, "an error message or object", {
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<ErrorField, E> {
+        Ok(ErrorField((!s.trim().is_empty()).then(|| s.to_owned())))
     }
-}
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ErrorField, A::Error> {
+        let mut message = None;
+        let mut kind = None;
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            let Text(value) = map.next_value::<Text<'de>>()?;
+            match key.as_deref() {
+                Some("message") if message.is_none() => message = value,
+                Some("type") if kind.is_none() => kind = value,
+                _ => {}
+            }
+        }
+        let text = message
+            .filter(|m| !m.trim().is_empty())
+            .or(kind)
+            .map(Cow::into_owned)
+            .unwrap_or_else(|| "error object without a message".to_owned());
+        Ok(ErrorField(Some(text)))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<ErrorField, E> {
+        Ok(ErrorField(v.then(|| "error".to_owned())))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ErrorField, E> {
+        Ok(ErrorField(Some(format!("error {v}"))))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ErrorField, E> {
+        Ok(ErrorField(Some(format!("error {v}"))))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ErrorField, E> {
+        Ok(ErrorField(Some(format!("error {v}"))))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ErrorField, A::Error> {
+        drain_seq(seq).map(|n| ErrorField((n > 0).then(|| "error".to_owned())))
+    }
+    others_as!(ErrorField(None); unit, none);
+});

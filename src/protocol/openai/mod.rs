@@ -21,9 +21,7 @@
 //! request body); this file holds the public types and the chunk's shape.
 //! Error bodies are read in `protocol::error_body`.
 
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+use serde::de::SeqAccess;
 
 use super::sse::SseError;
 use crate::record::FinishReason;
@@ -177,32 +175,22 @@ struct ChoicesSummary {
     finish: Option<FinishReason>,
 }
 
-impl<'de> Deserialize<'de> for Choices {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Choices;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an array of choices")
+leaf!(Choices, "an array of choices", {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
+        let mut s = ChoicesSummary::default();
+        while let Some(Lenient(choice)) = seq.next_element::<Lenient<Choice>>()? {
+            s.count += 1;
+            if let Some(choice) = choice {
+                let (output, content) = choice.output();
+                s.output |= output;
+                s.content |= content;
+                s.finish = s.finish.or(choice.finish_reason.0);
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
-                let mut s = ChoicesSummary::default();
-                while let Some(Lenient(choice)) = seq.next_element::<Lenient<Choice>>()? {
-                    s.count += 1;
-                    if let Some(choice) = choice {
-                        let (output, content) = choice.output();
-                        s.output |= output;
-                        s.content |= content;
-                        s.finish = s.finish.or(choice.finish_reason.0);
-                    }
-                }
-                Ok(Choices(Some(s)))
-            }
-            others_as!(Choices(None); bool, i64, u64, f64, str, unit, none, map);
         }
-        d.deserialize_any(V)
+        Ok(Choices(Some(s)))
     }
-}
+    others_as!(Choices(None); bool, i64, u64, f64, str, unit, none, map);
+});
 
 #[cfg(test)]
 #[path = "../openai_tests.rs"]

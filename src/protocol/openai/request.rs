@@ -20,22 +20,7 @@ pub fn request_body(
     ignore_eos: bool,
     extra_body: Option<&Map<String, Value>>,
 ) -> Vec<u8> {
-    let mut body = Map::new();
-    body.insert("model".into(), Value::from(model));
-    match api {
-        Api::Chat => {
-            let mut message = Map::new();
-            message.insert("role".into(), Value::from("user"));
-            message.insert("content".into(), Value::from(prompt));
-            body.insert(
-                "messages".into(),
-                Value::Array(vec![Value::Object(message)]),
-            );
-        }
-        Api::Completions => {
-            body.insert("prompt".into(), Value::from(prompt));
-        }
-    }
+    let mut body = crate::protocol::prompt_body(model, prompt, api == Api::Chat);
     body.insert("max_tokens".into(), Value::from(max_tokens));
     body.insert("temperature".into(), Value::from(0.0));
     body.insert("stream".into(), Value::Bool(true));

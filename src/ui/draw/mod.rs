@@ -276,21 +276,21 @@ mod server_line_tests {
         let mut scene = Scene::new(article_run(false), ColorMode::None);
         let app = &mut scene.app;
         assert_eq!(server_text(app), None, "nothing before the first scrape");
-        let mut sample = crate::probe::live::ServerSample::default();
-        sample.gauges.insert("running", 32.0);
-        sample.gauges.insert("waiting", 3.0);
-        sample.gauges.insert("kv_cache_usage", 0.714);
-        sample.gauges.insert("preemptions", 0.0);
-        app.on_server_sample(&sample);
+        app.on_server_sample(&crate::probe::live::ServerSample::of(&[
+            ("running", 32.0),
+            ("waiting", 3.0),
+            ("kv_cache_usage", 0.714),
+            ("preemptions", 0.0),
+        ]));
         assert_eq!(
             server_text(app).as_deref(),
             Some("server: running 32 waiting 3 KV 71%")
         );
         // A GPU sample joins the server's gauges instead of replacing them.
-        let mut gpu = crate::probe::live::ServerSample::default();
-        gpu.gauges.insert("gpu_util_pct", 85.0);
-        gpu.gauges.insert("gpu_power_w", 400.0);
-        app.on_server_sample(&gpu);
+        app.on_server_sample(&crate::probe::live::ServerSample::of(&[
+            ("gpu_util_pct", 85.0),
+            ("gpu_power_w", 400.0),
+        ]));
         assert_eq!(
             server_text(app).as_deref(),
             Some("server: running 32 waiting 3 KV 71% GPU 85% 400 W")

@@ -22,37 +22,22 @@ struct Column {
     prio: u8,
 }
 
+impl Column {
+    const fn new(heads: [&'static str; 3], prio: u8) -> Column {
+        Column { heads, prio }
+    }
+}
+
 const NOTE: usize = 6;
 
 const COLUMNS: [Column; 7] = [
-    Column {
-        heads: ["streams", "streams", "strm"],
-        prio: 0,
-    },
-    Column {
-        heads: ["tok/s/stream", "tok/s/str", "/strm"],
-        prio: 1,
-    },
-    Column {
-        heads: ["total tok/s", "tok/s", "tok/s"],
-        prio: 0,
-    },
-    Column {
-        heads: ["TTFT p50", "p50", "p50"],
-        prio: 3,
-    },
-    Column {
-        heads: ["TTFT p99", "p99", "p99"],
-        prio: 1,
-    },
-    Column {
-        heads: ["errors", "err", "err"],
-        prio: 2,
-    },
-    Column {
-        heads: ["note", "note", "note"],
-        prio: 2,
-    },
+    Column::new(["streams", "streams", "strm"], 0),
+    Column::new(["tok/s/stream", "tok/s/str", "/strm"], 1),
+    Column::new(["total tok/s", "tok/s", "tok/s"], 0),
+    Column::new(["TTFT p50", "p50", "p50"], 3),
+    Column::new(["TTFT p99", "p99", "p99"], 1),
+    Column::new(["errors", "err", "err"], 2),
+    Column::new(["note", "note", "note"], 2),
 ];
 
 pub(super) struct TableRow {

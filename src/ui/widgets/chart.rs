@@ -122,6 +122,52 @@ pub(crate) const CAPACITY_GLYPH: char = '★';
 /// The knee: a dotted line through the step where more streams stop paying.
 pub(crate) const KNEE_GLYPH: char = '┊';
 
+/// Each series' points that `keep` keeps, by rising concurrency; the
+/// front series last, so that its line is drawn on top where lines cross.
+pub(super) fn series_lines(
+    points: &[ChartPoint],
+    front: u8,
+    keep: impl Fn(&ChartPoint) -> bool,
+) -> Vec<(u8, Vec<&ChartPoint>)> {
+    let mut series: Vec<u8> = points.iter().map(|pt| pt.series).collect();
+    series.sort_unstable();
+    series.dedup();
+    series.sort_by_key(|s| *s == front);
+    series
+        .into_iter()
+        .map(|s| {
+            let mut on_line: Vec<&ChartPoint> = points
+                .iter()
+                .filter(|pt| pt.series == s && keep(pt))
+                .collect();
+            on_line.sort_by_key(|pt| pt.concurrency);
+            (s, on_line)
+        })
+        .collect()
+}
+
+/// A line through `line`'s points (0..=1 on both axes of `area`), in
+/// Braille dots of `style`'s colour.
+pub(super) fn braille_line(buf: &mut Buffer, area: Rect, line: &[(f64, f64)], style: Style) {
+    let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
+    Canvas::default()
+        .marker(Marker::Braille)
+        .x_bounds([0.0, 1.0])
+        .y_bounds([0.0, 1.0])
+        .paint(|ctx| {
+            for w in line.windows(2) {
+                ctx.draw(&CanvasLine {
+                    x1: w[0].0,
+                    y1: w[0].1,
+                    x2: w[1].0,
+                    y2: w[1].1,
+                    color,
+                });
+            }
+        })
+        .render(area, buf);
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct ChartPoint {
     pub concurrency: u32,
@@ -327,46 +373,15 @@ impl Widget for ThroughputChart<'_> {
         // order, scaled to the right axis (drawn into the left axis's units).
         let mut p99_marks: Vec<(f64, f64, u8)> = Vec::new();
         if let Some(top) = p99_top {
-            let mut series: Vec<u8> = self.points.iter().map(|pt| pt.series).collect();
-            series.sort_unstable();
-            series.dedup();
-            // The front series last, so its line is on top where they cross.
-            series.sort_by_key(|s| *s == self.front);
-            for s in series {
-                let mut by_c: Vec<&ChartPoint> = self
-                    .points
-                    .iter()
-                    .filter(|pt| pt.series == s && pt.p99_ttft_ms.is_some())
-                    .collect();
-                by_c.sort_by_key(|pt| pt.concurrency);
+            for (s, by_c) in series_lines(self.points, self.front, |pt| pt.p99_ttft_ms.is_some()) {
                 let line: Vec<(f64, f64)> = by_c
                     .iter()
                     .filter_map(|pt| {
                         Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top))
                     })
                     .collect();
-                let segments: Vec<(f64, f64, f64, f64)> = line
-                    .windows(2)
-                    .map(|w| (w[0].0, w[0].1, w[1].0, w[1].1))
-                    .collect();
                 let style = if s % 2 == 1 { p.p99_b } else { p.p99 };
-                let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
-                Canvas::default()
-                    .marker(Marker::Braille)
-                    .x_bounds([0.0, 1.0])
-                    .y_bounds([0.0, 1.0])
-                    .paint(|ctx| {
-                        for &(x1, y1, x2, y2) in &segments {
-                            ctx.draw(&CanvasLine {
-                                x1,
-                                y1,
-                                x2,
-                                y2,
-                                color,
-                            });
-                        }
-                    })
-                    .render(graph, buf);
+                braille_line(buf, graph, &line, style);
                 p99_marks.extend(line.iter().map(|&(x, y)| (x, y, s)));
             }
         }

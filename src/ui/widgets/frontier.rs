@@ -79,17 +79,8 @@ impl Widget for FrontierChart<'_> {
         // Curves: each series' finished, complete levels in concurrency
         // order (the running level's figure is not yet a result); the
         // front series last, so it is on top where they cross.
-        let mut series: Vec<u8> = self.points.iter().map(|pt| pt.series).collect();
-        series.sort_unstable();
-        series.dedup();
-        series.sort_by_key(|s| *s == self.front);
-        for s in series {
-            let mut on_curve: Vec<&ChartPoint> = self
-                .points
-                .iter()
-                .filter(|pt| pt.series == s && !pt.partial && pt.kind != PointKind::Running)
-                .collect();
-            on_curve.sort_by_key(|pt| pt.concurrency);
+        let finished = |pt: &ChartPoint| !pt.partial && pt.kind != PointKind::Running;
+        for (s, on_curve) in series_lines(self.points, self.front, finished) {
             let line: Vec<(f64, f64)> = on_curve
                 .iter()
                 .map(|pt| {
@@ -97,25 +88,7 @@ impl Widget for FrontierChart<'_> {
                     (u / x_top, t / y_top)
                 })
                 .collect();
-            let color = series_style(p, s)
-                .fg
-                .unwrap_or(ratatui::style::Color::Reset);
-            Canvas::default()
-                .marker(Marker::Braille)
-                .x_bounds([0.0, 1.0])
-                .y_bounds([0.0, 1.0])
-                .paint(|ctx| {
-                    for w in line.windows(2) {
-                        ctx.draw(&CanvasLine {
-                            x1: w[0].0,
-                            y1: w[0].1,
-                            x2: w[1].0,
-                            y2: w[1].1,
-                            color,
-                        });
-                    }
-                })
-                .render(graph, buf);
+            braille_line(buf, graph, &line, series_style(p, s));
         }
         let mut ordered: Vec<&ChartPoint> = self.points.iter().collect();
         ordered.sort_by_key(|pt| {
