@@ -91,6 +91,13 @@ impl Default for LiveWindow {
     }
 }
 
+/// The two latencies kept per second.
+#[derive(Clone, Copy)]
+enum Latency {
+    Ttft,
+    Itl,
+}
+
 impl LiveWindow {
     /// A window of the last `window_secs` seconds (at least 1).
     pub(crate) fn new(window_secs: usize) -> LiveWindow {
@@ -171,27 +178,29 @@ impl LiveWindow {
     /// Records a TTFT sample of `value_us` microseconds in the second of `at`.
     /// Returns false when `at` was older than the window and the sample was dropped.
     pub(crate) fn record_ttft(&mut self, at: Duration, value_us: u64) -> bool {
-        match self.bucket(at) {
-            Some(b) => {
-                b.ttft.saturating_record(value_us);
-                self.ttft_all.saturating_record(value_us);
-                true
-            }
-            None => false,
-        }
+        self.record_latency(at, value_us, Latency::Ttft)
     }
 
     /// Records an ITL sample of `value_us` microseconds in the second of `at`.
     /// Returns false when `at` was older than the window and the sample was dropped.
     pub(crate) fn record_itl(&mut self, at: Duration, value_us: u64) -> bool {
-        match self.bucket(at) {
-            Some(b) => {
-                b.itl.saturating_record(value_us);
-                self.itl_all.saturating_record(value_us);
-                true
-            }
-            None => false,
+        self.record_latency(at, value_us, Latency::Itl)
+    }
+
+    /// A latency sample goes into its second's histogram and the window's.
+    fn record_latency(&mut self, at: Duration, value_us: u64, which: Latency) -> bool {
+        let Some(bucket) = self.bucket(at) else {
+            return false;
+        };
+        match which {
+            Latency::Ttft => bucket.ttft.saturating_record(value_us),
+            Latency::Itl => bucket.itl.saturating_record(value_us),
         }
+        match which {
+            Latency::Ttft => self.ttft_all.saturating_record(value_us),
+            Latency::Itl => self.itl_all.saturating_record(value_us),
+        }
+        true
     }
 
     /// Adds `tokens` output tokens to the second of `at`.

@@ -305,44 +305,35 @@ mod tests {
 
     #[test]
     fn file_names_follow_the_contract() {
-        assert_eq!(
-            level_file_name(&level_file_base(&info(16, Mode::Planned, None), false), 1),
-            "sweep-c16.json"
-        );
-        assert_eq!(
-            level_file_name(&level_file_base(&info(16, Mode::Manual, None), true), 1),
-            "sweep-c16-manual-partial.json"
-        );
-        assert_eq!(
-            level_file_name(&level_file_base(&info(4, Mode::Planned, None), false), 2),
-            "sweep-c4-r2.json"
-        );
-        assert_eq!(
-            level_file_name(&level_file_base(&info(4, Mode::Manual, None), false), 3),
-            "sweep-c4-manual-r3.json"
-        );
-        assert_eq!(
-            level_file_name(
-                &level_file_base(&info(4096, Mode::Rate, Some(2.5)), true),
-                1
+        // (streams, mode, rate, partial, nth of its base name): the name.
+        let cases = [
+            (16, Mode::Planned, None, false, 1, "sweep-c16.json"),
+            (
+                16,
+                Mode::Manual,
+                None,
+                true,
+                1,
+                "sweep-c16-manual-partial.json",
             ),
-            "sweep-rate2.5-partial.json"
-        );
-        assert_eq!(
-            level_file_name(
-                &level_file_base(&info(64, Mode::Rate, Some(10.0)), false),
-                2
+            (4, Mode::Planned, None, false, 2, "sweep-c4-r2.json"),
+            (4, Mode::Manual, None, false, 3, "sweep-c4-manual-r3.json"),
+            (
+                4096,
+                Mode::Rate,
+                Some(2.5),
+                true,
+                1,
+                "sweep-rate2.5-partial.json",
             ),
-            "sweep-rate10-r2.json"
-        );
-        assert_eq!(
-            level_file_name(&level_file_base(&info(64, Mode::Replay, None), false), 1),
-            "sweep-replay.json"
-        );
-        assert_eq!(
-            level_file_name(&level_file_base(&info(48, Mode::Search, None), false), 1),
-            "sweep-c48.json"
-        );
+            (64, Mode::Rate, Some(10.0), false, 2, "sweep-rate10-r2.json"),
+            (64, Mode::Replay, None, false, 1, "sweep-replay.json"),
+            (48, Mode::Search, None, false, 1, "sweep-c48.json"),
+        ];
+        for (streams, mode, rate, partial, nth, name) in cases {
+            let base = level_file_base(&info(streams, mode, rate), partial);
+            assert_eq!(level_file_name(&base, nth), name);
+        }
         assert_eq!(rate_label(f64::INFINITY), "inf");
         assert_eq!(rate_label(1.0 / 3.0), "0.333");
     }
