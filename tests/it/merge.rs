@@ -23,7 +23,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support::{bin, read_json, scratch_path, text};
 use serde_json::Value;
@@ -285,6 +285,5 @@ async fn four_shards_merged_match_one_process_and_the_exact_union() {
         .expect("report runs");
     assert!(out.status.success(), "report:\n{}", text(&out));
     sim.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
     let _ = std::fs::remove_dir_all(&root);
 }
