@@ -762,7 +762,12 @@ async fn ollama_slots_and_offload_are_diagnosed() {
     let t: Vec<f64> = levels.iter().map(|l| num(l, "output_throughput")).collect();
     let p99: Vec<f64> = levels.iter().map(|l| num(l, "p99_ttft_ms")).collect();
     eprintln!("1 slot: throughput {t:.1?}, p99 TTFT {p99:.1?}");
-    assert!(t[2] < 1.2 * t[0], "flat throughput with one slot: {t:?}");
+    // Flat from 2 streams on, where one slot always has a request queued
+    // behind the one it serves. At 1 stream the slot idles for the client's
+    // turnaround between answers, which a loaded box stretches: two busy
+    // loops beside the suite read [319.4, 491.0, 484.1] (a 2 ms step with 16
+    // tokens leaves the client's wake-up a third of each request).
+    assert!(t[2] < 1.2 * t[1], "flat throughput with one slot: {t:?}");
     assert!(p99[2] > 2.0 * p99[0], "p99 TTFT climbs: {p99:?}");
     assert!(
         ids(&one).contains(&"slot_queueing".to_string()),
