@@ -499,6 +499,33 @@ fn running(pid: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// What a process still running is doing, for a failure message: each
+/// thread's name, state and kernel wait channel from /proc.
+fn where_it_is(pid: &str) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| {
+                    let tid = e.file_name().to_string_lossy().into_owned();
+                    let stat = read(format!("/proc/{pid}/task/{tid}/stat"));
+                    let state = stat
+                        .rsplit_once(')')
+                        .map_or("", |(_, rest)| rest.trim_start());
+                    format!(
+                        "{} {} {}",
+                        read(format!("/proc/{pid}/task/{tid}/comm")).trim(),
+                        state.chars().next().unwrap_or('?'),
+                        read(format!("/proc/{pid}/task/{tid}/wchan")).trim()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    threads.sort();
+    format!("its threads (name, state, wait channel): {threads:?}")
+}
+
 /// The SSH session drops (tmux kill-session hangs up the pane: SIGHUP and
 /// a dead terminal at once): the finished level's file, a partial file for
 /// the level under way and a flushed requests.jsonl are left; then
@@ -541,7 +568,9 @@ fn sighup_then_resume_finishes_the_sweep() {
     while running(&pid) {
         assert!(
             hung_up.elapsed() < Duration::from_secs(2),
-            "tokbench still running 2 s after SIGHUP"
+            "tokbench still running 2 s after SIGHUP; {}; files so far: {:?}",
+            where_it_is(&pid),
+            files(&results)
         );
         std::thread::sleep(Duration::from_millis(20));
     }
