@@ -214,6 +214,12 @@ async fn measures_the_simulator_timing_it_was_given() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
     const DELAY_MS: f64 = 20.0;
+    // Nine, not five: the reference, the request reaching the simulator's
+    // handler, is stamped on the test's own runtime, which a burst of load
+    // delays, and each such request reads the client that much late. A
+    // burst beside two busy loops hit three of five ([3.7, 3.2, 1.7, 0.18,
+    // 0.12] ms, median 1.7); nine requests outlast such a burst.
+    const PROMPTS: &str = "9";
     let log = EmissionLog::in_memory();
     let sim = start_sim(SimConfig {
         emission_log: Some(log.clone()),
@@ -229,7 +235,7 @@ async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
                 "--concurrency",
                 "1",
                 "--num-prompts",
-                "5",
+                PROMPTS,
                 "--warmup",
                 "1",
                 "--random-input-len",
@@ -253,7 +259,11 @@ async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
         .expect("join");
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let measured = against_server(&dir, &log.take());
-        assert_eq!(measured.len(), 5, "every request matched to its stream");
+        assert_eq!(
+            measured.len().to_string(),
+            PROMPTS,
+            "every request matched to its stream"
+        );
         let errs: Vec<f64> = measured.iter().map(AgainstServer::ttft_err_ms).collect();
         let err = median(&errs);
         eprintln!(
@@ -284,7 +294,7 @@ async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
                     "{}",
                     c1["client_rx_lag_ms"]
                 );
-                assert_eq!(c1["rx_clock"]["user"], 5);
+                assert_eq!(c1["rx_clock"]["user"].to_string(), PROMPTS);
                 assert!(!fired);
             }
             _ => {
@@ -295,7 +305,7 @@ async fn a_late_client_is_late_on_the_user_clock_and_not_on_the_kernel_clock() {
                 assert!(err <= 1.0, "kernel-clock TTFT errors {errs:?} ms");
                 let lag = &c1["client_rx_lag_ms"];
                 assert!(lag["p50"].as_f64().is_some_and(|p| p >= DELAY_MS), "{lag}");
-                assert_eq!(c1["rx_clock"]["kernel"], 5);
+                assert_eq!(c1["rx_clock"]["kernel"].to_string(), PROMPTS);
                 assert!(fired, "{}", summary["diagnoses"]);
             }
         }
@@ -330,7 +340,10 @@ fn jq_reads_four_numbers(file: &Path) {
 /// per-stream speed 1000/10.85 = 92 at 1 falling to 1000/55.3 = 18 at 128;
 /// total output 92 -> ~2300 tok/s, the last doubling adding far less than
 /// the first ones; p99 TTFT growing with the step time and the prefill of
-/// every sequence admitted together.
+/// every sequence admitted together. 64 output tokens, not the article's
+/// 128: the shape is the step's, and by the same contract the two ratios
+/// checked move by about 1% (1 -> 4: 3.63 at 128, 3.61 at 64; 64 -> 128:
+/// 1.18, 1.17), while the 128-stream level alone took 7 s at 128.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_timings_show_the_article_shape() {
     let sim = start_sim(SimConfig::default()).await;
@@ -348,7 +361,7 @@ async fn default_timings_show_the_article_shape() {
             "--random-input-len",
             "128",
             "--random-output-len",
-            "128",
+            "64",
         ],
     ))
     .await;
@@ -376,7 +389,7 @@ async fn default_timings_show_the_article_shape() {
     // Stdout ends with the sweep table titled with the shape.
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("in 128 / out 128, profile custom, ignore_eos"),
+        stdout.contains("in 128 / out 64, profile custom, ignore_eos"),
         "{stdout}"
     );
     assert!(stdout.contains("TTFT p99 ms"), "{stdout}");
@@ -759,7 +772,12 @@ async fn ollama_slots_and_offload_are_diagnosed() {
     let t: Vec<f64> = levels.iter().map(|l| num(l, "output_throughput")).collect();
     let p99: Vec<f64> = levels.iter().map(|l| num(l, "p99_ttft_ms")).collect();
     eprintln!("1 slot: throughput {t:.1?}, p99 TTFT {p99:.1?}");
-    assert!(t[2] < 1.2 * t[0], "flat throughput with one slot: {t:?}");
+    // Flat from 2 streams on, where one slot always has a request queued
+    // behind the one it serves. At 1 stream the slot idles for the client's
+    // turnaround between answers, which a loaded box stretches: two busy
+    // loops beside the suite read [319.4, 491.0, 484.1] (a 2 ms step with 16
+    // tokens leaves the client's wake-up a third of each request).
+    assert!(t[2] < 1.2 * t[1], "flat throughput with one slot: {t:?}");
     assert!(p99[2] > 2.0 * p99[0], "p99 TTFT climbs: {p99:?}");
     assert!(
         ids(&one).contains(&"slot_queueing".to_string()),

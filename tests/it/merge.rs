@@ -1,7 +1,7 @@
 //! Acceptance of `tokbench merge` (issue 13): 4 shard processes of one run
 //! (`--shard I/4`, one `--start-at`, `--duration 3`) against one simulator
 //! with enough batch slots, merged, against one process at the same total
-//! concurrency.
+//! concurrency run beside them from the same start.
 //!
 //! - Output throughput: within 5% of the single process's.
 //! - TTFT p50 and p99: equal to the numpy-linear percentiles of the union
@@ -23,7 +23,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support::{bin, read_json, scratch_path, text};
 use serde_json::Value;
@@ -142,41 +142,49 @@ async fn four_shards_merged_match_one_process_and_the_exact_union() {
         .as_secs_f64()
         + 8.0;
     let shard_dirs: Vec<PathBuf> = (0..4).map(|i| root.join(format!("shard{i}"))).collect();
-    let children: Vec<_> = shard_dirs
-        .iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let args = sweep_args(
-                &sim,
-                dir,
-                TOTAL_CONCURRENCY,
-                &[
-                    "--shard".into(),
-                    format!("{i}/4"),
-                    "--start-at".into(),
-                    format!("{start_at:.3}"),
-                ],
-            );
+    // One process at the same total concurrency, beside the shards and from
+    // the same start: the simulator's step does not grow with its batch
+    // (no per-sequence cost, slots for all 32 streams), so it serves both
+    // runs as it would serve either alone, and the throughput ratio is read
+    // with the box under one load (and in half the time of one run after
+    // the other).
+    let single_dir = root.join("single");
+    let start = ["--start-at".to_string(), format!("{start_at:.3}")];
+    let shard_args = shard_dirs.iter().enumerate().map(|(i, dir)| {
+        let mut extra = vec!["--shard".to_string(), format!("{i}/4")];
+        extra.extend(start.iter().cloned());
+        sweep_args(&sim, dir, TOTAL_CONCURRENCY, &extra)
+    });
+    let single_args = sweep_args(&sim, &single_dir, TOTAL_CONCURRENCY, &start);
+    let children: Vec<_> = shard_args
+        .chain([single_args])
+        .map(|args| {
             Command::new(bin())
                 .args(&args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
-                .expect("a shard starts")
+                .expect("a run starts")
         })
         .collect();
-    let outs: Vec<Output> = tokio::task::spawn_blocking(move || {
+    let mut outs: Vec<Output> = tokio::task::spawn_blocking(move || {
         children
             .into_iter()
-            .map(|c| c.wait_with_output().expect("a shard ends"))
+            .map(|c| c.wait_with_output().expect("a run ends"))
             .collect()
     })
     .await
     .expect("join");
+    let single_out = outs.pop().expect("the single run");
     for out in &outs {
         assert!(out.status.success(), "a shard failed:\n{}", text(out));
     }
+    assert!(
+        single_out.status.success(),
+        "single run:\n{}",
+        text(&single_out)
+    );
 
     let merged_dir = root.join("merged");
     let mut args: Vec<String> = vec!["merge".into()];
@@ -187,20 +195,6 @@ async fn four_shards_merged_match_one_process_and_the_exact_union() {
         .output()
         .expect("merge runs");
     assert!(out.status.success(), "merge:\n{}", text(&out));
-
-    // One process at the same total concurrency, after the shards.
-    let single_dir = root.join("single");
-    let args = sweep_args(&sim, &single_dir, TOTAL_CONCURRENCY, &[]);
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tokbench runs")
-    })
-    .await
-    .expect("join");
-    assert!(out.status.success(), "single run:\n{}", text(&out));
 
     let merged = level_of(&merged_dir);
     let single = level_of(&single_dir);
@@ -285,6 +279,5 @@ async fn four_shards_merged_match_one_process_and_the_exact_union() {
         .expect("report runs");
     assert!(out.status.success(), "report:\n{}", text(&out));
     sim.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(10)).await;
     let _ = std::fs::remove_dir_all(&root);
 }

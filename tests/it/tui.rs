@@ -226,13 +226,20 @@ fn sigterm_saves_and_exits_130() {
 /// 2% of the 10 ms step with the live view as without it.
 #[test]
 fn tpot_is_the_same_with_and_without_the_view() {
-    let log = EmissionLog::in_memory();
-    let sim = Sim::with(SimConfig {
-        emission_log: Some(log.clone()),
-        ..paced(10.0, 1.0)
-    });
+    // The two runs side by side, each on a simulator of its own (the
+    // emission logs match requests by id, which both runs number from 0):
+    // half the time of one after the other, and both read under the same
+    // load of the box.
+    let sim = |log: &EmissionLog| {
+        Sim::with(SimConfig {
+            emission_log: Some(log.clone()),
+            ..paced(10.0, 1.0)
+        })
+    };
+    let (headless_log, live_log) = (EmissionLog::in_memory(), EmissionLog::in_memory());
+    let (headless_sim, live_sim) = (sim(&headless_log), sim(&live_log));
     let dir = scratch("tpot");
-    let args = |out: &Path| {
+    let args = |sim: &Sim, out: &Path| {
         format!(
             "sweep --base-url {} --concurrency 1,4 --num-prompts 6 --warmup 1 \
              --random-input-len 16 --random-output-len 48 --seed 9 --result-dir {}",
@@ -241,13 +248,16 @@ fn tpot_is_the_same_with_and_without_the_view() {
         )
     };
     let headless = dir.join("headless");
-    let out = Command::new(bin())
-        .args(args(&headless).split_whitespace())
-        .arg("--no-tui")
-        .output()
-        .expect("tokbench runs");
-    assert!(out.status.success(), "{}", text(&out));
-    let headless_errors = tpot_errors(&headless, &log);
+    let headless_run = {
+        let args = args(&headless_sim, &headless);
+        std::thread::spawn(move || {
+            Command::new(bin())
+                .args(args.split_whitespace())
+                .arg("--no-tui")
+                .output()
+                .expect("tokbench runs")
+        })
+    };
 
     let live = dir.join("live");
     let tmux = Tmux::start(
@@ -257,7 +267,7 @@ fn tpot_is_the_same_with_and_without_the_view() {
         &format!(
             "env TERM=xterm-256color {} {}; echo TOKBENCH_EXIT=$?; sleep 60",
             bin(),
-            args(&live)
+            args(&live_sim, &live)
         ),
     );
     tmux.wait_for("the sweep's end", Duration::from_secs(20), |s| {
@@ -267,7 +277,10 @@ fn tpot_is_the_same_with_and_without_the_view() {
     tmux.wait_for("exit", Duration::from_secs(5), |s| {
         s.contains("TOKBENCH_EXIT=0")
     });
-    let live_errors = tpot_errors(&live, &log);
+    let live_errors = tpot_errors(&live, &live_log);
+    let out = headless_run.join().expect("the headless run");
+    assert!(out.status.success(), "{}", text(&out));
+    let headless_errors = tpot_errors(&headless, &headless_log);
 
     for (mode, errors) in [("headless", &headless_errors), ("live", &live_errors)] {
         // 6 requests at each of 2 levels, every one matched to its stream.
@@ -486,6 +499,33 @@ fn running(pid: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// What a process still running is doing, for a failure message: each
+/// thread's name, state and kernel wait channel from /proc.
+fn where_it_is(pid: &str) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut threads: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .map(|e| {
+                    let tid = e.file_name().to_string_lossy().into_owned();
+                    let stat = read(format!("/proc/{pid}/task/{tid}/stat"));
+                    let state = stat
+                        .rsplit_once(')')
+                        .map_or("", |(_, rest)| rest.trim_start());
+                    format!(
+                        "{} {} {}",
+                        read(format!("/proc/{pid}/task/{tid}/comm")).trim(),
+                        state.chars().next().unwrap_or('?'),
+                        read(format!("/proc/{pid}/task/{tid}/wchan")).trim()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    threads.sort();
+    format!("its threads (name, state, wait channel): {threads:?}")
+}
+
 /// The SSH session drops (tmux kill-session hangs up the pane: SIGHUP and
 /// a dead terminal at once): the finished level's file, a partial file for
 /// the level under way and a flushed requests.jsonl are left; then
@@ -528,7 +568,9 @@ fn sighup_then_resume_finishes_the_sweep() {
     while running(&pid) {
         assert!(
             hung_up.elapsed() < Duration::from_secs(2),
-            "tokbench still running 2 s after SIGHUP"
+            "tokbench still running 2 s after SIGHUP; {}; files so far: {:?}",
+            where_it_is(&pid),
+            files(&results)
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -201,8 +201,11 @@ fn ollama_restart_starts_a_second_series() {
     let results = dir.join("results");
     // 16 tokens at 5 ms: one answer about 90 ms; TTFT p99 SLO 150 ms,
     // which one slot fails at 4 streams (three answers ahead of each).
+    // 24 prompts a level: at 4 streams three wait but for the last three
+    // answers (2, 1, 0), a mean of (3 x 21 + 3) / 24 = 2.75, in the middle
+    // of the 2.5..=3.0 the test asks for (40 gave 2.85 in twice the time).
     let args = format!(
-        "--base-url http://127.0.0.1:{port} --concurrency 1,4 --num-prompts 40 --warmup 1 \
+        "--base-url http://127.0.0.1:{port} --concurrency 1,4 --num-prompts 24 --warmup 1 \
          --random-input-len 16 --random-output-len 16 --seed 9 --slo-ttft-p99-ms 150"
     );
     let tmux = Tmux::start("restart", 160, 48, &pane(&args, &results));
