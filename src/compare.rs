@@ -25,10 +25,10 @@ pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     if let Some(problem) = shape_mismatch(&runs) {
         if !args.force {
-            eprintln!("tokbench compare: refused: {problem}; numbers at different shapes do not compare (--force to compare anyway)");
+            crate::say!("tokbench compare: refused: {problem}; numbers at different shapes do not compare (--force to compare anyway)");
             return Ok(EXIT_REFUSED);
         }
-        eprintln!("tokbench compare: warning: {problem}; comparing anyway (--force)");
+        crate::say!("tokbench compare: warning: {problem}; comparing anyway (--force)");
     }
     let text = render_compare(&runs);
     let mut out = io::stdout().lock();

@@ -5,13 +5,18 @@
 
 // Nothing a server or a user sent may panic the tool: no unwrap or expect
 // outside tests (docs/architecture.md). The one constant-bounds case allows
-// itself, with its reason.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// itself, with its reason. Nor a terminal that went away: no eprintln!,
+// which panics on a dead stderr; `say!` (console.rs) drops the line instead.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)
+)]
 
 pub mod analysis;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod console;
 pub mod engine;
 pub mod export;
 pub mod fmt;

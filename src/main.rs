@@ -1,7 +1,7 @@
 //! Wiring: parse the command line, pick the mode, run it, exit with the
 //! contract's code (docs/architecture.md section 5).
 
-#![deny(clippy::unwrap_used, clippy::expect_used)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Ok(matches) => matches,
         Err(e) => {
             // A bad config file stops here, before any load.
-            eprintln!("tokbench: {}", one_line(&e));
+            tokbench::say!("tokbench: {}", one_line(&e));
             return ExitCode::from(EXIT_FAILED as u8);
         }
     };
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("tokbench: cannot start the async runtime: {e}");
+            tokbench::say!("tokbench: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_FAILED as u8);
         }
     };
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("tokbench: {}", run::one_line(&e));
+            tokbench::say!("tokbench: {}", run::one_line(&e));
             ExitCode::from(EXIT_FAILED as u8)
         }
     }
@@ -158,7 +158,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             let mut plan = SweepPlan::from_args(&args)?;
             // The live view shows a SIMULATED SERVER badge.
             plan.simulated = true;
-            eprintln!(
+            tokbench::say!(
                 "tokbench demo: SIMULATED SERVER (vLLM-like, 64 batch slots) at http://{}",
                 sim.addr
             );

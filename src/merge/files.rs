@@ -85,7 +85,7 @@ pub(crate) fn write_merged(out: &Path, merged: &Merged, inputs: &[PathBuf]) -> R
     }
     let skipped = write_requests(out, merged, inputs)?;
     if skipped > 0 {
-        eprintln!("tokbench merge: {skipped} unreadable requests.jsonl lines left out");
+        crate::say!("tokbench merge: {skipped} unreadable requests.jsonl lines left out");
     }
     let summary = merged.summary.to_value();
     let path = out.join("summary.json");
@@ -149,16 +149,16 @@ pub fn run_merge_command(args: &MergeArgs) -> Result<i32> {
     ) {
         Ok(m) => m,
         Err(MergeError::Refused(why)) => {
-            eprintln!("tokbench merge: refused: {why}");
+            crate::say!("tokbench merge: refused: {why}");
             return Ok(EXIT_REFUSED);
         }
         Err(MergeError::Broken(e)) => return Err(e),
     };
     for w in &merged.warnings {
-        eprintln!("tokbench merge: warning: {w}");
+        crate::say!("tokbench merge: warning: {w}");
     }
     write_merged(&args.output, &merged, &args.dirs)?;
-    eprintln!(
+    crate::say!(
         "tokbench merge: {} shard folders, {} levels -> {}",
         runs.len(),
         merged.levels.len(),

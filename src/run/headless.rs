@@ -45,7 +45,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
         (),
     ) = start_run(&prepared, exports, false, |_| {})?;
     let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
-    eprintln!(
+    crate::say!(
         "tokbench: {} ({}), model {}, {}; results in {}",
         prepared.plan.display_target,
         match prepared.identity.engine_version.as_deref() {
@@ -57,7 +57,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
         recorder.dir().display()
     );
     if let Some(addr) = exports.metrics_addr() {
-        eprintln!("tokbench: live metrics at http://{addr}/metrics");
+        crate::say!("tokbench: live metrics at http://{addr}/metrics");
     }
 
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
@@ -83,7 +83,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
                     // On a schedule the next level started on time anyway.
                     let overrun = level.saved.as_ref().and_then(|l| l["drain_overrun_s"].as_f64());
                     if let Some(over) = overrun.filter(|s| *s > 0.0) {
-                        eprintln!(
+                        crate::say!(
                             "tokbench: this level's last answers came {over:.3} s after the next level started on schedule (longer than --level-gap); see drain_overrun_s"
                         );
                     }
@@ -95,12 +95,12 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
                     }
                     DriverEvent::WarmupFinished { ok, failed, calibration, .. } => {
                         progress.clear();
-                        eprintln!(
+                        crate::say!(
                             "tokbench: warmup done ({ok} ok, {failed} failed); prompts calibrated at {:.2} tokens/word + {:.0} template tokens",
                             calibration.tokens_per_word, calibration.overhead_tokens
                         );
                         if let Some(line) = start_at_line(&prepared.plan.timing, SystemTime::now()) {
-                            eprintln!("tokbench: {line}");
+                            crate::say!("tokbench: {line}");
                         }
                     }
                     _ => {}
@@ -114,7 +114,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
             _ = &mut interrupt, if !was_interrupted => {
                 was_interrupted = true;
                 progress.clear();
-                eprintln!("tokbench: interrupted, saving what was measured");
+                crate::say!("tokbench: interrupted, saving what was measured");
                 let _ = driver.commands.send(Command::Stop);
             }
         }
@@ -122,7 +122,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     progress.clear();
     recorder.finish()?;
     if let Some(error) = run_error {
-        eprintln!("tokbench: {error}");
+        crate::say!("tokbench: {error}");
         exports
             .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
             .await?;
@@ -266,20 +266,20 @@ impl Progress {
         };
         let clock = format!("[{:>4.0}s] ", elapsed.as_secs_f64());
         if self.tty {
-            eprint!("\r\x1b[2K{clock}{line}");
+            crate::say_inline!("\r\x1b[2K{clock}{line}");
         } else if self
             .last_plain
             .get()
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(5))
         {
             self.last_plain.set(Some(Instant::now()));
-            eprintln!("{clock}{line}");
+            crate::say!("{clock}{line}");
         }
     }
 
     fn clear(&self) {
         if self.tty {
-            eprint!("\r\x1b[2K");
+            crate::say_inline!("\r\x1b[2K");
         }
     }
 }

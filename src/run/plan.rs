@@ -458,19 +458,20 @@ fn traffic_config(args: &SweepArgs) -> Result<(u32, u32, Traffic)> {
             }
             let dataset = Dataset::load(path).map_err(|e| eyre!(e))?;
             for skipped in dataset.skipped.iter().take(20) {
-                eprintln!(
+                crate::say!(
                     "tokbench: dataset line {}: {}",
-                    skipped.line, skipped.reason
+                    skipped.line,
+                    skipped.reason
                 );
             }
             if dataset.skipped.len() > 20 {
-                eprintln!(
+                crate::say!(
                     "tokbench: dataset: {} more lines skipped (all listed in summary.json)",
                     dataset.skipped.len() - 20
                 );
             }
             if !dataset.skipped.is_empty() {
-                eprintln!(
+                crate::say!(
                     "tokbench: dataset {}: {} usable requests, {} lines skipped",
                     dataset.name,
                     dataset.records.len(),

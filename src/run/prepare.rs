@@ -77,7 +77,7 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     probe_writable(&result_dir)?;
     let open_files = raise_open_file_limit(plan.max_concurrency());
     if let Some(warning) = &open_files {
-        eprintln!("tokbench: {warning}");
+        crate::say!("tokbench: {warning}");
     }
     let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
     if let Ok(prepared) = &mut prepared {
@@ -201,7 +201,7 @@ async fn prepare_target(
     if plan.insecure {
         let warning =
             "--insecure: TLS certificates are NOT checked; the API key could reach an impostor";
-        eprintln!("tokbench: WARNING {warning}");
+        crate::say!("tokbench: WARNING {warning}");
         warnings.push(warning.to_string());
     }
     let client = builder.build().wrap_err("cannot build the HTTP client")?;

@@ -69,7 +69,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         Ok(guard) => guard,
         Err(e) => {
             // A terminal that will not take raw mode can still get the run.
-            eprintln!("tokbench: no live view ({e:#}); running headless");
+            crate::say!("tokbench: no live view ({e:#}); running headless");
             return run::run_headless(prepared).await;
         }
     };
@@ -150,7 +150,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     }
     if terminal_lost {
         finished?;
-        eprintln!(
+        crate::say!(
             "tokbench: the terminal went away (SSH session dropped?); saved what was measured in {}",
             recorder.dir().display()
         );
@@ -169,7 +169,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     finished?;
 
     if let Ending::Failed(error) = &ending {
-        eprintln!("tokbench: {error}");
+        crate::say!("tokbench: {error}");
         exports
             .finish(&recorder, EXIT_FAILED, Some(error), false)
             .await?;

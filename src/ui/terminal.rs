@@ -4,6 +4,7 @@
 //! they should never need to.
 
 use std::io::{self, Stdout};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
@@ -28,7 +29,8 @@ pub(crate) type Tui = Terminal<CrosstermBackend<Stdout>>;
 
 /// Owns the terminal while the view is up; restores it when dropped.
 pub(crate) struct TerminalGuard {
-    pub terminal: Tui,
+    // ManuallyDrop: see Drop below.
+    pub terminal: ManuallyDrop<Tui>,
 }
 
 impl TerminalGuard {
@@ -49,13 +51,26 @@ impl TerminalGuard {
                 return Err(e).wrap_err("cannot size the terminal");
             }
         };
-        Ok(TerminalGuard { terminal })
+        Ok(TerminalGuard {
+            terminal: ManuallyDrop::new(terminal),
+        })
     }
 }
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
+        // ratatui's own Drop shows the cursor it hid and, when that write
+        // fails, reports it with eprintln!. After an SSH hang-up the
+        // terminal answers EIO to both, so that eprintln! panics inside a
+        // drop and the process aborts (seen: SIGABRT, exit 134) before it
+        // can say where the run was saved. `restore` has shown the cursor
+        // already; a terminal that takes the write is dropped as usual, and
+        // one that is gone is left to the process's exit (its buffers only).
+        if self.terminal.show_cursor().is_ok() {
+            // SAFETY: the only drop of `terminal`, which is not used after.
+            unsafe { ManuallyDrop::drop(&mut self.terminal) };
+        }
     }
 }
 

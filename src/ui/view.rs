@@ -55,7 +55,7 @@ pub async fn run_view(args: &ViewArgs) -> Result<i32> {
     let mut guard = match TerminalGuard::enter() {
         Ok(guard) => guard,
         Err(e) => {
-            eprintln!("tokbench: no screen ({e:#}); printing the report instead");
+            crate::say!("tokbench: no screen ({e:#}); printing the report instead");
             return print_reports(&runs);
         }
     };
@@ -89,7 +89,7 @@ async fn follow_headless(mut follower: Following) -> Result<i32> {
         // The age in the line changes every second: print when counts move.
         let key = status.split(';').next().unwrap_or_default().to_string();
         if key != last_status {
-            eprintln!("{status}");
+            crate::say!("{status}");
             last_status = key;
         }
     }
@@ -136,7 +136,7 @@ pub(crate) fn load_runs(paths: &[PathBuf]) -> Result<Vec<SavedRun>> {
 /// Headless: the Markdown report of each run, as `tokbench report` prints it.
 fn print_reports(runs: &[SavedRun]) -> Result<i32> {
     if let Some(warning) = shape_warning(runs) {
-        eprintln!("tokbench view: warning: {warning}");
+        crate::say!("tokbench view: warning: {warning}");
     }
     let text = runs
         .iter()

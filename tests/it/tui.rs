@@ -548,11 +548,17 @@ fn sighup_then_resume_finishes_the_sweep() {
          --random-input-len 16 --random-output-len 400 --seed 9",
         url = sim.url()
     );
+    // The events file's last line says how the run ended: a hang-up once
+    // aborted the process (ratatui's Drop panicked writing to the dead
+    // terminal) after the files were saved, which "gone, files there"
+    // alone did not show.
+    let events = dir.join("events.jsonl");
     let command = format!(
-        "sh -c 'echo $$ > {pid}; exec env TERM=xterm-256color {bin} sweep {flags} --result-dir {dir}'",
+        "sh -c 'echo $$ > {pid}; exec env TERM=xterm-256color {bin} sweep {flags} --result-dir {dir} --events {events}'",
         pid = pidfile.display(),
         bin = bin(),
         dir = results.display(),
+        events = events.display(),
     );
     let tmux = Tmux::start(name, 100, 30, &command);
     // Level 1 done (3 answers), level 2 under way with one of its answers in.
@@ -576,6 +582,14 @@ fn sighup_then_resume_finishes_the_sweep() {
     }
     eprintln!("SIGHUP -> process gone in {:?}", hung_up.elapsed());
     drop(tmux);
+    let last_event = std::fs::read_to_string(&events)
+        .expect("events file")
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line"))
+        .expect("an event");
+    assert_eq!(last_event["event"], "run_finished", "{last_event}");
+    assert_eq!(last_event["exit_code"], 130, "{last_event}");
     let names = files(&results);
     assert!(names.iter().any(|n| n == "sweep-c1.json"), "{names:?}");
     assert!(
@@ -646,5 +660,65 @@ fn sighup_then_resume_finishes_the_sweep() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("output_len 400 now 100"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--no-tui` in an SSH session that drops: stderr is the dead terminal
+/// then, and the line said on the signal ("interrupted, saving what was
+/// measured") once panicked there (`eprintln!` on EIO) in the middle of
+/// saving. The partial level and the run's end are saved all the same.
+#[test]
+fn headless_in_a_dropped_session_saves_and_ends_130() {
+    let name = "headless-hangup";
+    let sim = quick_sim();
+    let dir = scratch(name);
+    let results = dir.join("results");
+    let pidfile = dir.join("pid");
+    let events = dir.join("events.jsonl");
+    let command = format!(
+        "sh -c 'echo $$ > {pid}; exec {bin} sweep --no-tui --base-url {url} \
+         --concurrency 2,4 --num-prompts 100000 --warmup 1 --random-input-len 16 \
+         --random-output-len 64 --seed 3 --result-dir {dir} --events {events}'",
+        pid = pidfile.display(),
+        bin = bin(),
+        url = sim.url(),
+        dir = results.display(),
+        events = events.display(),
+    );
+    let tmux = Tmux::start(name, 100, 30, &command);
+    let jsonl = results.join("requests.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(&jsonl).map_or(0, |t| t.lines().count()) < 4 {
+        assert!(Instant::now() < deadline, "no answers in 20 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&pidfile).expect("pid file");
+    let pid = pid.trim().to_string();
+    let out = tmux.run(&["kill-session"]);
+    assert!(out.status.success(), "kill-session: {}", text(&out));
+    // A hang guard, not a measure: the events file's end is the check.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running(&pid) {
+        assert!(
+            Instant::now() < deadline,
+            "still running: {}",
+            where_it_is(&pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(tmux);
+    let last_event = std::fs::read_to_string(&events)
+        .expect("events file")
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line"))
+        .expect("an event");
+    assert_eq!(last_event["event"], "run_finished", "{last_event}");
+    assert_eq!(last_event["exit_code"], 130, "{last_event}");
+    let names = files(&results);
+    assert!(
+        names.iter().any(|n| n == "sweep-c2-partial.json"),
+        "{names:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

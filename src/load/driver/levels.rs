@@ -338,7 +338,7 @@ impl Driver {
                 // A load task panicked: a bug, not a server fault. Its level
                 // still drains (below), so the run goes on; the message goes
                 // to stderr.
-                eprintln!("tokbench: a load task failed: {error}");
+                crate::say!("tokbench: a load task failed: {error}");
                 (error.id(), None)
             }
         };
