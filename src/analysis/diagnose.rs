@@ -394,7 +394,7 @@ pub(crate) fn client_saturated(loads: &[ClientLevelLoad]) -> Option<Diagnosis> {
 
 /// The machine held tokbench's reads back: the p99 of user-space read time
 /// minus the kernel's receive time is above 5 ms in a level. The latencies
-/// of kernel-timed requests do not include that lag (src/load/rxtime.rs),
+/// of kernel-timed requests do not include that lag (src/load/rxtime/),
 /// so this is a note on the machine, not a warning on the figures.
 pub(crate) fn client_rx_lag(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
     let over: Vec<(u32, f64, f64)> = levels
