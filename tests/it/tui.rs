@@ -526,6 +526,19 @@ fn where_it_is(pid: &str) -> String {
     format!("its threads (name, state, wait channel): {threads:?}")
 }
 
+/// The `--events` file's last line is the run's end, with exit 130: the
+/// run was stopped by a signal and finished saving.
+fn assert_ended_130(events: &Path) {
+    let last_event = std::fs::read_to_string(events)
+        .expect("events file")
+        .lines()
+        .last()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line"))
+        .expect("an event");
+    assert_eq!(last_event["event"], "run_finished", "{last_event}");
+    assert_eq!(last_event["exit_code"], 130, "{last_event}");
+}
+
 /// The SSH session drops (tmux kill-session hangs up the pane: SIGHUP and
 /// a dead terminal at once): the finished level's file, a partial file for
 /// the level under way and a flushed requests.jsonl are left; then
@@ -582,14 +595,7 @@ fn sighup_then_resume_finishes_the_sweep() {
     }
     eprintln!("SIGHUP -> process gone in {:?}", hung_up.elapsed());
     drop(tmux);
-    let last_event = std::fs::read_to_string(&events)
-        .expect("events file")
-        .lines()
-        .last()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line"))
-        .expect("an event");
-    assert_eq!(last_event["event"], "run_finished", "{last_event}");
-    assert_eq!(last_event["exit_code"], 130, "{last_event}");
+    assert_ended_130(&events);
     let names = files(&results);
     assert!(names.iter().any(|n| n == "sweep-c1.json"), "{names:?}");
     assert!(
@@ -707,14 +713,7 @@ fn headless_in_a_dropped_session_saves_and_ends_130() {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(tmux);
-    let last_event = std::fs::read_to_string(&events)
-        .expect("events file")
-        .lines()
-        .last()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an event line"))
-        .expect("an event");
-    assert_eq!(last_event["event"], "run_finished", "{last_event}");
-    assert_eq!(last_event["exit_code"], 130, "{last_event}");
+    assert_ended_130(&events);
     let names = files(&results);
     assert!(
         names.iter().any(|n| n == "sweep-c2-partial.json"),
