@@ -351,8 +351,13 @@ fn prometheus_scrapes_the_run_and_counts_its_output_tokens() {
     require_tool("promtool");
     let sim = Sim::with(paced(20.0, 0.0));
     let dir = scratch("interop", "prometheus");
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    // The port stays bound while Prometheus starts (seconds): released
+    // early, an outgoing connection of a test beside this one took it as its
+    // source port, or Prometheus's own free port came back the same.
+    let reserved = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listen = reserved.local_addr().expect("addr");
     let prometheus = Prometheus::start(&dir, listen);
+    drop(reserved);
 
     let run_dir = dir.join("run");
     let mut args = sweep_args(&sim, &run_dir);
