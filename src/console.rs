@@ -6,36 +6,88 @@
 //! would panic the run in the middle of saving it. A line that cannot be
 //! shown is dropped instead; the result files are the record.
 
+use std::fmt::Arguments;
+use std::io::Write;
+
+/// Write `text` (and a newline when `newline`) to `out`, then flush; a
+/// write that fails drops the text. What [`say!`](crate::say) and
+/// [`say_inline!`](crate::say_inline) do with stderr.
+#[doc(hidden)]
+pub fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: bool) {
+    let _ = out.write_fmt(text);
+    if newline {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
 /// `eprintln!` that drops the line when stderr is gone, rather than panic.
 #[macro_export]
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::console::write_or_drop(
+            &mut ::std::io::stderr().lock(),
+            ::std::format_args!($($arg)*),
+            true,
+        )
+    };
 }
 
 /// `eprint!` (no newline: a progress line redrawn in place) that drops the
 /// text when stderr is gone, rather than panic.
 #[macro_export]
 macro_rules! say_inline {
-    ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let mut stderr = ::std::io::stderr().lock();
-        let _ = ::std::write!(stderr, $($arg)*);
-        let _ = stderr.flush();
-    }};
+    ($($arg:tt)*) => {
+        $crate::console::write_or_drop(
+            &mut ::std::io::stderr().lock(),
+            ::std::format_args!($($arg)*),
+            false,
+        )
+    };
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::io;
+
+    /// A terminal that went away: every write and flush is EIO.
+    struct Gone {
+        tries: usize,
+    }
+
+    impl Write for Gone {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.tries += 1;
+            Err(io::Error::from_raw_os_error(5))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(5))
+        }
+    }
+
     #[test]
-    fn say_formats_like_eprintln() {
-        // The macro only has to expand and run; its output goes to the
-        // test's stderr.
+    fn a_line_is_written_whole_with_its_newline_or_without() {
+        let mut out = Vec::new();
         let n = 3;
-        crate::say!("tokbench: {n} lines");
-        crate::say!("plain");
-        crate::say_inline!("\r\x1b[2K");
+        write_or_drop(&mut out, format_args!("tokbench: {n} lines"), true);
+        write_or_drop(
+            &mut out,
+            format_args!("\r\x1b[2K[  2s] {}", "level 1"),
+            false,
+        );
+        assert_eq!(out, b"tokbench: 3 lines\n\r\x1b[2K[  2s] level 1");
+    }
+
+    #[test]
+    fn a_dead_terminal_drops_the_line_instead_of_panicking() {
+        let mut gone = Gone { tries: 0 };
+        write_or_drop(
+            &mut gone,
+            format_args!("tokbench: interrupted, saving"),
+            true,
+        );
+        // It was tried (and failed) rather than skipped.
+        assert!(gone.tries >= 1);
     }
 }
