@@ -11,16 +11,9 @@ use std::path::{Path, PathBuf};
 use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
-use super::schema::{self, number, Capacity, Cost, Knee, LevelFile, RunSection, SummaryFile};
-
-/// The SLOs the run was judged against (`run.slo`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct SavedSlo {
-    pub ttft_p99_ms: Option<f64>,
-    pub min_stream_tok_s: Option<f64>,
-    pub tpot_p99_ms: Option<f64>,
-    pub max_error_rate: Option<f64>,
-}
+use super::schema::{
+    self, number, Capacity, Cost, DiagnosisEntry, Knee, LevelFile, RunSection, RunSlo, SummaryFile,
+};
 
 /// One level object of `levels`.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,13 +143,6 @@ impl SavedLevel {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SavedKnee {
-    pub from_concurrency: Option<u32>,
-    pub to_concurrency: Option<u32>,
-    pub reason: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SavedCapacity {
     pub concurrency: Option<u32>,
     pub output_throughput: Option<f64>,
@@ -173,12 +159,6 @@ pub(crate) struct SavedCost {
     pub cost_per_m_output: Option<f64>,
     pub effective_cost_per_m: Option<f64>,
     pub verdict: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SavedDiagnosis {
-    pub id: String,
-    pub message: String,
 }
 
 /// A run as its `summary.json` tells it.
@@ -200,15 +180,17 @@ pub(crate) struct SavedRun {
     pub ignore_eos: Option<bool>,
     pub started_at: Option<String>,
     pub labels: Vec<(String, String)>,
-    pub slo: SavedSlo,
+    /// The SLOs the run was judged against (`run.slo`).
+    pub slo: RunSlo,
     /// In run order.
     pub levels: Vec<SavedLevel>,
-    pub knee: Option<SavedKnee>,
+    pub knee: Option<Knee>,
     pub capacity: Option<SavedCapacity>,
     /// `capacity_reason`: "capacity: ..." or "no capacity: ...".
     pub capacity_reason: Option<String>,
     pub cost: Option<SavedCost>,
-    pub diagnoses: Vec<SavedDiagnosis>,
+    /// Those with a message.
+    pub diagnoses: Vec<DiagnosisEntry>,
     /// GPUs serving the target (`run.gpus`, from `sweep --gpus`; `report
     /// --gpus` sets it): throughput is also given per GPU.
     pub gpus: Option<u32>,
@@ -340,11 +322,7 @@ impl SavedRun {
             })
             .unwrap_or_default();
         let part = |key: &str| raw.get(key).cloned().unwrap_or(Value::Null);
-        let knee = schema::typed::<Knee>(part("knee")).map(|k| SavedKnee {
-            from_concurrency: k.from_concurrency,
-            to_concurrency: k.to_concurrency,
-            reason: k.reason,
-        });
+        let knee = schema::typed::<Knee>(part("knee"));
         let capacity = schema::typed::<Capacity>(part("capacity")).map(|c| SavedCapacity {
             concurrency: c.concurrency,
             output_throughput: number(&c.output_throughput),
@@ -373,10 +351,6 @@ impl SavedRun {
             .diagnoses
             .into_iter()
             .filter(|d| !d.message.is_empty())
-            .map(|d| SavedDiagnosis {
-                id: d.id,
-                message: d.message,
-            })
             .collect();
         Ok(SavedRun {
             source: source.to_path_buf(),
@@ -394,12 +368,7 @@ impl SavedRun {
             ignore_eos: run.ignore_eos,
             started_at: run.started_at,
             labels,
-            slo: SavedSlo {
-                ttft_p99_ms: slo.ttft_p99_ms,
-                min_stream_tok_s: slo.min_stream_tok_s,
-                tpot_p99_ms: slo.tpot_p99_ms,
-                max_error_rate: slo.max_error_rate,
-            },
+            slo,
             levels,
             knee,
             capacity,
