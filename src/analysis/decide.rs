@@ -30,12 +30,10 @@ pub(crate) const DEFAULT_MIN_STREAM_TOK_S: f64 = 20.0;
 /// Levels with this error rate or more do not meet the SLO.
 pub(crate) const DEFAULT_MAX_ERROR_RATE: f64 = 0.01;
 
-/// One finished level, as the knee and capacity see it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LevelPoint {
-    pub concurrency: u32,
-    pub kind: Mode,
-    pub partial: bool,
+/// The figures a level is judged by: one level's own, or (in a
+/// [`SweepPoint`]) the median of a concurrency's rounds, figure by figure.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Figures {
     /// Total output tok/s of the level.
     pub output_throughput: f64,
     /// output_throughput / concurrency.
@@ -45,35 +43,75 @@ pub struct LevelPoint {
     pub p50_ttft_ms: Option<f64>,
     pub p99_ttft_ms: Option<f64>,
     pub p99_tpot_ms: Option<f64>,
-    /// failed / (completed + failed), 0 with no request.
+    /// failed / (completed + failed), 0 with no request: see [`error_rate`].
     pub error_rate: f64,
 }
 
-impl LevelPoint {
+impl Figures {
     /// From a level's statistics. p50 TTFT is the median; p99 TTFT and TPOT
     /// are `None` unless 99 was among the saved percentiles.
-    pub(crate) fn from_stats(
-        concurrency: u32,
-        kind: Mode,
-        partial: bool,
-        stats: &LevelStats,
-    ) -> LevelPoint {
-        let total = stats.completed + stats.failed;
-        LevelPoint {
-            concurrency,
-            kind,
-            partial,
+    pub(crate) fn from_stats(stats: &LevelStats) -> Figures {
+        Figures {
             output_throughput: stats.output_throughput,
             per_stream_tok_s: stats.per_stream_tok_s,
             stream_decode_tok_s: stats.stream_decode_tok_s,
             p50_ttft_ms: stats.ttft.as_ref().map(|d| d.median),
             p99_ttft_ms: stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
             p99_tpot_ms: stats.tpot.as_ref().and_then(|d| d.percentile(99.0)),
-            error_rate: if total > 0 {
-                stats.failed as f64 / total as f64
-            } else {
-                0.0
-            },
+            error_rate: error_rate(stats.completed as u64, stats.failed as u64),
+        }
+    }
+
+    /// Each figure's median over `rounds` (a missing figure is left out of
+    /// its median; a figure no round has is `None`, or 0 where it cannot be).
+    fn median_of(rounds: &[&LevelPoint]) -> Figures {
+        let m =
+            |f: fn(&Figures) -> Option<f64>| median(rounds.iter().filter_map(|l| f(&l.figures)));
+        Figures {
+            output_throughput: m(|f| Some(f.output_throughput)).unwrap_or(0.0),
+            per_stream_tok_s: m(|f| Some(f.per_stream_tok_s)).unwrap_or(0.0),
+            stream_decode_tok_s: m(|f| f.stream_decode_tok_s),
+            p50_ttft_ms: m(|f| f.p50_ttft_ms),
+            p99_ttft_ms: m(|f| f.p99_ttft_ms),
+            p99_tpot_ms: m(|f| f.p99_tpot_ms),
+            error_rate: m(|f| Some(f.error_rate)).unwrap_or(0.0),
+        }
+    }
+}
+
+/// failed / (completed + failed): 0 for a level with no request, so that an
+/// empty level is not judged a failing one.
+pub(crate) fn error_rate(completed: u64, failed: u64) -> f64 {
+    let total = completed + failed;
+    if total > 0 {
+        failed as f64 / total as f64
+    } else {
+        0.0
+    }
+}
+
+/// One finished level, as the knee and capacity see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelPoint {
+    pub concurrency: u32,
+    pub kind: Mode,
+    pub partial: bool,
+    pub figures: Figures,
+}
+
+impl LevelPoint {
+    /// From a level's statistics (see [`Figures::from_stats`]).
+    pub(crate) fn from_stats(
+        concurrency: u32,
+        kind: Mode,
+        partial: bool,
+        stats: &LevelStats,
+    ) -> LevelPoint {
+        LevelPoint {
+            concurrency,
+            kind,
+            partial,
+            figures: Figures::from_stats(stats),
         }
     }
 }
@@ -84,13 +122,7 @@ pub(crate) struct SweepPoint {
     pub concurrency: u32,
     /// How many finished levels were merged.
     pub rounds: usize,
-    pub output_throughput: f64,
-    pub per_stream_tok_s: f64,
-    pub stream_decode_tok_s: Option<f64>,
-    pub p50_ttft_ms: Option<f64>,
-    pub p99_ttft_ms: Option<f64>,
-    pub p99_tpot_ms: Option<f64>,
-    pub error_rate: f64,
+    pub figures: Figures,
 }
 
 /// The levels a sweep counts: finished (not partial) planned and search
@@ -108,23 +140,14 @@ pub(crate) fn counted_levels(levels: &[LevelPoint]) -> Vec<&LevelPoint> {
 /// The finished planned and search levels, one point per concurrency (the
 /// median of its rounds, per metric), by rising concurrency.
 pub(crate) fn sweep_points(levels: &[LevelPoint]) -> Vec<SweepPoint> {
-    let counted = counted_levels(levels);
-    let mut points = Vec::new();
-    for group in counted.chunk_by(|a, b| a.concurrency == b.concurrency) {
-        let m = |f: fn(&LevelPoint) -> Option<f64>| median(group.iter().filter_map(|l| f(l)));
-        points.push(SweepPoint {
-            concurrency: group[0].concurrency,
-            rounds: group.len(),
-            output_throughput: m(|l| Some(l.output_throughput)).unwrap_or(0.0),
-            per_stream_tok_s: m(|l| Some(l.per_stream_tok_s)).unwrap_or(0.0),
-            stream_decode_tok_s: m(|l| l.stream_decode_tok_s),
-            p50_ttft_ms: m(|l| l.p50_ttft_ms),
-            p99_ttft_ms: m(|l| l.p99_ttft_ms),
-            p99_tpot_ms: m(|l| l.p99_tpot_ms),
-            error_rate: m(|l| Some(l.error_rate)).unwrap_or(0.0),
-        });
-    }
-    points
+    counted_levels(levels)
+        .chunk_by(|a, b| a.concurrency == b.concurrency)
+        .map(|rounds| SweepPoint {
+            concurrency: rounds[0].concurrency,
+            rounds: rounds.len(),
+            figures: Figures::median_of(rounds),
+        })
+        .collect()
 }
 
 /// What one step between consecutive sweep points did.
@@ -147,16 +170,17 @@ pub(crate) fn steps(points: &[SweepPoint]) -> Vec<Step> {
         .windows(2)
         .map(|w| {
             let (a, b) = (&w[0], &w[1]);
-            let ratio = (a.output_throughput > 0.0 && a.output_throughput.is_finite())
-                .then(|| b.output_throughput / a.output_throughput)
-                .filter(|r| r.is_finite());
+            let ratio = (a.figures.output_throughput > 0.0
+                && a.figures.output_throughput.is_finite())
+            .then(|| b.figures.output_throughput / a.figures.output_throughput)
+            .filter(|r| r.is_finite());
             let doublings = (a.concurrency > 0 && b.concurrency > a.concurrency)
                 .then(|| (f64::from(b.concurrency) / f64::from(a.concurrency)).log2());
             let gain_per_doubling = match (ratio, doublings) {
                 (Some(r), Some(d)) => Some(r.powf(1.0 / d) - 1.0).filter(|g| g.is_finite()),
                 _ => None,
             };
-            let p99_ttft_growth = match (a.p99_ttft_ms, b.p99_ttft_ms) {
+            let p99_ttft_growth = match (a.figures.p99_ttft_ms, b.figures.p99_ttft_ms) {
                 (Some(x), Some(y)) if x > 0.0 => Some(y / x).filter(|g| g.is_finite()),
                 _ => None,
             };
@@ -205,14 +229,14 @@ pub(crate) fn is_flat(points: &[SweepPoint]) -> bool {
     let Some(first) = points.first() else {
         return false;
     };
-    if points.len() < 2 || first.output_throughput <= 0.0 {
+    if points.len() < 2 || first.figures.output_throughput <= 0.0 {
         return false;
     }
     let peak = points
         .iter()
-        .map(|p| p.output_throughput)
+        .map(|p| p.figures.output_throughput)
         .fold(f64::NEG_INFINITY, f64::max);
-    peak < first.output_throughput * (1.0 + NO_RISE_MAX_GAIN)
+    peak < first.figures.output_throughput * (1.0 + NO_RISE_MAX_GAIN)
 }
 
 /// The sentence for a sweep that does not rise, from its lowest concurrency.
@@ -319,13 +343,7 @@ pub(crate) fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
     let point = SweepPoint {
         concurrency: level.concurrency,
         rounds: 1,
-        output_throughput: level.output_throughput,
-        per_stream_tok_s: level.per_stream_tok_s,
-        stream_decode_tok_s: level.stream_decode_tok_s,
-        p50_ttft_ms: level.p50_ttft_ms,
-        p99_ttft_ms: level.p99_ttft_ms,
-        p99_tpot_ms: level.p99_tpot_ms,
-        error_rate: level.error_rate,
+        figures: level.figures.clone(),
     };
     checks(&point, slo).iter().all(|c| c.met)
 }
@@ -336,33 +354,36 @@ fn checks(p: &SweepPoint, slo: &CapacitySlo) -> Vec<Check> {
         out.push(Check {
             term: format!("p99 TTFT <= {} ms", figure(limit)),
             value: p
+                .figures
                 .p99_ttft_ms
                 .map_or("no p99 TTFT".into(), |v| format!("{} ms", figure(v))),
-            met: p.p99_ttft_ms.is_some_and(|v| v <= limit),
+            met: p.figures.p99_ttft_ms.is_some_and(|v| v <= limit),
         });
     }
     if let Some(min) = slo.min_stream_tok_s {
         out.push(Check {
             term: format!("decode >= {} tok/s per stream", figure(min)),
             value: p
+                .figures
                 .stream_decode_tok_s
                 .map_or("no TPOT sample".into(), |v| format!("{} tok/s", figure(v))),
-            met: p.stream_decode_tok_s.is_some_and(|v| v >= min),
+            met: p.figures.stream_decode_tok_s.is_some_and(|v| v >= min),
         });
     }
     if let Some(limit) = slo.tpot_p99_ms {
         out.push(Check {
             term: format!("p99 TPOT <= {} ms", figure(limit)),
             value: p
+                .figures
                 .p99_tpot_ms
                 .map_or("no p99 TPOT".into(), |v| format!("{} ms", figure(v))),
-            met: p.p99_tpot_ms.is_some_and(|v| v <= limit),
+            met: p.figures.p99_tpot_ms.is_some_and(|v| v <= limit),
         });
     }
     out.push(Check {
         term: format!("errors < {}", percent0(slo.max_error_rate)),
-        value: format!("{} errors", percent1(p.error_rate)),
-        met: p.error_rate < slo.max_error_rate,
+        value: format!("{} errors", percent1(p.figures.error_rate)),
+        met: p.figures.error_rate < slo.max_error_rate,
     });
     out
 }
@@ -453,16 +474,20 @@ pub(crate) fn find_capacity(
     };
     let peak = points
         .iter()
-        .max_by(|a, b| a.output_throughput.total_cmp(&b.output_throughput))
+        .max_by(|a, b| {
+            a.figures
+                .output_throughput
+                .total_cmp(&b.figures.output_throughput)
+        })
         .unwrap_or(chosen);
-    let share_of_peak = if peak.output_throughput > 0.0 {
-        chosen.output_throughput / peak.output_throughput
+    let share_of_peak = if peak.figures.output_throughput > 0.0 {
+        chosen.figures.output_throughput / peak.figures.output_throughput
     } else {
         0.0
     };
     let met: Vec<String> = checks(chosen, slo)
         .into_iter()
-        .filter(|c| !c.term.starts_with("errors") || chosen.error_rate > 0.0)
+        .filter(|c| !c.term.starts_with("errors") || chosen.figures.error_rate > 0.0)
         .map(|c| format!("{}: {}", c.term, c.value))
         .collect();
     let why = match (cap, knee) {
@@ -478,15 +503,15 @@ pub(crate) fn find_capacity(
         "{}: {why}; {} of the peak {} tok/s at {}",
         streams(chosen.concurrency),
         percent0(share_of_peak),
-        figure(peak.output_throughput),
+        figure(peak.figures.output_throughput),
         streams(peak.concurrency)
     );
     Ok(Capacity {
         concurrency: chosen.concurrency,
-        output_throughput: chosen.output_throughput,
-        per_stream_tok_s: chosen.per_stream_tok_s,
-        stream_decode_tok_s: chosen.stream_decode_tok_s,
-        p99_ttft_ms: chosen.p99_ttft_ms,
+        output_throughput: chosen.figures.output_throughput,
+        per_stream_tok_s: chosen.figures.per_stream_tok_s,
+        stream_decode_tok_s: chosen.figures.stream_decode_tok_s,
+        p99_ttft_ms: chosen.figures.p99_ttft_ms,
         share_of_peak,
         reason,
     })

@@ -9,13 +9,14 @@ fn level(c: u32, per_stream: f64, total: f64, p50: f64, p99: f64) -> LevelPoint 
         concurrency: c,
         kind: Mode::Planned,
         partial: false,
-        output_throughput: total,
-        per_stream_tok_s: per_stream,
-        stream_decode_tok_s: Some(per_stream),
-        p50_ttft_ms: Some(p50),
-        p99_ttft_ms: Some(p99),
-        p99_tpot_ms: None,
-        error_rate: 0.0,
+        figures: Figures {
+            output_throughput: total,
+            per_stream_tok_s: per_stream,
+            stream_decode_tok_s: Some(per_stream),
+            p50_ttft_ms: Some(p50),
+            p99_ttft_ms: Some(p99),
+            ..Figures::default()
+        },
     }
 }
 
@@ -188,7 +189,7 @@ fn ollama_flat() -> Vec<LevelPoint> {
     ];
     // Each answer still streams at 30 tok/s once it runs.
     for l in &mut v {
-        l.stream_decode_tok_s = Some(30.0);
+        l.figures.stream_decode_tok_s = Some(30.0);
     }
     v
 }
@@ -224,7 +225,7 @@ fn rounds_merge_as_medians_and_other_levels_are_ignored() {
     // Two more rounds at 32 (1728 is the median of 1600, 1728, 1800;
     // p99 TTFT median of 498, 520, 470 = 498).
     let mut r2 = level(32, 50.0, 1600.0, 290.0, 520.0);
-    r2.error_rate = 0.02;
+    r2.figures.error_rate = 0.02;
     levels.push(r2);
     levels.push(level(32, 56.25, 1800.0, 280.0, 470.0));
     // A partial level and a manual level that would move everything.
@@ -239,10 +240,10 @@ fn rounds_merge_as_medians_and_other_levels_are_ignored() {
     assert_eq!(cs, [1, 4, 16, 32, 64, 128]);
     let p32 = &points[3];
     assert_eq!(p32.rounds, 3);
-    assert_eq!(p32.output_throughput, 1728.0);
-    assert_eq!(p32.p99_ttft_ms, Some(498.0));
-    assert_eq!(p32.per_stream_tok_s, 54.0);
-    assert_eq!(p32.error_rate, 0.0);
+    assert_eq!(p32.figures.output_throughput, 1728.0);
+    assert_eq!(p32.figures.p99_ttft_ms, Some(498.0));
+    assert_eq!(p32.figures.per_stream_tok_s, 54.0);
+    assert_eq!(p32.figures.error_rate, 0.0);
     let slo = ttft_slo(500.0);
     assert_eq!(capacity(&levels, &slo), Ok(32));
 }
@@ -251,7 +252,7 @@ fn rounds_merge_as_medians_and_other_levels_are_ignored() {
 fn errors_decode_and_tpot_slos_exclude_levels() {
     let mut levels = article();
     // 32 streams: 1% errors is not below 1% -> falls to 16.
-    levels[3].error_rate = 0.01;
+    levels[3].figures.error_rate = 0.01;
     let slo = ttft_slo(500.0);
     assert_eq!(capacity(&levels, &slo), Ok(16));
     // Decode >= 80: only 1 (92) and 4 (88).
@@ -283,8 +284,8 @@ fn no_levels_no_knee_no_capacity() {
     assert_eq!(d.capacity.map(|c| c.concurrency), Ok(1));
     // Zero throughput and zero TTFT do not divide into NaN.
     let mut z = article();
-    z[0].output_throughput = 0.0;
-    z[0].p99_ttft_ms = Some(0.0);
+    z[0].figures.output_throughput = 0.0;
+    z[0].figures.p99_ttft_ms = Some(0.0);
     let s = steps(&sweep_points(&z));
     assert_eq!(s[0].gain_per_doubling, None);
     assert_eq!(s[0].p99_ttft_growth, None);
@@ -321,8 +322,8 @@ fn level_point_from_stats() {
     s.completed = 99;
     s.failed = 1;
     let p = LevelPoint::from_stats(8, Mode::Search, false, &s);
-    assert_eq!(p.error_rate, 0.01);
-    assert_eq!(p.p99_ttft_ms, None);
+    assert_eq!(p.figures.error_rate, 0.01);
+    assert_eq!(p.figures.p99_ttft_ms, None);
     assert_eq!(Mode::parse("search"), Some(Mode::Search));
     assert_eq!(Mode::parse("bogus"), None);
     assert!(!Mode::Manual.is_sweep());

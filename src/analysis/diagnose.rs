@@ -500,8 +500,8 @@ pub(crate) fn no_rise(decision: &Decision) -> Option<Diagnosis> {
         message: no_rise_message(first.concurrency),
         evidence: json!({
             "concurrency": points.iter().map(|p| p.concurrency).collect::<Vec<_>>(),
-            "output_throughput": points.iter().map(|p| num(round_to(p.output_throughput, 3))).collect::<Vec<_>>(),
-            "p99_ttft_ms": points.iter().map(|p| opt_num(p.p99_ttft_ms.map(|v| round_to(v, 3)))).collect::<Vec<_>>(),
+            "output_throughput": points.iter().map(|p| num(round_to(p.figures.output_throughput, 3))).collect::<Vec<_>>(),
+            "p99_ttft_ms": points.iter().map(|p| opt_num(p.figures.p99_ttft_ms.map(|v| round_to(v, 3)))).collect::<Vec<_>>(),
         }),
     })
 }
@@ -515,10 +515,10 @@ pub(crate) fn no_capacity(decision: &Decision) -> Option<Diagnosis> {
         message: none.reason.clone(),
         evidence: json!({
             "lowest_concurrency": lowest.concurrency,
-            "p99_ttft_ms": opt_num(lowest.p99_ttft_ms),
-            "stream_decode_tok_s": opt_num(lowest.stream_decode_tok_s),
-            "p99_tpot_ms": opt_num(lowest.p99_tpot_ms),
-            "error_rate": num(lowest.error_rate),
+            "p99_ttft_ms": opt_num(lowest.figures.p99_ttft_ms),
+            "stream_decode_tok_s": opt_num(lowest.figures.stream_decode_tok_s),
+            "p99_tpot_ms": opt_num(lowest.figures.p99_tpot_ms),
+            "error_rate": num(lowest.figures.error_rate),
         }),
     })
 }

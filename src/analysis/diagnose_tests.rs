@@ -245,20 +245,19 @@ fn buffered_stream_by_hand() {
 
 #[test]
 fn rounds_spread_message() {
-    use crate::analysis::decide::LevelPoint;
+    use crate::analysis::decide::{Figures, LevelPoint};
     use crate::analysis::rounds::rounds_spread as spreads_of;
     use crate::record::Mode;
     let round = |tput: f64| LevelPoint {
         concurrency: 16,
         kind: Mode::Planned,
         partial: false,
-        output_throughput: tput,
-        per_stream_tok_s: tput / 16.0,
-        stream_decode_tok_s: None,
-        p50_ttft_ms: Some(100.0),
-        p99_ttft_ms: None,
-        p99_tpot_ms: None,
-        error_rate: 0.0,
+        figures: Figures {
+            output_throughput: tput,
+            per_stream_tok_s: tput / 16.0,
+            p50_ttft_ms: Some(100.0),
+            ..Figures::default()
+        },
     };
     // 1000, 1100, 1253: median 1100, (1253 - 1000) / 1100 = 23%.
     let noisy = spreads_of(&[round(1000.0), round(1100.0), round(1253.0)]);
@@ -274,7 +273,7 @@ fn rounds_spread_message() {
 
 #[test]
 fn diagnose_run_composes_everything() {
-    use crate::analysis::decide::{decide, CapacitySlo, LevelPoint};
+    use crate::analysis::decide::{decide, CapacitySlo, Figures, LevelPoint};
     use crate::record::Mode;
     let a = stats_with(20, 128.0, 0);
     let views = [view(1, &a)];
@@ -283,13 +282,14 @@ fn diagnose_run_composes_everything() {
         concurrency: 1,
         kind: Mode::Planned,
         partial: false,
-        output_throughput: 92.0,
-        per_stream_tok_s: 92.0,
-        stream_decode_tok_s: Some(92.0),
-        p50_ttft_ms: Some(48.0),
-        p99_ttft_ms: Some(61.0),
-        p99_tpot_ms: None,
-        error_rate: 0.0,
+        figures: Figures {
+            output_throughput: 92.0,
+            per_stream_tok_s: 92.0,
+            stream_decode_tok_s: Some(92.0),
+            p50_ttft_ms: Some(48.0),
+            p99_ttft_ms: Some(61.0),
+            ..Figures::default()
+        },
     };
     let slo = CapacitySlo {
         ttft_p99_ms: Some(50.0),

@@ -86,8 +86,8 @@ pub(crate) fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
         .chunk_by(|a, b| a.concurrency == b.concurrency)
         .filter(|g| g.len() >= 2)
         .filter_map(|g| {
-            let tput: Vec<f64> = g.iter().map(|l| l.output_throughput).collect();
-            let ttft: Vec<f64> = g.iter().filter_map(|l| l.p50_ttft_ms).collect();
+            let tput: Vec<f64> = g.iter().map(|l| l.figures.output_throughput).collect();
+            let ttft: Vec<f64> = g.iter().filter_map(|l| l.figures.p50_ttft_ms).collect();
             Some(RoundsSpread {
                 concurrency: g[0].concurrency,
                 rounds: g.len(),
@@ -101,6 +101,7 @@ pub(crate) fn rounds_spread(levels: &[LevelPoint]) -> Vec<RoundsSpread> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::decide::Figures;
     use crate::record::Mode;
 
     fn round(c: u32, tput: f64, p50: Option<f64>) -> LevelPoint {
@@ -108,13 +109,12 @@ mod tests {
             concurrency: c,
             kind: Mode::Planned,
             partial: false,
-            output_throughput: tput,
-            per_stream_tok_s: tput / f64::from(c),
-            stream_decode_tok_s: None,
-            p50_ttft_ms: p50,
-            p99_ttft_ms: None,
-            p99_tpot_ms: None,
-            error_rate: 0.0,
+            figures: Figures {
+                output_throughput: tput,
+                per_stream_tok_s: tput / f64::from(c),
+                p50_ttft_ms: p50,
+                ..Figures::default()
+            },
         }
     }
 

@@ -26,22 +26,11 @@ pub(crate) fn clock_correction_s(shard: &ShardSection) -> f64 {
 
 /// The decision math's view of a merged level.
 pub(super) fn point(level: &LevelFile) -> LevelPoint {
-    let total = level.completed.unwrap_or(0) + level.failed.unwrap_or(0);
     LevelPoint {
         concurrency: level.max_concurrency.unwrap_or(0),
         kind: Mode::parse(level.mode_or_planned()).unwrap_or(Mode::Planned),
         partial: level.partial,
-        output_throughput: level.output_throughput.unwrap_or(0.0),
-        per_stream_tok_s: level.per_stream_tok_s.unwrap_or(0.0),
-        stream_decode_tok_s: level.stream_decode_tok_s,
-        p50_ttft_ms: level.stat("median_ttft_ms"),
-        p99_ttft_ms: level.percentile("ttft", "99"),
-        p99_tpot_ms: level.percentile("tpot", "99"),
-        error_rate: if total > 0 {
-            level.failed.unwrap_or(0) as f64 / total as f64
-        } else {
-            0.0
-        },
+        figures: level.figures(),
     }
 }
 

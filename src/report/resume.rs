@@ -190,23 +190,13 @@ fn typed(level: &Value) -> LevelFile {
 /// A saved level object as a decision point.
 fn point_of(level: &Value) -> Option<LevelPoint> {
     let l = typed(level);
-    let completed = l.completed.unwrap_or(0) as f64;
-    let failed = l.failed.unwrap_or(0) as f64;
+    // A level that never said its throughput is no point, not a zero one.
+    l.output_throughput?;
     Some(LevelPoint {
         concurrency: l.max_concurrency?,
         kind: Mode::parse(l.mode.as_deref()?)?,
         partial: l.partial,
-        output_throughput: l.output_throughput?,
-        per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),
-        stream_decode_tok_s: l.stream_decode_tok_s,
-        p50_ttft_ms: l.stat("median_ttft_ms"),
-        p99_ttft_ms: l.percentile("ttft", "99"),
-        p99_tpot_ms: l.percentile("tpot", "99"),
-        error_rate: if completed + failed > 0.0 {
-            failed / (completed + failed)
-        } else {
-            0.0
-        },
+        figures: l.figures(),
     })
 }
 
@@ -232,7 +222,7 @@ mod tests {
         assert_eq!(prior.levels.len(), 3, "the partial level is measured again");
         assert_eq!(prior.next_level_index, 4);
         assert_eq!(prior.points.len(), 3);
-        assert_eq!(prior.points[2].output_throughput, 400.0);
+        assert_eq!(prior.points[2].figures.output_throughput, 400.0);
         // Plan 1,1,4,4,16,16 (two rounds): 1,1,4 done -> 4,16,16 left.
         let plan: Vec<LevelPlan> = [1, 1, 4, 4, 16, 16]
             .iter()

@@ -21,6 +21,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value};
 
+use crate::analysis::decide::{error_rate, Figures};
+
 /// The version written into `summary.json` and each level file. Files
 /// without the key are version 0 (every tokbench before it was added); they
 /// hold the same keys and load the same way.
@@ -294,6 +296,20 @@ impl LevelFile {
     /// `p{P}_{metric}_ms`, e.g. `percentile("ttft", "99")`.
     pub(crate) fn percentile(&self, metric: &str, p: &str) -> Option<f64> {
         self.stat(&format!("p{p}_{metric}_ms"))
+    }
+
+    /// The figures the decision math judges the level by; a figure the file
+    /// lacks is `None` (0 for the throughputs).
+    pub(crate) fn figures(&self) -> Figures {
+        Figures {
+            output_throughput: self.output_throughput.unwrap_or(0.0),
+            per_stream_tok_s: self.per_stream_tok_s.unwrap_or(0.0),
+            stream_decode_tok_s: self.stream_decode_tok_s,
+            p50_ttft_ms: self.stat("median_ttft_ms"),
+            p99_ttft_ms: self.percentile("ttft", "99"),
+            p99_tpot_ms: self.percentile("tpot", "99"),
+            error_rate: error_rate(self.completed.unwrap_or(0), self.failed.unwrap_or(0)),
+        }
     }
 
     /// `"planned"` when the file does not say (files from before modes).

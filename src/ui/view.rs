@@ -431,7 +431,7 @@ async fn view_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::decide::{decide, CapacitySlo, LevelPoint};
+    use crate::analysis::decide::{self, decide, CapacitySlo, LevelPoint};
     use std::path::Path;
 
     pub(crate) fn fixture(name: &str) -> SavedRun {
@@ -503,19 +503,17 @@ mod tests {
                     concurrency: l.concurrency.unwrap_or(0),
                     kind: Mode::parse(&l.mode).unwrap_or(Mode::Planned),
                     partial: l.partial,
-                    output_throughput: l.output_throughput.unwrap_or(0.0),
-                    per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),
-                    stream_decode_tok_s: l.stream_decode_tok_s,
-                    p50_ttft_ms: l.ttft_p50_ms,
-                    p99_ttft_ms: l.ttft_p99_ms,
-                    p99_tpot_ms: None,
-                    error_rate: {
-                        let (c, f) = (l.completed.unwrap_or(0), l.failed.unwrap_or(0));
-                        if c + f > 0 {
-                            f as f64 / (c + f) as f64
-                        } else {
-                            0.0
-                        }
+                    figures: decide::Figures {
+                        output_throughput: l.output_throughput.unwrap_or(0.0),
+                        per_stream_tok_s: l.per_stream_tok_s.unwrap_or(0.0),
+                        stream_decode_tok_s: l.stream_decode_tok_s,
+                        p50_ttft_ms: l.ttft_p50_ms,
+                        p99_ttft_ms: l.ttft_p99_ms,
+                        p99_tpot_ms: None,
+                        error_rate: decide::error_rate(
+                            l.completed.unwrap_or(0),
+                            l.failed.unwrap_or(0),
+                        ),
                     },
                 })
                 .collect();

@@ -294,17 +294,18 @@ fn each_series_is_judged_on_its_own() {
 /// on from the kept ones.
 #[test]
 fn a_resumed_runs_levels_still_count() {
-    let kept = crate::analysis::decide::LevelPoint {
+    use crate::analysis::decide::{Figures, LevelPoint};
+    let kept = LevelPoint {
         concurrency: 8,
         kind: Mode::Planned,
         partial: false,
-        output_throughput: 500.0,
-        per_stream_tok_s: 62.5,
-        stream_decode_tok_s: None,
-        p50_ttft_ms: Some(100.0),
-        p99_ttft_ms: Some(140.0),
-        p99_tpot_ms: None,
-        error_rate: 0.0,
+        figures: Figures {
+            output_throughput: 500.0,
+            per_stream_tok_s: 62.5,
+            p50_ttft_ms: Some(100.0),
+            p99_ttft_ms: Some(140.0),
+            ..Figures::default()
+        },
     };
     let prior = PriorRun {
         levels: vec![json!({"max_concurrency": 8})],
