@@ -34,171 +34,112 @@ pub(crate) const LATENCY_METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2el", "t
 
 /// One finished level: vLLM's keys with vLLM's meanings, tokbench's beside
 /// them, and the run's identity, so a level file stands alone.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LevelFile {
     /// Absent in files from before it was written (version 0).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub schema_version: Option<u32>,
 
     // vLLM's keys.
-    #[serde(deserialize_with = "lenient")]
     pub date: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub backend: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub model_id: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub num_prompts: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub max_concurrency: Option<u32>,
     /// `"inf"` for a closed loop (as vLLM writes it), requests/s otherwise.
-    #[serde(deserialize_with = "lenient")]
     pub request_rate: Option<Value>,
     /// Open loop only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub burstiness: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub duration: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub completed: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub failed: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub total_input_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub total_output_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub request_throughput: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub output_throughput: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub total_token_throughput: Option<f64>,
     /// With `--goodput` only: good requests per second.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub request_goodput: Option<f64>,
 
     // tokbench's keys.
-    #[serde(deserialize_with = "lenient")]
     pub mode: Option<String>,
     #[serde(deserialize_with = "flag")]
     pub partial: bool,
-    #[serde(deserialize_with = "lenient")]
     pub level_index: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub started_at_s: Option<f64>,
     /// `--duration`: the level's dispatch window, seconds (timed levels only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub duration_target: Option<f64>,
     /// The level's start on the wall clock, Unix seconds to the ms
     /// (`--shard` or `--start-at` runs only), to check shards started together.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub started_unix_s: Option<f64>,
     /// `--start-at` with `--duration`: seconds this level's last answer
     /// came after the next level's scheduled start (0: drained in the gap).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub drain_overrun_s: Option<f64>,
     /// `--shard` runs only: which shard wrote the file (as `run.shard`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub shard: Option<ShardSection>,
-    #[serde(deserialize_with = "lenient")]
     pub series: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub series_label: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub transition_requests: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub throughput_rse: Option<f64>,
     /// Hand-set levels only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub steady: Option<bool>,
     /// Hand-set levels only: why (not) steady, a string or null.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub steady_reason: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub cancelled: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub short_outputs: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub per_stream_tok_s: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub stream_decode_tok_s: Option<f64>,
     /// Error class -> count.
-    #[serde(deserialize_with = "lenient")]
     pub errors: Option<BTreeMap<String, u64>>,
-    #[serde(deserialize_with = "lenient")]
     pub token_count_source: Option<String>,
     /// `{min, mean, max}` of the prompts' tokens.
-    #[serde(deserialize_with = "lenient")]
     pub input_len: Option<Value>,
     /// `{min, mean, max}` of the answers' tokens.
-    #[serde(deserialize_with = "lenient")]
     pub output_len: Option<Value>,
     /// `{p50, p99, max}`: how late the client read (null without kernel times).
-    #[serde(deserialize_with = "lenient")]
     pub client_rx_lag_ms: Option<Value>,
     /// `{kernel, user}`: requests timed by each receive clock.
-    #[serde(deserialize_with = "lenient")]
     pub rx_clock: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub client: Option<ClientLoad>,
     /// The probe's gauges, each `{min, mean, max}`; `{}` without a probe.
-    #[serde(deserialize_with = "lenient")]
     pub server: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub server_timings: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub goodput: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub waiting: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub streaming: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub send_lateness: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub turns: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub prefix_cache_hit_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub replay_timeline_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub gpu: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub traffic: Option<Value>,
 
     // The run's identity.
-    #[serde(deserialize_with = "lenient")]
     pub engine: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub engine_version: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub profile: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub input_len_target: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub output_len_target: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub ignore_eos: Option<bool>,
-    #[serde(deserialize_with = "lenient")]
     pub extra_body: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub labels: Option<Map<String, Value>>,
 
     /// Level files only (summary.json's copies leave them out): each
@@ -208,7 +149,6 @@ pub struct LevelFile {
     /// `ttfb_ms`, and `ttfc_ms` when some request reasoned first. What
     /// `tokbench merge` adds up (`stats::hdr`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub histograms: Option<BTreeMap<String, String>>,
     /// Level files only: every completed request's value of a per-request
     /// metric (`ttft_ms`, `tpot_ms`, `e2el_ms`, `ttfb_ms`, `ttfc_ms`), ms at
@@ -217,12 +157,10 @@ pub struct LevelFile {
     /// percentiles then came from its histogram. Inter-token gaps are never
     /// listed: their histogram is what merges.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub samples: Option<BTreeMap<String, Vec<f64>>>,
 
     /// In `summary.json`'s `levels` only: the level file's name.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub file: Option<String>,
 
     /// The latency keys (`mean_ttft_ms`, `p99_tpot_ms`, ..., see
@@ -234,53 +172,45 @@ pub struct LevelFile {
 /// `run.merged` of a folder `tokbench merge` wrote (its `run.shard` is
 /// absent): which of the run's shards it holds, so it can itself be merged
 /// with the rest. Kept in `RunSection::other` (read by `merge::fields`).
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct MergedFrom {
     /// How many shards it holds.
-    #[serde(deserialize_with = "lenient")]
     pub merged_from: Option<u32>,
     /// The run's number of shards.
-    #[serde(deserialize_with = "lenient")]
     pub count: Option<u32>,
     /// The indexes of the shards it holds.
-    #[serde(deserialize_with = "lenient")]
     pub indexes: Option<Vec<u32>>,
     /// Made with `--allow-missing`: the shards it lacks.
-    #[serde(deserialize_with = "lenient")]
     pub missing: Option<Vec<u32>>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
 
 /// One entry of a merged level's `shards`.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct ShardEntry {
     pub index: u32,
-    #[serde(deserialize_with = "lenient")]
     pub host: Option<String>,
     /// Completed requests of the shard's level.
-    #[serde(deserialize_with = "lenient")]
     pub completed: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub clock_offset_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub clock_offset_error_ms: Option<f64>,
     /// The shard's own client load (a machine's CPU does not add up).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub client: Option<ClientLoad>,
 }
 
 /// The client's own load over a level.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ClientLoad {
-    #[serde(deserialize_with = "lenient")]
     pub cpu_percent: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub loop_lag_ms_p99: Option<f64>,
 }
 
@@ -357,78 +287,51 @@ pub struct SummaryFile {
 }
 
 /// summary.json's `run`: the run's settings and identity.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunSection {
     /// The server root, without credentials.
-    #[serde(deserialize_with = "lenient")]
     pub target: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub engine: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub engine_version: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub model: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub backend: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub profile: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub input_len: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub output_len: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub ignore_eos: Option<bool>,
-    #[serde(deserialize_with = "lenient")]
     pub extra_body: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub labels: Option<Map<String, Value>>,
-    #[serde(deserialize_with = "lenient")]
     pub seed: Option<u64>,
     /// UTC, RFC 3339.
-    #[serde(deserialize_with = "lenient")]
     pub started_at: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub warmup_requests: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub prefix_len: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub rounds: Option<u32>,
     /// `--gpus`; null when not given.
-    #[serde(deserialize_with = "lenient")]
     pub gpus: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub connect_probe_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub http_client: Option<String>,
     /// `sweep`, `rate`, `replay`, ...
-    #[serde(deserialize_with = "lenient")]
     pub kind: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub turns: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub burstiness: Option<f64>,
     /// The capacity SLOs.
-    #[serde(deserialize_with = "lenient")]
     pub slo: Option<RunSlo>,
     /// `--goodput`'s SLOs; null without.
-    #[serde(deserialize_with = "lenient")]
     pub goodput_slo: Option<Value>,
     /// `--shard` runs only: this process's part of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub shard: Option<ShardSection>,
     /// `--duration`, seconds; absent when levels end by count.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub duration_target: Option<f64>,
     /// `--start-at`, UTC RFC 3339 with ms; absent without.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub start_at: Option<String>,
     /// `--level-gap`, seconds (with `--start-at` and `--duration` only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub level_gap_s: Option<f64>,
     /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
     /// `dataset`, `save_prompts`) and any key this version does not name.
@@ -438,38 +341,31 @@ pub struct RunSection {
 
 /// `run.shard` and each level file's `shard`: which shard of how many, on
 /// which host, and how far the server's clock is from this one.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ShardSection {
     /// 0-based.
-    #[serde(deserialize_with = "lenient")]
     pub index: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub count: Option<u32>,
     /// The load machine's host name; null when unknown.
-    #[serde(deserialize_with = "lenient")]
     pub host: Option<String>,
     /// The server's wall clock minus this machine's, ms, from its HTTP
     /// `Date` header; null when unknown.
-    #[serde(deserialize_with = "lenient")]
     pub clock_offset_ms: Option<f64>,
     /// Half the width of the interval `clock_offset_ms` is known to lie in
     /// (the header has whole seconds: ±500 ms unless a tick was caught).
-    #[serde(deserialize_with = "lenient")]
     pub clock_offset_error_ms: Option<f64>,
 }
 
 /// `run.slo`.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunSlo {
-    #[serde(deserialize_with = "lenient")]
     pub ttft_p99_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub min_stream_tok_s: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub tpot_p99_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub max_error_rate: Option<f64>,
 }
 
@@ -478,62 +374,46 @@ pub struct RunSlo {
 // integer (`"share_of_peak": 1`), which an `f64` would turn into `1.0`.
 
 /// summary.json's `knee`.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Knee {
-    #[serde(deserialize_with = "lenient")]
     pub from_concurrency: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub to_concurrency: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub throughput_gain: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub p99_ttft_growth: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub reason: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
 
 /// summary.json's `capacity` (and each series').
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Capacity {
-    #[serde(deserialize_with = "lenient")]
     pub concurrency: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub output_throughput: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub per_stream_tok_s: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub stream_decode_tok_s: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub p99_ttft_ms: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub share_of_peak: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub reason: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
 }
 
 /// summary.json's `cost`.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Cost {
-    #[serde(deserialize_with = "lenient")]
     pub gpu_price_per_hour: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub api_price_per_m: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub cost_per_m_output: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub break_even_output_tok_s: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub break_even_utilization: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub effective_cost_per_m: Option<Number>,
-    #[serde(deserialize_with = "lenient")]
     pub verdict: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -598,84 +478,53 @@ impl SummaryFile {
 /// One line of `requests.jsonl`: one finished request. Never prompt text
 /// (unless `--save-prompts`), never keys. Its schema version is the run's
 /// (`summary.json`'s `schema_version`).
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct RequestLine {
-    #[serde(deserialize_with = "lenient")]
     pub cached_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub chunks: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub coalesced_reads: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub concurrency: Option<u32>,
-    #[serde(deserialize_with = "lenient")]
     pub e2el_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub end_s: Option<f64>,
     /// The error class (`http_503`, `timeout`, `cancelled`, ...), null when ok.
-    #[serde(deserialize_with = "lenient")]
     pub error: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub error_message: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub finish_reason: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub id: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub input_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub input_tokens_reported: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub level: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub output_reads: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub output_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub output_tokens_requested: Option<u64>,
     /// `--save-prompts` only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub prompt: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub reasoning_tokens: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub retries: Option<u64>,
-    #[serde(deserialize_with = "lenient")]
     pub rx_clock: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub rx_lag_ms_max: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub send_lag_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub server_timings: Option<Value>,
-    #[serde(deserialize_with = "lenient")]
     pub start_s: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub token_source: Option<String>,
-    #[serde(deserialize_with = "lenient")]
     pub tpot_ms: Option<f64>,
     #[serde(deserialize_with = "flag")]
     pub transition: bool,
-    #[serde(deserialize_with = "lenient")]
     pub ttfb_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub ttfc_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub ttft_ms: Option<f64>,
     /// `kernel` when t0 is the kernel's send time of the request's last
     /// byte (`--tx-clock kernel`, and a stamp came back); absent otherwise,
     /// when t0 is the user-space time.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub tx_clock: Option<String>,
     /// With `tx_clock`: how far the kernel's send time moved t0 later than
     /// the user-space time, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(deserialize_with = "lenient")]
     pub tx_shift_ms: Option<f64>,
-    #[serde(deserialize_with = "lenient")]
     pub turn: Option<u64>,
     /// Keys this version does not name.
     #[serde(flatten)]
@@ -684,7 +533,9 @@ pub(crate) struct RequestLine {
 
 /// Reads a field the tolerant way every reader always did: a value of
 /// another type is absent (`None`) rather than an error for the whole file,
-/// and a count written as a whole float (`4.0`) is the count.
+/// and a count written as a whole float (`4.0`) is the count. Each struct
+/// that reads so puts it on all its `Option` fields at once with
+/// `#[serde_with::apply(Option => ...)]`, so a field added later reads so too.
 fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,

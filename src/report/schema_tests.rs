@@ -1,6 +1,7 @@
 //! The schema's tests: the structs against `assets/schema/`, and old files.
 
 use super::*;
+use serde_json::json;
 
 const V0_LEVEL: &str = include_str!("../../tests/fixtures/schema_v0/sweep-c2.json");
 const V0_SUMMARY: &str = include_str!("../../tests/fixtures/schema_v0/summary.json");
@@ -124,4 +125,42 @@ fn missing_and_unknown_keys_are_tolerated() {
     assert!(!odd.partial);
     let summary: SummaryFile = serde_json::from_str(r#"{"levels": []}"#).expect("loads");
     assert!(summary.levels.is_empty() && summary.knee.is_none());
+}
+
+/// Every optional key of every struct that reads leniently (the
+/// `serde_with::apply` on each): set to a value of each JSON type in turn,
+/// the file still loads, whatever type the key takes.
+#[test]
+fn every_optional_key_of_a_lenient_struct_tolerates_a_wrong_type() {
+    fn check<T: Default + Serialize + DeserializeOwned>(name: &str) {
+        let Value::Object(keys) = serde_json::to_value(T::default()).expect("serializes") else {
+            panic!("{name} is not an object");
+        };
+        let optional = keys.iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k);
+        let mut checked = 0;
+        for key in optional {
+            for wrong in [
+                json!(true),
+                json!("text"),
+                json!(-1.5),
+                json!([["a"]]),
+                json!({"a": {}}),
+            ] {
+                let read: Result<T, _> = serde_json::from_value(json!({ key.as_str(): wrong }));
+                assert!(read.is_ok(), "{name}.{key} = {wrong}: {:?}", read.err());
+            }
+            checked += 1;
+        }
+        assert!(checked > 0, "{name} writes its absent keys as null");
+    }
+    check::<ClientLoad>("ClientLoad");
+    check::<MergedFrom>("MergedFrom");
+    check::<ShardEntry>("ShardEntry");
+    check::<RunSection>("RunSection");
+    check::<ShardSection>("ShardSection");
+    check::<RunSlo>("RunSlo");
+    check::<Knee>("Knee");
+    check::<Capacity>("Capacity");
+    check::<Cost>("Cost");
+    check::<RequestLine>("RequestLine");
 }
