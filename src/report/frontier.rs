@@ -28,8 +28,8 @@ use serde_json::Value;
 use super::saved::{median, SavedLevel, SavedRun};
 use super::svg::{
     draw_common_swatch, esc, group, legend_item_width, legend_rows_in, legend_text, nice,
-    place_label, sample_polyline, tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT,
-    GRID, HEIGHT, INK, MUTED, WIDTH,
+    sample_polyline, tick_label, CommonSwatch, Placed, PlotBox, TextBox, AXIS, CAPACITY, FONT,
+    GRID, HEIGHT, INK, LEFT, LEGEND_ROW, MUTED, WIDTH,
 };
 
 // The drawing, apart from the data and its mapping to the canvas.
@@ -40,11 +40,8 @@ use draw::{
     obstacles, vertex_labels,
 };
 
-const LEFT: f64 = 78.0;
+/// Right margin: the frontier has no right axis.
 const RIGHT: f64 = 30.0;
-const BOTTOM: f64 = 58.0;
-const TOP_ONE_ROW: f64 = 96.0;
-const LEGEND_ROW: f64 = 20.0;
 
 /// A colour per series, in series order; more series than this repeat.
 /// Green is the capacity's and stays out of the list.
@@ -263,11 +260,8 @@ pub(crate) fn linear_ticks(max: f64) -> (f64, usize) {
 
 /// Scales from data to the canvas: both axes linear from 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Axes {
-    pub x0: f64,
-    pub x1: f64,
-    pub top: f64,
-    pub bottom: f64,
+pub(in crate::report) struct Axes {
+    pub area: PlotBox,
     pub x_step: f64,
     pub x_n: usize,
     pub y_step: f64,
@@ -275,9 +269,8 @@ pub(crate) struct Axes {
 }
 
 impl Axes {
-    /// Axes holding every point and capacity of `f`, over the plot area
-    /// from `top` down (the legend sits above it).
-    pub(crate) fn of(f: &Frontier, top: f64) -> Axes {
+    /// Axes holding every point and capacity of `f`, over `area`.
+    pub(in crate::report) fn of(f: &Frontier, area: PlotBox) -> Axes {
         let capacities = f.curves.iter().filter_map(|c| c.capacity);
         let max_x = f
             .points
@@ -294,10 +287,7 @@ impl Axes {
         let (x_step, x_n) = linear_ticks(max_x);
         let (y_step, y_n) = linear_ticks(max_y);
         Axes {
-            x0: LEFT,
-            x1: WIDTH - RIGHT,
-            top,
-            bottom: HEIGHT - BOTTOM,
+            area,
             x_step,
             x_n,
             y_step,
@@ -310,8 +300,8 @@ impl Axes {
         let xt = (per_user / (self.x_step * self.x_n as f64)).clamp(0.0, 1.0);
         let yt = (throughput / (self.y_step * self.y_n as f64)).clamp(0.0, 1.0);
         (
-            self.x0 + xt * (self.x1 - self.x0),
-            self.bottom - yt * (self.bottom - self.top),
+            self.area.x0 + xt * (self.area.x1 - self.area.x0),
+            self.area.bottom - yt * (self.area.bottom - self.area.top),
         )
     }
 }
@@ -326,7 +316,7 @@ pub(crate) fn frontier_chart(run: &SavedRun, open: &str) -> String {
     let f = frontier_of(run, None);
     let legend = legend_items(&f);
     let rows = legend_rows(&legend);
-    let top = TOP_ONE_ROW + LEGEND_ROW * (rows.len().max(1) - 1) as f64;
+    let area = PlotBox::below_legend(rows.len(), RIGHT);
     let mut svg = String::new();
     svg.push_str(open);
     svg.push('\n');
@@ -352,22 +342,11 @@ pub(crate) fn frontier_chart(run: &SavedRun, open: &str) -> String {
     );
     draw_legend(&mut svg, &rows);
     if f.points.is_empty() {
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{LEFT}" y="{top}" width="{}" height="{}" fill="none" stroke="{GRID}"/>"#,
-            WIDTH - LEFT - RIGHT,
-            HEIGHT - BOTTOM - top
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" font-family="{FONT}" font-size="14" fill="{MUTED}" text-anchor="middle">no finished closed-loop level to plot yet</text>"#,
-            (LEFT + WIDTH - RIGHT) / 2.0,
-            (top + HEIGHT - BOTTOM) / 2.0
-        );
+        area.draw_empty(&mut svg, "no finished closed-loop level to plot yet");
         svg.push_str("</svg>\n");
         return svg;
     }
-    let axes = Axes::of(&f, top);
+    let axes = Axes::of(&f, area);
     grid_and_axes(&mut svg, &axes, f.gpus);
     let mut placed = Vec::new();
     let obstacles = obstacles(&f, &axes);
@@ -429,10 +408,13 @@ mod tests {
             level(1, 92.0), level(4, 352.0), level(16, 1136.0),
             level(32, 1728.0), level(64, 2176.0), level(128, 2304.0)]}));
         let f = frontier_of(&r, None);
-        let a = Axes::of(&f, 96.0);
+        let a = Axes::of(&f, PlotBox::below_legend(1, RIGHT));
         // x: 0..100 tok/s per user over 78..770; y: 0..2500 over 392..96.
         assert_eq!((a.x_step, a.x_n, a.y_step, a.y_n), (20.0, 5, 500.0, 5));
-        assert_eq!((a.x0, a.x1, a.top, a.bottom), (78.0, 770.0, 96.0, 392.0));
+        assert_eq!(
+            (a.area.x0, a.area.x1, a.area.top, a.area.bottom),
+            (78.0, 770.0, 96.0, 392.0)
+        );
         // 32 streams: 1728 / 32 = 54 per user.
         // x = 78 + 0.54 * 692 = 451.68; y = 392 - 1728/2500 * 296 = 187.4048.
         let (x, y) = a.px(54.0, 1728.0);

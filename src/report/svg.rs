@@ -15,11 +15,13 @@ use super::saved::{median, trim_num, SavedLevel, SavedRun};
 
 // The chart's parts; label placement and the legend serve the frontier
 // chart too (`report::frontier`).
+mod area;
 mod labels;
 mod legend;
 mod plot;
 
-pub(in crate::report) use labels::{place_label, sample_polyline, text_width, PlotBox, TextBox};
+pub(in crate::report) use area::{PlotBox, LEFT, LEGEND_ROW};
+pub(in crate::report) use labels::{sample_polyline, text_width, Placed, TextBox};
 pub(crate) use legend::{
     draw_common_swatch, legend_item_width, legend_rows_in, legend_text, CommonSwatch,
 };
@@ -28,12 +30,8 @@ use plot::Plot;
 
 pub(crate) const WIDTH: f64 = 800.0;
 pub(crate) const HEIGHT: f64 = 450.0;
-const LEFT: f64 = 78.0;
+/// Right margin: room for the p99 TTFT axis.
 const RIGHT: f64 = 78.0;
-const BOTTOM: f64 = 58.0;
-/// Top of the plot area under a one-row legend.
-const TOP_ONE_ROW: f64 = 96.0;
-const LEGEND_ROW: f64 = 20.0;
 
 pub(super) const FONT: &str = "Helvetica, Arial, sans-serif";
 pub(super) const INK: &str = "#1f2937";
@@ -99,7 +97,7 @@ fn throughput_chart(run: &SavedRun, open: &str) -> String {
     let data = ChartData::from_run(run);
     let legend = legend_items(&data);
     let rows = legend_rows(&legend);
-    let top = TOP_ONE_ROW + LEGEND_ROW * (rows.len().max(1) - 1) as f64;
+    let area = PlotBox::below_legend(rows.len(), RIGHT);
     let mut svg = String::new();
     let title = format!("{} · {}", run.model_name(), run.shape());
     svg.push_str(open);
@@ -126,19 +124,8 @@ fn throughput_chart(run: &SavedRun, open: &str) -> String {
     );
     draw_legend(&mut svg, &rows);
 
-    let Some(plot) = Plot::new(&data, top) else {
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{LEFT}" y="{top}" width="{}" height="{}" fill="none" stroke="{GRID}"/>"#,
-            WIDTH - LEFT - RIGHT,
-            HEIGHT - BOTTOM - top
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" font-size="14" fill="{MUTED}" text-anchor="middle">no finished level to plot yet</text>"#,
-            WIDTH / 2.0,
-            (top + HEIGHT - BOTTOM) / 2.0
-        );
+    let Some(plot) = Plot::new(&data, area) else {
+        area.draw_empty(&mut svg, "no finished level to plot yet");
         svg.push_str("</svg>\n");
         return svg;
     };

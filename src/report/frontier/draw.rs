@@ -13,7 +13,7 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
         let _ = writeln!(
             svg,
             r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/>"#,
-            a.x0, a.x1
+            a.area.x0, a.area.x1
         );
     }
     for i in 1..=a.x_n {
@@ -21,7 +21,7 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
         let _ = writeln!(
             svg,
             r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}"/>"#,
-            a.top, a.bottom
+            a.area.top, a.area.bottom
         );
     }
     svg.push_str("</g>\n");
@@ -32,9 +32,9 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
     let _ = writeln!(
         svg,
         r#"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="{AXIS}"/>"#,
-        a.x0,
-        a.x1,
-        b = a.bottom
+        a.area.x0,
+        a.area.x1,
+        b = a.area.bottom
     );
     for i in 0..=a.x_n {
         let v = a.x_step * i as f64;
@@ -42,16 +42,16 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
         let _ = writeln!(
             svg,
             r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            a.bottom,
-            a.bottom + 5.0,
-            a.bottom + 18.0,
+            a.area.bottom,
+            a.area.bottom + 5.0,
+            a.area.bottom + 18.0,
             tick_label(v, a.x_step)
         );
     }
     let _ = writeln!(
         svg,
         r#"<text x="{:.1}" y="{:.1}" font-size="12" fill="{MUTED}" text-anchor="middle">output tok/s per user (total output tok/s / streams, waiting included)</text></g>"#,
-        (a.x0 + a.x1) / 2.0,
+        (a.area.x0 + a.area.x1) / 2.0,
         HEIGHT - 14.0
     );
     let _ = writeln!(
@@ -61,9 +61,9 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
     let _ = writeln!(
         svg,
         r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/>"#,
-        a.top,
-        a.bottom,
-        x = a.x0
+        a.area.top,
+        a.area.bottom,
+        x = a.area.x0
     );
     for i in 0..=a.y_n {
         let v = a.y_step * i as f64;
@@ -71,12 +71,12 @@ pub(super) fn grid_and_axes(svg: &mut String, a: &Axes, gpus: Option<u32>) {
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            a.x0 - 8.0,
+            a.area.x0 - 8.0,
             y + 4.0,
             tick_label(v, a.y_step)
         );
     }
-    let mid = (a.top + a.bottom) / 2.0;
+    let mid = (a.area.top + a.area.bottom) / 2.0;
     let _ = writeln!(
         svg,
         r#"<text x="20" y="{mid:.1}" font-size="12" text-anchor="middle" transform="rotate(-90 20 {mid:.1})">{}</text></g>"#,
@@ -212,29 +212,6 @@ pub(super) fn obstacles(f: &Frontier, a: &Axes) -> Vec<(f64, f64)> {
     pts
 }
 
-/// A label's spot: where its text is anchored, how, and the box it covers.
-pub(super) type Spot = (f64, f64, &'static str, TextBox);
-
-/// Of some candidate spots, the one whose text box stays in the plot and
-/// covers the fewest obstacle points and placed labels (the first on a tie).
-pub(super) fn place(
-    a: &Axes,
-    text: &str,
-    size: f64,
-    bold: bool,
-    candidates: &[(f64, f64, &'static str)],
-    points: &[(f64, f64)],
-    placed: &[TextBox],
-) -> Spot {
-    let plot = PlotBox {
-        x0: a.x0,
-        x1: a.x1,
-        top: a.top,
-        bottom: a.bottom,
-    };
-    place_label(&plot, 2.0, text, size, bold, candidates, points, placed)
-}
-
 /// Each curve vertex (and each partial level) labelled with its streams.
 pub(super) fn vertex_labels(
     svg: &mut String,
@@ -293,7 +270,14 @@ pub(super) fn vertex_labels(
             (x + 10.0 + d, y + 4.0, "start"),
             (x - 10.0 - d, y + 4.0, "end"),
         ];
-        let (lx, ly, anchor, b) = place(a, &text, 11.0, false, &candidates, obstacles, placed);
+        let Placed {
+            x: lx,
+            y: ly,
+            anchor,
+            b,
+        } = a
+            .area
+            .place(2.0, &text, 11.0, false, &candidates, obstacles, placed);
         placed.push(b);
         let _ = writeln!(
             svg,
@@ -351,7 +335,14 @@ pub(super) fn capacities(
             (x, y - 18.0, "middle"),
             (x, y + 30.0, "middle"),
         ];
-        let (lx, ly, anchor, b) = place(a, &label, 12.0, true, &candidates, obstacles, placed);
+        let Placed {
+            x: lx,
+            y: ly,
+            anchor,
+            b,
+        } = a
+            .area
+            .place(2.0, &label, 12.0, true, &candidates, obstacles, placed);
         placed.push(b);
         let _ = writeln!(
             svg,

@@ -2,6 +2,8 @@
 //! boxes measured by an approximate font width, polylines sampled as
 //! obstacles, and the first spot that overlaps nothing.
 
+use super::PlotBox;
+
 /// Points every 3 px along a polyline, so labels can keep clear of it.
 pub(in crate::report) fn sample_polyline(line: &[(f64, f64)], out: &mut Vec<(f64, f64)>) {
     for w in line.windows(2) {
@@ -15,58 +17,56 @@ pub(in crate::report) fn sample_polyline(line: &[(f64, f64)], out: &mut Vec<(f64
 }
 
 /// A placed label: where its text is anchored, how, and the box it covers.
-pub(in crate::report) type Placed = (f64, f64, &'static str, TextBox);
-
-/// A chart's plot area, for placing labels inside it.
-pub(in crate::report) struct PlotBox {
-    pub x0: f64,
-    pub x1: f64,
-    pub top: f64,
-    pub bottom: f64,
+#[derive(Clone, Copy, Debug)]
+pub(in crate::report) struct Placed {
+    pub x: f64,
+    pub y: f64,
+    pub anchor: &'static str,
+    pub b: TextBox,
 }
 
-/// Of some candidate spots for `text`, the first whose box stays inside
-/// `plot` and covers the fewest obstacle points (within `clearance`) and
-/// placed boxes; the plot's top left when none is given. Both SVG charts
-/// place their labels with it.
-#[allow(clippy::too_many_arguments)]
-pub(in crate::report) fn place_label(
-    plot: &PlotBox,
-    clearance: f64,
-    text: &str,
-    size: f64,
-    bold: bool,
-    candidates: &[(f64, f64, &'static str)],
-    points: &[(f64, f64)],
-    placed: &[TextBox],
-) -> Placed {
-    let mut best: Option<(f64, Placed)> = None;
-    for &(x, y, anchor) in candidates {
-        let b = TextBox::new(x, y, anchor, text, size, bold);
-        let mut cost = points
-            .iter()
-            .filter(|p| b.grown(clearance).contains(**p))
-            .count() as f64;
-        cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
-        if b.x0 < plot.x0 + 2.0
-            || b.x1 > plot.x1 - 2.0
-            || b.y0 < plot.top + 2.0
-            || b.y1 > plot.bottom - 2.0
-        {
-            cost += 1000.0;
+impl PlotBox {
+    /// Of some candidate spots for `text`, the first whose box stays inside
+    /// the area and covers the fewest obstacle points (within `clearance`)
+    /// and placed boxes; the area's top left when none is given. Both SVG
+    /// charts place their labels with it.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::report) fn place(
+        &self,
+        clearance: f64,
+        text: &str,
+        size: f64,
+        bold: bool,
+        candidates: &[(f64, f64, &'static str)],
+        points: &[(f64, f64)],
+        placed: &[TextBox],
+    ) -> Placed {
+        let mut best: Option<(f64, Placed)> = None;
+        for &(x, y, anchor) in candidates {
+            let b = TextBox::new(x, y, anchor, text, size, bold);
+            let mut cost = points
+                .iter()
+                .filter(|p| b.grown(clearance).contains(**p))
+                .count() as f64;
+            cost += 50.0 * placed.iter().filter(|o| o.overlaps(&b)).count() as f64;
+            if b.x0 < self.x0 + 2.0
+                || b.x1 > self.x1 - 2.0
+                || b.y0 < self.top + 2.0
+                || b.y1 > self.bottom - 2.0
+            {
+                cost += 1000.0;
+            }
+            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                best = Some((cost, Placed { x, y, anchor, b }));
+            }
         }
-        if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-            best = Some((cost, (x, y, anchor, b)));
-        }
+        best.map(|(_, spot)| spot).unwrap_or_else(|| Placed {
+            x: self.x0,
+            y: self.top,
+            anchor: "start",
+            b: TextBox::new(self.x0, self.top, "start", text, size, bold),
+        })
     }
-    best.map(|(_, spot)| spot).unwrap_or_else(|| {
-        (
-            plot.x0,
-            plot.top,
-            "start",
-            TextBox::new(plot.x0, plot.top, "start", text, size, bold),
-        )
-    })
 }
 
 /// Where a line of text lies, from an estimate of its width.

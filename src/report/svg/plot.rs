@@ -6,10 +6,7 @@ use super::*;
 
 /// Scales from data to the canvas.
 pub(super) struct Plot {
-    pub(super) x0: f64,
-    pub(super) x1: f64,
-    pub(super) top: f64,
-    pub(super) bottom: f64,
+    pub(super) area: PlotBox,
     /// log2 domain of the x axis.
     pub(super) lo: f64,
     pub(super) hi: f64,
@@ -19,7 +16,7 @@ pub(super) struct Plot {
 }
 
 impl Plot {
-    pub(super) fn new(data: &ChartData, top: f64) -> Option<Plot> {
+    pub(super) fn new(data: &ChartData, area: PlotBox) -> Option<Plot> {
         let first = *data.concurrencies.first()?;
         let last = *data.concurrencies.last()?;
         let (lo, hi) = if first == last {
@@ -41,10 +38,7 @@ impl Plot {
             .fold(0.0, f64::max);
         let (intervals, left_step, right_step) = shared_ticks(max_left, max_right);
         Some(Plot {
-            x0: LEFT,
-            x1: WIDTH - RIGHT,
-            top,
-            bottom: HEIGHT - BOTTOM,
+            area,
             lo,
             hi,
             intervals,
@@ -55,13 +49,13 @@ impl Plot {
 
     pub(super) fn x(&self, c: u32) -> f64 {
         let t = (f64::from(c.max(1)).log2() - self.lo) / (self.hi - self.lo);
-        self.x0 + t * (self.x1 - self.x0)
+        self.area.x0 + t * (self.area.x1 - self.area.x0)
     }
 
     pub(super) fn y(&self, v: f64, step: f64) -> f64 {
         let top_value = step * self.intervals as f64;
         let t = (v / top_value).clamp(0.0, 1.0);
-        self.bottom - t * (self.bottom - self.top)
+        self.area.bottom - t * (self.area.bottom - self.area.top)
     }
 
     pub(super) fn y_left(&self, v: f64) -> f64 {
@@ -79,7 +73,7 @@ impl Plot {
             let _ = writeln!(
                 svg,
                 r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/>"#,
-                self.x0, self.x1
+                self.area.x0, self.area.x1
             );
         }
         for &c in &data.concurrencies {
@@ -87,7 +81,7 @@ impl Plot {
             let _ = writeln!(
                 svg,
                 r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke-dasharray="2 4"/>"#,
-                self.top, self.bottom
+                self.area.top, self.area.bottom
             );
         }
         svg.push_str("</g>\n");
@@ -100,9 +94,9 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<line x1="{:.1}" y1="{b:.1}" x2="{:.1}" y2="{b:.1}" stroke="{AXIS}" stroke-width="1"/>"#,
-            self.x0,
-            self.x1,
-            b = self.bottom
+            self.area.x0,
+            self.area.x1,
+            b = self.area.bottom
         );
         let mut last_label: Option<f64> = None;
         for &c in &data.concurrencies {
@@ -110,15 +104,15 @@ impl Plot {
             let _ = writeln!(
                 svg,
                 r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}"/>"#,
-                self.bottom,
-                self.bottom + 5.0
+                self.area.bottom,
+                self.area.bottom + 5.0
             );
             let room = 7.0 * c.to_string().len() as f64 + 8.0;
             if last_label.is_none_or(|l| x - l >= room) {
                 let _ = writeln!(
                     svg,
                     r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{c}</text>"#,
-                    self.bottom + 18.0
+                    self.area.bottom + 18.0
                 );
                 last_label = Some(x);
             }
@@ -126,7 +120,7 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" font-size="12" fill="{MUTED}" text-anchor="middle">concurrency (streams in flight, log2 scale)</text>"#,
-            (self.x0 + self.x1) / 2.0,
+            (self.area.x0 + self.area.x1) / 2.0,
             HEIGHT - 14.0
         );
         svg.push_str("</g>\n");
@@ -136,7 +130,7 @@ impl Plot {
             (
                 "axis-left",
                 self.left_step,
-                self.x0,
+                self.area.x0,
                 "end",
                 -8.0,
                 THROUGHPUT,
@@ -146,7 +140,7 @@ impl Plot {
             (
                 "axis-right",
                 self.right_step,
-                self.x1,
+                self.area.x1,
                 "start",
                 8.0,
                 TTFT,
@@ -161,7 +155,7 @@ impl Plot {
             let _ = writeln!(
                 svg,
                 r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{AXIS}" stroke-width="1"/>"#,
-                self.top, self.bottom
+                self.area.top, self.area.bottom
             );
             for i in 0..=self.intervals {
                 let v = step * i as f64;
@@ -174,7 +168,7 @@ impl Plot {
                     tick_label(v, step)
                 );
             }
-            let mid = (self.top + self.bottom) / 2.0;
+            let mid = (self.area.top + self.area.bottom) / 2.0;
             let angle = if id == "axis-left" { -90 } else { 90 };
             let _ = writeln!(
                 svg,
@@ -199,15 +193,15 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<rect x="{a:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{KNEE}" fill-opacity="0.08"/>"#,
-            self.top,
+            self.area.top,
             (b - a).max(2.0),
-            self.bottom - self.top
+            self.area.bottom - self.area.top
         );
         for x in [a, b] {
             let _ = writeln!(
                 svg,
                 r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{KNEE}" stroke-opacity="0.45" stroke-dasharray="4 3"/>"#,
-                self.top, self.bottom
+                self.area.top, self.area.bottom
             );
         }
         svg.push_str("</g>\n");
@@ -226,7 +220,7 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{SLO}" stroke-width="1.5" stroke-dasharray="7 4"/>"#,
-            self.x0, self.x1
+            self.area.x0, self.area.x1
         );
         svg.push_str("</g>\n");
     }
@@ -309,28 +303,6 @@ impl Plot {
         pts
     }
 
-    /// Of some candidate spots, the first one whose text box stays inside
-    /// the plot and covers the fewest obstacle points and boxes.
-    pub(super) fn place(
-        &self,
-        text: &str,
-        size: f64,
-        bold: bool,
-        candidates: &[(f64, f64, &'static str)],
-        points: &[(f64, f64)],
-        boxes: &[TextBox],
-    ) -> Spot {
-        let plot = PlotBox {
-            x0: self.x0,
-            x1: self.x1,
-            top: self.top,
-            bottom: self.bottom,
-        };
-        let (x, y, anchor, b) =
-            place_label(&plot, 3.0, text, size, bold, candidates, points, boxes);
-        Spot { x, y, anchor, b }
-    }
-
     /// The SLO's and the capacity's labels, placed clear of the lines, and
     /// the capacity marker itself.
     pub(super) fn labels_and_capacity(&self, svg: &mut String, data: &ChartData) {
@@ -353,12 +325,12 @@ impl Plot {
                     .filter(|p| pair.iter().any(|b| b.grown(2.0).contains(**p)))
                     .count()
             };
-            let top = at(self.top + 16.0);
-            let foot = at(self.bottom - 20.0);
+            let top = at(self.area.top + 16.0);
+            let foot = at(self.area.bottom - 20.0);
             let (y, pair) = if hits(&foot) < hits(&top) {
-                (self.bottom - 20.0, foot)
+                (self.area.bottom - 20.0, foot)
             } else {
-                (self.top + 16.0, top)
+                (self.area.top + 16.0, top)
             };
             let _ = writeln!(
                 svg,
@@ -372,13 +344,14 @@ impl Plot {
             let y = self.y_right(slo);
             let text = format!("p99 TTFT SLO {} ms", group(slo, 0));
             let candidates = [
-                (self.x0 + 6.0, y - 6.0, "start"),
-                (self.x1 - 6.0, y - 6.0, "end"),
-                (self.x0 + 6.0, y + 15.0, "start"),
-                (self.x1 - 6.0, y + 15.0, "end"),
+                (self.area.x0 + 6.0, y - 6.0, "start"),
+                (self.area.x1 - 6.0, y - 6.0, "end"),
+                (self.area.x0 + 6.0, y + 15.0, "start"),
+                (self.area.x1 - 6.0, y + 15.0, "end"),
             ];
-            let Spot { x, y, anchor, b } =
-                self.place(&text, 11.0, false, &candidates, &points, &boxes);
+            let Placed { x, y, anchor, b } =
+                self.area
+                    .place(3.0, &text, 11.0, false, &candidates, &points, &boxes);
             boxes.push(b);
             let _ = writeln!(
                 svg,
@@ -398,8 +371,8 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{CAPACITY}" stroke-width="1.5" stroke-dasharray="3 3"/>"#,
-            (y + 11.0).min(self.bottom),
-            self.bottom
+            (y + 11.0).min(self.area.bottom),
+            self.area.bottom
         );
         let _ = writeln!(
             svg,
@@ -420,24 +393,18 @@ impl Plot {
             (x, y - 18.0, "middle"),
             (x, y + 30.0, "middle"),
         ];
-        let Spot {
+        let Placed {
             x: lx,
             y: ly,
             anchor,
             ..
-        } = self.place(&label, 12.0, true, &candidates, &points, &boxes);
+        } = self
+            .area
+            .place(3.0, &label, 12.0, true, &candidates, &points, &boxes);
         let _ = writeln!(
             svg,
             r##"<text x="{lx:.1}" y="{ly:.1}" font-size="12" font-weight="bold" fill="{CAPACITY}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="4" paint-order="stroke">{}</text></g>"##,
             esc(&label)
         );
     }
-}
-
-/// A label's chosen spot: where its text is anchored, and the box it covers.
-pub(super) struct Spot {
-    pub(super) x: f64,
-    pub(super) y: f64,
-    pub(super) anchor: &'static str,
-    pub(super) b: TextBox,
 }
