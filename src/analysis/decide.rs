@@ -337,53 +337,59 @@ struct Check {
     met: bool,
 }
 
+impl Check {
+    /// A term on one figure: `value` is the level's figure (`missing` says
+    /// there is none, which never meets the term), `met` the test on it.
+    fn on(
+        term: String,
+        value: Option<f64>,
+        unit: &str,
+        missing: &str,
+        met: impl Fn(f64) -> bool,
+    ) -> Check {
+        Check {
+            term,
+            value: value.map_or(missing.into(), |v| format!("{} {unit}", figure(v))),
+            met: value.is_some_and(met),
+        }
+    }
+}
+
 /// Whether one level meets every term of the SLO on its own (the test of a
 /// `--find-capacity` probe).
 pub(crate) fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
-    let point = SweepPoint {
-        concurrency: level.concurrency,
-        rounds: 1,
-        figures: level.figures.clone(),
-    };
-    checks(&point, slo).iter().all(|c| c.met)
+    checks(&level.figures, slo).iter().all(|c| c.met)
 }
 
-fn checks(p: &SweepPoint, slo: &CapacitySlo) -> Vec<Check> {
+/// Each term the SLO sets, judged on a level's (or a sweep point's) figures.
+fn checks(f: &Figures, slo: &CapacitySlo) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(limit) = slo.ttft_p99_ms {
-        out.push(Check {
-            term: format!("p99 TTFT <= {} ms", figure(limit)),
-            value: p
-                .figures
-                .p99_ttft_ms
-                .map_or("no p99 TTFT".into(), |v| format!("{} ms", figure(v))),
-            met: p.figures.p99_ttft_ms.is_some_and(|v| v <= limit),
-        });
+        let term = format!("p99 TTFT <= {} ms", figure(limit));
+        out.push(Check::on(term, f.p99_ttft_ms, "ms", "no p99 TTFT", |v| {
+            v <= limit
+        }));
     }
     if let Some(min) = slo.min_stream_tok_s {
-        out.push(Check {
-            term: format!("decode >= {} tok/s per stream", figure(min)),
-            value: p
-                .figures
-                .stream_decode_tok_s
-                .map_or("no TPOT sample".into(), |v| format!("{} tok/s", figure(v))),
-            met: p.figures.stream_decode_tok_s.is_some_and(|v| v >= min),
-        });
+        let term = format!("decode >= {} tok/s per stream", figure(min));
+        out.push(Check::on(
+            term,
+            f.stream_decode_tok_s,
+            "tok/s",
+            "no TPOT sample",
+            |v| v >= min,
+        ));
     }
     if let Some(limit) = slo.tpot_p99_ms {
-        out.push(Check {
-            term: format!("p99 TPOT <= {} ms", figure(limit)),
-            value: p
-                .figures
-                .p99_tpot_ms
-                .map_or("no p99 TPOT".into(), |v| format!("{} ms", figure(v))),
-            met: p.figures.p99_tpot_ms.is_some_and(|v| v <= limit),
-        });
+        let term = format!("p99 TPOT <= {} ms", figure(limit));
+        out.push(Check::on(term, f.p99_tpot_ms, "ms", "no p99 TPOT", |v| {
+            v <= limit
+        }));
     }
     out.push(Check {
         term: format!("errors < {}", percent0(slo.max_error_rate)),
-        value: format!("{} errors", percent1(p.figures.error_rate)),
-        met: p.figures.error_rate < slo.max_error_rate,
+        value: format!("{} errors", percent1(f.error_rate)),
+        met: f.error_rate < slo.max_error_rate,
     });
     out
 }
@@ -455,11 +461,14 @@ pub(crate) fn find_capacity(
     let chosen = points
         .iter()
         .filter(|p| cap.is_none_or(|c| p.concurrency <= c))
-        .filter(|p| checks(p, slo).iter().all(|c| c.met))
+        .filter(|p| checks(&p.figures, slo).iter().all(|c| c.met))
         .max_by_key(|p| p.concurrency);
     let Some(chosen) = chosen else {
         // The lowest point is never above the cap, so it failed some term.
-        let failed: Vec<Check> = checks(lowest, slo).into_iter().filter(|c| !c.met).collect();
+        let failed: Vec<Check> = checks(&lowest.figures, slo)
+            .into_iter()
+            .filter(|c| !c.met)
+            .collect();
         let terms: Vec<String> = failed.iter().map(|c| c.term.clone()).collect();
         let values: Vec<String> = failed.iter().map(|c| c.value.clone()).collect();
         return Err(NoCapacity {
@@ -485,7 +494,7 @@ pub(crate) fn find_capacity(
     } else {
         0.0
     };
-    let met: Vec<String> = checks(chosen, slo)
+    let met: Vec<String> = checks(&chosen.figures, slo)
         .into_iter()
         .filter(|c| !c.term.starts_with("errors") || chosen.figures.error_rate > 0.0)
         .map(|c| format!("{}: {}", c.term, c.value))
