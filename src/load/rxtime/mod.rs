@@ -339,15 +339,25 @@ pub(crate) fn place(kernel: Option<Instant>, floor: Instant, read_at: Instant) -
 /// Turn kernel receive timestamps on for a socket (`SO_TIMESTAMPNS`).
 #[cfg(target_os = "linux")]
 pub(crate) fn enable(fd: std::os::fd::RawFd) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&on`, which
-    // lives across the call; an invalid fd is reported as an error.
+    set_socket_option(fd, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// `setsockopt(fd, SOL_SOCKET, name, &value)` for an option that takes an
+/// int (both timestamp options do: `SO_TIMESTAMPING`'s flags are an int's bits).
+#[cfg(target_os = "linux")]
+fn set_socket_option(
+    fd: std::os::fd::RawFd,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `&value`,
+    // which lives across the call; an invalid fd is reported as an error.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            std::ptr::from_ref(&on).cast(),
+            name,
+            std::ptr::from_ref(&value).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -441,22 +451,8 @@ pub(crate) fn enable_tx(fd: std::os::fd::RawFd, software: bool) -> io::Result<()
     if software {
         flags |= libc::SOF_TIMESTAMPING_SOFTWARE;
     }
-    // SAFETY: setsockopt reads `size_of::<c_uint>()` bytes from `&flags`,
-    // which lives across the call; an invalid fd is reported as an error.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPING,
-            std::ptr::from_ref(&flags).cast(),
-            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    // The flags are all below bit 31, so the int holds them unchanged.
+    set_socket_option(fd, libc::SO_TIMESTAMPING, flags as libc::c_int)
 }
 
 #[cfg(not(target_os = "linux"))]
