@@ -270,15 +270,11 @@ pub(super) fn vertex_labels(
             (x + 10.0 + d, y + 4.0, "start"),
             (x - 10.0 - d, y + 4.0, "end"),
         ];
-        let Placed {
-            x: lx,
-            y: ly,
-            anchor,
-            b,
-        } = a
+        let spot = a
             .area
             .place(2.0, &text, 11.0, false, &candidates, obstacles, placed);
-        placed.push(b);
+        placed.push(spot.b);
+        let (lx, ly, anchor) = (spot.x, spot.y, spot.anchor);
         let _ = writeln!(
             svg,
             r#"<text class="point-label" x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="{color}">{text}</text>"#
@@ -335,15 +331,11 @@ pub(super) fn capacities(
             (x, y - 18.0, "middle"),
             (x, y + 30.0, "middle"),
         ];
-        let Placed {
-            x: lx,
-            y: ly,
-            anchor,
-            b,
-        } = a
+        let spot = a
             .area
             .place(2.0, &label, 12.0, true, &candidates, obstacles, placed);
-        placed.push(b);
+        placed.push(spot.b);
+        let (lx, ly, anchor) = (spot.x, spot.y, spot.anchor);
         let _ = writeln!(
             svg,
             r##"<text x="{lx:.1}" y="{ly:.1}" font-family="{FONT}" font-size="12" font-weight="bold" fill="{CAPACITY}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="4" paint-order="stroke">{}</text></g>"##,
