@@ -139,6 +139,23 @@ fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
     })
 }
 
+/// `  (+12.3% tok/s)`: run `i`'s figure against the first run's, with
+/// `unit` after the change; nothing for the first run itself, a figure
+/// either run lacks, or a first figure of 0.
+fn against_first(i: usize, first: Option<f64>, value: Option<f64>, unit: &str) -> String {
+    match (first, value) {
+        (Some(b), Some(v)) if i > 0 => {
+            let change = relative_change(v, b);
+            if change.is_empty() {
+                change
+            } else {
+                format!("  ({change}{unit})")
+            }
+        }
+        _ => String::new(),
+    }
+}
+
 /// `+12.3%` against the baseline; empty when there is nothing to compare to.
 pub(crate) fn relative_change(value: f64, base: f64) -> String {
     if base.abs() < f64::EPSILON || !base.is_finite() || !value.is_finite() {
@@ -278,12 +295,7 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
                 if let Some(p) = cap.p99_ttft_ms {
                     let _ = write!(t, ", p99 TTFT {} ms", group(p, 0));
                 }
-                if let (Some(b), Some(v), true) = (base_cap, cap.output_throughput, i > 0) {
-                    let change = relative_change(v, b);
-                    if !change.is_empty() {
-                        let _ = write!(t, "  ({change} tok/s)");
-                    }
-                }
+                t.push_str(&against_first(i, base_cap, cap.output_throughput, " tok/s"));
                 t
             }
             None => format!("none: {}", run.capacity_text()),
@@ -314,12 +326,7 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
                     if let Some(a) = cost.api_price_per_m {
                         let _ = write!(t, " (API ${a}/M)");
                     }
-                    if let (Some(b), Some(v), true) = (base_cost, cost.cost_per_m_output, i > 0) {
-                        let change = relative_change(v, b);
-                        if !change.is_empty() {
-                            let _ = write!(t, "  ({change})");
-                        }
-                    }
+                    t.push_str(&against_first(i, base_cost, cost.cost_per_m_output, ""));
                     t
                 }
                 None => "- (no GPU price given)".into(),
