@@ -27,9 +27,9 @@ use serde_json::Value;
 
 use super::saved::{median, SavedLevel, SavedRun};
 use super::svg::{
-    draw_common_swatch, esc, group, legend_item_width, legend_rows_in, legend_text, nice,
-    sample_polyline, tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID,
-    HEIGHT, INK, LEFT, LEGEND_ROW, MUTED, WIDTH,
+    draw_common_swatch, esc, group, lay_out_legend, legend_rows_in, nice, sample_polyline,
+    tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK, LEFT,
+    MUTED, WIDTH,
 };
 
 // The drawing, apart from the data and its mapping to the canvas.

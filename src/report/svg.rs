@@ -22,9 +22,7 @@ mod plot;
 
 pub(in crate::report) use area::{PlotBox, LEFT, LEGEND_ROW};
 pub(in crate::report) use labels::{sample_polyline, text_width, Placed, TextBox};
-pub(crate) use legend::{
-    draw_common_swatch, legend_item_width, legend_rows_in, legend_text, CommonSwatch,
-};
+pub(crate) use legend::{draw_common_swatch, lay_out_legend, legend_rows_in, CommonSwatch};
 use legend::{draw_legend, legend_items, legend_rows};
 use plot::Plot;
 

@@ -384,27 +384,21 @@ pub(super) fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, String)>]) {
         svg,
         r#"<g id="frontier-legend" font-family="{FONT}" font-size="12" fill="{INK}">"#
     );
-    for (r, row) in rows.iter().enumerate() {
-        let y = 72.0 + LEGEND_ROW * r as f64;
-        let mut x = LEFT;
-        for (swatch, text) in row {
-            let (sx, mid) = (x + 14.0, y - 4.0);
-            match swatch {
-                Swatch::Series(s) => {
-                    let color = series_color(*s);
-                    let _ = writeln!(
-                        svg,
-                        r##"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2.5"/><circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##,
-                        x + 28.0
-                    );
-                }
-                Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
-                Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
-                Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
+    lay_out_legend(svg, rows, |svg, swatch, x, mid| {
+        let sx = x + 14.0;
+        match swatch {
+            Swatch::Series(s) => {
+                let color = series_color(*s);
+                let _ = writeln!(
+                    svg,
+                    r##"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2.5"/><circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##,
+                    x + 28.0
+                );
             }
-            legend_text(svg, x, y, text);
-            x += legend_item_width(text);
+            Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
+            Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
+            Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
         }
-    }
+    });
     svg.push_str("</g>\n");
 }

@@ -37,7 +37,7 @@ pub(super) fn legend_items(data: &ChartData) -> Vec<(Swatch, &'static str)> {
 }
 
 /// Approximate width of a legend entry at 12px: swatch, gap, text, spacing.
-pub(crate) fn legend_item_width(text: &str) -> f64 {
+pub(super) fn legend_item_width(text: &str) -> f64 {
     28.0 + 6.0 + text_width(text, 12.0, false) + 22.0
 }
 
@@ -104,7 +104,7 @@ pub(crate) fn draw_common_swatch(svg: &mut String, swatch: CommonSwatch, sx: f64
 }
 
 /// A legend entry's words after its swatch at `x`.
-pub(crate) fn legend_text(svg: &mut String, x: f64, y: f64, text: &str) {
+fn legend_text(svg: &mut String, x: f64, y: f64, text: &str) {
     let _ = writeln!(
         svg,
         r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
@@ -117,55 +117,68 @@ pub(super) fn legend_rows(items: &[(Swatch, &'static str)]) -> Vec<Vec<(Swatch, 
     legend_rows_in(items, WIDTH - LEFT - RIGHT + 40.0)
 }
 
-pub(super) fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, &'static str)>]) {
-    let _ = writeln!(svg, r#"<g id="legend" font-size="12" fill="{INK}">"#);
+/// A legend's rows, left to right from the plot's left edge: each entry's
+/// swatch, drawn by `swatch` at the entry's left `x` and its row's middle,
+/// then its words. Both charts lay their legends out with it.
+pub(crate) fn lay_out_legend<S, T: AsRef<str>>(
+    svg: &mut String,
+    rows: &[Vec<(S, T)>],
+    mut swatch: impl FnMut(&mut String, &S, f64, f64),
+) {
     for (r, row) in rows.iter().enumerate() {
         let y = 72.0 + LEGEND_ROW * r as f64;
         let mut x = LEFT;
-        for &(swatch, text) in row {
-            let (sx, mid) = (x + 14.0, y - 4.0);
-            match swatch {
-                Swatch::Line(color, circle) => {
-                    let _ = writeln!(
-                        svg,
-                        r#"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2.5"/>"#,
-                        x + 28.0
-                    );
-                    if circle {
-                        let _ = writeln!(
-                            svg,
-                            r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##
-                        );
-                    } else {
-                        let _ = writeln!(
-                            svg,
-                            r##"<rect x="{:.1}" y="{:.1}" width="8" height="8" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##,
-                            sx - 4.0,
-                            mid - 4.0
-                        );
-                    }
-                }
-                Swatch::Band => {
-                    let _ = writeln!(
-                        svg,
-                        r#"<rect x="{x:.1}" y="{:.1}" width="28" height="14" fill="{KNEE}" fill-opacity="0.12" stroke="{KNEE}" stroke-opacity="0.45" stroke-dasharray="4 3"/>"#,
-                        mid - 7.0
-                    );
-                }
-                Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
-                Swatch::Dashed => {
-                    let _ = writeln!(
-                        svg,
-                        r#"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{SLO}" stroke-width="1.5" stroke-dasharray="7 4"/>"#,
-                        x + 28.0
-                    );
-                }
-                Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
-                Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
-            }
-            legend_text(svg, x, y, text);
-            x += legend_item_width(text);
+        for (s, text) in row {
+            swatch(svg, s, x, y - 4.0);
+            legend_text(svg, x, y, text.as_ref());
+            x += legend_item_width(text.as_ref());
         }
     }
+}
+
+pub(super) fn draw_legend(svg: &mut String, rows: &[Vec<(Swatch, &'static str)>]) {
+    let _ = writeln!(svg, r#"<g id="legend" font-size="12" fill="{INK}">"#);
+    lay_out_legend(svg, rows, |svg, swatch, x, mid| {
+        let sx = x + 14.0;
+        match *swatch {
+            Swatch::Line(color, circle) => {
+                let _ = writeln!(
+                    svg,
+                    r#"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2.5"/>"#,
+                    x + 28.0
+                );
+                if circle {
+                    let _ = writeln!(
+                        svg,
+                        r##"<circle cx="{sx:.1}" cy="{mid:.1}" r="4.5" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##
+                    );
+                } else {
+                    let _ = writeln!(
+                        svg,
+                        r##"<rect x="{:.1}" y="{:.1}" width="8" height="8" fill="{color}" stroke="#ffffff" stroke-width="1.5"/>"##,
+                        sx - 4.0,
+                        mid - 4.0
+                    );
+                }
+            }
+            Swatch::Band => {
+                let _ = writeln!(
+                    svg,
+                    r#"<rect x="{x:.1}" y="{:.1}" width="28" height="14" fill="{KNEE}" fill-opacity="0.12" stroke="{KNEE}" stroke-opacity="0.45" stroke-dasharray="4 3"/>"#,
+                    mid - 7.0
+                );
+            }
+            Swatch::Ring => draw_common_swatch(svg, CommonSwatch::Ring, sx, mid),
+            Swatch::Dashed => {
+                let _ = writeln!(
+                    svg,
+                    r#"<line x1="{x:.1}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{SLO}" stroke-width="1.5" stroke-dasharray="7 4"/>"#,
+                    x + 28.0
+                );
+            }
+            Swatch::Diamond => draw_common_swatch(svg, CommonSwatch::Diamond, sx, mid),
+            Swatch::Hollow => draw_common_swatch(svg, CommonSwatch::Hollow, sx, mid),
+        }
+    });
     svg.push_str("</g>\n");
 }
