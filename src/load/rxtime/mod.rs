@@ -386,6 +386,21 @@ pub(crate) fn recv_timed(
     buf: &mut [u8],
     control: &mut ControlBuf,
 ) -> io::Result<(usize, Option<i128>)> {
+    let (n, cmsgs) = recvmsg_into(fd, buf, &mut control.0, 0)?;
+    Ok((n, parse_rx_timestamp(cmsgs)))
+}
+
+/// One non-blocking `recvmsg(fd, flags)` into `buf`, with `control` for the
+/// ancillary data: the bytes read, and the control data the kernel wrote.
+/// The one place this crate calls `recvmsg`.
+#[cfg(target_os = "linux")]
+#[inline]
+fn recvmsg_into<'c>(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+    control: &'c mut [u8],
+    flags: libc::c_int,
+) -> io::Result<(usize, &'c [u8])> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -394,19 +409,19 @@ pub(crate) fn recv_timed(
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL_LEN as _;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
     // SAFETY: `msg` points at one iovec over `buf` and at `control`, both
     // borrowed mutably for the call and sized as the lengths say.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags | libc::MSG_DONTWAIT) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     // The kernel says how much control data it wrote; never trust it past
     // the buffer.
     #[allow(clippy::unnecessary_cast)]
-    let used = (msg.msg_controllen as usize).min(CONTROL_LEN);
-    Ok((n as usize, parse_rx_timestamp(&control.0[..used])))
+    let used = (msg.msg_controllen as usize).min(control.len());
+    Ok((n as usize, &control[..used]))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -471,25 +486,8 @@ pub(crate) fn recv_tx_stamp(fd: std::os::fd::RawFd) -> io::Result<Option<TxStamp
     let mut control = ErrqueueControl([0; ERRQUEUE_CONTROL_LEN]);
     // OPT_TSONLY: no payload comes back, but a byte of room costs nothing.
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: byte.len(),
-    };
-    // SAFETY: an all-zero msghdr is valid (no name, no iovecs, no control).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = ERRQUEUE_CONTROL_LEN as _;
-    // SAFETY: `msg` points at one iovec over `byte` and at `control`, both
-    // live and sized as the lengths say for the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::unnecessary_cast)]
-    let used = (msg.msg_controllen as usize).min(ERRQUEUE_CONTROL_LEN);
-    Ok(parse_tx_timestamp(&control.0[..used]))
+    let (_, cmsgs) = recvmsg_into(fd, &mut byte, &mut control.0, libc::MSG_ERRQUEUE)?;
+    Ok(parse_tx_timestamp(cmsgs))
 }
 
 #[cfg(not(target_os = "linux"))]
