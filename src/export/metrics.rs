@@ -521,15 +521,9 @@ mod tests {
         )
         .expect("exporter");
         exporter.on_event(&DriverEvent::LevelStarted(LevelInfo {
-            index: 0,
-            concurrency: 4,
-            mode: Mode::Planned,
             num_prompts: Some(8),
             plan_index: Some(0),
-            started_at: Duration::ZERO,
-            rate: None,
-            timeline: None,
-            series: 0,
+            ..LevelInfo::new(0, 4, Mode::Planned, Duration::ZERO)
         }));
         let mut ok = RequestRecord::empty(1, 0);
         ok.output_tokens = 10;

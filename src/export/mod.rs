@@ -340,15 +340,9 @@ mod tests {
             ..Exports::none()
         };
         let started = DriverEvent::LevelStarted(LevelInfo {
-            index: 0,
-            concurrency: 2,
-            mode: Mode::Planned,
             num_prompts: Some(10),
             plan_index: Some(0),
-            started_at: Duration::ZERO,
-            rate: None,
-            timeline: None,
-            series: 0,
+            ..LevelInfo::new(0, 2, Mode::Planned, Duration::ZERO)
         });
         let mut record = RequestRecord::empty(1, 0);
         record.output_tokens = 4;

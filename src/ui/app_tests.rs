@@ -22,15 +22,9 @@ pub(crate) fn key(c: char) -> KeyEvent {
 
 pub(crate) fn level(index: usize, concurrency: u32, mode: Mode, at_s: u64) -> DriverEvent {
     DriverEvent::LevelStarted(LevelInfo {
-        rate: None,
-        timeline: None,
-        index,
-        concurrency,
-        mode,
         num_prompts: (mode == Mode::Planned).then_some(concurrency * 10),
         plan_index: (mode == Mode::Planned).then_some(index),
-        started_at: Duration::from_secs(at_s),
-        series: 0,
+        ..LevelInfo::new(index, concurrency, mode, Duration::from_secs(at_s))
     })
 }
 

@@ -138,15 +138,9 @@ impl Scene {
         self.next_level += 1;
         let num_prompts = plan_index.map(|_| concurrency * 10);
         self.feed(DriverEvent::LevelStarted(LevelInfo {
-            rate: None,
-            timeline: None,
-            index,
-            concurrency,
-            mode,
             num_prompts,
             plan_index,
-            started_at: d(self.now),
-            series: 0,
+            ..LevelInfo::new(index, concurrency, mode, d(self.now))
         }));
         self.feed(DriverEvent::TargetChanged {
             at: d(self.now),

@@ -100,6 +100,29 @@ pub struct LevelInfo {
     pub series: usize,
 }
 
+impl LevelInfo {
+    /// A level with no request count, plan position, rate or timeline, in
+    /// the first series; a caller sets what its level has over it.
+    pub(crate) fn new(
+        index: usize,
+        concurrency: u32,
+        mode: Mode,
+        started_at: Duration,
+    ) -> LevelInfo {
+        LevelInfo {
+            index,
+            concurrency,
+            mode,
+            num_prompts: None,
+            plan_index: None,
+            started_at,
+            rate: None,
+            timeline: None,
+            series: 0,
+        }
+    }
+}
+
 /// What the user (or the headless runner) can ask of the driver.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Command {

@@ -340,15 +340,8 @@ mod tests {
 
     fn info(concurrency: u32, mode: Mode, rate: Option<f64>) -> LevelInfo {
         LevelInfo {
-            index: 0,
-            concurrency,
-            mode,
-            num_prompts: None,
-            plan_index: None,
-            started_at: Duration::ZERO,
             rate,
-            timeline: None,
-            series: 0,
+            ..LevelInfo::new(0, concurrency, mode, Duration::ZERO)
         }
     }
 }

@@ -27,15 +27,10 @@ fn run(kind: &str) -> RunInfo {
 
 fn info(index: usize, concurrency: u32, mode: Mode, started_ms: u64, series: usize) -> LevelInfo {
     LevelInfo {
-        index,
-        concurrency,
-        mode,
         num_prompts: Some(concurrency),
         plan_index: Some(index),
-        started_at: Duration::from_millis(started_ms),
-        rate: None,
-        timeline: None,
         series,
+        ..LevelInfo::new(index, concurrency, mode, Duration::from_millis(started_ms))
     }
 }
 
