@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Ok(matches) => matches,
         Err(e) => {
             // A bad config file stops here, before any load.
-            tokbench::say!("tokbench: {}", one_line(&e));
+            tokbench::say!("tokbench: {}", run::one_line(&e));
             return ExitCode::from(EXIT_FAILED as u8);
         }
     };
@@ -72,13 +72,6 @@ fn parse_with_config(argv: &[OsString]) -> Result<ArgMatches> {
 }
 
 /// The error and its causes on one line: `cannot write x: permission denied`.
-fn one_line(e: &color_eyre::eyre::Report) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
-}
-
 async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
     match command {
         Command::Sweep(args) => {

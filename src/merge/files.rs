@@ -14,6 +14,7 @@ use super::{merge, MergeError, MergeOptions, Merged, ShardRun};
 use crate::cli::MergeArgs;
 use crate::compare::EXIT_REFUSED;
 use crate::report::atomic::write_atomic;
+use crate::report::saved::read_summary;
 use crate::report::schema::{LevelFile, SummaryFile};
 
 /// The folder of a run given as a folder or as its summary.json.
@@ -29,13 +30,7 @@ pub(crate) fn folder_of(path: &Path) -> PathBuf {
 /// One shard folder: its summary.json and every level file it lists.
 pub(crate) fn load_shard(path: &Path) -> Result<ShardRun> {
     let dir = folder_of(path);
-    let summary_path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&summary_path).wrap_err_with(|| {
-        format!(
-            "no readable summary.json in {} (is it a tokbench result folder?)",
-            dir.display()
-        )
-    })?;
+    let (summary_path, text) = read_summary(&dir)?;
     let summary: SummaryFile = serde_json::from_str(&text)
         .wrap_err_with(|| format!("{} is not a tokbench summary", summary_path.display()))?;
     let mut levels = Vec::with_capacity(summary.levels.len());

@@ -9,6 +9,7 @@ use std::path::Path;
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
+use super::saved::read_summary;
 use super::schema::{LevelFile, SummaryFile};
 use crate::analysis::decide::LevelPoint;
 use crate::load::driver::LevelPlan;
@@ -35,13 +36,9 @@ pub struct PriorRun {
 
 impl PriorRun {
     pub(crate) fn load(dir: &Path) -> Result<PriorRun> {
-        let path = dir.join("summary.json");
-        let text = std::fs::read_to_string(&path).wrap_err_with(|| {
-            format!(
-                "--resume {}: no readable summary.json (is it a tokbench result folder?)",
-                dir.display()
-            )
-        })?;
+        // Always the folder's own summary: the new levels are written beside it.
+        let (_, text) = read_summary(&dir.join("summary.json"))
+            .wrap_err_with(|| format!("--resume {}", dir.display()))?;
         let summary: Value = serde_json::from_str(&text).map_err(|e| {
             eyre!(
                 "--resume {}: summary.json is not valid JSON ({e})",

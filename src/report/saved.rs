@@ -281,17 +281,7 @@ impl SavedRun {
 
     /// Read a result folder's `summary.json`, or the summary file given.
     pub(crate) fn load(path: &Path) -> Result<SavedRun> {
-        let file = summary_path(path);
-        let text = std::fs::read_to_string(&file).wrap_err_with(|| {
-            if path.is_dir() {
-                format!(
-                    "no readable summary.json in {} (is it a tokbench result folder?)",
-                    path.display()
-                )
-            } else {
-                format!("cannot read {}", file.display())
-            }
-        })?;
+        let (file, text) = read_summary(path)?;
         let value: Value = serde_json::from_str(&text)
             .wrap_err_with(|| format!("{} is not valid JSON", file.display()))?;
         SavedRun::from_value(value, &file)
@@ -515,6 +505,25 @@ impl SavedRun {
 }
 
 /// A folder means its `summary.json`; anything else is the file itself.
+/// The text of a result folder's `summary.json` (or of the summary file
+/// given), and where it was read from; the error says what `path` is not.
+/// Every command that reads a finished run starts here.
+pub(crate) fn read_summary(path: &Path) -> Result<(PathBuf, String)> {
+    let file = summary_path(path);
+    let named_a_file = path.extension().is_some_and(|e| e == "json") && !path.is_dir();
+    let text = std::fs::read_to_string(&file).wrap_err_with(|| {
+        if !named_a_file {
+            format!(
+                "no readable summary.json in {} (is it a tokbench result folder?)",
+                path.display()
+            )
+        } else {
+            format!("cannot read {}", file.display())
+        }
+    })?;
+    Ok((file, text))
+}
+
 pub(crate) fn summary_path(path: &Path) -> PathBuf {
     if path.is_dir() {
         path.join("summary.json")
@@ -567,6 +576,35 @@ pub(crate) fn trim_num(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a path that holds no summary is told: a folder (or a name
+    /// that is not a `.json` file) is asked whether it is a result folder;
+    /// a missing summary file is named.
+    #[test]
+    fn a_missing_summary_is_named_for_what_was_given() {
+        let message = |p: &str| crate::run::one_line(&read_summary(Path::new(p)).unwrap_err());
+        let dir = std::env::temp_dir().join(format!("tokbench-no-summary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let in_dir = message(dir.to_str().unwrap());
+        assert!(
+            in_dir.starts_with(&format!(
+                "no readable summary.json in {} (is it a tokbench result folder?): ",
+                dir.display()
+            )),
+            "{in_dir}"
+        );
+        let gone = message("/nonexistent/tokbench-run");
+        assert!(
+            gone.starts_with("no readable summary.json in /nonexistent/tokbench-run ("),
+            "{gone}"
+        );
+        let file = message("/nonexistent/s.json");
+        assert!(
+            file.starts_with("cannot read /nonexistent/s.json: "),
+            "{file}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use serde_json::json;
 
     #[test]
