@@ -21,15 +21,18 @@ pub fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: bool) {
     let _ = out.flush();
 }
 
+/// [`write_or_drop`] to stderr, held locked for the one write so that
+/// lines from two threads never interleave.
+#[doc(hidden)]
+pub fn to_stderr(text: Arguments<'_>, newline: bool) {
+    write_or_drop(&mut std::io::stderr().lock(), text, newline);
+}
+
 /// `eprintln!` that drops the line when stderr is gone, rather than panic.
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {
-        $crate::console::write_or_drop(
-            &mut ::std::io::stderr().lock(),
-            ::std::format_args!($($arg)*),
-            true,
-        )
+        $crate::console::to_stderr(::std::format_args!($($arg)*), true)
     };
 }
 
@@ -38,11 +41,7 @@ macro_rules! say {
 #[macro_export]
 macro_rules! say_inline {
     ($($arg:tt)*) => {
-        $crate::console::write_or_drop(
-            &mut ::std::io::stderr().lock(),
-            ::std::format_args!($($arg)*),
-            false,
-        )
+        $crate::console::to_stderr(::std::format_args!($($arg)*), false)
     };
 }
 
