@@ -273,7 +273,6 @@ pub(super) fn vertex_labels(
         let spot = a
             .area
             .place(2.0, &text, 11.0, false, &candidates, obstacles, placed);
-        placed.push(spot.b);
         let (lx, ly, anchor) = (spot.x, spot.y, spot.anchor);
         let _ = writeln!(
             svg,
@@ -334,7 +333,6 @@ pub(super) fn capacities(
         let spot = a
             .area
             .place(2.0, &label, 12.0, true, &candidates, obstacles, placed);
-        placed.push(spot.b);
         let (lx, ly, anchor) = (spot.x, spot.y, spot.anchor);
         let _ = writeln!(
             svg,

@@ -16,20 +16,20 @@ pub(in crate::report) fn sample_polyline(line: &[(f64, f64)], out: &mut Vec<(f64
     }
 }
 
-/// A placed label: where its text is anchored, how, and the box it covers.
+/// A placed label: where its text is anchored, and how.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::report) struct Placed {
     pub x: f64,
     pub y: f64,
     pub anchor: &'static str,
-    pub b: TextBox,
 }
 
 impl PlotBox {
     /// Of some candidate spots for `text`, the first whose box stays inside
     /// the area and covers the fewest obstacle points (within `clearance`)
-    /// and placed boxes; the area's top left when none is given. Both SVG
-    /// charts place their labels with it.
+    /// and `placed` boxes; the area's top left when none is given. Its box
+    /// joins `placed`, so the next label keeps clear of it. Both SVG charts
+    /// place their labels with it.
     #[allow(clippy::too_many_arguments)]
     pub(in crate::report) fn place(
         &self,
@@ -39,9 +39,9 @@ impl PlotBox {
         bold: bool,
         candidates: &[(f64, f64, &'static str)],
         points: &[(f64, f64)],
-        placed: &[TextBox],
+        placed: &mut Vec<TextBox>,
     ) -> Placed {
-        let mut best: Option<(f64, Placed)> = None;
+        let mut best: Option<(f64, Placed, TextBox)> = None;
         for &(x, y, anchor) in candidates {
             let b = TextBox::new(x, y, anchor, text, size, bold);
             let mut cost = points
@@ -56,16 +56,20 @@ impl PlotBox {
             {
                 cost += 1000.0;
             }
-            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                best = Some((cost, Placed { x, y, anchor, b }));
+            if best.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                best = Some((cost, Placed { x, y, anchor }, b));
             }
         }
-        best.map(|(_, spot)| spot).unwrap_or_else(|| Placed {
-            x: self.x0,
-            y: self.top,
-            anchor: "start",
-            b: TextBox::new(self.x0, self.top, "start", text, size, bold),
-        })
+        let (spot, b) = best.map_or_else(
+            || {
+                let (x, y, anchor) = (self.x0, self.top, "start");
+                let b = TextBox::new(x, y, anchor, text, size, bold);
+                (Placed { x, y, anchor }, b)
+            },
+            |(_, spot, b)| (spot, b),
+        );
+        placed.push(b);
+        spot
     }
 }
 
@@ -133,4 +137,39 @@ pub(in crate::report) fn text_width(text: &str, size: f64, bold: bool) -> f64 {
         })
         .sum();
     em * size * if bold { 1.08 } else { 1.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A placed label counts as placed: a second label offered the same
+    /// spots takes the next one, and a third, with none left clear, still
+    /// gets the first spot rather than none.
+    #[test]
+    fn each_label_keeps_clear_of_the_ones_placed_before() {
+        let area = PlotBox {
+            x0: 0.0,
+            x1: 800.0,
+            top: 0.0,
+            bottom: 450.0,
+        };
+        let spots = [(100.0, 100.0, "start"), (100.0, 200.0, "start")];
+        let mut placed = Vec::new();
+        let at = |p: Placed| (p.x, p.y);
+        let first = area.place(2.0, "64", 11.0, false, &spots, &[], &mut placed);
+        let second = area.place(2.0, "128", 11.0, false, &spots, &[], &mut placed);
+        let third = area.place(2.0, "256", 11.0, false, &spots, &[], &mut placed);
+        assert_eq!(
+            [at(first), at(second), at(third)],
+            [(100.0, 100.0), (100.0, 200.0), (100.0, 100.0)]
+        );
+        assert_eq!(placed.len(), 3);
+        // No spot offered: the area's top left, still counted.
+        let fallback = area.place(2.0, "x", 11.0, false, &[], &[], &mut placed);
+        assert_eq!(
+            (at(fallback), fallback.anchor, placed.len()),
+            ((0.0, 0.0), "start", 4)
+        );
+    }
 }

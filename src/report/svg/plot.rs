@@ -349,10 +349,9 @@ impl Plot {
                 (self.area.x0 + 6.0, y + 15.0, "start"),
                 (self.area.x1 - 6.0, y + 15.0, "end"),
             ];
-            let Placed { x, y, anchor, b } =
+            let Placed { x, y, anchor, .. } =
                 self.area
-                    .place(3.0, &text, 11.0, false, &candidates, &points, &boxes);
-            boxes.push(b);
+                    .place(3.0, &text, 11.0, false, &candidates, &points, &mut boxes);
             let _ = writeln!(
                 svg,
                 r##"<g id="slo-label" class="marker-slo"><text x="{x:.1}" y="{y:.1}" font-size="11" fill="{SLO}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text></g>"##,
@@ -400,7 +399,7 @@ impl Plot {
             ..
         } = self
             .area
-            .place(3.0, &label, 12.0, true, &candidates, &points, &boxes);
+            .place(3.0, &label, 12.0, true, &candidates, &points, &mut boxes);
         let _ = writeln!(
             svg,
             r##"<text x="{lx:.1}" y="{ly:.1}" font-size="12" font-weight="bold" fill="{CAPACITY}" text-anchor="{anchor}" stroke="#ffffff" stroke-width="4" paint-order="stroke">{}</text></g>"##,
