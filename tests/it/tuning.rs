@@ -202,8 +202,7 @@ fn ollama_restart_starts_a_second_series() {
     // 16 tokens at 5 ms: one answer about 90 ms; TTFT p99 SLO 150 ms,
     // which one slot fails at 4 streams (three answers ahead of each).
     // 24 prompts a level: at 4 streams three wait but for the last three
-    // answers (2, 1, 0), a mean of (3 x 21 + 3) / 24 = 2.75, in the middle
-    // of the 2.5..=3.0 the test asks for (40 gave 2.85 in twice the time).
+    // answers (2, 1, 0), a mean of (3 x 21 + 3) / 24 = 2.75 on a quiet box.
     let args = format!(
         "--base-url http://127.0.0.1:{port} --concurrency 1,4 --num-prompts 24 --warmup 1 \
          --random-input-len 16 --random-output-len 16 --seed 9 --slo-ttft-p99-ms 150"
@@ -225,7 +224,12 @@ fn ollama_restart_starts_a_second_series() {
         "one slot, 4 streams: waiting.mean {mean}, streaming.mean {}",
         four["streaming"]["mean"]
     );
-    assert!((2.5..=3.0).contains(&mean), "waiting.mean {mean}: {four}");
+    // Three wait most of the time: the time-weighted median. Not the mean,
+    // which follows the client's pace as well as the server's queue: on a
+    // loaded box a client held off the CPU for 0.7 s (its rx lag said so)
+    // sent the next requests late, fewer waited, and the mean read 2.21.
+    assert_eq!(four["waiting"]["p50"].as_f64(), Some(3.0), "{four}");
+    assert!(mean <= 3.0, "waiting.mean {mean}: {four}");
 
     server.stop(port);
     tmux.wait_for("server gone", Duration::from_secs(15), |s| {
