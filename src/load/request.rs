@@ -40,9 +40,16 @@ pub(crate) use transport_error::say_once;
 use transport_error::seconds;
 pub(crate) use transport_error::{classify_transport_error, transport_message};
 
-/// Fresh-connection retries of a request whose pooled connection was closed
-/// before any response byte.
-const STALE_CONNECTION_RETRIES: u8 = 1;
+/// Retries of a request whose pooled connection was closed before any
+/// response byte, by the lean client: it sends the retry on a fresh
+/// connection, so one is enough.
+const STALE_RETRIES_LEAN: u8 = 1;
+/// The same for reqwest, which cannot be asked for a fresh connection: its
+/// pool can hold several that the server has closed (llama-server closes
+/// each after its answer; one that comes back to the pool late, after a new
+/// connection was opened in its place, is handed out next), and each try
+/// drops one. Seen on a loaded box: two dead connections in a row.
+const STALE_RETRIES_REQWEST: u8 = 3;
 
 /// Names each request, so a server's logs (vLLM with
 /// `--enable-request-id-headers`, the simulator's `--emission-log`) can be
@@ -363,10 +370,15 @@ async fn stream_request(
     // Some servers (llama.cpp's llama-server among them) close a connection
     // after a streamed answer while advertising keep-alive; a pooled
     // connection can then die under the next request before a single byte
-    // comes back. Like curl, send once more on a fresh connection; t0
+    // comes back. Like curl, send once more on a fresh connection (reqwest:
+    // on the next its pool gives, up to `STALE_RETRIES_REQWEST` times); t0
     // stays the first attempt's. (A server that read the request and then
-    // died gets it twice: the record's `retries` says so.)
+    // died gets it again: the record's `retries` says how often.)
     let mut attempt = 0;
+    let stale_retries = match target.h1 {
+        Some(_) => STALE_RETRIES_LEAN,
+        None => STALE_RETRIES_REQWEST,
+    };
     let (status, mut answer) = loop {
         let sent = match &target.h1 {
             Some(h1) => send_h1(h1, &body, record.id, attempt).await,
@@ -374,9 +386,7 @@ async fn stream_request(
         };
         match sent {
             Ok(answer) => break answer,
-            Err((class, _))
-                if class == ErrorClass::ConnectionClosed && attempt < STALE_CONNECTION_RETRIES =>
-            {
+            Err((class, _)) if class == ErrorClass::ConnectionClosed && attempt < stale_retries => {
                 attempt += 1;
                 record.retries += 1;
             }

@@ -733,6 +733,119 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
     }
 }
 
+/// reqwest's pool can hold two connections the server has closed, and hand
+/// out the second after the first fails: the stand-in answers the first
+/// request of each connection, keeps it open, and closes it when a second
+/// request arrives on it. Two requests side by side leave two such
+/// connections idle in the pool; the third request meets both dead ones,
+/// then a fresh one, and still succeeds, with two retries counted.
+#[tokio::test(flavor = "current_thread")]
+async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
+    use tokbench::load::request::{execute, PreparedRequest, Target};
+    use tokbench::record::Outcome;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let closed = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let closed_by_server = closed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let closed = closed_by_server.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                let mut answered = false;
+                loop {
+                    let Ok(n) = socket.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_string();
+                    let Some(head_end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let len = text[..head_end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if seen.len() < head_end + 4 + len {
+                        continue;
+                    }
+                    seen.drain(..head_end + 4 + len);
+                    if answered {
+                        // A second request on this connection: read, never answered.
+                        closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                    answered = true;
+                    let mut response = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                    response.extend_from_slice(format!("{:x}\r\n", capture.len()).as_bytes());
+                    response.extend_from_slice(capture);
+                    response.extend_from_slice(b"\r\n0\r\n\r\n");
+                    if socket.write_all(&response).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+
+    let url = reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url");
+    let target = Target {
+        wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
+        client: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client"),
+        h1: None,
+        url,
+        authorization: None,
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: Duration::from_secs(5),
+    };
+    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let request = |id| PreparedRequest {
+        id,
+        level: 0,
+        body: bytes::Bytes::from_static(b"{}"),
+        input_tokens_target: 38,
+        max_tokens: 64,
+        scheduled: None,
+        turn: None,
+    };
+    let (a, b) = tokio::join!(
+        execute(&target, request(0), start, cancel.clone()),
+        execute(&target, request(1), start, cancel.clone())
+    );
+    assert_eq!((a.outcome, b.outcome), (Outcome::Ok, Outcome::Ok));
+    // On this one thread, the pool takes both connections back once their
+    // bodies are read and its own tasks have run: let them run.
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    let third = execute(&target, request(2), start, cancel.clone()).await;
+    assert_eq!(third.outcome, Outcome::Ok, "{:?}", third.error_message);
+    assert_eq!(third.output_tokens, 64);
+    let dead = closed.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        (dead, third.retries),
+        (2, 2),
+        "the pool handed out both dead connections before a fresh one"
+    );
+}
+
 /// Ollama, natively: with one parallel slot the sweep shows flat throughput,
 /// rising p99 TTFT and the NUM_PARALLEL diagnosis; with four it does not;
 /// half the model in system memory is reported from /api/ps.
