@@ -626,6 +626,66 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Read one whole request (head, then a `Content-Length` body) into `seen`
+/// and take it out; false when the connection ends first. `seen` keeps
+/// whatever came after it.
+async fn read_request(socket: &mut tokio::net::TcpStream, seen: &mut Vec<u8>) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(head_end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            let len = String::from_utf8_lossy(&seen[..head_end])
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if seen.len() >= head_end + 4 + len {
+                seen.drain(..head_end + 4 + len);
+                return true;
+            }
+        }
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A 200 answer carrying a recorded llama-server stream as one chunk, with
+/// `head` (whole header lines) beside the stream's own headers.
+fn llama_answer(head: &str, capture: &[u8]) -> Vec<u8> {
+    let mut answer = format!(
+        "HTTP/1.1 200 OK\r\n{head}Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        capture.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(capture);
+    answer.extend_from_slice(b"\r\n0\r\n\r\n");
+    answer
+}
+
+/// A chat target at `url`: the lean client when `lean`, else reqwest.
+fn chat_target(url: &reqwest::Url, lean: bool) -> tokbench::load::request::Target {
+    tokbench::load::request::Target {
+        wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
+        client: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client"),
+        h1: lean
+            .then(|| tokbench::load::h1::Connections::for_url(url, None, 4))
+            .flatten()
+            .map(std::sync::Arc::new),
+        url: url.clone(),
+        authorization: None,
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: Duration::from_secs(5),
+    }
+}
+
 /// llama-server closes the connection after every streamed answer while
 /// advertising keep-alive (seen by hand against a real one). A stand-in
 /// replays its recorded stream byte for byte and closes the same way: the
@@ -633,9 +693,9 @@ async fn http_errors_in_warmup_end_the_run_with_the_servers_message() {
 /// fresh one, and succeeds, with its token count from llama.cpp's timings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
-    use tokbench::load::request::{execute, PreparedRequest, Target};
+    use tokbench::load::request::{execute, PreparedRequest};
     use tokbench::record::{Outcome, TokenSource};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -646,36 +706,11 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
         while let Ok((mut socket, _)) = listener.accept().await {
             tokio::spawn(async move {
                 // Read the request head and body (Content-Length), answer, close.
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
-                loop {
-                    let Ok(n) = socket.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&seen).to_string();
-                    if let Some(head_end) = text.find("\r\n\r\n") {
-                        let len = text[..head_end]
-                            .lines()
-                            .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                            })
-                            .unwrap_or(0);
-                        if seen.len() >= head_end + 4 + len {
-                            break;
-                        }
-                    }
+                if !read_request(&mut socket, &mut Vec::new()).await {
+                    return;
                 }
-                let mut response = b"HTTP/1.1 200 OK\r\nServer: llama.cpp\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n".to_vec();
-                response.extend_from_slice(format!("{:x}\r\n", capture.len()).as_bytes());
-                response.extend_from_slice(capture);
-                response.extend_from_slice(b"\r\n0\r\n\r\n");
-                let _ = socket.write_all(&response).await;
+                let head = "Server: llama.cpp\r\nKeep-Alive: timeout=5, max=100\r\n";
+                let _ = socket.write_all(&llama_answer(head, capture)).await;
                 // The real server closes a moment after its last chunk: by
                 // then the client has already put its next request on this
                 // connection.
@@ -688,21 +723,7 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
     let url = reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url");
     // Both HTTP clients: the lean one of plain-HTTP runs, and reqwest.
     for lean in [true, false] {
-        let target = Target {
-            wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
-            client: reqwest::Client::builder()
-                .no_proxy()
-                .build()
-                .expect("client"),
-            h1: lean
-                .then(|| tokbench::load::h1::Connections::for_url(&url, None, 4))
-                .flatten()
-                .map(std::sync::Arc::new),
-            url: url.clone(),
-            authorization: None,
-            request_timeout: Duration::from_secs(10),
-            stall_timeout: Duration::from_secs(5),
-        };
+        let target = chat_target(&url, lean);
         let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
         let start = Instant::now();
         let mut retries = 0;
@@ -741,9 +762,9 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
 /// then a fresh one, and still succeeds, with two retries counted.
 #[tokio::test(flavor = "current_thread")]
 async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
-    use tokbench::load::request::{execute, PreparedRequest, Target};
+    use tokbench::load::request::{execute, PreparedRequest};
     use tokbench::record::Outcome;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -757,63 +778,22 @@ async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
             let closed = closed_by_server.clone();
             tokio::spawn(async move {
                 let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
-                let mut answered = false;
-                loop {
-                    let Ok(n) = socket.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&seen).to_string();
-                    let Some(head_end) = text.find("\r\n\r\n") else {
-                        continue;
-                    };
-                    let len = text[..head_end]
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    if seen.len() < head_end + 4 + len {
-                        continue;
-                    }
-                    seen.drain(..head_end + 4 + len);
-                    if answered {
-                        // A second request on this connection: read, never answered.
-                        closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        return;
-                    }
-                    answered = true;
-                    let mut response = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-                    response.extend_from_slice(format!("{:x}\r\n", capture.len()).as_bytes());
-                    response.extend_from_slice(capture);
-                    response.extend_from_slice(b"\r\n0\r\n\r\n");
-                    if socket.write_all(&response).await.is_err() {
-                        return;
-                    }
+                if !read_request(&mut socket, &mut seen).await {
+                    return;
+                }
+                if socket.write_all(&llama_answer("", capture)).await.is_err() {
+                    return;
+                }
+                // A second request on this connection: read, never answered.
+                if read_request(&mut socket, &mut seen).await {
+                    closed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
             });
         }
     });
 
     let url = reqwest::Url::parse(&format!("http://{addr}/v1/chat/completions")).expect("url");
-    let target = Target {
-        wire: tokbench::load::Wire::OpenAi(tokbench::protocol::openai::Api::Chat),
-        client: reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client"),
-        h1: None,
-        url,
-        authorization: None,
-        request_timeout: Duration::from_secs(10),
-        stall_timeout: Duration::from_secs(5),
-    };
+    let target = chat_target(&url, false);
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let start = Instant::now();
     let request = |id| PreparedRequest {
