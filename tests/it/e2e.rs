@@ -667,6 +667,28 @@ fn llama_answer(head: &str, capture: &[u8]) -> Vec<u8> {
     answer
 }
 
+/// A listener on a free loopback port, and its address.
+async fn loopback_listener() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
+/// Request `id` of level 0: 38 prompt tokens asked, 64 out (the capture's).
+fn chat_request(id: u64) -> tokbench::load::request::PreparedRequest {
+    tokbench::load::request::PreparedRequest {
+        id,
+        level: 0,
+        body: bytes::Bytes::from_static(b"{}"),
+        input_tokens_target: 38,
+        max_tokens: 64,
+        scheduled: None,
+        turn: None,
+    }
+}
+
 /// A chat target at `url`: the lean client when `lean`, else reqwest.
 fn chat_target(url: &reqwest::Url, lean: bool) -> tokbench::load::request::Target {
     tokbench::load::request::Target {
@@ -693,15 +715,12 @@ fn chat_target(url: &reqwest::Url, lean: bool) -> tokbench::load::request::Targe
 /// fresh one, and succeeds, with its token count from llama.cpp's timings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
-    use tokbench::load::request::{execute, PreparedRequest};
+    use tokbench::load::request::execute;
     use tokbench::record::{Outcome, TokenSource};
     use tokio::io::AsyncWriteExt;
 
     let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (listener, addr) = loopback_listener().await;
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -728,16 +747,7 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
         let start = Instant::now();
         let mut retries = 0;
         for id in 0..3 {
-            let request = PreparedRequest {
-                id,
-                level: 0,
-                body: bytes::Bytes::from_static(b"{}"),
-                input_tokens_target: 38,
-                max_tokens: 64,
-                scheduled: None,
-                turn: None,
-            };
-            let record = execute(&target, request, start, cancel.clone()).await;
+            let record = execute(&target, chat_request(id), start, cancel.clone()).await;
             assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error_message);
             // The capture: 64 content chunks after a role-only one, no usage,
             // a finish chunk with timings.predicted_n = 64.
@@ -762,15 +772,12 @@ async fn a_server_closing_after_each_stream_costs_a_retry_not_a_failure() {
 /// then a fresh one, and still succeeds, with two retries counted.
 #[tokio::test(flavor = "current_thread")]
 async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
-    use tokbench::load::request::{execute, PreparedRequest};
+    use tokbench::load::request::execute;
     use tokbench::record::Outcome;
     use tokio::io::AsyncWriteExt;
 
     let capture = include_bytes!("../fixtures/captures/llama-server/stream_basic.txt");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (listener, addr) = loopback_listener().await;
     let closed = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let closed_by_server = closed.clone();
     tokio::spawn(async move {
@@ -796,18 +803,9 @@ async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
     let target = chat_target(&url, false);
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let start = Instant::now();
-    let request = |id| PreparedRequest {
-        id,
-        level: 0,
-        body: bytes::Bytes::from_static(b"{}"),
-        input_tokens_target: 38,
-        max_tokens: 64,
-        scheduled: None,
-        turn: None,
-    };
     let (a, b) = tokio::join!(
-        execute(&target, request(0), start, cancel.clone()),
-        execute(&target, request(1), start, cancel.clone())
+        execute(&target, chat_request(0), start, cancel.clone()),
+        execute(&target, chat_request(1), start, cancel.clone())
     );
     assert_eq!((a.outcome, b.outcome), (Outcome::Ok, Outcome::Ok));
     // On this one thread, the pool takes both connections back once their
@@ -815,7 +813,7 @@ async fn two_dead_pooled_connections_cost_two_retries_not_a_failure() {
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
-    let third = execute(&target, request(2), start, cancel.clone()).await;
+    let third = execute(&target, chat_request(2), start, cancel.clone()).await;
     assert_eq!(third.outcome, Outcome::Ok, "{:?}", third.error_message);
     assert_eq!(third.output_tokens, 64);
     let dead = closed.load(std::sync::atomic::Ordering::SeqCst);
