@@ -328,3 +328,11 @@ fn level_point_from_stats() {
     assert_eq!(Mode::parse("bogus"), None);
     assert!(!Mode::Manual.is_sweep());
 }
+
+#[test]
+fn the_error_rate_counts_failures_among_answered_requests() {
+    // 1 failed of 3 + 1 = 0.25; no request at all is no failing level.
+    assert_eq!(error_rate(3, 1), 0.25);
+    assert_eq!(error_rate(0, 2), 1.0);
+    assert_eq!(error_rate(0, 0), 0.0);
+}

@@ -208,6 +208,23 @@ mod tests {
                "median_ttft_ms": 10.0, "p99_ttft_ms": 20.0, "completed": 10, "failed": 0})
     }
 
+    /// A level that never said its throughput is no point at all (not a
+    /// zero one); with it, its other figures come from the file.
+    #[test]
+    fn a_saved_level_without_throughput_is_no_point() {
+        let mut l = level(0, 4, false);
+        assert_eq!(
+            point_of(&l).map(|p| (p.concurrency, p.figures.output_throughput)),
+            Some((4, 400.0))
+        );
+        assert_eq!(
+            point_of(&l).map(|p| p.figures.p99_ttft_ms),
+            Some(Some(20.0))
+        );
+        l.as_object_mut().unwrap().remove("output_throughput");
+        assert!(point_of(&l).is_none());
+    }
+
     fn summary() -> Value {
         json!({"run": {"target": "http://h:1", "model": "m", "input_len": 128, "output_len": 128},
                "levels": [level(0, 1, false), level(1, 1, false), level(2, 4, false), level(3, 16, true)]})

@@ -164,3 +164,25 @@ fn every_optional_key_of_a_lenient_struct_tolerates_a_wrong_type() {
     check::<Cost>("Cost");
     check::<RequestLine>("RequestLine");
 }
+
+/// A saved level as the decision math reads it (`--resume`, `merge`): the
+/// median and p99 from their keys, 3 failed of 12 answered = 0.25, and a
+/// throughput the file lacks read as 0.
+#[test]
+fn a_saved_level_gives_its_figures() {
+    let level: LevelFile = serde_json::from_value(json!({
+        "per_stream_tok_s": 40.5, "stream_decode_tok_s": 52.0,
+        "median_ttft_ms": 120.0, "p99_ttft_ms": 310.0, "p99_tpot_ms": 21.5,
+        "completed": 9, "failed": 3
+    }))
+    .expect("loads");
+    let f = level.figures();
+    assert_eq!(f.output_throughput, 0.0);
+    assert_eq!(f.per_stream_tok_s, 40.5);
+    assert_eq!(f.stream_decode_tok_s, Some(52.0));
+    assert_eq!(
+        (f.p50_ttft_ms, f.p99_ttft_ms, f.p99_tpot_ms),
+        (Some(120.0), Some(310.0), Some(21.5))
+    );
+    assert_eq!(f.error_rate, 0.25);
+}
