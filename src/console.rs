@@ -13,7 +13,7 @@ use std::io::Write;
 /// write that fails drops the text. What [`say!`](crate::say) and
 /// [`say_inline!`](crate::say_inline) do with stderr.
 #[doc(hidden)]
-pub fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: bool) {
+pub(crate) fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: bool) {
     let _ = out.write_fmt(text);
     if newline {
         let _ = out.write_all(b"\n");

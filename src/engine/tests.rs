@@ -45,6 +45,27 @@ fn every_engine_round_trips_its_saved_name() {
     assert_eq!(Engine::of(""), Engine::OpenaiCompatible);
 }
 
+/// A captured answer of a real server (tests/fixtures/).
+fn captured(path: &str) -> Value {
+    let file = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_slice(&std::fs::read(&file).expect("fixture")).expect("JSON")
+}
+
+#[test]
+fn captured_answers_name_their_engine_and_version() {
+    let ((engine, version), _) = detect_on(&[("/api/version", captured("ollama/version.json"))]);
+    assert_eq!(
+        (engine, version.as_deref()),
+        (Engine::Ollama, Some("0.9.0"))
+    );
+    let ((engine, version), _) =
+        detect_on(&[("/props", captured("captures/llama-server/props.json"))]);
+    assert_eq!(
+        (engine, version.as_deref()),
+        (Engine::Llamacpp, Some("b0-unknown"))
+    );
+}
+
 #[test]
 fn detection_keeps_its_order_and_asks_each_path_once() {
     let ollama = ("/api/version", json!({"version": "0.9.0"}));

@@ -22,7 +22,7 @@ use events::{EventLog, EventsTo};
 use metrics::MetricsExporter;
 
 /// The run's exporters; each one absent unless its flag was given.
-pub struct Exports {
+pub(crate) struct Exports {
     metrics: Option<MetricsExporter>,
     events: Option<EventLog>,
     /// Level indexes whose `level_finished` went out.

@@ -29,7 +29,7 @@ use crate::workload::{ChatMessage, PromptSpec};
 
 /// Everything of a request body that is the same for the whole run.
 #[derive(Clone, Debug)]
-pub struct BodySpec {
+pub(crate) struct BodySpec {
     pub wire: Wire,
     pub model: String,
     pub ignore_eos: bool,

@@ -5,8 +5,8 @@
 //!   usage, and the counters behind preemptions, prefix-cache hit rate and
 //!   generation tok/s).
 //! - llama.cpp `/metrics` (`--metrics`): `LlamacppGauges`; `/slots`:
-//!   `SlotsBusy`; `/props`: `LlamacppProps`.
-//! - Ollama `/api/ps`: `OllamaModel`s; `/api/version`: the version string.
+//!   `SlotsBusy`; `/props`: its slot count.
+//! - Ollama `/api/ps`: `OllamaModel`s.
 //!
 //! Everything here is pure: bodies in, numbers out, no clock, no I/O. Rates
 //! come from two snapshots of the counters and the time between them
@@ -233,40 +233,11 @@ pub fn llamacpp_slots(body: &[u8]) -> Option<SlotsBusy> {
     Some(SlotsBusy { busy, total })
 }
 
-/// What llama.cpp's `/props` says about the server.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LlamacppProps {
-    /// Parallel slots (`-np`).
-    pub total_slots: Option<u32>,
-    /// `build_info`, e.g. `b6400-0a1b2c3d`: the engine version.
-    pub build_info: Option<String>,
-    /// `default_generation_settings.n_ctx`: context per slot.
-    pub n_ctx: Option<u32>,
-    /// `model_alias`, when the server has one.
-    pub model_alias: Option<String>,
-}
-
-/// Read a `/props` body. None when it is not a JSON object with any of
-/// `total_slots`, `build_info` or `default_generation_settings` (not
-/// llama.cpp).
-pub fn llamacpp_props(body: &[u8]) -> Option<LlamacppProps> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let o = v.as_object()?;
-    if !["total_slots", "build_info", "default_generation_settings"]
-        .iter()
-        .any(|k| o.contains_key(*k))
-    {
-        return None;
-    }
-    Some(LlamacppProps {
-        total_slots: o.get("total_slots").and_then(as_u32),
-        build_info: o.get("build_info").and_then(nonblank),
-        n_ctx: o
-            .get("default_generation_settings")
-            .and_then(|g| g.get("n_ctx"))
-            .and_then(as_u32),
-        model_alias: o.get("model_alias").and_then(nonblank),
-    })
+/// `/props`' `total_slots` (`-np`): how many requests llama.cpp decodes at
+/// once. None when the body has no such whole number (not llama.cpp, or a
+/// build that does not say).
+pub fn llamacpp_total_slots(props: &Value) -> Option<u32> {
+    props.get("total_slots").and_then(as_u32)
 }
 
 // ---------------------------------------------------------------------------
@@ -319,12 +290,6 @@ pub fn ollama_ps(body: &[u8]) -> Option<Vec<OllamaModel>> {
             })
             .collect(),
     )
-}
-
-/// Read an `/api/version` body: `{"version":"0.9.0"}`.
-pub fn ollama_version(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    v.get("version").and_then(nonblank)
 }
 
 // ---------------------------------------------------------------------------
@@ -441,20 +406,25 @@ mod tests {
 
     #[test]
     fn llama_server_props_capture() {
+        let props: Value =
+            serde_json::from_slice(fixture!("captures/llama-server/props.json")).unwrap();
+        assert_eq!(llamacpp_total_slots(&props), Some(4));
+        // Written as a float by some builds; not a count when negative or a word.
         assert_eq!(
-            llamacpp_props(fixture!("captures/llama-server/props.json")),
-            Some(LlamacppProps {
-                total_slots: Some(4),
-                build_info: Some("b0-unknown".into()),
-                n_ctx: Some(4096),
-                model_alias: Some("smollm2-135m-instruct".into()),
-            })
+            llamacpp_total_slots(&serde_json::json!({"total_slots": 4.0})),
+            Some(4)
         );
-        assert_eq!(llamacpp_props(br#"{"version":"0.9.0"}"#), None);
-        assert_eq!(llamacpp_props(b"[]"), None);
         assert_eq!(
-            llamacpp_props(br#"{"total_slots":"four","build_info":""}"#),
-            Some(LlamacppProps::default())
+            llamacpp_total_slots(&serde_json::json!({"total_slots": -1})),
+            None
+        );
+        assert_eq!(
+            llamacpp_total_slots(&serde_json::json!({"total_slots": "four"})),
+            None
+        );
+        assert_eq!(
+            llamacpp_total_slots(&serde_json::json!({"version": "0.9.0"})),
+            None
         );
     }
 
@@ -645,16 +615,5 @@ mod tests {
         assert_eq!(over.gpu_share(), Some(1.0));
         assert_eq!(ollama_ps(br#"{"error":"nope"}"#), None);
         assert_eq!(ollama_ps(b"<html>"), None);
-    }
-
-    #[test]
-    fn ollama_version_fixture() {
-        assert_eq!(
-            ollama_version(fixture!("ollama/version.json")),
-            Some("0.9.0".into())
-        );
-        assert_eq!(ollama_version(br#"{"version":""}"#), None);
-        assert_eq!(ollama_version(br#"{"version":9}"#), None);
-        assert_eq!(ollama_version(b""), None);
     }
 }

@@ -45,10 +45,7 @@ pub(crate) async fn look(client: &reqwest::Client, base_url: &str) -> SeriesLook
         _ => None,
     };
     let slots = match get_json(client, &format!("{base_url}/props")).await {
-        Ok(Some(props)) => props
-            .get("total_slots")
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok()),
+        Ok(Some(props)) => super::gauges::llamacpp_total_slots(&props),
         _ => None,
     };
     let gpu_blocks = if engine.spec().kv_blocks {

@@ -38,7 +38,7 @@ pub(super) fn snippet(payload: &str) -> String {
 /// `<title>`, else the body's first non-blank line; `HTTP <status>` for an
 /// empty body. Trimmed, at most ~200 characters; bad UTF-8 is replaced, never
 /// a panic.
-pub fn error_message_from_body(status: u16, body: &[u8]) -> String {
+pub(crate) fn error_message_from_body(status: u16, body: &[u8]) -> String {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         if let Some(m) = message_from_json(&v) {
             let m = one_line(&m);

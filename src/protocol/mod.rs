@@ -62,8 +62,9 @@ pub mod openai;
 pub mod sse;
 
 pub use ndjson::{NdjsonError, NdjsonSplitter};
-pub use ollama::{ollama_request_body, MalformedNdjson, OllamaApi, OllamaDecoder};
-pub use openai::{error_message_from_body, request_body, Api, MalformedStream, OpenAiDecoder};
+pub use ollama::OllamaApi;
+pub use ollama::{MalformedNdjson, OllamaDecoder};
+pub use openai::{request_body, Api, MalformedStream, OpenAiDecoder};
 pub use sse::{SseError, SseEvent, SseParser};
 
 use serde_json::{Map, Value};

@@ -239,7 +239,7 @@ struct Message {
 /// (whole values) or add keys, except `options`: when both are objects, its
 /// keys are merged into ours one by one (`{"options":{"num_ctx":8192}}` keeps
 /// `num_predict`). An `options` that is not an object replaces ours whole.
-pub fn ollama_request_body(
+pub(crate) fn ollama_request_body(
     api: OllamaApi,
     model: &str,
     prompt: &str,

@@ -319,7 +319,7 @@ fn busy_body_keeps_its_two_spaces() {
     // The 503 body Ollama sends when OLLAMA_MAX_QUEUE overflows (docs/architecture.md section 8).
     let body = br#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#;
     assert_eq!(
-        super::super::error_message_from_body(503, body),
+        crate::protocol::error_body::error_message_from_body(503, body),
         "server busy, please try again.  maximum pending requests exceeded"
     );
 }

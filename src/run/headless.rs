@@ -144,7 +144,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
 /// The closing lines every face prints after the run: the sweep table, the
 /// capacity, the knee, the cost verdict, the notes and the result folder.
 /// A closed stdout is not the run's failure: the files hold the same.
-pub fn print_results(recorder: &Recorder, out: &mut dyn Write) {
+pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     let _ = write!(
         out,
         "{}",

@@ -13,12 +13,12 @@ pub(crate) mod timing;
 mod tls;
 mod url;
 
-pub use headless::{print_results, run_headless};
+pub(crate) use headless::print_results;
+pub use headless::run_headless;
 pub use plan::SweepPlan;
-pub use prepare::{
-    prepare, probe_writable, raise_open_file_limit, start_driver, start_probe, Prepared,
-};
-pub use start::{start_run, Running};
+pub use prepare::{prepare, Prepared};
+pub(crate) use start::start_run;
+pub use start::Running;
 
 /// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;

@@ -92,7 +92,7 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
 
 /// Create the result folder and write (and sync) a probe file in it, so a
 /// full disk or a read-only folder fails in one line before any load.
-pub fn probe_writable(dir: &Path) -> Result<()> {
+pub(crate) fn probe_writable(dir: &Path) -> Result<()> {
     use std::io::Write as _;
     std::fs::create_dir_all(dir)
         .wrap_err_with(|| format!("cannot create the result folder {}", dir.display()))?;
@@ -114,7 +114,7 @@ pub fn probe_writable(dir: &Path) -> Result<()> {
 
 /// Lift the soft open-file limit to the hard one: every stream holds a
 /// socket. A warning when the streams asked for still cannot fit.
-pub fn raise_open_file_limit(streams: u32) -> Option<String> {
+pub(crate) fn raise_open_file_limit(streams: u32) -> Option<String> {
     #[cfg(unix)]
     {
         let mut limit = libc::rlimit {
@@ -370,7 +370,7 @@ fn http_client_label(plan: &SweepPlan) -> &'static str {
 }
 
 /// Start the driver for a prepared run.
-pub fn start_driver(
+pub(crate) fn start_driver(
     prepared: &Prepared,
     run_start: Instant,
     watch_server: bool,
@@ -442,7 +442,7 @@ pub fn start_driver(
 
 /// Start the server probe for a prepared run, unless `--no-probe`. The
 /// receiver never yields when there is nothing to scrape.
-pub fn start_probe(
+pub(crate) fn start_probe(
     prepared: &Prepared,
     run_start: Instant,
 ) -> tokio::sync::mpsc::UnboundedReceiver<probe::live::ServerSample> {

@@ -28,7 +28,7 @@ pub struct Running {
 /// after it is open and before anything is sent (the live view names its
 /// first series there); what it returns comes back beside the run. `live`: the driver stays after the plan, watching
 /// the server for a restart (the live view's series).
-pub fn start_run<T>(
+pub(crate) fn start_run<T>(
     prepared: &Prepared,
     exports: &mut Exports,
     live: bool,

@@ -200,7 +200,7 @@ pub enum DriverEvent {
     },
 }
 
-pub struct DriverConfig {
+pub(crate) struct DriverConfig {
     pub plan: Vec<LevelPlan>,
     pub warmup: u32,
     /// Where [`spawn`] sends the requests; [`spawn_with`] leaves it unused
@@ -285,7 +285,6 @@ pub struct DriverHandle {
     /// Of those, the ones whose first output token has arrived; the rest
     /// wait in the server's queue (or its prefill).
     pub streaming: Arc<AtomicU32>,
-    pub task: tokio::task::JoinHandle<()>,
 }
 
 /// Start the driver on the current runtime, sending over HTTP to
@@ -358,13 +357,14 @@ pub(crate) fn spawn_with(
         level_gap: config.level_gap,
         pending_start: None,
     };
-    let task = tokio::spawn(driver.run(command_rx));
+    // Detached: the faces learn that the driver is done when `events`
+    // closes, so nothing joins the task itself.
+    tokio::spawn(driver.run(command_rx));
     DriverHandle {
         commands: command_tx,
         events: event_rx,
         in_flight,
         streaming,
-        task,
     }
 }
 

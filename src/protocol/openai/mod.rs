@@ -32,7 +32,7 @@ mod decoder;
 mod fast;
 mod request;
 
-pub use super::error_body::error_message_from_body;
+pub(crate) use super::error_body::error_message_from_body;
 pub(super) use super::error_body::{one_line, snippet};
 pub use decoder::OpenAiDecoder;
 pub(super) use leaves::{Carries, ErrorField, Finish, Flag, Lenient, Num, Text};
