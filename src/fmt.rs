@@ -1,7 +1,44 @@
 //! Number formats shared by the live view, the reports and the analysis's
 //! sentences, so a figure reads the same everywhere: thousands grouped with
 //! commas, dollars to three significant digits, fractions as percentages.
-//! Pure and dependency-free (a leaf of the module map).
+//! And the precision of a figure in a result file: every writer (level
+//! files, summary, events, merge) rounds and turns NaN into `null` here.
+//! Pure, and a leaf of the module map (it imports nothing of the crate).
+
+use serde_json::Value;
+
+/// Rounded to `places` decimals: the precision a result file keeps (3 for
+/// ms, seconds and tok/s, so a millisecond keeps its microseconds; 4 for
+/// ratios and dollars). A value too large to scale passes through as it is.
+pub(crate) fn round_to(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    let r = (x * f).round() / f;
+    if r.is_finite() {
+        r
+    } else {
+        x
+    }
+}
+
+/// [`round_to`] 3 places: ms, seconds, tok/s.
+pub(crate) fn round3(x: f64) -> f64 {
+    round_to(x, 3)
+}
+
+/// [`round_to`] 4 places: ratios and rates.
+pub(crate) fn round4(x: f64) -> f64 {
+    round_to(x, 4)
+}
+
+/// A JSON number, or null for NaN and infinities (JSON has neither).
+pub(crate) fn num(x: f64) -> Value {
+    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+/// [`num`], and null for a figure there is none of.
+pub(crate) fn opt_num(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, num)
+}
 
 /// `1795.64, 1` -> `1,795.6`: thousands separated by commas, `decimals`
 /// after the point; a value that rounds to zero has no minus sign.
@@ -115,5 +152,24 @@ mod tests {
         }
         assert_eq!(percent1(0.0588), "5.9%");
         assert_eq!(percent1(2304.0 / 2176.0 - 1.0), "5.9%");
+    }
+
+    #[test]
+    fn saved_figures_keep_three_or_four_places_and_no_nan() {
+        // 12.3456 ms: 12345.6 us rounds to 12346 us.
+        assert_eq!(round3(12.3456), 12.346);
+        assert_eq!(round3(-0.0004), -0.0);
+        // 1/3 as a ratio: 0.33333... to 0.3333.
+        assert_eq!(round4(1.0 / 3.0), 0.3333);
+        assert_eq!(round_to(1.25, 1), 1.3);
+        assert_eq!(round_to(0.277_777, 4), 0.2778);
+        // 1e306 * 1000 overflows: the figure stays what it was.
+        assert_eq!(round3(1e306), 1e306);
+        assert!(round3(f64::NAN).is_nan());
+        assert_eq!(num(1.5), serde_json::json!(1.5));
+        assert_eq!(num(f64::NAN), Value::Null);
+        assert_eq!(num(f64::INFINITY), Value::Null);
+        assert_eq!(opt_num(None), Value::Null);
+        assert_eq!(opt_num(Some(2.0)), serde_json::json!(2.0));
     }
 }

@@ -1,29 +1,6 @@
-//! Small helpers shared by the analysis modules: numbers in words, JSON
-//! numbers without NaN, medians. Private to `analysis`.
-
-use serde_json::Value;
-
-/// A JSON number, or null for NaN and infinities (JSON has neither).
-pub(crate) fn num(x: f64) -> Value {
-    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
-}
-
-pub(crate) fn opt_num(x: Option<f64>) -> Value {
-    x.map_or(Value::Null, num)
-}
-
-/// Rounded to `places` decimals (for saved figures: 3 for ms and tok/s,
-/// 4 for ratios and dollars). Non-finite values pass through (and become
-/// null in `num`).
-pub(crate) fn round_to(x: f64, places: i32) -> f64 {
-    let f = 10f64.powi(places);
-    let r = (x * f).round() / f;
-    if r.is_finite() {
-        r
-    } else {
-        x
-    }
-}
+//! Small helpers shared by the analysis modules: numbers in words and
+//! medians, with `crate::fmt`'s formats and saved-figure precision at hand.
+//! Private to `analysis`.
 
 /// Median of the finite values (numpy.median); `None` when there is none.
 pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
@@ -41,7 +18,7 @@ pub(crate) fn streams(n: u32) -> String {
     }
 }
 
-pub(crate) use crate::fmt::{dollars, percent0, percent1, thousands};
+pub(crate) use crate::fmt::{dollars, num, opt_num, percent0, percent1, round_to, thousands};
 
 /// A measured figure (ms, tok/s) for a sentence: whole numbers from 10 up
 /// (with thousands separators), one decimal below.
@@ -68,7 +45,5 @@ mod tests {
         assert_eq!(median([3.0, f64::NAN, 1.0, 2.0]), Some(2.0));
         assert_eq!(median([4.0, 1.0]), Some(2.5));
         assert_eq!(median([f64::INFINITY]), None);
-        assert_eq!(num(f64::NAN), Value::Null);
-        assert_eq!(round_to(0.277_777, 4), 0.2778);
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Instant, SystemTime};
 use color_eyre::eyre::{Result, WrapErr};
 use serde_json::{Map, Value};
 
+use crate::fmt::round3;
 use crate::report::time;
 
 /// Where the events go.
@@ -106,10 +107,7 @@ pub(crate) fn event_line(
     let mut map = Map::new();
     map.insert("event".into(), Value::from(kind));
     map.insert("time".into(), Value::from(time));
-    map.insert(
-        "elapsed_s".into(),
-        Value::from((elapsed_s * 1000.0).round() / 1000.0),
-    );
+    map.insert("elapsed_s".into(), Value::from(round3(elapsed_s)));
     for (k, v) in fields {
         map.entry(k).or_insert(v);
     }

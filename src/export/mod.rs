@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use color_eyre::eyre::Result;
 use serde_json::{json, Map, Value};
 
+use crate::fmt::round3;
 use crate::load::driver::LevelPlan;
 use crate::load::driver::{DriverEvent, DriverHandle};
 use crate::report::recorder::{FinishedLevel, Recorder};
@@ -172,7 +173,7 @@ impl Exports {
                     "rate": info.rate,
                     "plan_index": info.plan_index,
                     "series": info.series,
-                    "started_at_s": (info.started_at.as_secs_f64() * 1000.0).round() / 1000.0,
+                    "started_at_s": round3(info.started_at.as_secs_f64()),
                 }));
                 self.emit("level_started", f)?;
             }
@@ -200,7 +201,7 @@ impl Exports {
                     "warning",
                     fields(json!({
                         "message": "the server stopped answering: every request fails to connect",
-                        "since_s": (since.as_secs_f64() * 1000.0).round() / 1000.0,
+                        "since_s": round3(since.as_secs_f64()),
                     })),
                 )?;
             }

@@ -37,14 +37,6 @@ pub(super) fn finite(x: f64) -> Option<f64> {
     Some(x).filter(|x| x.is_finite())
 }
 
-pub(super) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-pub(super) fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
-}
-
 /// `{min, mean, max}` of lengths over the union: the mean weighted by
 /// each shard's completed requests (the values it averaged).
 pub(super) fn merge_lengths(parts: &[(&LevelFile, Option<&Value>)]) -> Option<Value> {

@@ -12,8 +12,9 @@
 //!   (Chan et al.'s parallel formula), which is the union's to rounding.
 
 use color_eyre::eyre::{Result, WrapErr};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
+use crate::fmt::opt_num;
 use crate::report::schema::LevelFile;
 use crate::stats::hdr::{LatencyHistogram, EXACT_CAP, US_PER_MS};
 use crate::stats::percentile::percentile_label;
@@ -142,20 +143,15 @@ pub(crate) fn pooled(parts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
     Some((mean, (m2 / n).max(0.0).sqrt()))
 }
 
-fn num(x: Option<f64>) -> Value {
-    x.and_then(Number::from_f64)
-        .map_or(Value::Null, Value::Number)
-}
-
 impl MergedMetric {
     /// `mean_`, `median_`, `std_` and `p{P}_` + metric + `_ms`, as
     /// `LevelStats::latency_json` names them.
     pub(crate) fn insert_keys(&self, metric: &str, map: &mut Map<String, Value>) {
-        map.insert(format!("mean_{metric}_ms"), num(self.mean));
-        map.insert(format!("median_{metric}_ms"), num(self.median));
-        map.insert(format!("std_{metric}_ms"), num(self.std));
+        map.insert(format!("mean_{metric}_ms"), opt_num(self.mean));
+        map.insert(format!("median_{metric}_ms"), opt_num(self.median));
+        map.insert(format!("std_{metric}_ms"), opt_num(self.std));
         for &(p, v) in &self.percentiles {
-            map.insert(format!("p{}_{metric}_ms", percentile_label(p)), num(v));
+            map.insert(format!("p{}_{metric}_ms", percentile_label(p)), opt_num(v));
         }
     }
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::schema::{RunSection, RunSlo};
-use super::tally::round3;
 use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::analysis::DecisionConfig;
+use crate::fmt::round3;
 
 /// What identifies a run; saved in `summary.json` and in every level file.
 #[derive(Clone, Debug)]

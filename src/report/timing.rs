@@ -6,6 +6,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::fmt::round3;
 use crate::record::Mode;
 use crate::report::schema::ShardSection;
 
@@ -91,10 +92,6 @@ pub(crate) fn rfc3339_ms(at: SystemTime) -> String {
         0 => whole,
         ms => format!("{}.{ms:03}Z", whole.trim_end_matches('Z')),
     }
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

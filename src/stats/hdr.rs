@@ -468,7 +468,7 @@ mod tests {
         assert!(!s.is_exact());
         // The exact reference is numpy-linear on the same us-rounded values.
         for g in &mut gaps {
-            *g = (*g * 1000.0).round() / 1000.0;
+            *g = crate::fmt::round3(*g);
         }
         gaps.sort_by(f64::total_cmp);
         for p in [50.0, 90.0, 99.0, 99.9] {

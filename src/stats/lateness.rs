@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::fmt::round3;
 #[cfg(test)]
 use crate::record::{Outcome, RequestRecord};
 #[cfg(test)]
@@ -72,15 +73,14 @@ impl Lateness {
     }
 
     pub(crate) fn to_json(&self) -> Value {
-        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         json!({
             "scheduled": self.scheduled,
             "late": self.late,
             "late_after_ms": LATE_AFTER.as_secs_f64() * 1000.0,
-            "p50_ms": r3(self.p50_ms),
-            "p99_ms": r3(self.p99_ms),
-            "max_ms": r3(self.max_ms),
-            "mean_in_flight": r3(self.mean_in_flight),
+            "p50_ms": round3(self.p50_ms),
+            "p99_ms": round3(self.p99_ms),
+            "max_ms": round3(self.max_ms),
+            "mean_in_flight": round3(self.mean_in_flight),
         })
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::fmt::round3;
 use crate::record::RequestRecord;
 
 /// One request's life on the run's clock.
@@ -62,10 +63,6 @@ impl Occupancy {
             "max": self.streaming_max,
         })
     }
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// The counts over `[from, to)`; None for an empty window.

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::fmt::{num, opt_num, round3};
 use crate::record::{RequestRecord, TokenSource};
 use crate::stats::percentile::{median_sorted, percentile_label, percentile_sorted};
 use crate::stats::tally::LevelTally;
@@ -161,18 +162,8 @@ pub(crate) struct RxLag {
 
 impl RxLag {
     pub(crate) fn to_json(self) -> Value {
-        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
-        serde_json::json!({"p50": r3(self.p50), "p99": r3(self.p99), "max": r3(self.max)})
+        serde_json::json!({"p50": round3(self.p50), "p99": round3(self.p99), "max": round3(self.max)})
     }
-}
-
-/// A JSON number, or null for NaN and infinities (JSON has neither).
-fn num(x: f64) -> Value {
-    serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
-}
-
-fn opt_num(x: Option<f64>) -> Value {
-    x.map_or(Value::Null, num)
 }
 
 /// Summarizes one level's records: the fold of [`LevelTally`] over them,

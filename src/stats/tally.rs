@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use super::hdr::{Samples, EXACT_CAP, EXACT_CAP_ITL};
 use super::lateness::{Lateness, LATE_AFTER};
 use super::summary::{LevelStats, MinMeanMax, RxLag};
+use crate::fmt::round3;
 use crate::record::{Outcome, RequestRecord, RxClock, TokenSource};
 
 /// Smallest, sum and largest of a per-request count, and how many.
@@ -375,7 +376,7 @@ impl Lengths {
     /// p99, max, count}` with nearest-rank percentiles (the smallest length
     /// with at least p% of the lengths at or below it), `null` when empty.
     pub(crate) fn to_json(&self, profile: &str) -> Value {
-        let mean = |s: &Samples| s.mean().map(|m| (m * 1000.0).round() / 1000.0);
+        let mean = |s: &Samples| s.mean().map(round3);
         json!({
             "profile": profile,
             "input_mean": mean(&self.input),
@@ -393,7 +394,7 @@ fn length_json(s: &Samples) -> Value {
     // Token counts are whole: written as integers, as they always were.
     let whole = |v: f64| v.round() as u64;
     json!({
-        "mean": (mean * 1000.0).round() / 1000.0,
+        "mean": round3(mean),
         "min": whole(min),
         "p50": s.nearest_rank(50.0).map(whole),
         "p99": s.nearest_rank(99.0).map(whole),
@@ -448,7 +449,7 @@ impl ServerTimingTally {
 
     /// The level file's `server_timings`.
     pub(crate) fn to_json(&self) -> Value {
-        let median = |s: &Samples| s.percentile(50.0).map(|m| (m * 1000.0).round() / 1000.0);
+        let median = |s: &Samples| s.percentile(50.0).map(round3);
         json!({
             "decode_tok_s_median": median(&self.decode_tok_s),
             "prefill_tok_s_median": median(&self.prefill_tok_s),

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use std::collections::BTreeMap;
 
+use crate::fmt::{round3, round4};
 use crate::record::RequestRecord;
 use crate::stats::hdr::{Samples, EXACT_CAP};
 
@@ -27,14 +28,13 @@ pub(crate) struct TurnStats {
 
 impl TurnStats {
     pub(crate) fn to_json(&self) -> Value {
-        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
         json!({
             "turn": self.turn,
             "completed": self.completed,
-            "p50_ttft_ms": self.p50_ttft_ms.map(r3),
-            "p99_ttft_ms": self.p99_ttft_ms.map(r3),
-            "mean_input_tokens": r3(self.mean_input_tokens),
-            "cache_hit_rate": self.cache_hit_rate.map(|x| (x * 10_000.0).round() / 10_000.0),
+            "p50_ttft_ms": self.p50_ttft_ms.map(round3),
+            "p99_ttft_ms": self.p99_ttft_ms.map(round3),
+            "mean_input_tokens": round3(self.mean_input_tokens),
+            "cache_hit_rate": self.cache_hit_rate.map(round4),
         })
     }
 }

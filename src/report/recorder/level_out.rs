@@ -141,9 +141,7 @@ impl Recorder {
             series: Some(level.info.series as u64),
             series_label: Some(tally.series_label(level.info.series)),
             transition_requests: Some(level.transition as u64),
-            throughput_rse: level
-                .throughput_rse
-                .map(|r| (r * 10_000.0).round() / 10_000.0),
+            throughput_rse: level.throughput_rse.map(round4),
             steady: level.steadiness.as_ref().map(|s| s.steady),
             steady_reason: level.steadiness.as_ref().map(|s| json!(s.reason)),
             cancelled: Some(stats.cancelled as u64),
@@ -177,9 +175,7 @@ impl Recorder {
             send_lateness: level.lateness.as_ref().map(|l| l.to_json()),
             turns: (!level.turns.is_empty())
                 .then(|| level.turns.iter().map(TurnStats::to_json).collect()),
-            prefix_cache_hit_rate: level
-                .cache_hit_rate
-                .map(|rate| (rate * 10_000.0).round() / 10_000.0),
+            prefix_cache_hit_rate: level.cache_hit_rate.map(round4),
             replay_timeline_s: level.info.timeline.map(|t| round3(t.as_secs_f64())),
             // Power and energy per million output tokens, on a GPU host.
             gpu: level_gpu_json(&level.server, stats.duration_s, stats.total_output_tokens),

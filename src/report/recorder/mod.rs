@@ -25,9 +25,10 @@ use super::schema::{
     self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
     SearchState, SummaryFile, TargetChange, SCHEMA_VERSION,
 };
-use super::tally::{round3, ClosedLevel, Tally};
+use super::tally::{ClosedLevel, Tally};
 use crate::analysis::goodput::Goodput;
 use crate::analysis::rounds::rounds_spread;
+use crate::fmt::{round3, round4};
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::record::{Outcome, RequestRecord, ServerTimings, TxClock};
 use crate::stats::gauges::{level_gpu_json, ClientMeter, ServerSample};

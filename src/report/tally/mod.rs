@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use super::resume::PriorRun;
 use super::run_info::RunInfo;
 use crate::analysis::goodput::Goodput;
+use crate::fmt::round3;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
 use crate::stats::occupancy::{RequestSpan, Timeline};
@@ -421,8 +422,4 @@ fn warmup_json(ok: usize, failed: usize, c: &Calibration, reported: &[u32]) -> V
         "template_overhead_tokens": round3(c.overhead_tokens),
         "reported_prompt_tokens": reported,
     })
-}
-
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

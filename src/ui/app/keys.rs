@@ -176,7 +176,7 @@ impl App {
         // Open loop: the keys step the rate, by the factor.
         if let Some(rate) = self.pending_rate().or(self.rate) {
             let wanted = (rate * rate_factor).clamp(0.01, 100_000.0);
-            let wanted = (wanted * 1000.0).round() / 1000.0;
+            let wanted = crate::fmt::round3(wanted);
             if (wanted - rate).abs() < 1e-9 {
                 self.note("rate stays where it is (0.01 to 100000/s)");
                 return None;
