@@ -11,8 +11,9 @@ use std::io::{self, Write as _};
 use color_eyre::eyre::{Result, WrapErr};
 
 use crate::cli::CompareArgs;
-use crate::report::saved::{median, SavedLevel, SavedRun};
+use crate::report::saved::{SavedLevel, SavedRun};
 use crate::report::svg::group;
+use crate::stats::percentile::median;
 
 /// Exit code 2 when the runs cannot be compared (docs/architecture.md section 5).
 pub(crate) const EXIT_REFUSED: i32 = 2;
@@ -127,9 +128,7 @@ fn cell_at(run: &SavedRun, c: u32) -> Option<Cell> {
     } else {
         return None;
     };
-    let med = |f: fn(&SavedLevel) -> Option<f64>| {
-        median(&chosen.iter().filter_map(|l| f(l)).collect::<Vec<_>>())
-    };
+    let med = |f: fn(&SavedLevel) -> Option<f64>| median(chosen.iter().filter_map(|l| f(l)));
     Some(Cell {
         output_throughput: med(|l| l.output_throughput),
         per_stream_tok_s: med(|l| l.per_stream_tok_s),

@@ -2,12 +2,7 @@
 //! medians, with `crate::fmt`'s formats and saved-figure precision at hand.
 //! Private to `analysis`.
 
-/// Median of the finite values (numpy.median); `None` when there is none.
-pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-    v.sort_unstable_by(f64::total_cmp);
-    crate::stats::percentile::median_sorted(&v)
-}
+pub(crate) use crate::stats::percentile::median;
 
 /// "1 stream", "32 streams".
 pub(crate) fn streams(n: u32) -> String {

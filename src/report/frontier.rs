@@ -25,12 +25,13 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::saved::{median, SavedLevel, SavedRun};
+use super::saved::{SavedLevel, SavedRun};
 use super::svg::{
     draw_common_swatch, esc, group, lay_out_legend, legend_rows_in, nice, sample_polyline,
     tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK, LEFT,
     MUTED, WIDTH,
 };
+use crate::stats::percentile::median;
 
 // The drawing, apart from the data and its mapping to the canvas.
 mod draw;
@@ -173,7 +174,9 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                 .get(&s)
                 .map(|r| {
                     r.iter()
-                        .filter_map(|(c, (u, t))| Some((*c, median(u)?, median(t)?)))
+                        .filter_map(|(c, (u, t))| {
+                            Some((*c, median(u.iter().copied())?, median(t.iter().copied())?))
+                        })
                         .collect()
                 })
                 .unwrap_or_default();

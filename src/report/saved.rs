@@ -532,21 +532,6 @@ pub(crate) fn summary_path(path: &Path) -> PathBuf {
     }
 }
 
-/// The median of some values (the mean of the middle two for an even count).
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 0 {
-        (v[mid - 1] + v[mid]) / 2.0
-    } else {
-        v[mid]
-    })
-}
-
 fn float(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
 }
@@ -698,10 +683,7 @@ mod tests {
     }
 
     #[test]
-    fn medians_and_numbers() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
+    fn numbers_as_charts_label_them() {
         assert_eq!(trim_num(500.0), "500");
         assert_eq!(trim_num(0.5), "0.5");
         assert_eq!(trim_num(1.0), "1");

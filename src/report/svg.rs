@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::saved::{median, trim_num, SavedLevel, SavedRun};
+use super::saved::{trim_num, SavedLevel, SavedRun};
+use crate::stats::percentile::median;
 
 // The chart's parts; label placement and the legend serve the frontier
 // chart too (`report::frontier`).
@@ -225,7 +226,7 @@ impl ChartData {
         }
         let line = rounds
             .iter()
-            .map(|(c, (t, p))| (*c, median(t), median(p)))
+            .map(|(c, (t, p))| (*c, median(t.iter().copied()), median(p.iter().copied())))
             .collect();
         let mut concurrencies: Vec<u32> = markers.iter().map(|m| m.concurrency).collect();
         concurrencies.sort_unstable();
@@ -241,7 +242,7 @@ impl ChartData {
             let c = cap.concurrency.filter(|c| *c > 0)?;
             let t = cap
                 .output_throughput
-                .or_else(|| rounds.get(&c).and_then(|(t, _)| median(t)))?;
+                .or_else(|| rounds.get(&c).and_then(|(t, _)| median(t.iter().copied())))?;
             Some((c, t))
         });
         ChartData {

@@ -47,6 +47,14 @@ pub(crate) fn median_sorted(sorted: &[f64]) -> Option<f64> {
     })
 }
 
+/// numpy.median of the finite values, in any order; `None` when there is
+/// none. NaN and infinities are left out, not sorted to an end.
+pub(crate) fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    median_sorted(&v)
+}
+
 /// A percentile as vLLM writes it in key names: `99.0 -> "99"`,
 /// `99.9 -> "99.9"`, `50.0 -> "50"` (Python's
 /// `str(int(p)) if int(p) == p else str(p)`).
@@ -65,6 +73,17 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn median_of_unsorted_finite_values() {
+        assert_eq!(median([3.0, 1.0, 2.0]), Some(2.0));
+        // Even count: the mean of the middle two, (1 + 4) / 2.
+        assert_eq!(median([4.0, 1.0]), Some(2.5));
+        // NaN and infinities are not figures: 3, 1, 2 remain.
+        assert_eq!(median([3.0, f64::NAN, 1.0, f64::INFINITY, 2.0]), Some(2.0));
+        assert_eq!(median([f64::NEG_INFINITY]), None);
+        assert_eq!(median([]), None);
     }
 
     #[test]
