@@ -102,6 +102,25 @@ fn under_a_rate_the_keys_step_the_rate() {
     assert_eq!(app.due_command(), Some(Command::SetRate(11.0)));
 }
 
+/// Open loop: a send more than 5 ms (`stats::lateness::LATE_AFTER`) past its
+/// schedule counts once as late, as the level file's `lateness` counts it.
+#[test]
+fn a_late_send_counts_once() {
+    let mut app = running_at(4);
+    for (id, lag_ms) in [(1, 3), (2, 6), (3, 5), (4, 12)] {
+        let mut r = RequestRecord::empty(id, 0);
+        r.end = Duration::from_secs(1);
+        r.send_lag = Some(Duration::from_millis(lag_ms));
+        app.on_driver_event(&DriverEvent::Record(r));
+    }
+    // 6 and 12 ms are late; 3 ms and exactly 5 ms are not.
+    let row = &app.shown.levels[0];
+    assert_eq!(
+        (row.late_sends, row.max_send_lag),
+        (2, Duration::from_millis(12))
+    );
+}
+
 /// The transition rule as the view applies it: a transition record is
 /// counted apart and never in the level's figures.
 #[test]

@@ -65,14 +65,11 @@ pub struct LevelRow {
     pub waiting_mean: Option<f64>,
     /// Mean requests streaming over the level (effective slots in use).
     pub streaming_mean: Option<f64>,
-    /// Open loop: sends later than `LATE_SEND` past their schedule, and the
+    /// Open loop: sends later than `stats::lateness::LATE_AFTER` past their schedule, and the
     /// latest of all.
     pub late_sends: u32,
     pub max_send_lag: Duration,
 }
-
-/// A send this late past its schedule counts as late (as `stats::lateness`).
-pub(crate) const LATE_SEND: Duration = Duration::from_millis(5);
 
 impl LevelRow {
     /// A level read back from a result file: finished, its figures as saved.
@@ -122,12 +119,6 @@ impl LevelRow {
     }
 
     pub(super) fn add(&mut self, r: &RequestRecord) {
-        if let Some(lag) = r.send_lag {
-            self.max_send_lag = self.max_send_lag.max(lag);
-            if lag > LATE_SEND {
-                self.late_sends += 1;
-            }
-        }
         if let Some(lag) = r.send_lag {
             self.max_send_lag = self.max_send_lag.max(lag);
             if lag > crate::stats::lateness::LATE_AFTER {
