@@ -3,26 +3,22 @@
 // More of the merge: the parent's items, private ones included.
 use super::*;
 
-/// `sweep-c{C}[-s{S}][-manual][-partial]`, `sweep-rate{R}...`,
-/// `sweep-replay`: the recorder's names, at the merged concurrency or rate.
+/// The recorder's name for a merged level, at its merged concurrency or
+/// rate (a mode no tokbench wrote is named as a planned level).
 pub(super) fn file_base(level: &LevelFile) -> String {
-    let mode = level.mode_or_planned();
+    let mode = Mode::parse(level.mode_or_planned()).unwrap_or(Mode::Planned);
     let rate = level.request_rate.as_ref().and_then(Value::as_f64);
-    let mut name = match (mode, rate) {
-        ("replay", _) => "sweep-replay".to_string(),
-        ("rate" | "manual", Some(r)) => format!("sweep-rate{}", rate_label(r)),
-        _ => format!("sweep-c{}", level.max_concurrency.unwrap_or(0)),
-    };
-    if let Some(s) = level.series.filter(|s| *s > 0) {
-        name.push_str(&format!("-s{}", s + 1));
-    }
-    if mode == "manual" {
-        name.push_str("-manual");
-    }
-    if level.partial {
-        name.push_str("-partial");
-    }
-    name
+    let series = level
+        .series
+        .and_then(|s| usize::try_from(s).ok())
+        .unwrap_or(0);
+    level_file_base(
+        mode,
+        rate,
+        level.max_concurrency.unwrap_or(0),
+        series,
+        level.partial,
+    )
 }
 
 pub(super) fn sum<I: IntoIterator<Item = Option<u64>>>(values: I) -> Option<u64> {

@@ -64,7 +64,7 @@ use crate::analysis::diagnose::{no_capacity, no_rise, single_round};
 use crate::analysis::rounds::rounds_spread;
 use crate::fmt::{round3, round4};
 use crate::record::Mode;
-use crate::report::recorder::{level_file_name, rate_label};
+use crate::report::recorder::{level_file_base, level_file_name};
 use crate::report::schema::{
     self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, ShardEntry, ShardSection,
     SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,

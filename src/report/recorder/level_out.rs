@@ -199,18 +199,27 @@ impl Recorder {
     }
 }
 
-/// `sweep-c{C}[-manual][-partial]` (open loop: `sweep-rate{R}`, a replay
-/// `sweep-replay`): a level file's name before its round suffix.
-pub(crate) fn level_file_base(info: &LevelInfo, partial: bool) -> String {
-    let mut name = match (info.mode, info.rate) {
+/// `sweep-c{C}[-s{S}][-manual][-partial]` (open loop: `sweep-rate{R}`, a
+/// replay `sweep-replay`): a level file's name before its round suffix. The
+/// recorder names a level by its `LevelInfo`, the merge a merged level by
+/// its file; both through here, so a merged folder names its files as a
+/// shard does.
+pub(crate) fn level_file_base(
+    mode: Mode,
+    rate: Option<f64>,
+    concurrency: u32,
+    series: usize,
+    partial: bool,
+) -> String {
+    let mut name = match (mode, rate) {
         (Mode::Replay, _) => "sweep-replay".to_string(),
         (Mode::Rate | Mode::Manual, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
-        _ => format!("sweep-c{}", info.concurrency),
+        _ => format!("sweep-c{concurrency}"),
     };
-    if info.series > 0 {
-        name.push_str(&format!("-s{}", info.series + 1));
+    if series > 0 {
+        name.push_str(&format!("-s{}", series + 1));
     }
-    if info.mode == Mode::Manual {
+    if mode == Mode::Manual {
         name.push_str("-manual");
     }
     if partial {

@@ -29,7 +29,7 @@ use super::tally::{ClosedLevel, Tally};
 use crate::analysis::goodput::Goodput;
 use crate::analysis::rounds::rounds_spread;
 use crate::fmt::{round3, round4};
-use crate::load::driver::{DriverEvent, LevelInfo, Mode};
+use crate::load::driver::{DriverEvent, Mode};
 use crate::record::{Outcome, RequestRecord, ServerTimings, TxClock};
 use crate::stats::gauges::{level_gpu_json, ClientMeter, ServerSample};
 use crate::stats::hdr::Samples;
@@ -268,7 +268,14 @@ impl Recorder {
     }
 
     fn next_level_file_name(&mut self, level: &FinishedLevel) -> String {
-        let base = level_file_base(&level.info, level.partial);
+        let info = &level.info;
+        let base = level_file_base(
+            info.mode,
+            info.rate,
+            info.concurrency,
+            info.series,
+            level.partial,
+        );
         let uses = self.name_uses.entry(base.clone()).or_insert(0);
         *uses += 1;
         // A resumed run's folder already holds the first names.
@@ -332,17 +339,15 @@ mod tests {
             (48, Mode::Search, None, false, 1, "sweep-c48.json"),
         ];
         for (streams, mode, rate, partial, nth, name) in cases {
-            let base = level_file_base(&info(streams, mode, rate), partial);
+            let base = level_file_base(mode, rate, streams, 0, partial);
             assert_eq!(level_file_name(&base, nth), name);
         }
+        // A later series says so; series 0 is the first and says nothing.
+        let base = level_file_base(Mode::Manual, Some(4.0), 8, 2, false);
+        assert_eq!(level_file_name(&base, 1), "sweep-rate4-s3-manual.json");
+        let base = level_file_base(Mode::Planned, None, 8, 1, true);
+        assert_eq!(level_file_name(&base, 2), "sweep-c8-s2-partial-r2.json");
         assert_eq!(rate_label(f64::INFINITY), "inf");
         assert_eq!(rate_label(1.0 / 3.0), "0.333");
-    }
-
-    fn info(concurrency: u32, mode: Mode, rate: Option<f64>) -> LevelInfo {
-        LevelInfo {
-            rate,
-            ..LevelInfo::new(0, concurrency, mode, Duration::ZERO)
-        }
     }
 }
