@@ -517,7 +517,8 @@ fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
     let goodput = if args.goodput.is_empty() {
         None
     } else {
-        Some(GoodputSlo::parse(&args.goodput).map_err(|e| eyre!("--goodput: {e}"))?)
+        // The parser's messages name the flag themselves.
+        Some(GoodputSlo::parse(&args.goodput).map_err(|e| eyre!("{e}"))?)
     };
     let utilization = positive("--utilization", args.utilization)?;
     if utilization.is_some_and(|u| u > 1.0) {

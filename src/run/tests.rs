@@ -127,6 +127,15 @@ fn timed_levels_and_their_refusals() {
 }
 
 #[test]
+fn a_bad_goodput_names_its_flag_once() {
+    let err = plan_of(&["--goodput", "itl:5"]).expect_err("itl is no goodput metric");
+    assert_eq!(
+        err.to_string(),
+        "--goodput: unknown metric 'itl' in 'itl:5': use ttft, tpot or e2el"
+    );
+}
+
+#[test]
 fn a_schedule_gets_the_default_gap() {
     let soon = SystemTime::now() + Duration::from_secs(3600);
     let at = format!(
