@@ -298,6 +298,18 @@ impl Calibration {
         }
     }
 
+    /// The server tokens a prompt of `words` words should come to, template
+    /// included: what a dataset's or a replay's own text is expected to
+    /// count (at least 1; the word count when the model is not finite).
+    pub(crate) fn tokens_for(&self, words: usize) -> u32 {
+        let estimate = self.tokens_per_word * words as f64 + self.overhead_tokens;
+        if estimate.is_finite() {
+            estimate.round().clamp(1.0, f64::from(u32::MAX)) as u32
+        } else {
+            u32::try_from(words).unwrap_or(u32::MAX)
+        }
+    }
+
     /// Fit the model on `(words sent, prompt tokens the server reported)`.
     ///
     /// With two or more distinct word counts this is a least-squares line.
@@ -504,16 +516,10 @@ impl Workload {
             Some(n) => n,
             None => profile::draw_len(&mut self.len_rng, self.output_len, self.range_ratio),
         };
-        let c = self.calibration;
-        let estimate = c.tokens_per_word * record.words as f64 + c.overhead_tokens;
         PromptSpec {
             text: record.text.clone(),
             words: record.words,
-            input_tokens_target: if estimate.is_finite() {
-                estimate.round().clamp(1.0, f64::from(u32::MAX)) as u32
-            } else {
-                record.words as u32
-            },
+            input_tokens_target: self.calibration.tokens_for(record.words),
             max_tokens,
             messages: record.messages.clone(),
         }

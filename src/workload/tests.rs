@@ -23,6 +23,19 @@ fn words_for_inverts_the_model() {
 }
 
 #[test]
+fn tokens_for_counts_the_template_too() {
+    // 100 words at 1.3 tokens a word, plus a 26-token template: 130 + 26 = 156.
+    let c = words_model(1.3, 26.0);
+    assert_eq!(c.tokens_for(100), 156);
+    // 3 words: 3.9 + 26 = 29.9 -> 30; no words at all still ask for one token.
+    assert_eq!(c.tokens_for(3), 30);
+    assert_eq!(words_model(1.0, 0.0).tokens_for(0), 1);
+    // Inverts words_for: 768 words -> 998.4 + 26 = 1024.4 -> 1024.
+    assert_eq!(c.tokens_for(c.words_for(1024)), 1024);
+    assert_eq!(words_model(f64::NAN, 0.0).tokens_for(7), 7);
+}
+
+#[test]
 fn fit_separates_slope_and_overhead() {
     // Server saw 1.25 tokens a word plus 30 of template:
     // 800 words -> 1030 tokens, 400 words -> 530 tokens.

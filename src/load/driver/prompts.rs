@@ -80,9 +80,9 @@ impl Driver {
             Some(text) => {
                 let words = text.split_whitespace().count();
                 PromptSpec {
-                    input_tokens_target: entry.input_len.unwrap_or_else(|| {
-                        (words as f64 * self.workload.calibration.tokens_per_word).round() as u32
-                    }),
+                    input_tokens_target: entry
+                        .input_len
+                        .unwrap_or_else(|| self.workload.calibration.tokens_for(words)),
                     text,
                     words,
                     max_tokens: output,

@@ -166,6 +166,12 @@ async fn a_replay_is_sent_on_its_timeline_at_its_speed() {
         speed: 2.0,
         max_in_flight: 4,
     });
+    // A calibrated server: 1.3 tokens a word and a 26-token chat template.
+    cfg.workload.calibration = Calibration {
+        tokens_per_word: 1.3,
+        overhead_tokens: 26.0,
+        slope_from_tokenizer: false,
+    };
     let run = Harness::start(cfg, server).finish().await;
     let levels = run.levels();
     assert_eq!(levels.len(), 1, "the replay replaces the plan");
@@ -185,11 +191,9 @@ async fn a_replay_is_sent_on_its_timeline_at_its_speed() {
         .iter()
         .map(|s| (s.input_tokens_target, s.max_tokens))
         .collect();
-    let tpw = Calibration::default().tokens_per_word;
-    assert_eq!(
-        lengths,
-        vec![(40, 5), (80, 6), ((3.0 * tpw).round() as u32, 20), (10, 7)]
-    );
+    // The logged text's three words: 3 x 1.3 + 26 = 29.9, so 30 tokens,
+    // the template counted as it is for a dataset's own text.
+    assert_eq!(lengths, vec![(40, 5), (80, 6), (30, 20), (10, 7)]);
     assert!(sent[2].body.contains("one two three"));
     assert_eq!(*run.last(), finished(false));
 }
