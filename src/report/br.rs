@@ -17,6 +17,7 @@
 use serde_json::{json, Map, Value};
 
 use super::saved::SavedRun;
+use crate::workload::profile::len_bounds;
 
 /// The schema version written.
 pub(crate) const BR_VERSION: &str = "0.2.1";
@@ -220,15 +221,16 @@ fn load(
     })
 }
 
-/// A target length, fixed or drawn uniformly in [L(1-r), L(1+r)].
+/// A target length, fixed or drawn uniformly from the range the requests
+/// drew from (`workload::profile::len_bounds`).
 fn seq_len(len: u64, ratio: f64) -> Value {
     if ratio > 0.0 {
-        let l = len as f64;
+        let (min, max) = len_bounds(u32::try_from(len).unwrap_or(u32::MAX), ratio);
         json!({
             "distribution": "uniform",
             "value": len,
-            "min": (l * (1.0 - ratio)).floor().max(0.0) as u64,
-            "max": (l * (1.0 + ratio)).ceil().max(1.0) as u64,
+            "min": min,
+            "max": max,
         })
     } else {
         json!({"distribution": "fixed", "value": len})
@@ -484,6 +486,12 @@ mod tests {
         assert_eq!(
             seq_len(100, 0.5),
             json!({"distribution": "uniform", "value": 100, "min": 50, "max": 150})
+        );
+        // The range the requests drew from, not a wider one: [66.7, 133.3]
+        // holds the integers 66 to 133.
+        assert_eq!(
+            seq_len(100, 0.333),
+            json!({"distribution": "uniform", "value": 100, "min": 66, "max": 133})
         );
     }
 

@@ -99,16 +99,29 @@ pub(crate) fn resolve_lengths(
     (i, o, name)
 }
 
-/// A length drawn uniformly in `[L(1-r), L(1+r)]` (integers, both ends
-/// included, never below 1), as vLLM's `--random-range-ratio`. `r = 0`
-/// gives `L` and draws nothing.
-pub(crate) fn draw_len(rng: &mut Rng, base: u32, ratio: f64) -> u32 {
-    if ratio <= 0.0 || base == 0 {
-        return base;
+/// The lengths `--random-range-ratio r` draws from around `L`: the integers
+/// of `[L(1-r), L(1+r)]`, both ends included, never below 1. What the
+/// requests get (`draw_len`) and what a report declares they got
+/// (`report --format br`) both come from here.
+pub(crate) fn len_bounds(base: u32, ratio: f64) -> (u32, u32) {
+    if ratio.is_nan() || ratio <= 0.0 || base == 0 {
+        return (base, base);
     }
     let lo = (f64::from(base) * (1.0 - ratio)).floor().max(1.0) as u64;
     let hi = ((f64::from(base) * (1.0 + ratio)).floor() as u64).max(lo);
-    (lo + rng.below((hi - lo + 1) as usize) as u64) as u32
+    let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    (to_u32(lo), to_u32(hi))
+}
+
+/// A length drawn uniformly from [`len_bounds`], as vLLM's
+/// `--random-range-ratio`. `r = 0` gives `L` and draws nothing.
+pub(crate) fn draw_len(rng: &mut Rng, base: u32, ratio: f64) -> u32 {
+    if ratio.is_nan() || ratio <= 0.0 || base == 0 {
+        return base;
+    }
+    // A range of one length still draws, so a seed's later draws stay put.
+    let (lo, hi) = len_bounds(base, ratio);
+    lo + rng.below((hi - lo) as usize + 1) as u32
 }
 
 /// Everything of the traffic shape beyond the two lengths, settled from the
@@ -200,6 +213,11 @@ mod tests {
         assert_eq!(*draws.iter().max().unwrap(), 12);
         // Never below 1: L = 1, r = 0.9 -> [0.1, 1.9] -> 1..=1.
         assert!((0..100).all(|_| draw_len(&mut rng, 1, 0.9) == 1));
+        // The bounds themselves, worked by hand: L = 100, r = 0.333 gives
+        // [66.7, 133.3] -> 66..=133; L = 1, r = 0.5 gives [0.5, 1.5] -> 1..=1.
+        assert_eq!(len_bounds(100, 0.333), (66, 133));
+        assert_eq!(len_bounds(1, 0.5), (1, 1));
+        assert_eq!(len_bounds(300, 0.0), (300, 300));
         // r = 0 draws nothing and gives L.
         let before = rng.clone().next_u64();
         assert_eq!(draw_len(&mut rng, 300, 0.0), 300);
