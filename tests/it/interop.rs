@@ -667,6 +667,14 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
     let mut args = sweep_args(&sim, &run_dir);
     // The probe on (the simulator's vLLM gauges), lengths drawn, a GPU named.
     args.retain(|a| a != "--no-probe");
+    // Levels of about half a second, so the probe's 0.1 s samples land in
+    // each even when the box is busy (three requests a stream took ~0.1 s).
+    let per_stream = args
+        .iter()
+        .position(|a| a == "--prompts-per-stream")
+        .expect("sweep_args sets it")
+        + 1;
+    args[per_stream] = "12".into();
     args.extend(
         [
             "--random-range-ratio",
@@ -698,6 +706,7 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
     let levels = summary["levels"].as_array().expect("levels");
     let reports = reports.as_array().expect("an array");
     assert_eq!(reports.len(), levels.len());
+    let mut sampled = 0;
     for (report, level) in reports.iter().zip(levels) {
         assert_eq!(report["version"], "0.2.1");
         assert_eq!(
@@ -731,10 +740,17 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
             level["output_throughput"].as_f64().expect("tok/s")
         ));
         assert_eq!(aggregate["requests"]["total"], level["completed"]);
+        // The server's KV gauge, where the probe sampled the level: as a
+        // percent of the fraction vLLM reports.
         let kv =
             &report["results"]["observability"]["components"][0]["aggregate"]["kv_cache_usage"];
-        assert_eq!(kv["units"], "percent", "{report}");
+        if let Some(mean) = level["server"]["kv_cache_usage"]["mean"].as_f64() {
+            assert_eq!(kv["units"], "percent", "{report}");
+            assert!(close(&kv["mean"], mean * 100.0), "{report}");
+            sampled += 1;
+        }
     }
+    assert!(sampled > 0, "no level has a KV sample: {summary}");
     // ... and older summaries (as `view` reads them) still make valid reports.
     for fixture in ["a", "b"] {
         let from = Path::new(env!("CARGO_MANIFEST_DIR"))
