@@ -107,9 +107,41 @@ pub(crate) fn percent1(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// A threshold the user set, as they set it: thousands grouped, up to three
+/// decimals, no trailing zeros (`2500` -> `2,500`, `12.5` -> `12.5`,
+/// `5` -> `5`). A limit must not read rounder than it is.
+pub(crate) fn threshold(x: f64) -> String {
+    let text = group(x, 3);
+    match text.split_once('.') {
+        Some((int, frac)) if frac.trim_end_matches('0').is_empty() => int.to_string(),
+        Some(_) => text.trim_end_matches('0').to_string(),
+        None => text,
+    }
+}
+
+/// A fraction the user set, as a percentage by [`threshold`]: `0.01` ->
+/// `1%`, `0.005` -> `0.5%`.
+pub(crate) fn threshold_percent(x: f64) -> String {
+    format!("{}%", threshold(x * 100.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thresholds_read_as_set() {
+        assert_eq!(threshold(2500.0), "2,500");
+        assert_eq!(threshold(12.5), "12.5");
+        assert_eq!(threshold(5.0), "5");
+        assert_eq!(threshold(0.125), "0.125");
+        // Past three decimals the figure is rounded: 1/3 -> 0.333.
+        assert_eq!(threshold(1.0 / 3.0), "0.333");
+        assert_eq!(threshold_percent(0.01), "1%");
+        assert_eq!(threshold_percent(0.005), "0.5%");
+        // 0.07 x 100 is 7.000000000000001 in binary: still 7%.
+        assert_eq!(threshold_percent(0.07), "7%");
+    }
 
     /// The analysis (`analysis::words`) and the live view (`ui::widgets`)
     /// use these very functions; their figures are checked here, once.

@@ -361,17 +361,39 @@ pub(crate) fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
     checks(&level.figures, slo).iter().all(|c| c.met)
 }
 
+/// The words of each SLO term, as the decision's sentences and the reports'
+/// SLO line both say them.
+pub(crate) mod slo_terms {
+    use crate::fmt::{threshold, threshold_percent};
+
+    pub(crate) fn ttft(limit_ms: f64) -> String {
+        format!("p99 TTFT <= {} ms", threshold(limit_ms))
+    }
+
+    pub(crate) fn decode(min_tok_s: f64) -> String {
+        format!("decode >= {} tok/s per stream", threshold(min_tok_s))
+    }
+
+    pub(crate) fn tpot(limit_ms: f64) -> String {
+        format!("p99 TPOT <= {} ms", threshold(limit_ms))
+    }
+
+    pub(crate) fn errors(max_rate: f64) -> String {
+        format!("errors < {}", threshold_percent(max_rate))
+    }
+}
+
 /// Each term the SLO sets, judged on a level's (or a sweep point's) figures.
 fn checks(f: &Figures, slo: &CapacitySlo) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(limit) = slo.ttft_p99_ms {
-        let term = format!("p99 TTFT <= {} ms", figure(limit));
+        let term = slo_terms::ttft(limit);
         out.push(Check::on(term, f.p99_ttft_ms, "ms", "no p99 TTFT", |v| {
             v <= limit
         }));
     }
     if let Some(min) = slo.min_stream_tok_s {
-        let term = format!("decode >= {} tok/s per stream", figure(min));
+        let term = slo_terms::decode(min);
         out.push(Check::on(
             term,
             f.stream_decode_tok_s,
@@ -381,13 +403,13 @@ fn checks(f: &Figures, slo: &CapacitySlo) -> Vec<Check> {
         ));
     }
     if let Some(limit) = slo.tpot_p99_ms {
-        let term = format!("p99 TPOT <= {} ms", figure(limit));
+        let term = slo_terms::tpot(limit);
         out.push(Check::on(term, f.p99_tpot_ms, "ms", "no p99 TPOT", |v| {
             v <= limit
         }));
     }
     out.push(Check {
-        term: format!("errors < {}", percent0(slo.max_error_rate)),
+        term: slo_terms::errors(slo.max_error_rate),
         value: format!("{} errors", percent1(f.error_rate)),
         met: f.error_rate < slo.max_error_rate,
     });

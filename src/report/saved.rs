@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::schema::{
     self, number, Capacity, Cost, DiagnosisEntry, Knee, LevelFile, RunSection, RunSlo, SummaryFile,
 };
+use crate::analysis::decide::slo_terms;
 
 /// One level object of `levels`.
 #[derive(Clone, Debug, PartialEq)]
@@ -487,19 +488,16 @@ impl SavedRun {
 
     /// The SLOs in words: `p99 TTFT <= 500 ms, decode >= 20 tok/s per stream, errors < 1%`.
     pub(crate) fn slo_text(&self) -> Option<String> {
-        let mut parts = Vec::new();
-        if let Some(t) = self.slo.ttft_p99_ms {
-            parts.push(format!("p99 TTFT <= {} ms", trim_num(t)));
-        }
-        if let Some(s) = self.slo.min_stream_tok_s {
-            parts.push(format!("decode >= {} tok/s per stream", trim_num(s)));
-        }
-        if let Some(t) = self.slo.tpot_p99_ms {
-            parts.push(format!("p99 TPOT <= {} ms", trim_num(t)));
-        }
-        if let Some(e) = self.slo.max_error_rate {
-            parts.push(format!("errors < {}%", trim_num(e * 100.0)));
-        }
+        let slo = &self.slo;
+        let parts: Vec<String> = [
+            slo.ttft_p99_ms.map(slo_terms::ttft),
+            slo.min_stream_tok_s.map(slo_terms::decode),
+            slo.tpot_p99_ms.map(slo_terms::tpot),
+            slo.max_error_rate.map(slo_terms::errors),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }
