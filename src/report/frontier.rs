@@ -128,6 +128,9 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
     // Per series, per concurrency: per-user and throughput of complete levels.
     type Rounds = BTreeMap<u32, (Vec<f64>, Vec<f64>)>;
     let mut rounds: BTreeMap<usize, Rounds> = BTreeMap::new();
+    // The same, of the levels the decision judges (planned and search, not
+    // by hand): where the capacity sits.
+    let mut sweep_rounds: BTreeMap<usize, Rounds> = BTreeMap::new();
     let mut labels: BTreeMap<usize, String> = BTreeMap::new();
     for level in run.levels.iter().filter(|l| on_frontier(l)) {
         let (Some(c), Some(t), Some(u)) = (
@@ -144,7 +147,7 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
         } else {
             PointKind::Sweep
         };
-        if kind != PointKind::Partial {
+        let add_to = |rounds: &mut BTreeMap<usize, Rounds>| {
             let entry = rounds
                 .entry(level.series)
                 .or_default()
@@ -152,6 +155,12 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                 .or_default();
             entry.0.push(u);
             entry.1.push(per_gpu(t));
+        };
+        if kind != PointKind::Partial {
+            add_to(&mut rounds);
+        }
+        if kind == PointKind::Sweep {
+            add_to(&mut sweep_rounds);
         }
         if let Some(label) = &level.series_label {
             labels.entry(level.series).or_insert_with(|| label.clone());
@@ -167,19 +176,22 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
     }
     let capacities = series_capacities(run);
     let latest = indexes.last().copied().unwrap_or(0);
+    let medians = |rounds: &BTreeMap<usize, Rounds>, s: usize| -> Vec<(u32, f64, f64)> {
+        rounds
+            .get(&s)
+            .map(|r| {
+                r.iter()
+                    .filter_map(|(c, (u, t))| {
+                        Some((*c, median(u.iter().copied())?, median(t.iter().copied())?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let curves = indexes
         .iter()
         .map(|&s| {
-            let vertices: Vec<(u32, f64, f64)> = rounds
-                .get(&s)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|(c, (u, t))| {
-                            Some((*c, median(u.iter().copied())?, median(t.iter().copied())?))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let vertices = medians(&rounds, s);
             // The summary's top-level capacity is the latest series'.
             let saved = capacities.get(&s).copied().or_else(|| {
                 let cap = run.capacity.as_ref().filter(|_| s == latest)?;
@@ -189,10 +201,12 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                     cap.output_throughput,
                 ))
             });
-            // Where the curve has that concurrency, the capacity is its
-            // vertex (the median of the rounds, as the decision took it);
+            // Where the decision's levels have that concurrency, the
+            // capacity is the median of their rounds, as the decision took
+            // it (a level by hand at the same streams does not move it);
             // else the figures saved with it.
-            let capacity = saved.and_then(|(c, u, t)| match vertices.iter().find(|v| v.0 == c) {
+            let judged = medians(&sweep_rounds, s);
+            let capacity = saved.and_then(|(c, u, t)| match judged.iter().find(|v| v.0 == c) {
                 Some(v) => Some(*v),
                 None => Some((c, u?, per_gpu(t?))),
             });
@@ -522,6 +536,27 @@ mod tests {
         );
         assert!(labels[1].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[0])));
         assert!(labels[2].ends_with(&format!(r#"fill="{}">16"#, SERIES_COLORS[1])));
+    }
+
+    #[test]
+    fn a_level_by_hand_at_the_capacity_does_not_move_it() {
+        // Planned rounds at 4 streams: 360 and 320 tok/s, median 340 (85 a
+        // stream); a level by hand at 4 streams read 200. The curve's vertex
+        // at 4 is the median of all three (320), the capacity the decision's
+        // median of the two planned (340).
+        let r = run(json!({
+            "levels": [
+                level(1, 100.0),
+                {"max_concurrency": 4, "output_throughput": 360.0, "per_stream_tok_s": 90.0},
+                {"max_concurrency": 4, "output_throughput": 320.0, "per_stream_tok_s": 80.0},
+                {"max_concurrency": 4, "output_throughput": 200.0, "per_stream_tok_s": 50.0,
+                 "mode": "manual", "steady": true},
+            ],
+            "capacity": {"concurrency": 4, "output_throughput": 340.0, "per_stream_tok_s": 85.0},
+        }));
+        let f = frontier_of(&r, None);
+        assert_eq!(f.curves[0].vertices[1], (4, 80.0, 320.0));
+        assert_eq!(f.curves[0].capacity, Some((4, 85.0, 340.0)));
     }
 
     #[test]
