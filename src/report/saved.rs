@@ -15,6 +15,7 @@ use super::schema::{
     self, number, Capacity, Cost, DiagnosisEntry, Knee, LevelFile, RunSection, RunSlo, SummaryFile,
 };
 use crate::analysis::decide::slo_terms;
+use crate::record::Mode;
 
 /// One level object of `levels`.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,8 +93,13 @@ impl SavedLevel {
 
     /// Planned and search levels that ran to the end: the ones the knee and
     /// the sweep line are drawn through. Manual and partial levels stand alone.
+    /// How the level came to be; a mode no tokbench wrote reads as planned.
+    pub(crate) fn mode(&self) -> Mode {
+        Mode::parse(&self.mode).unwrap_or(Mode::Planned)
+    }
+
     pub(crate) fn is_sweep_point(&self) -> bool {
-        !self.partial && matches!(self.mode.as_str(), "planned" | "search")
+        !self.partial && self.mode().is_sweep()
     }
 
     pub(crate) fn is_manual(&self) -> bool {

@@ -25,7 +25,7 @@ use super::follow::Following;
 use super::terminal::{TerminalGuard, Tui};
 use super::theme::{ColorMode, Palette};
 use crate::cli::{ReportFormat, ViewArgs};
-use crate::load::driver::{LevelInfo, Mode};
+use crate::load::driver::LevelInfo;
 use crate::report::formats;
 use crate::report::saved::SavedRun;
 use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
@@ -102,11 +102,7 @@ fn level_line(level: &crate::report::saved::SavedLevel) -> String {
         level
             .concurrency
             .map_or_else(|| "-".into(), |c| c.to_string()),
-        level
-            .raw
-            .get("mode")
-            .and_then(Value::as_str)
-            .unwrap_or("planned"),
+        level.mode,
         num(level.output_throughput),
         num(level.ttft_p99_ms),
         level.failed.unwrap_or(0),
@@ -236,15 +232,11 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
             }
         }
         let info = LevelInfo {
-            rate: None,
+            rate: raw.get("request_rate").and_then(Value::as_f64),
             timeline: None,
             index: levels.len(),
             concurrency,
-            mode: if saved.is_manual() {
-                Mode::Manual
-            } else {
-                Mode::Planned
-            },
+            mode: saved.mode(),
             num_prompts: raw.get("num_prompts").and_then(Value::as_u64).map(to_u32),
             plan_index: None,
             started_at: raw
@@ -501,7 +493,7 @@ mod tests {
                 .iter()
                 .map(|l| LevelPoint {
                     concurrency: l.concurrency.unwrap_or(0),
-                    kind: Mode::parse(&l.mode).unwrap_or(Mode::Planned),
+                    kind: l.mode(),
                     partial: l.partial,
                     figures: decide::Figures {
                         output_throughput: l.output_throughput.unwrap_or(0.0),
@@ -596,6 +588,34 @@ mod tests {
         );
         let app = app_of(&[a, b], Palette::new(ColorMode::None));
         assert!(app.saved.as_ref().is_some_and(|s| s.warning.is_some()));
+    }
+
+    #[test]
+    fn a_saved_open_loop_level_keeps_its_mode_and_rate() {
+        use crate::record::Mode;
+        let run = SavedRun::from_value(
+            serde_json::json!({"levels": [
+                {"max_concurrency": 4, "output_throughput": 400.0},
+                {"max_concurrency": 4, "output_throughput": 300.0, "mode": "rate",
+                 "request_rate": 2.5},
+                {"max_concurrency": 2, "output_throughput": 150.0, "mode": "manual"}]}),
+            Path::new("r/summary.json"),
+        )
+        .expect("reads");
+        let state = side_of(&run, 'A');
+        let modes: Vec<(Mode, Option<f64>)> = state
+            .levels
+            .iter()
+            .map(|l| (l.info.mode, l.info.rate))
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                (Mode::Planned, None),
+                (Mode::Rate, Some(2.5)),
+                (Mode::Manual, None)
+            ]
+        );
     }
 
     #[test]

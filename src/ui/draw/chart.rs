@@ -31,10 +31,11 @@ pub(super) fn shown_series(app: &App) -> u8 {
 }
 
 /// A complete planned (or search) level at the capacity's concurrency: the
-/// capacity point on the chart and the highlighted row of the table.
+/// capacity point on the chart and the highlighted row of the table. An
+/// open-loop level at its cap of the same streams is not it.
 pub(super) fn is_capacity(capacity: Option<u32>, l: &LevelRow) -> bool {
     l.state == (LevelState::Finished { partial: false })
-        && l.info.mode != Mode::Manual
+        && l.info.mode.is_sweep()
         && capacity == Some(l.info.concurrency)
 }
 
@@ -290,4 +291,27 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> 
         parts.push(p99);
     }
     fit(parts, room, 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::driver::LevelInfo;
+    use crate::ui::app::Figures;
+
+    #[test]
+    fn only_a_judged_level_is_the_capacity() {
+        let row = |mode, partial| {
+            let info = LevelInfo::new(0, 4, mode, std::time::Duration::ZERO);
+            LevelRow::saved(info, partial, 10, 0, Figures::default())
+        };
+        assert!(is_capacity(Some(4), &row(Mode::Planned, false)));
+        assert!(is_capacity(Some(4), &row(Mode::Search, false)));
+        assert!(!is_capacity(Some(8), &row(Mode::Planned, false)));
+        assert!(!is_capacity(Some(4), &row(Mode::Planned, true)));
+        // The same streams, by hand or as an open-loop cap: not the capacity.
+        for mode in [Mode::Manual, Mode::Rate, Mode::Replay] {
+            assert!(!is_capacity(Some(4), &row(mode, false)), "{mode:?}");
+        }
+    }
 }
