@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::saved::SavedRun;
+use super::schema::LATENCY_METRICS;
 
 /// Identity and throughput columns, in this order, before the latency ones.
 const LEAD: &[&str] = &[
@@ -30,9 +31,6 @@ const LEAD: &[&str] = &[
     "total_input_tokens",
     "total_output_tokens",
 ];
-
-/// Latency families, each as mean, median, std and every saved percentile.
-const METRICS: &[&str] = &["ttft", "tpot", "itl", "e2el", "ttfb"];
 
 /// Trailing columns.
 const TAIL: &[&str] = &["errors", "token_count_source", "file"];
@@ -62,7 +60,7 @@ fn columns(run: &SavedRun) -> Vec<String> {
             let Some((label, metric)) = rest.split_once('_') else {
                 continue;
             };
-            let known = METRICS.iter().any(|m| metric == format!("{m}_ms"));
+            let known = LATENCY_METRICS.iter().any(|m| metric == format!("{m}_ms"));
             let Ok(p) = label.parse::<f64>() else {
                 continue;
             };
@@ -73,7 +71,14 @@ fn columns(run: &SavedRun) -> Vec<String> {
     }
     percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut columns: Vec<String> = LEAD.iter().map(|s| s.to_string()).collect();
-    for m in METRICS {
+    // Each latency family as mean, median, std and every saved percentile.
+    // TTFC only where a level has it (a reasoning model's run), so other
+    // runs' columns stay as they always were.
+    let reasoned = run
+        .levels
+        .iter()
+        .any(|l| l.raw.contains_key("mean_ttfc_ms"));
+    for m in LATENCY_METRICS.iter().filter(|m| **m != "ttfc" || reasoned) {
         columns.push(format!("mean_{m}_ms"));
         columns.push(format!("median_{m}_ms"));
         columns.push(format!("std_{m}_ms"));
@@ -122,6 +127,39 @@ fn push_row(out: &mut String, fields: impl Iterator<Item = String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reasoning_run_gets_its_ttfc_columns() {
+        let run = |level: serde_json::Value| {
+            SavedRun::from_value(
+                serde_json::json!({"levels": [level]}),
+                std::path::Path::new("r/summary.json"),
+            )
+            .expect("reads")
+        };
+        let plain = run(
+            serde_json::json!({"max_concurrency": 1, "mean_ttft_ms": 10.0,
+                                           "p99_ttft_ms": 12.0}),
+        );
+        let header = render_csv(&plain);
+        let header = header.lines().next().expect("a header");
+        assert!(header.contains(",p99_ttft_ms,"), "{header}");
+        assert!(!header.contains("ttfc"), "{header}");
+        let reasoned = run(
+            serde_json::json!({"max_concurrency": 1, "mean_ttft_ms": 10.0,
+                                              "p99_ttft_ms": 12.0, "mean_ttfc_ms": 80.5,
+                                              "p99_ttfc_ms": 95.0}),
+        );
+        let text = render_csv(&reasoned);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+        let row: Vec<&str> = lines.next().expect("a row").split(',').collect();
+        let at = |name: &str| header.iter().position(|c| *c == name).expect(name);
+        assert_eq!(row[at("mean_ttfc_ms")], "80.5");
+        assert_eq!(row[at("p99_ttfc_ms")], "95.0");
+        // After the other families, before the trailing columns.
+        assert!(at("p99_ttfb_ms") < at("mean_ttfc_ms") && at("mean_ttfc_ms") < at("errors"));
+    }
 
     #[test]
     fn quoting_follows_rfc_4180() {

@@ -186,14 +186,7 @@ impl LevelStats {
     /// so the level file keeps them in a map (`report::schema::LevelFile::stats`).
     pub(crate) fn latency_json(&self, percentiles: &[f64]) -> Map<String, Value> {
         let mut map = Map::new();
-        for (name, dist) in [
-            ("ttft", &self.ttft),
-            ("tpot", &self.tpot),
-            ("itl", &self.itl),
-            ("e2el", &self.e2el),
-            ("ttfb", &self.ttfb),
-        ] {
-            let d = dist.as_ref();
+        let mut family = |name: &str, d: Option<&Distribution>| {
             map.insert(format!("mean_{name}_ms"), opt_num(d.map(|d| d.mean)));
             map.insert(format!("median_{name}_ms"), opt_num(d.map(|d| d.median)));
             map.insert(format!("std_{name}_ms"), opt_num(d.map(|d| d.std)));
@@ -203,21 +196,20 @@ impl LevelStats {
                     opt_num(d.and_then(|d| d.percentile(p))),
                 );
             }
+        };
+        for (name, dist) in [
+            ("ttft", &self.ttft),
+            ("tpot", &self.tpot),
+            ("itl", &self.itl),
+            ("e2el", &self.e2el),
+            ("ttfb", &self.ttfb),
+        ] {
+            family(name, dist.as_ref());
         }
-
-        // Reasoning models only: the same keys for TTFC (`mean_ttfc_ms`,
-        // `median_ttfc_ms`, `std_ttfc_ms`, `p99_ttfc_ms`, ...), written only
-        // when some request reasoned before its content.
+        // Reasoning models only: TTFC's keys, written only when some request
+        // reasoned before its content.
         if let Some(d) = &self.ttfc {
-            map.insert("mean_ttfc_ms".into(), num(d.mean));
-            map.insert("median_ttfc_ms".into(), num(d.median));
-            map.insert("std_ttfc_ms".into(), num(d.std));
-            for &p in percentiles {
-                map.insert(
-                    format!("p{}_ttfc_ms", percentile_label(p)),
-                    opt_num(d.percentile(p)),
-                );
-            }
+            family("ttfc", Some(d));
         }
         map
     }
