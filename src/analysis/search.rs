@@ -4,12 +4,14 @@
 //! level until they are within 10% (or one stream). Pure: the driver feeds
 //! it each probe's verdict and runs the concurrency it answers.
 
-use super::decide::{meets_slo, CapacitySlo, LevelPoint};
+use super::decide::{meets_slo, CapacitySlo, LevelPoint, KNEE_MAX_GAIN};
 use crate::record::{Mode, RequestRecord};
 use crate::stats::summary::level_stats;
 
-/// Doubling that adds less than this share of throughput has hit the knee.
-pub(crate) const MIN_DOUBLING_GAIN: f64 = 0.10;
+/// Doubling that adds less than this share of throughput has hit the knee:
+/// the decision's own knee threshold, so the search stops where the sweep's
+/// knee would be.
+pub(crate) const MIN_DOUBLING_GAIN: f64 = KNEE_MAX_GAIN;
 
 /// A small step must still gain this much: two runs of the same level
 /// differ by a few percent, and a gain inside that says nothing.
