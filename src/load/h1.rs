@@ -43,9 +43,12 @@ use head::{parse_head, Framing};
 const READ_BUFFER: usize = 32 * 1024;
 /// Header lines a response may have.
 const MAX_HEADERS: usize = 64;
-/// How long an unused connection is kept (reqwest's default too).
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an unused connection is kept. The reqwest client of the
+/// measured requests (`run::prepare`) keeps them as long, so the two clients
+/// differ in nothing but how they read.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a connection may take to open, for both clients alike.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Test hook, not a feature: `TOKBENCH_TEST_READ_DELAY_MS=20` makes every
 /// read of this reader wait that long after its socket turned readable, as

@@ -14,7 +14,7 @@ use super::tls::TlsTrust;
 use super::url::default_result_dir;
 use crate::cli::{Backend, HttpClient};
 use crate::load::driver::{self, DriverConfig};
-use crate::load::h1::Connections;
+use crate::load::h1::{self, Connections};
 use crate::load::request::Target;
 use crate::load::{BodySpec, Wire};
 use crate::probe::{self, ServerIdentity};
@@ -188,10 +188,10 @@ async fn prepare_target(
         .default_headers(headers)
         .no_proxy()
         .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(h1::CONNECT_TIMEOUT)
         // One idle connection kept per stream: no reconnects between requests.
         .pool_max_idle_per_host(plan.max_concurrency() as usize)
-        .pool_idle_timeout(Duration::from_secs(90));
+        .pool_idle_timeout(h1::IDLE_TIMEOUT);
     builder = if plan.http2 {
         builder.http2_prior_knowledge()
     } else {
