@@ -97,8 +97,13 @@ pub(crate) fn spawn(
     rx
 }
 
-/// GET a small document; None on any failure (the probe never errors).
-async fn fetch(client: &reqwest::Client, url: &str, timeout: Duration) -> Option<Vec<u8>> {
+/// GET a small document; None on any failure (the probe never errors),
+/// a status other than 2xx, or a body over `SCRAPE_LIMIT`.
+pub(super) async fn fetch(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Option<Vec<u8>> {
     let response = tokio::time::timeout(timeout, client.get(url).send())
         .await
         .ok()?

@@ -63,14 +63,14 @@ pub(crate) async fn look(client: &reqwest::Client, base_url: &str) -> SeriesLook
 }
 
 async fn metrics_gpu_blocks(client: &reqwest::Client, base_url: &str) -> Option<u64> {
-    let response = client
-        .get(format!("{base_url}/metrics"))
-        .timeout(std::time::Duration::from_secs(2))
-        .send()
-        .await
-        .ok()?;
-    let text = response.text().await.ok()?;
-    let metrics = super::prometheus::parse(&text);
+    // The live probe's fetch: a bounded body, and nothing from an error page.
+    let body = super::live::fetch(
+        client,
+        &format!("{base_url}/metrics"),
+        std::time::Duration::from_secs(2),
+    )
+    .await?;
+    let metrics = super::prometheus::parse_bytes(&body);
     let blocks = metrics
         .samples_named("vllm:cache_config_info")
         .find_map(|s| s.label("num_gpu_blocks")?.parse().ok());
