@@ -223,10 +223,10 @@ impl SweepPlan {
             concurrency
                 .iter()
                 .flat_map(|&c| {
-                    let step = LevelPlan::closed(
-                        c,
-                        num_prompts.unwrap_or(c.saturating_mul(args.prompts_per_stream.max(1))),
-                    );
+                    let step = match num_prompts {
+                        Some(n) => LevelPlan::closed(c, n),
+                        None => LevelPlan::per_stream(c, args.prompts_per_stream),
+                    };
                     std::iter::repeat_n(step, args.rounds as usize)
                 })
                 .collect()

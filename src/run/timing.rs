@@ -354,14 +354,11 @@ impl TimingPlan {
                 }
                 None => {
                     let concurrency = shard.share(level.concurrency);
-                    LevelPlan::closed(
-                        concurrency,
-                        if count_given {
-                            shard.share(level.num_prompts)
-                        } else {
-                            concurrency.saturating_mul(per_stream.max(1))
-                        },
-                    )
+                    if count_given {
+                        LevelPlan::closed(concurrency, shard.share(level.num_prompts))
+                    } else {
+                        LevelPlan::per_stream(concurrency, per_stream)
+                    }
                 }
             })
             .collect()

@@ -76,6 +76,12 @@ impl LevelPlan {
             rate: None,
         }
     }
+
+    /// A closed level of `per_stream` requests a stream (`--prompts-per-stream`,
+    /// at least 1): its count grows with its streams.
+    pub(crate) fn per_stream(concurrency: u32, per_stream: u32) -> LevelPlan {
+        LevelPlan::closed(concurrency, concurrency.saturating_mul(per_stream.max(1)))
+    }
 }
 
 /// What a level is, as announced when it starts.
@@ -271,8 +277,9 @@ pub struct SearchPlan {
 
 impl SearchPlan {
     fn num_prompts(&self, concurrency: u32) -> u32 {
-        self.num_prompts
-            .unwrap_or(concurrency.saturating_mul(self.prompts_per_stream.max(1)))
+        self.num_prompts.unwrap_or_else(|| {
+            LevelPlan::per_stream(concurrency, self.prompts_per_stream).num_prompts
+        })
     }
 }
 

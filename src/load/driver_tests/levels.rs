@@ -2,6 +2,14 @@
 
 use super::*;
 
+#[test]
+fn a_level_of_so_many_requests_a_stream() {
+    // 4 streams x 3 a stream = 12; a count of 0 a stream still sends one each.
+    assert_eq!(LevelPlan::per_stream(4, 3), LevelPlan::closed(4, 12));
+    assert_eq!(LevelPlan::per_stream(4, 0).num_prompts, 4);
+    assert_eq!(LevelPlan::per_stream(u32::MAX, 2).num_prompts, u32::MAX);
+}
+
 #[tokio::test(start_paused = true)]
 async fn planned_levels_run_in_order_with_their_counts() {
     let server = FakeServer::new(|_| ok(10, 100));
