@@ -8,6 +8,8 @@ use std::path::Path;
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
+use crate::workload::length_field;
+
 /// Most entries a log may hold (every entry is kept in memory).
 pub(crate) const MAX_ENTRIES: usize = 10_000_000;
 
@@ -45,15 +47,8 @@ pub(crate) fn parse(text: &str) -> Result<Vec<ReplayEntry>> {
             _ => bail!("replay line {n}: \"t\" must be a number of seconds >= 0"),
         };
         let length = |key: &str| -> Result<Option<u32>> {
-            match map.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v) => match v.as_u64() {
-                    Some(x) if (1..=10_000_000).contains(&x) => Ok(Some(x as u32)),
-                    _ => bail!(
-                        "replay line {n}: \"{key}\" must be a whole number from 1 to 10,000,000"
-                    ),
-                },
-            }
+            length_field(map.get(key))
+                .map_err(|must| eyre!("replay line {n}: \"{key}\" must be {must}"))
         };
         let prompt = match map.get("prompt") {
             None | Some(Value::Null) => None,

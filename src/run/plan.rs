@@ -20,7 +20,7 @@ use crate::cli::{Backend, HttpClient, SweepArgs};
 use crate::load::driver::{self, LevelPlan, Replay, SearchPlan};
 use crate::load::request::Target;
 use crate::probe::display_url;
-use crate::workload::{rng, Traffic};
+use crate::workload::{rng, Traffic, MAX_LEN_TOKENS};
 
 /// Flags turned into a checked plan. Every user mistake is caught here,
 /// before anything is sent.
@@ -155,10 +155,10 @@ impl SweepPlan {
             bail!("--num-prompts must be at least 1");
         }
         let (mut input_len, mut output_len, mut traffic) = traffic_config(args)?;
-        if output_len == 0 || output_len > 10_000_000 {
+        if output_len == 0 || output_len > MAX_LEN_TOKENS {
             bail!("--random-output-len must be between 1 and 10,000,000");
         }
-        if input_len > 10_000_000 || args.prefix_len > 10_000_000 {
+        if input_len > MAX_LEN_TOKENS || args.prefix_len > MAX_LEN_TOKENS {
             bail!("--random-input-len and --prefix-len must be at most 10,000,000 tokens");
         }
         if args.rounds == 0 || args.rounds > 100 {

@@ -279,13 +279,8 @@ fn top_level_elements(text: &str) -> (Vec<Element>, bool) {
 
 /// A request from one JSON object: `prompt`, `messages` or `conversations`.
 fn record_of_object(map: &Map<String, Value>) -> Result<DatasetRecord, String> {
-    let output_len = match map.get("output_len") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=10_000_000).contains(&n) => Some(n as u32),
-            _ => return Err("output_len is not a whole number from 1 to 10,000,000".into()),
-        },
-    };
+    let output_len = super::length_field(map.get("output_len"))
+        .map_err(|must| format!("output_len is not {must}"))?;
     let (text, messages, output_hint) = if let Some(prompt) = map.get("prompt") {
         let Some(prompt) = prompt.as_str() else {
             return Err("prompt is not a string".into());

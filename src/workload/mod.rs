@@ -18,6 +18,29 @@ pub(crate) use dataset::{ChatMessage, Dataset};
 pub(crate) use profile::{Profile, PromptSource, Traffic};
 use rng::Rng;
 
+/// The longest prompt or answer, in tokens, a flag, a dataset or a replay
+/// log may ask for: more is a typo, not a workload.
+pub(crate) const MAX_LEN_TOKENS: u32 = 10_000_000;
+
+/// A length key of a dataset or replay line: absent or `null` is no length;
+/// a whole number from 1 to [`MAX_LEN_TOKENS`] is one; anything else is
+/// refused with what a length must be, and the caller names the line.
+pub(crate) fn length_field(value: Option<&serde_json::Value>) -> Result<Option<u32>, String> {
+    match value {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=u64::from(MAX_LEN_TOKENS)).contains(n))
+            .map(|n| Some(n as u32))
+            .ok_or_else(|| {
+                format!(
+                    "a whole number from 1 to {}",
+                    crate::fmt::group(f64::from(MAX_LEN_TOKENS), 0)
+                )
+            }),
+    }
+}
+
 /// Common English words that most BPE vocabularies hold as one token each
 /// (with their leading space), so the word count maps to tokens steadily.
 const WORDS: &[&str] = &[
