@@ -382,6 +382,25 @@ mod tests {
     }
 
     #[test]
+    fn an_output_len_out_of_range_skips_its_line() {
+        let text = "{\"prompt\": \"a b\", \"output_len\": 0}\n\
+                    {\"prompt\": \"a b\", \"output_len\": 10000001}\n\
+                    {\"prompt\": \"a b\", \"output_len\": 2.5}\n\
+                    {\"prompt\": \"a b\", \"output_len\": 10000000}\n\
+                    {\"prompt\": \"a b\", \"output_len\": null}\n";
+        let d = Dataset::parse(text, "lens.jsonl").expect("parses");
+        let skipped: Vec<(usize, &str)> = d
+            .skipped
+            .iter()
+            .map(|s| (s.line, s.reason.as_str()))
+            .collect();
+        let why = "output_len is not a whole number from 1 to 10,000,000";
+        assert_eq!(skipped, [(1, why), (2, why), (3, why)]);
+        let lens: Vec<Option<u32>> = d.records.iter().map(|r| r.output_len).collect();
+        assert_eq!(lens, [Some(10_000_000), None]);
+    }
+
+    #[test]
     fn jsonl_prompts_messages_and_output_len() {
         let d = Dataset::parse(&fixture("requests.jsonl"), "requests.jsonl").expect("parses");
         assert_eq!(d.format, DatasetFormat::Jsonl);
