@@ -24,16 +24,6 @@ pub(crate) fn clock_correction_s(shard: &ShardSection) -> f64 {
     }
 }
 
-/// The decision math's view of a merged level.
-pub(super) fn point(level: &LevelFile) -> LevelPoint {
-    LevelPoint {
-        concurrency: level.max_concurrency.unwrap_or(0),
-        kind: Mode::parse(level.mode_or_planned()).unwrap_or(Mode::Planned),
-        partial: level.partial,
-        figures: level.figures(),
-    }
-}
-
 pub(super) fn slo_of(run: &schema::RunSection) -> CapacitySlo {
     let slo = run.slo.clone().unwrap_or_default();
     CapacitySlo {
@@ -52,7 +42,7 @@ pub(super) fn decision_of(
     let points: Vec<LevelPoint> = levels
         .iter()
         .filter(|(_, l)| l.series.unwrap_or(0) == series && l.steady != Some(false))
-        .map(|(_, l)| point(l))
+        .filter_map(|(_, l)| l.point())
         .collect();
     decide(&points, slo)
 }
@@ -106,7 +96,7 @@ pub(super) fn merged_summary(
         .max()
         .unwrap_or(0);
     let decision = decision_of(levels, latest, &slo);
-    let all_points: Vec<LevelPoint> = levels.iter().map(|(_, l)| point(l)).collect();
+    let all_points: Vec<LevelPoint> = levels.iter().filter_map(|(_, l)| l.point()).collect();
     let rounds: Vec<Value> = rounds_spread(&all_points)
         .iter()
         .map(|s| s.to_json())

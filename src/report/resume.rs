@@ -13,7 +13,6 @@ use super::saved::read_summary;
 use super::schema::{LevelFile, SummaryFile};
 use crate::analysis::decide::LevelPoint;
 use crate::load::driver::LevelPlan;
-use crate::record::Mode;
 
 /// What a resumed run keeps of the one before.
 #[derive(Clone, Debug, Default)]
@@ -186,15 +185,7 @@ fn typed(level: &Value) -> LevelFile {
 
 /// A saved level object as a decision point.
 fn point_of(level: &Value) -> Option<LevelPoint> {
-    let l = typed(level);
-    // A level that never said its throughput is no point, not a zero one.
-    l.output_throughput?;
-    Some(LevelPoint {
-        concurrency: l.max_concurrency?,
-        kind: Mode::parse(l.mode.as_deref()?)?,
-        partial: l.partial,
-        figures: l.figures(),
-    })
+    typed(level).point()
 }
 
 #[cfg(test)]

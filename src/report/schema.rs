@@ -21,7 +21,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Number, Value};
 
-use crate::analysis::decide::{error_rate, Figures};
+use crate::analysis::decide::{error_rate, Figures, LevelPoint};
+use crate::record::Mode;
 
 /// The version written into `summary.json` and each level file. Files
 /// without the key are version 0 (every tokbench before it was added); they
@@ -240,6 +241,19 @@ impl LevelFile {
             p99_tpot_ms: self.percentile("tpot", "99"),
             error_rate: error_rate(self.completed.unwrap_or(0), self.failed.unwrap_or(0)),
         }
+    }
+
+    /// The level as the decision math sees it, for `--resume` and `merge`.
+    /// A level that never said its throughput or its streams is no point
+    /// (not a zero one), nor is one of a mode this version does not know.
+    pub(crate) fn point(&self) -> Option<LevelPoint> {
+        self.output_throughput?;
+        Some(LevelPoint {
+            concurrency: self.max_concurrency?,
+            kind: Mode::parse(self.mode_or_planned())?,
+            partial: self.partial,
+            figures: self.figures(),
+        })
     }
 
     /// `"planned"` when the file does not say (files from before modes).

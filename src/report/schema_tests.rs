@@ -186,3 +186,40 @@ fn a_saved_level_gives_its_figures() {
     );
     assert_eq!(f.error_rate, 0.25);
 }
+
+/// `--resume` and `merge` judge a saved level through one `point`.
+#[test]
+fn a_saved_level_is_a_point_when_it_says_enough() {
+    let point = |v: Value| {
+        serde_json::from_value::<LevelFile>(v)
+            .expect("loads")
+            .point()
+            .map(|p| {
+                (
+                    p.concurrency,
+                    p.kind,
+                    p.partial,
+                    p.figures.output_throughput,
+                )
+            })
+    };
+    // A file from before modes is a planned level.
+    assert_eq!(
+        point(json!({"max_concurrency": 8, "output_throughput": 640.0})),
+        Some((8, crate::record::Mode::Planned, false, 640.0))
+    );
+    assert_eq!(
+        point(
+            json!({"max_concurrency": 8, "output_throughput": 0.0, "mode": "manual",
+                     "partial": true})
+        ),
+        Some((8, crate::record::Mode::Manual, true, 0.0))
+    );
+    // No throughput, no streams, or a mode this version does not know: no point.
+    assert_eq!(point(json!({"max_concurrency": 8})), None);
+    assert_eq!(point(json!({"output_throughput": 640.0})), None);
+    assert_eq!(
+        point(json!({"max_concurrency": 8, "output_throughput": 640.0, "mode": "burst"})),
+        None
+    );
+}
