@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{merge, MergeError, MergeOptions, Merged, ShardRun};
 use crate::cli::MergeArgs;
 use crate::compare::EXIT_REFUSED;
-use crate::report::atomic::write_atomic;
+use crate::report::atomic::write_json_atomic;
 use crate::report::saved::read_summary;
 use crate::report::schema::{LevelFile, SummaryFile};
 
@@ -57,12 +57,6 @@ pub(crate) fn load_shard(path: &Path) -> Result<ShardRun> {
     })
 }
 
-fn pretty(v: &Value) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
-    bytes.push(b'\n');
-    bytes
-}
-
 /// Writes the merged folder. `inputs` are the shard folders, in the order
 /// [`super::merge`] was given them.
 pub(crate) fn write_merged(out: &Path, merged: &Merged, inputs: &[PathBuf]) -> Result<()> {
@@ -75,19 +69,14 @@ pub(crate) fn write_merged(out: &Path, merged: &Merged, inputs: &[PathBuf]) -> R
     std::fs::create_dir_all(out).wrap_err_with(|| format!("cannot create {}", out.display()))?;
     for (name, level) in &merged.levels {
         let path = out.join(name);
-        write_atomic(&path, &pretty(&level.to_value()))
+        write_json_atomic(&path, &level.to_value())
             .wrap_err_with(|| format!("cannot write {}", path.display()))?;
     }
     let skipped = write_requests(out, merged, inputs)?;
     if skipped > 0 {
         crate::say!("tokbench merge: {skipped} unreadable requests.jsonl lines left out");
     }
-    let summary = merged.summary.to_value();
-    let path = out.join("summary.json");
-    write_atomic(&path, &pretty(&summary))
-        .wrap_err_with(|| format!("cannot write {}", path.display()))?;
-    crate::report::formats::write_run_reports_from(out, &summary)
-        .wrap_err_with(|| format!("cannot write the reports in {}", out.display()))
+    crate::report::formats::write_summary_and_reports(out, &merged.summary.to_value())
 }
 
 /// The shards' requests.jsonl, one after the other, each line with the

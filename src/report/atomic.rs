@@ -10,6 +10,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |file| file.write_all(bytes))
 }
 
+/// A result file's JSON as every writer lays it out (pretty, a newline at
+/// the end), written by [`write_atomic`].
+pub(crate) fn write_json_atomic(path: &Path, value: &serde_json::Value) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_else(|_| b"{}".to_vec());
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
 /// [`write_atomic`] for a body written piece by piece (a level file's
 /// samples are streamed, never held as one buffer).
 pub(crate) fn write_atomic_with(

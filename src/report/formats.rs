@@ -11,7 +11,7 @@ use std::path::Path;
 use color_eyre::eyre::{Result, WrapErr};
 use serde_json::Value;
 
-use super::atomic::write_atomic;
+use super::atomic::{write_atomic, write_json_atomic};
 use super::saved::{SavedLevel, SavedRun};
 use crate::cli::{ReportArgs, ReportFormat};
 
@@ -64,6 +64,17 @@ pub(crate) fn render(run: &SavedRun, format: ReportFormat) -> String {
 pub fn write_run_reports(dir: &Path) -> Result<()> {
     let run = SavedRun::load(dir)?;
     write_reports_of(dir, &run)
+}
+
+/// A run's `summary.json`, written atomically, and the `report.md` and
+/// `chart.svg` that ride with every summary: the recorder's and the merge's
+/// last step alike. A failure of either is as fatal as the other.
+pub(crate) fn write_summary_and_reports(dir: &Path, summary: &Value) -> Result<()> {
+    let path = dir.join("summary.json");
+    write_json_atomic(&path, summary)
+        .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+    write_run_reports_from(dir, summary)
+        .wrap_err_with(|| format!("cannot write the reports in {}", dir.display()))
 }
 
 /// [`write_run_reports`] for a summary already in memory (no re-read).

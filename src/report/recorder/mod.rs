@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use color_eyre::eyre::{Result, WrapErr};
 use serde_json::{json, Map, Value};
 
-use super::atomic::{write_atomic, write_atomic_with};
+use super::atomic::write_atomic_with;
 use super::resume::PriorRun;
 use super::schema::{
     self, ClientLoad as ClientLoadJson, DiagnosisEntry, LevelFile, RequestLine, Resumed,
@@ -299,12 +299,6 @@ fn server_timings_json(t: ServerTimings) -> Value {
         "server_prefill_tok_s": t.prefill_tok_s().map(round3),
         "slot_wait_ms": t.slot_wait_ms().map(round3),
     })
-}
-
-fn pretty(v: &Value) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(v).unwrap_or_else(|_| b"{}".to_vec());
-    bytes.push(b'\n');
-    bytes
 }
 
 #[cfg(test)]

@@ -95,12 +95,8 @@ impl Recorder {
             other: Map::new(),
         }
         .to_value();
-        let path = self.dir.join("summary.json");
-        write_atomic(&path, &pretty(&summary))
-            .wrap_err_with(|| format!("cannot write {}", path.display()))?;
-        // The human-readable pair rides with every summary: report.md to paste,
-        // chart.svg to look at. A failure here is as fatal as summary.json's.
-        crate::report::formats::write_run_reports_from(&self.dir, &summary)
-            .wrap_err_with(|| format!("cannot write the reports in {}", self.dir.display()))
+        // The human-readable pair rides with every summary: report.md to
+        // paste, chart.svg to look at.
+        crate::report::formats::write_summary_and_reports(&self.dir, &summary)
     }
 }
