@@ -29,10 +29,6 @@ pub(super) fn sum<I: IntoIterator<Item = Option<u64>>>(values: I) -> Option<u64>
     })
 }
 
-pub(super) fn finite(x: f64) -> Option<f64> {
-    Some(x).filter(|x| x.is_finite())
-}
-
 /// `{min, mean, max}` of lengths over the union: the mean weighted by
 /// each shard's completed requests (the values it averaged).
 pub(super) fn merge_lengths(parts: &[(&LevelFile, Option<&Value>)]) -> Option<Value> {
@@ -223,11 +219,8 @@ pub(super) fn merge_level(
         merged.insert(metric, m);
     }
     stats.insert("percentiles_from".into(), Value::Object(source));
-    let stream_decode_tok_s = merged
-        .get("tpot")
-        .and_then(|m| m.median)
-        .filter(|t| *t > 0.0)
-        .and_then(|t| finite(1000.0 / t));
+    let stream_decode_tok_s =
+        crate::stats::metrics::stream_decode_tok_s(merged.get("tpot").and_then(|m| m.median));
 
     let errors = parts.iter().try_fold(BTreeMap::new(), |mut acc, p| {
         for (class, n) in p.2.errors.as_ref()? {

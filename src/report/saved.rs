@@ -65,7 +65,7 @@ impl SavedLevel {
             .percentile("tpot", "50")
             .or_else(|| level.stat("median_tpot_ms"));
         let stream_decode_tok_s = finite(level.stream_decode_tok_s)
-            .or_else(|| tpot_p50_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t));
+            .or_else(|| crate::stats::metrics::stream_decode_tok_s(tpot_p50_ms));
         Some(SavedLevel {
             concurrency,
             mode: level.mode_or_planned().to_string(),

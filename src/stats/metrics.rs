@@ -11,6 +11,18 @@ use crate::record::ChunkArrival;
 /// that reports absurd counts from making us allocate gigabytes.
 pub(crate) const MAX_SPREAD_SAMPLES: u64 = 1 << 20;
 
+/// A level's stream decode speed, tok/s a stream once it streams: 1000 /
+/// the median TPOT in ms. None without a positive, finite median (a level
+/// whose answers were each one chunk has no decode speed, not an infinite
+/// one). The level files, `report`'s reading of older files and the merge
+/// all take it from here.
+pub(crate) fn stream_decode_tok_s(median_tpot_ms: Option<f64>) -> Option<f64> {
+    median_tpot_ms
+        .filter(|t| *t > 0.0)
+        .map(|t| 1000.0 / t)
+        .filter(|v| v.is_finite())
+}
+
 /// What one request's arrivals say about its latency.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct RequestTiming {
@@ -91,6 +103,18 @@ pub(crate) fn request_timing(arrivals: &[ChunkArrival], output_tokens: u32) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decode_speed_is_1000_over_the_median_tpot() {
+        // A 25 ms median TPOT: 40 tok/s a stream; 8 ms: 125.
+        assert_eq!(stream_decode_tok_s(Some(25.0)), Some(40.0));
+        assert_eq!(stream_decode_tok_s(Some(8.0)), Some(125.0));
+        // One chunk an answer (TPOT 0), no TPOT, or a broken one: no speed.
+        assert_eq!(stream_decode_tok_s(Some(0.0)), None);
+        assert_eq!(stream_decode_tok_s(None), None);
+        assert_eq!(stream_decode_tok_s(Some(f64::NAN)), None);
+        assert_eq!(stream_decode_tok_s(Some(1e-320)), None);
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -268,10 +268,8 @@ impl LevelTally {
         };
         let output_throughput = per_second(self.total_output_tokens as f64);
         let tpot = self.tpot.distribution(percentiles);
-        let stream_decode_tok_s = tpot
-            .as_ref()
-            .map(|d| 1000.0 / d.median)
-            .filter(|v| v.is_finite());
+        let stream_decode_tok_s =
+            super::metrics::stream_decode_tok_s(tpot.as_ref().map(|d| d.median));
         // Most used; on equal counts the greater TokenSource (less trusted) wins.
         let token_count_source = self
             .token_source_counts
