@@ -165,6 +165,28 @@ pub(crate) struct Steadiness {
 
 /// Judge a level: steady when it completed at least `min_completions` and
 /// its estimate's error is under `max_rse`.
+/// Completed requests a hand-set level needs before it can be steady: two
+/// seconds of arrivals at an open-loop level's rate (at least 2), else
+/// `per_stream` a stream.
+pub(crate) fn min_completions(rate: Option<f64>, concurrency: u32, per_stream: u32) -> u32 {
+    match rate {
+        Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
+        None => concurrency.saturating_mul(per_stream),
+    }
+}
+
+/// The steady rule itself, which the live badge and the saved verdict
+/// ([`judge`]) share: enough completions, and an estimate whose relative
+/// standard error is under `max_rse`.
+pub(crate) fn is_steady(
+    completions: u32,
+    min_completions: u32,
+    rse: Option<f64>,
+    max_rse: f64,
+) -> bool {
+    completions >= min_completions && rse.is_some_and(|r| r < max_rse)
+}
+
 pub(crate) fn judge(
     estimate: Option<Estimate>,
     completions: u32,
@@ -173,6 +195,13 @@ pub(crate) fn judge(
     lasted: Duration,
 ) -> Steadiness {
     let rse = estimate.map(|e| e.rse);
+    if is_steady(completions, min_completions, rse, max_rse) {
+        return Steadiness {
+            steady: true,
+            rse,
+            reason: None,
+        };
+    }
     let plural = if completions == 1 { "" } else { "s" };
     let secs = lasted.as_secs_f64();
     if completions < min_completions {
@@ -185,11 +214,6 @@ pub(crate) fn judge(
         };
     }
     match rse {
-        Some(r) if r < max_rse => Steadiness {
-            steady: true,
-            rse,
-            reason: None,
-        },
         Some(r) => Steadiness {
             steady: false,
             rse,
@@ -211,6 +235,19 @@ pub(crate) fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hand_set_level_needs_so_many_completions() {
+        // 3.2 req/s: two seconds are 6.4 arrivals, so 7; 0.4 req/s: at least 2.
+        assert_eq!(min_completions(Some(3.2), 64, 2), 7);
+        assert_eq!(min_completions(Some(0.4), 64, 2), 2);
+        // Closed loop: 8 streams x 2 a stream.
+        assert_eq!(min_completions(None, 8, 2), 16);
+        assert!(is_steady(16, 16, Some(0.04), 0.05));
+        assert!(!is_steady(15, 16, Some(0.04), 0.05));
+        assert!(!is_steady(16, 16, Some(0.05), 0.05));
+        assert!(!is_steady(16, 16, None, 0.05));
+    }
 
     fn s(x: f64) -> Duration {
         Duration::from_secs_f64(x)

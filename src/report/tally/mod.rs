@@ -24,7 +24,9 @@ use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
 use crate::stats::occupancy::{RequestSpan, Timeline};
 use crate::stats::percentile::percentile_sorted;
-use crate::stats::steady::{judge, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE};
+use crate::stats::steady::{
+    judge, min_completions, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE,
+};
 use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
 use crate::stats::turns::{CacheHits, TurnTally};
 use crate::workload::Calibration;
@@ -300,11 +302,11 @@ impl Tally {
         let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
         let estimate = window_end.and_then(|end| open.steady.estimate(end, true));
         let steadiness = (open.info.mode == Mode::Manual).then(|| {
-            let min = match open.info.rate {
-                // Two seconds of arrivals at the level's rate.
-                Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
-                None => open.info.concurrency.saturating_mul(self.steady_per_stream),
-            };
+            let min = min_completions(
+                open.info.rate,
+                open.info.concurrency,
+                self.steady_per_stream,
+            );
             let lasted = window_end
                 .unwrap_or(open.info.started_at)
                 .saturating_sub(open.info.started_at);

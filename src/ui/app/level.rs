@@ -206,9 +206,6 @@ impl LevelRow {
 
     /// Completed requests a hand-set level needs before it can be steady.
     pub(crate) fn min_completions(&self, per_stream: u32) -> u32 {
-        match self.info.rate {
-            Some(rate) => (2.0 * rate).ceil().max(2.0) as u32,
-            None => self.info.concurrency.saturating_mul(per_stream),
-        }
+        crate::stats::steady::min_completions(self.info.rate, self.info.concurrency, per_stream)
     }
 }

@@ -44,8 +44,12 @@ impl App {
                 level.recompute();
                 level.estimate = level.steady.estimate(now, false).map(|e| (e.tok_s, e.rse));
                 if level.info.mode == Mode::Manual && !level.is_steady {
-                    level.is_steady = level.steady.completions >= level.min_completions(per_stream)
-                        && level.estimate.is_some_and(|(_, rse)| rse < max_rse);
+                    level.is_steady = crate::stats::steady::is_steady(
+                        level.steady.completions,
+                        level.min_completions(per_stream),
+                        level.estimate.map(|(_, rse)| rse),
+                        max_rse,
+                    );
                 }
             }
         }
