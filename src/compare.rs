@@ -11,7 +11,7 @@ use std::io::{self, Write as _};
 use color_eyre::eyre::{Result, WrapErr};
 
 use crate::cli::CompareArgs;
-use crate::report::saved::{SavedLevel, SavedRun};
+use crate::report::saved::{SavedLevel, SavedRun, ShapeDifference};
 use crate::report::svg::group;
 use crate::stats::percentile::median;
 
@@ -70,18 +70,16 @@ fn shape_text(run: &SavedRun, lengths: String) -> String {
     shape
 }
 
-/// The first run whose lengths, profile, range ratio or dataset differ
-/// from the baseline's (the prompt source may differ), said
-/// in words; `None` when all runs share one shape.
+/// The first run whose workload differs from the baseline's
+/// (`SavedRun::shape_differences`: lengths, profile, range ratio or
+/// dataset), said in words; `None` when all runs share one shape.
 pub(crate) fn shape_mismatch(runs: &[SavedRun]) -> Option<String> {
     let base = runs.first()?;
     runs.iter().enumerate().skip(1).find_map(|(i, run)| {
-        let same = run.input_len == base.input_len
-            && run.output_len == base.output_len
-            && run.profile == base.profile
-            && run.range_ratio() == base.range_ratio()
-            && run.dataset() == base.dataset();
-        (!same).then(|| {
+        let differences = run.shape_differences(base);
+        // The EOS policy alone is no refusal: `view A B` warns of it.
+        let refused = differences.iter().any(|d| *d != ShapeDifference::IgnoreEos);
+        refused.then(|| {
             format!(
                 "{} ({}) is {} but {} ({}) is {}",
                 run_name(i),

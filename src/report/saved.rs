@@ -168,6 +168,16 @@ pub(crate) struct SavedCost {
     pub verdict: Option<String>,
 }
 
+/// One way two runs' workloads differ ([`SavedRun::shape_differences`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShapeDifference {
+    Lengths,
+    Profile,
+    RangeRatio,
+    Dataset,
+    IgnoreEos,
+}
+
 /// A run as its `summary.json` tells it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SavedRun {
@@ -420,6 +430,33 @@ impl SavedRun {
             .get("run")
             .and_then(|r| float(r, "range_ratio"))
             .unwrap_or(0.0)
+    }
+
+    /// What keeps this run and `other` from comparing like for like, in the
+    /// order `compare` and `view A B` say them: the asked lengths, the
+    /// profile, the range ratio, the dataset, and the EOS policy where both
+    /// files say it. The prompt source may differ. Empty when they match.
+    pub(crate) fn shape_differences(&self, other: &SavedRun) -> Vec<ShapeDifference> {
+        let mut out = Vec::new();
+        if self.input_len != other.input_len || self.output_len != other.output_len {
+            out.push(ShapeDifference::Lengths);
+        }
+        if self.profile != other.profile {
+            out.push(ShapeDifference::Profile);
+        }
+        if self.range_ratio() != other.range_ratio() {
+            out.push(ShapeDifference::RangeRatio);
+        }
+        if self.dataset() != other.dataset() {
+            out.push(ShapeDifference::Dataset);
+        }
+        if self.ignore_eos.is_some()
+            && other.ignore_eos.is_some()
+            && self.ignore_eos != other.ignore_eos
+        {
+            out.push(ShapeDifference::IgnoreEos);
+        }
+        out
     }
 
     /// The `--dataset` file name, when the run had one.

@@ -27,7 +27,7 @@ use super::theme::{ColorMode, Palette};
 use crate::cli::{ReportFormat, ViewArgs};
 use crate::load::driver::LevelInfo;
 use crate::report::formats;
-use crate::report::saved::SavedRun;
+use crate::report::saved::{SavedRun, ShapeDifference};
 use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
 
 /// How often the screen is redrawn with no key pressed (a footer note
@@ -154,17 +154,25 @@ pub(crate) fn shape_warning(runs: &[SavedRun]) -> Option<String> {
     let [a, b] = runs else {
         return None;
     };
-    let mut differ = Vec::new();
-    if a.input_len != b.input_len || a.output_len != b.output_len {
-        differ.push(format!("A is {}, B is {}", a.shape(), b.shape()));
-    }
-    if a.profile != b.profile {
-        let name = |r: &SavedRun| r.profile.clone().unwrap_or_else(|| "?".into());
-        differ.push(format!("profile {} vs {}", name(a), name(b)));
-    }
-    if a.ignore_eos.is_some() && b.ignore_eos.is_some() && a.ignore_eos != b.ignore_eos {
-        differ.push("ignore_eos differs".into());
-    }
+    let named = |x: Option<String>| x.unwrap_or_else(|| "none".into());
+    let differ: Vec<String> = a
+        .shape_differences(b)
+        .into_iter()
+        .map(|d| match d {
+            ShapeDifference::Lengths => format!("A is {}, B is {}", a.shape(), b.shape()),
+            ShapeDifference::Profile => {
+                let name = |r: &SavedRun| r.profile.clone().unwrap_or_else(|| "?".into());
+                format!("profile {} vs {}", name(a), name(b))
+            }
+            ShapeDifference::RangeRatio => {
+                format!("range ratio {} vs {}", a.range_ratio(), b.range_ratio())
+            }
+            ShapeDifference::Dataset => {
+                format!("dataset {} vs {}", named(a.dataset()), named(b.dataset()))
+            }
+            ShapeDifference::IgnoreEos => "ignore_eos differs".into(),
+        })
+        .collect();
     (!differ.is_empty()).then(|| format!("⚠ not like for like: {}", differ.join("; ")))
 }
 
@@ -588,6 +596,23 @@ mod tests {
         );
         let app = app_of(&[a, b], Palette::new(ColorMode::None));
         assert!(app.saved.as_ref().is_some_and(|s| s.warning.is_some()));
+    }
+
+    /// `view A B` warns of every difference `compare` refuses on, and of
+    /// the EOS policy besides.
+    #[test]
+    fn a_different_dataset_or_range_ratio_is_warned_of_too() {
+        let a = fixture("a");
+        let mut raw = fixture("a").raw;
+        raw["run"]["dataset"] = serde_json::json!("chats.jsonl");
+        raw["run"]["range_ratio"] = serde_json::json!(0.25);
+        let b = SavedRun::from_value(raw, Path::new("b.json")).expect("reads");
+        let warning = shape_warning(&[a.clone(), b.clone()]).expect("a warning");
+        assert_eq!(
+            warning,
+            "⚠ not like for like: range ratio 0 vs 0.25; dataset none vs chats.jsonl"
+        );
+        assert!(crate::compare::shape_mismatch(&[a, b]).is_some());
     }
 
     #[test]
