@@ -51,6 +51,20 @@ fn times(x: f64) -> String {
     format!("{x:.1}x")
 }
 
+/// The utilization an effective cost was figured at, read back from a
+/// saved cost: `effective = full / utilization`, so `utilization = full /
+/// effective`. summary.json keeps the two costs, not the share; the merge
+/// and `tokbench view` recover it here.
+pub(crate) fn utilization_of(
+    cost_per_m: Option<f64>,
+    effective_cost_per_m: Option<f64>,
+) -> Option<f64> {
+    match (cost_per_m, effective_cost_per_m) {
+        (Some(full), Some(effective)) if effective > 0.0 => Some(full / effective),
+        _ => None,
+    }
+}
+
 /// Cost at `capacity_tok_s` output tok/s on a GPU rented at
 /// `gpu_price_per_hour`, against an API at `api_price_per_m` dollars per
 /// million output tokens, at `utilization` (a fraction in (0, 1]; anything
@@ -149,6 +163,15 @@ pub(crate) fn cost(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_saved_cost_gives_back_its_utilization() {
+        // $0.20 a million at full use, $0.40 effective: figured at 50%.
+        assert_eq!(utilization_of(Some(0.2), Some(0.4)), Some(0.5));
+        assert_eq!(utilization_of(Some(0.2), Some(0.0)), None);
+        assert_eq!(utilization_of(None, Some(0.4)), None);
+        assert_eq!(utilization_of(Some(0.2), None), None);
+    }
 
     fn close(a: Option<f64>, b: f64, tol: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() <= tol)

@@ -108,13 +108,10 @@ pub(super) fn merged_summary(
     let cost_json = base.cost.as_ref().and_then(|c| {
         let price = number(&c.gpu_price_per_hour)?;
         let capacity = decision.capacity.as_ref().ok()?;
-        let utilization = match (
+        let utilization = crate::analysis::cost::utilization_of(
             number(&c.cost_per_m_output),
             number(&c.effective_cost_per_m),
-        ) {
-            (Some(full), Some(effective)) if effective > 0.0 => Some(full / effective),
-            _ => None,
-        };
+        );
         let figured = cost(
             capacity.output_throughput,
             price,

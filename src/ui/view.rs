@@ -366,8 +366,10 @@ fn cost_of(run: &SavedRun) -> Option<CostView> {
     let cost_per_m = saved.cost_per_m_output;
     let effective = saved
         .effective_cost_per_m
-        .filter(|e| *e > 0.0)
-        .and_then(|e| cost_per_m.map(|full| (e, full / e)));
+        .zip(crate::analysis::cost::utilization_of(
+            cost_per_m,
+            saved.effective_cost_per_m,
+        ));
     let verdict = saved.verdict.clone().unwrap_or_else(|| match cost_per_m {
         Some(_) => "cost recorded without a verdict".into(),
         None => "no cost: none recorded in this summary".into(),
