@@ -6,7 +6,6 @@
 //! refused with exit code 2 and one line on stderr, unless `--force`.
 
 use std::fmt::Write as _;
-use std::io::{self, Write as _};
 
 use color_eyre::eyre::{Result, WrapErr};
 
@@ -32,12 +31,8 @@ pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
         crate::say!("tokbench compare: warning: {problem}; comparing anyway (--force)");
     }
     let text = render_compare(&runs);
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(0),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(0),
-        Err(e) => Err(e).wrap_err("cannot write the comparison to stdout"),
-    }
+    crate::console::print_output(&text).wrap_err("cannot write the comparison to stdout")?;
+    Ok(0)
 }
 
 /// `A`, `B`, ... `Z`, then `R27`, `R28`: short names for the table heads.

@@ -21,6 +21,17 @@ pub(crate) fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: b
     let _ = out.flush();
 }
 
+/// A command's output (a report, a comparison) to stdout. A reader that
+/// left (`tokbench report DIR | head`) is no error; any other failure is,
+/// for the caller to word.
+pub(crate) fn print_output(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// [`write_or_drop`] to stderr, held locked for the one write so that
 /// lines from two threads never interleave.
 #[doc(hidden)]

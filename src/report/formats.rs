@@ -5,7 +5,6 @@
 //! ([`SavedRun`]), so a report made today from last month's folder is the
 //! same as the one the run wrote itself.
 
-use std::io::{self, Write};
 use std::path::Path;
 
 use color_eyre::eyre::{Result, WrapErr};
@@ -30,13 +29,7 @@ pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
         Some(path) => write_atomic(path, text.as_bytes())
             .wrap_err_with(|| format!("cannot write {}", path.display()))?,
         None => {
-            let mut out = io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-                Ok(()) => {}
-                // `tokbench report DIR | head`: the reader left; not an error.
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-                Err(e) => return Err(e).wrap_err("cannot write the report to stdout"),
-            }
+            crate::console::print_output(&text).wrap_err("cannot write the report to stdout")?
         }
     }
     Ok(0)

@@ -7,7 +7,7 @@
 //! Without a terminal it prints what `tokbench report DIR --format md`
 //! prints, so `tokbench view DIR > x.md` and pipes still get the figures.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::pin::pin;
 use std::time::{Duration, Instant};
@@ -139,13 +139,8 @@ fn print_reports(runs: &[SavedRun]) -> Result<i32> {
         .map(|run| formats::render(run, ReportFormat::Md))
         .collect::<Vec<_>>()
         .join("\n");
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        // `tokbench view DIR | head`: the reader left; not an error.
-        Ok(()) => Ok(EXIT_OK),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(EXIT_OK),
-        Err(e) => Err(e).wrap_err("cannot write the report to stdout"),
-    }
+    crate::console::print_output(&text).wrap_err("cannot write the report to stdout")?;
+    Ok(EXIT_OK)
 }
 
 /// Two runs measured at different lengths (or profiles, or EOS policy) do
