@@ -151,15 +151,8 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
         text::sweep_table(recorder.finished(), recorder.run())
     );
     let decision = recorder.tally().decision();
-    let _ = writeln!(out, "{}", decision.capacity_line());
-    if let Some(knee) = &decision.knee {
-        let _ = writeln!(out, "knee: {}", knee.reason);
-    }
-    if let Some(cost) = recorder.tally().cost(&decision) {
-        let _ = writeln!(out, "cost: {}", cost.verdict);
-    }
-    for diagnosis in recorder.tally().diagnoses_for(&decision) {
-        let _ = writeln!(out, "note: {}", diagnosis.message);
+    for line in recorder.tally().verdict_lines(&decision, true) {
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "results: {}", recorder.dir().display());
     let _ = out.flush();

@@ -436,13 +436,7 @@ fn absorb(
         app.on_level_saved(level);
         // A handful of levels: cheap, and only when one finishes.
         let decision = recorder.tally().decision();
-        let mut lines = vec![decision.capacity_line()];
-        if let Some(knee) = &decision.knee {
-            lines.push(format!("knee: {}", knee.reason));
-        }
-        for diagnosis in recorder.tally().diagnoses_for(&decision) {
-            lines.push(format!("note: {}", diagnosis.message));
-        }
+        let mut lines = recorder.tally().verdict_lines(&decision, false);
         // Several series: each one's result, and the last against the first.
         let results = series_results(recorder);
         if results.len() > 1 {

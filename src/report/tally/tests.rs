@@ -118,6 +118,14 @@ fn three_levels_make_the_decision_and_cost_worked_by_hand() {
     assert!((per_m - 2.0 / 0.72).abs() < 1e-9, "{per_m}");
     let break_even = cost.break_even_output_tok_s.expect("an API price");
     assert!((break_even - 2.0e6 / 3600.0).abs() < 1e-9, "{break_even}");
+
+    // What the faces print: the capacity first, the cost where asked for.
+    let printed = tally.verdict_lines(&decision, true);
+    assert_eq!(printed[0], decision.capacity_line());
+    assert_eq!(printed[1], format!("cost: {}", cost.verdict));
+    let live = tally.verdict_lines(&decision, false);
+    assert!(live.iter().all(|l| !l.starts_with("cost: ")), "{live:?}");
+    assert_eq!(printed.len(), live.len() + 1);
 }
 
 /// Client load over a level: CPU time went 1.0 -> 1.5 s while the meter's

@@ -63,6 +63,23 @@ impl Tally {
         self.diagnoses_for(&self.decision())
     }
 
+    /// What a face says of the run after its levels: the capacity line, the
+    /// knee, the cost verdict when `with_cost` (the live view shows cost in
+    /// its own panel), and a note a diagnosis.
+    pub(crate) fn verdict_lines(&self, decision: &Decision, with_cost: bool) -> Vec<String> {
+        let mut lines = vec![decision.capacity_line()];
+        if let Some(knee) = &decision.knee {
+            lines.push(format!("knee: {}", knee.reason));
+        }
+        if let Some(cost) = self.cost(decision).filter(|_| with_cost) {
+            lines.push(format!("cost: {}", cost.verdict));
+        }
+        for diagnosis in self.diagnoses_for(decision) {
+            lines.push(format!("note: {}", diagnosis.message));
+        }
+        lines
+    }
+
     /// `diagnoses` with a decision already at hand.
     pub(crate) fn diagnoses_for(&self, decision: &Decision) -> Vec<Diagnosis> {
         // The latest series' levels: another series ran against another
