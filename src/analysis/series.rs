@@ -1,6 +1,13 @@
 //! A run of several series (server settings compared in one run): each
 //! series' result in one line, and the latest against the first.
 
+/// The label of series `index` (0-based) when the user gave none:
+/// `series 1`, `series 2`, ... The live view, the level files and every
+/// report name an unlabelled series so.
+pub(crate) fn default_label(index: usize) -> String {
+    format!("series {}", index + 1)
+}
+
 /// One series' result: its label, capacity, knee and peak.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesResult {
@@ -49,4 +56,15 @@ pub(crate) fn series_lines(results: &[SeriesResult]) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unlabelled_series_counts_from_one() {
+        assert_eq!(default_label(0), "series 1");
+        assert_eq!(default_label(2), "series 3");
+    }
 }

@@ -109,7 +109,7 @@ pub(crate) fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
             level
                 .series_label
                 .clone()
-                .unwrap_or_else(|| "series 1".into()),
+                .unwrap_or_else(|| crate::analysis::series::default_label(0)),
         );
     }
     let at = |c: Option<u32>| {

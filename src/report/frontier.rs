@@ -215,7 +215,7 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                 label: labels
                     .get(&s)
                     .cloned()
-                    .unwrap_or_else(|| format!("series {}", s + 1)),
+                    .unwrap_or_else(|| crate::analysis::series::default_label(s)),
                 vertices,
                 capacity,
             }

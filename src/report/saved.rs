@@ -138,7 +138,7 @@ impl SavedLevel {
             notes.push(
                 self.series_label
                     .clone()
-                    .unwrap_or_else(|| format!("series {}", self.series + 1)),
+                    .unwrap_or_else(|| crate::analysis::series::default_label(self.series)),
             );
         }
         let round = self.round();

@@ -411,7 +411,7 @@ impl App {
             .series_labels
             .get(&index)
             .cloned()
-            .unwrap_or_else(|| format!("series {}", index + 1))
+            .unwrap_or_else(|| crate::analysis::series::default_label(index))
     }
 }
 

@@ -343,7 +343,7 @@ impl SeriesWatch {
                 );
             }
             LookFor::Prompt => {
-                let fallback = format!("series {}", app.series + 2);
+                let fallback = crate::analysis::series::default_label(app.series + 1);
                 app.offer_label(crate::probe::series::default_label(
                     &self.baseline,
                     &look,
@@ -361,7 +361,7 @@ impl SeriesWatch {
                     app.refuse_series(&refused);
                     return;
                 }
-                let fallback = format!("series {}", app.series + 2);
+                let fallback = crate::analysis::series::default_label(app.series + 1);
                 let label = crate::probe::series::default_label(&self.baseline, &look, &fallback);
                 self.begin(app, recorder, driver, label, Some(look));
             }

@@ -207,7 +207,7 @@ impl Tally {
             }
             DriverEvent::SeriesStarted { series, .. } => {
                 self.series.entry(*series).or_insert_with(|| SeriesInfo {
-                    label: format!("series {}", series + 1),
+                    label: crate::analysis::series::default_label(*series),
                     server: Value::Null,
                 });
             }
@@ -368,9 +368,10 @@ impl Tally {
     }
 
     pub(crate) fn series_label(&self, index: usize) -> String {
-        self.series
-            .get(&index)
-            .map_or_else(|| format!("series {}", index + 1), |s| s.label.clone())
+        self.series.get(&index).map_or_else(
+            || crate::analysis::series::default_label(index),
+            |s| s.label.clone(),
+        )
     }
 
     /// What the probe saw of a series' server, when it said.

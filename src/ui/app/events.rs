@@ -73,7 +73,7 @@ impl App {
                 self.shown
                     .series_labels
                     .entry(*series)
-                    .or_insert_with(|| format!("series {}", series + 1));
+                    .or_insert_with(|| crate::analysis::series::default_label(*series));
                 self.phase = Phase::Running;
                 self.note(format!(
                     "new series: {}",

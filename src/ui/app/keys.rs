@@ -111,7 +111,7 @@ impl App {
                 }
                 self.pending = None;
                 self.prompt = Some(LabelPrompt {
-                    text: format!("series {}", self.series + 2),
+                    text: crate::analysis::series::default_label(self.series + 1),
                     ..LabelPrompt::default()
                 });
                 Some(Action::ProbeForLabel)
