@@ -16,6 +16,16 @@ use crate::support::{
     self, bin, paced, python_with_jsonschema, read_json, scratch, text, tokbench, Sim,
 };
 
+/// Give a flag that `sweep_args` sets another value.
+fn set_flag(args: &mut [String], flag: &str, value: &str) {
+    let at = args
+        .iter()
+        .position(|a| a == flag)
+        .unwrap_or_else(|| panic!("sweep_args sets {flag}"))
+        + 1;
+    args[at] = value.into();
+}
+
 /// The sweep every test here runs: two short levels against a paced
 /// simulator, long enough per request (16 tokens of 20 ms) that a 100 ms
 /// scraper sees each level begin at zero.
@@ -669,12 +679,7 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
     args.retain(|a| a != "--no-probe");
     // Levels of about half a second, so the probe's 0.1 s samples land in
     // each even when the box is busy (three requests a stream took ~0.1 s).
-    let per_stream = args
-        .iter()
-        .position(|a| a == "--prompts-per-stream")
-        .expect("sweep_args sets it")
-        + 1;
-    args[per_stream] = "12".into();
+    set_flag(&mut args, "--prompts-per-stream", "12");
     args.extend(
         [
             "--random-range-ratio",
@@ -924,12 +929,7 @@ fn a_signal_still_ends_the_events_with_the_partial_level_and_exit_130() {
     let events = dir.join("events.jsonl");
     let mut args = sweep_args(&sim, &run_dir);
     // One long level: the signal lands in the middle of it.
-    let at = args
-        .iter()
-        .position(|a| a == "--concurrency")
-        .expect("flag")
-        + 1;
-    args[at] = "2".into();
+    set_flag(&mut args, "--concurrency", "2");
     args.extend(["--num-prompts", "100000", "--events"].map(String::from));
     args.push(events.display().to_string());
     let mut child = Command::new(bin())
