@@ -228,6 +228,56 @@ fn an_unsteady_manual_level_is_kept_but_not_judged() {
     assert_eq!(capacity.concurrency, 1);
 }
 
+/// A hand-set level at 2 streams, steady from its start, left by a stop
+/// that cancels one request in flight. Every answer is 100 tokens over 2 s
+/// (50 tok/s a stream). Stream A runs 0-2, 2-4, 4-6 s and is cancelled in
+/// 6-7; B runs 1-3, 3-5, 5-7. From the target (1 s), the seconds hold 100,
+/// 100, 100, 100, 100 and then 50 (A's cancelled tokens are missing). With
+/// the last second the RSE would be 20.4 / sqrt(6) / 91.7 = 9.1%, not
+/// steady; on the seconds whole before the longest request (2 s) it is
+/// four seconds of 100: steady, RSE 0.
+#[test]
+fn a_level_left_by_a_stop_is_judged_on_its_whole_seconds() {
+    let mut tally = Tally::new(run("sweep"), None);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(0, 2, Mode::Manual, 0, 0)),
+        ClientReading::default,
+    );
+    tally.on_event(
+        &DriverEvent::TargetReached {
+            index: 0,
+            at: Duration::from_millis(1000),
+        },
+        ClientReading::default,
+    );
+    let mut id = 0;
+    for (start, end) in [
+        (0, 2000),
+        (1000, 3000),
+        (2000, 4000),
+        (3000, 5000),
+        (4000, 6000),
+        (5000, 7000),
+    ] {
+        id += 1;
+        tally.on_event(
+            &DriverEvent::Record(answer(id, 0, start, 0, end)),
+            ClientReading::default,
+        );
+    }
+    let mut cancelled = RequestRecord::empty(99, 0);
+    cancelled.start = Duration::from_millis(6000);
+    cancelled.end = Duration::from_millis(7000);
+    cancelled.outcome = Outcome::Cancelled;
+    tally.on_event(&DriverEvent::Record(cancelled), ClientReading::default);
+    let closed = tally
+        .close_level(0, true, ClientReading::default())
+        .expect("running");
+    let steadiness = closed.level.steadiness.clone().expect("judged");
+    assert!(steadiness.steady, "{steadiness:?}");
+    assert_eq!(steadiness.rse, Some(0.0));
+}
+
 /// One level is a single-level sweep, which the diagnoses say; an open-loop
 /// run sets no concurrency, so the same level says nothing of the kind.
 #[test]
