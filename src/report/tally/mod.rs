@@ -300,11 +300,12 @@ impl Tally {
         });
         let window_end = self.window_end(&open);
         let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
-        // A level cut short by a stop lacks the tokens of the requests it
-        // cancelled in its last seconds, which would read as throughput
+        // A level cut short (a stop closes it with requests still in
+        // flight, which come back cancelled or never) lacks those requests'
+        // tokens in its last seconds, which would read as throughput
         // falling. Judge it, as the live view judged it while it ran, on the
         // seconds that were whole: those before its longest request.
-        let every_request_back = stats.cancelled == 0;
+        let every_request_back = !partial && stats.cancelled == 0;
         let estimate = window_end.and_then(|end| open.steady.estimate(end, every_request_back));
         let steadiness = (open.info.mode == Mode::Manual).then(|| {
             let min = min_completions(

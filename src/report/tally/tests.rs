@@ -238,44 +238,52 @@ fn an_unsteady_manual_level_is_kept_but_not_judged() {
 /// four seconds of 100: steady, RSE 0.
 #[test]
 fn a_level_left_by_a_stop_is_judged_on_its_whole_seconds() {
-    let mut tally = Tally::new(run("sweep"), None);
-    tally.on_event(
-        &DriverEvent::LevelStarted(info(0, 2, Mode::Manual, 0, 0)),
-        ClientReading::default,
-    );
-    tally.on_event(
-        &DriverEvent::TargetReached {
-            index: 0,
-            at: Duration::from_millis(1000),
-        },
-        ClientReading::default,
-    );
-    let mut id = 0;
-    for (start, end) in [
-        (0, 2000),
-        (1000, 3000),
-        (2000, 4000),
-        (3000, 5000),
-        (4000, 6000),
-        (5000, 7000),
-    ] {
-        id += 1;
+    let judged = |cancelled_came_back: bool| {
+        let mut tally = Tally::new(run("sweep"), None);
         tally.on_event(
-            &DriverEvent::Record(answer(id, 0, start, 0, end)),
+            &DriverEvent::LevelStarted(info(0, 2, Mode::Manual, 0, 0)),
             ClientReading::default,
         );
+        tally.on_event(
+            &DriverEvent::TargetReached {
+                index: 0,
+                at: Duration::from_millis(1000),
+            },
+            ClientReading::default,
+        );
+        let answers = [
+            (0, 2000),
+            (1000, 3000),
+            (2000, 4000),
+            (3000, 5000),
+            (4000, 6000),
+            (5000, 7000),
+        ];
+        for (id, (start, end)) in (1..).zip(answers) {
+            tally.on_event(
+                &DriverEvent::Record(answer(id, 0, start, 0, end)),
+                ClientReading::default,
+            );
+        }
+        // A's last request: back cancelled before the level closed, or not
+        // back at all when the stop closed it.
+        if cancelled_came_back {
+            let mut cancelled = RequestRecord::empty(99, 0);
+            cancelled.start = Duration::from_millis(6000);
+            cancelled.end = Duration::from_millis(7000);
+            cancelled.outcome = Outcome::Cancelled;
+            tally.on_event(&DriverEvent::Record(cancelled), ClientReading::default);
+        }
+        let closed = tally
+            .close_level(0, true, ClientReading::default())
+            .expect("running");
+        closed.level.steadiness.clone().expect("judged")
+    };
+    for came_back in [false, true] {
+        let steadiness = judged(came_back);
+        assert!(steadiness.steady, "{came_back}: {steadiness:?}");
+        assert_eq!(steadiness.rse, Some(0.0), "{came_back}");
     }
-    let mut cancelled = RequestRecord::empty(99, 0);
-    cancelled.start = Duration::from_millis(6000);
-    cancelled.end = Duration::from_millis(7000);
-    cancelled.outcome = Outcome::Cancelled;
-    tally.on_event(&DriverEvent::Record(cancelled), ClientReading::default);
-    let closed = tally
-        .close_level(0, true, ClientReading::default())
-        .expect("running");
-    let steadiness = closed.level.steadiness.clone().expect("judged");
-    assert!(steadiness.steady, "{steadiness:?}");
-    assert_eq!(steadiness.rse, Some(0.0));
 }
 
 /// One level is a single-level sweep, which the diagnoses say; an open-loop
