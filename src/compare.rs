@@ -11,6 +11,7 @@ use color_eyre::eyre::{Result, WrapErr};
 
 use crate::cli::CompareArgs;
 use crate::report::saved::{SavedLevel, SavedRun, ShapeDifference};
+use crate::report::schema::number;
 use crate::report::svg::group;
 use crate::stats::percentile::median;
 
@@ -270,7 +271,7 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
     let base_cap = runs
         .first()
         .and_then(|r| r.capacity.as_ref())
-        .and_then(|c| c.output_throughput);
+        .and_then(|c| number(&c.output_throughput));
     for (i, run) in runs.iter().enumerate() {
         let text = match &run.capacity {
             Some(cap) => {
@@ -278,16 +279,16 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
                     "{} streams, {} tok/s",
                     cap.concurrency
                         .map_or_else(|| "?".into(), |c| c.to_string()),
-                    cap.output_throughput
-                        .map_or_else(|| "?".into(), |t| group(t, 0))
+                    number(&cap.output_throughput).map_or_else(|| "?".into(), |t| group(t, 0))
                 );
-                if let Some(p) = cap.per_stream_tok_s {
+                if let Some(p) = number(&cap.per_stream_tok_s) {
                     let _ = write!(t, ", {p:.1} tok/s per stream");
                 }
-                if let Some(p) = cap.p99_ttft_ms {
+                if let Some(p) = number(&cap.p99_ttft_ms) {
                     let _ = write!(t, ", p99 TTFT {} ms", group(p, 0));
                 }
-                t.push_str(&against_first(i, base_cap, cap.output_throughput, " tok/s"));
+                let throughput = number(&cap.output_throughput);
+                t.push_str(&against_first(i, base_cap, throughput, " tok/s"));
                 t
             }
             None => format!("none: {}", run.capacity_text()),
@@ -301,24 +302,25 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
         let base_cost = runs
             .first()
             .and_then(|r| r.cost.as_ref())
-            .and_then(|c| c.cost_per_m_output);
+            .and_then(|c| number(&c.cost_per_m_output));
         for (i, run) in runs.iter().enumerate() {
             let text = match run.cost.as_ref() {
                 Some(cost) => {
-                    let mut t = match cost.cost_per_m_output {
+                    let per_m = number(&cost.cost_per_m_output);
+                    let mut t = match per_m {
                         Some(m) => format!("${m:.3}/M"),
                         None => "-".into(),
                     };
-                    if let Some(g) = cost.gpu_price_per_hour {
+                    if let Some(g) = number(&cost.gpu_price_per_hour) {
                         let _ = write!(t, " at ${g}/h");
                     }
-                    if let Some(e) = cost.effective_cost_per_m {
+                    if let Some(e) = number(&cost.effective_cost_per_m) {
                         let _ = write!(t, ", ${e:.3}/M at the given utilization");
                     }
-                    if let Some(a) = cost.api_price_per_m {
+                    if let Some(a) = number(&cost.api_price_per_m) {
                         let _ = write!(t, " (API ${a}/M)");
                     }
-                    t.push_str(&against_first(i, base_cost, cost.cost_per_m_output, ""));
+                    t.push_str(&against_first(i, base_cost, per_m, ""));
                     t
                 }
                 None => "- (no GPU price given)".into(),

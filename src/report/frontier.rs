@@ -26,6 +26,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::saved::{SavedLevel, SavedRun};
+use super::schema::number;
 use super::svg::{
     draw_common_swatch, esc, group, lay_out_legend, legend_rows_in, nice, sample_polyline,
     tick_label, CommonSwatch, PlotBox, TextBox, AXIS, CAPACITY, FONT, GRID, HEIGHT, INK, LEFT,
@@ -197,8 +198,8 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                 let cap = run.capacity.as_ref().filter(|_| s == latest)?;
                 Some((
                     cap.concurrency.filter(|c| *c > 0)?,
-                    cap.per_stream_tok_s,
-                    cap.output_throughput,
+                    number(&cap.per_stream_tok_s),
+                    number(&cap.output_throughput),
                 ))
             });
             // Where the decision's levels have that concurrency, the

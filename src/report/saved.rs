@@ -149,25 +149,6 @@ impl SavedLevel {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SavedCapacity {
-    pub concurrency: Option<u32>,
-    pub output_throughput: Option<f64>,
-    pub per_stream_tok_s: Option<f64>,
-    pub p99_ttft_ms: Option<f64>,
-    pub share_of_peak: Option<f64>,
-    pub reason: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SavedCost {
-    pub gpu_price_per_hour: Option<f64>,
-    pub api_price_per_m: Option<f64>,
-    pub cost_per_m_output: Option<f64>,
-    pub effective_cost_per_m: Option<f64>,
-    pub verdict: Option<String>,
-}
-
 /// One way two runs' workloads differ ([`SavedRun::shape_differences`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ShapeDifference {
@@ -202,10 +183,10 @@ pub(crate) struct SavedRun {
     /// In run order.
     pub levels: Vec<SavedLevel>,
     pub knee: Option<Knee>,
-    pub capacity: Option<SavedCapacity>,
+    pub capacity: Option<Capacity>,
     /// `capacity_reason`: "capacity: ..." or "no capacity: ...".
     pub capacity_reason: Option<String>,
-    pub cost: Option<SavedCost>,
+    pub cost: Option<Cost>,
     /// Those with a message.
     pub diagnoses: Vec<DiagnosisEntry>,
     /// GPUs serving the target (`run.gpus`, from `sweep --gpus`; `report
@@ -330,21 +311,8 @@ impl SavedRun {
             .unwrap_or_default();
         let part = |key: &str| raw.get(key).cloned().unwrap_or(Value::Null);
         let knee = schema::typed::<Knee>(part("knee"));
-        let capacity = schema::typed::<Capacity>(part("capacity")).map(|c| SavedCapacity {
-            concurrency: c.concurrency,
-            output_throughput: number(&c.output_throughput),
-            per_stream_tok_s: number(&c.per_stream_tok_s),
-            p99_ttft_ms: number(&c.p99_ttft_ms),
-            share_of_peak: number(&c.share_of_peak),
-            reason: c.reason,
-        });
-        let cost = schema::typed::<Cost>(part("cost")).map(|c| SavedCost {
-            gpu_price_per_hour: number(&c.gpu_price_per_hour),
-            api_price_per_m: number(&c.api_price_per_m),
-            cost_per_m_output: number(&c.cost_per_m_output),
-            effective_cost_per_m: number(&c.effective_cost_per_m),
-            verdict: c.verdict,
-        });
+        let capacity = schema::typed::<Capacity>(part("capacity"));
+        let cost = schema::typed::<Cost>(part("cost"));
         // The summary's own keys, typed; a key of an unexpected type reads
         // as absent (`-`), like everything else here.
         let summary: SummaryFile = serde_json::from_value(Value::Object(
@@ -508,7 +476,7 @@ impl SavedRun {
             Some(c) => c
                 .verdict
                 .clone()
-                .unwrap_or_else(|| match c.cost_per_m_output {
+                .unwrap_or_else(|| match number(&c.cost_per_m_output) {
                     Some(m) => format!("${m:.3} per million output tokens"),
                     None => "no cost figure recorded".into(),
                 }),

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::saved::{trim_num, SavedLevel, SavedRun};
+use super::schema::number;
 use crate::stats::percentile::median;
 
 // The chart's parts; label placement and the legend serve the frontier
@@ -240,8 +241,7 @@ impl ChartData {
         });
         let capacity = run.capacity.as_ref().and_then(|cap| {
             let c = cap.concurrency.filter(|c| *c > 0)?;
-            let t = cap
-                .output_throughput
+            let t = number(&cap.output_throughput)
                 .or_else(|| rounds.get(&c).and_then(|(t, _)| median(t.iter().copied())))?;
             Some((c, t))
         });

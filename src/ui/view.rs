@@ -28,6 +28,7 @@ use crate::cli::{ReportFormat, ViewArgs};
 use crate::load::driver::LevelInfo;
 use crate::report::formats;
 use crate::report::saved::{SavedRun, ShapeDifference};
+use crate::report::schema::number;
 use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
 
 /// How often the screen is redrawn with no key pressed (a footer note
@@ -203,10 +204,6 @@ fn empty_run() -> RunView {
     }
 }
 
-fn float(v: Option<&Value>, key: &str) -> Option<f64> {
-    v?.get(key)?.as_f64().filter(|x| x.is_finite())
-}
-
 fn to_u32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -353,29 +350,26 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
     }
 }
 
-/// summary.json's `cost`, every figure the panel shows (the tolerant
-/// reader keeps only some of them, so they are read here).
+/// summary.json's `cost`, every figure the panel shows.
 fn cost_of(run: &SavedRun) -> Option<CostView> {
-    let cost = run.raw.get("cost").filter(|c| c.is_object());
     let saved = run.cost.as_ref()?;
-    let cost_per_m = saved.cost_per_m_output;
-    let effective = saved
-        .effective_cost_per_m
-        .zip(crate::analysis::cost::utilization_of(
-            cost_per_m,
-            saved.effective_cost_per_m,
-        ));
+    let cost_per_m = number(&saved.cost_per_m_output);
+    let effective_per_m = number(&saved.effective_cost_per_m);
+    let effective = effective_per_m.zip(crate::analysis::cost::utilization_of(
+        cost_per_m,
+        effective_per_m,
+    ));
     let verdict = saved.verdict.clone().unwrap_or_else(|| match cost_per_m {
         Some(_) => "cost recorded without a verdict".into(),
         None => "no cost: none recorded in this summary".into(),
     });
     Some(CostView {
-        gpu_price_per_hour: saved.gpu_price_per_hour,
-        api_price_per_m: saved.api_price_per_m,
+        gpu_price_per_hour: number(&saved.gpu_price_per_hour),
+        api_price_per_m: number(&saved.api_price_per_m),
         cost_per_m,
         effective,
-        break_even_tok_s: float(cost, "break_even_output_tok_s"),
-        break_even_utilization: float(cost, "break_even_utilization"),
+        break_even_tok_s: number(&saved.break_even_output_tok_s),
+        break_even_utilization: number(&saved.break_even_utilization),
         verdict: super::app::one_line(&verdict),
     })
 }
