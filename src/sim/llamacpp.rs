@@ -74,7 +74,7 @@ pub(crate) async fn route(
         (Method::GET, "/slots") => slots(state),
         (Method::POST, "/tokenize") => tokenize(req).await,
         (Method::GET, "/metrics") => {
-            let mut r = with_status(StatusCode::OK, full(metrics_text(state)));
+            let mut r = with_status(StatusCode::OK, full(state.metrics.render_llamacpp()));
             r.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; version=0.0.4"),
@@ -233,43 +233,6 @@ async fn tokenize(req: Request<Incoming>) -> Response<Body> {
     };
     let text = v.get("content").and_then(Value::as_str).unwrap_or("");
     json_response(StatusCode::OK, &json!({"tokens": wire::token_ids(text)}))
-}
-
-/// `/metrics` with llama.cpp's names and help lines (integers, as it writes them).
-fn metrics_text(state: &AppState) -> String {
-    let m = &state.metrics;
-    let mut out = String::with_capacity(1000);
-    for (name, kind, help, value) in [
-        (
-            "prompt_tokens_total",
-            "counter",
-            "Number of prompt tokens processed, excluding cached tokens",
-            m.prompt_tokens.load(Ordering::Relaxed),
-        ),
-        (
-            "tokens_predicted_total",
-            "counter",
-            "Number of generation tokens processed",
-            m.generation_tokens.load(Ordering::Relaxed),
-        ),
-        (
-            "requests_processing",
-            "gauge",
-            "Number of requests processing",
-            m.running.load(Ordering::Relaxed),
-        ),
-        (
-            "requests_deferred",
-            "gauge",
-            "Number of requests deferred",
-            m.waiting.load(Ordering::Relaxed),
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP llamacpp:{name} {help}");
-        let _ = writeln!(out, "# TYPE llamacpp:{name} {kind}");
-        let _ = writeln!(out, "llamacpp:{name} {value}");
-    }
-    out
 }
 
 /// Everything needed to write one llama.cpp stream.
