@@ -66,8 +66,8 @@ use crate::fmt::{round3, round4};
 use crate::record::Mode;
 use crate::report::recorder::{level_file_base, level_file_name};
 use crate::report::schema::{
-    self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, ShardEntry, ShardSection,
-    SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,
+    self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, SeriesEntry, ShardEntry,
+    ShardSection, SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,
 };
 use metric::{merge_metric, MergedMetric, Part};
 

@@ -153,28 +153,26 @@ pub(super) fn merged_summary(
         ));
     }
 
-    let series: Vec<Value> = levels
+    let series: Vec<SeriesEntry> = levels
         .iter()
         .map(|(_, l)| l.series.unwrap_or(0))
         .collect::<BTreeSet<u64>>()
         .into_iter()
         .map(|index| {
             let d = decision_of(levels, index, &slo);
-            let shard0 = base
-                .series
-                .iter()
-                .find(|s| s.get("index").and_then(Value::as_u64) == Some(index));
+            let shard0 = base.series.iter().find(|s| s.index == Some(index));
             let label = levels
                 .iter()
                 .find(|(_, l)| l.series.unwrap_or(0) == index)
                 .and_then(|(_, l)| l.series_label.clone());
-            json!({
-                "index": index,
-                "label": label,
-                "server": shard0.and_then(|s| s.get("server")).cloned().unwrap_or(Value::Null),
-                "knee": d.knee_json(),
-                "capacity": d.capacity_json(),
-            })
+            SeriesEntry {
+                index: Some(index),
+                label,
+                server: shard0.map_or(Value::Null, |s| s.server.clone()),
+                knee: schema::typed(d.knee_json()),
+                capacity: schema::typed(d.capacity_json()),
+                other: Map::new(),
+            }
         })
         .collect();
 

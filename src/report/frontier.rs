@@ -23,8 +23,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde_json::Value;
-
 use super::saved::{SavedLevel, SavedRun};
 use super::schema::number;
 use super::svg::{
@@ -232,35 +230,22 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
 /// Each series' capacity from `summary.json`'s `series` list, by index:
 /// (concurrency, per-stream tok/s, output tok/s) as saved.
 fn series_capacities(run: &SavedRun) -> BTreeMap<usize, (u32, Option<f64>, Option<f64>)> {
-    let mut out = BTreeMap::new();
-    for s in run
-        .raw
-        .get("series")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(index) = s.get("index").and_then(Value::as_u64) else {
-            continue;
-        };
-        let Some(cap) = s.get("capacity").filter(|c| c.is_object()) else {
-            continue;
-        };
-        let Some(c) = cap
-            .get("concurrency")
-            .and_then(Value::as_u64)
-            .and_then(|c| u32::try_from(c).ok())
-            .filter(|c| *c > 0)
-        else {
-            continue;
-        };
-        let num = |k: &str| cap.get(k).and_then(Value::as_f64).filter(|x| x.is_finite());
-        out.insert(
-            index as usize,
-            (c, num("per_stream_tok_s"), num("output_throughput")),
-        );
-    }
-    out
+    run.series
+        .iter()
+        .filter_map(|s| {
+            let index = usize::try_from(s.index?).ok()?;
+            let cap = s.capacity.as_ref()?;
+            let concurrency = cap.concurrency.filter(|c| *c > 0)?;
+            Some((
+                index,
+                (
+                    concurrency,
+                    number(&cap.per_stream_tok_s),
+                    number(&cap.output_throughput),
+                ),
+            ))
+        })
+        .collect()
 }
 
 /// A linear axis from 0: a round step and how many of them reach past the
@@ -396,7 +381,7 @@ fn series_color(series: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
     use std::path::Path;
 
     fn run(v: Value) -> SavedRun {

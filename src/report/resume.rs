@@ -10,7 +10,7 @@ use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::Value;
 
 use super::saved::read_summary;
-use super::schema::{LevelFile, SummaryFile};
+use super::schema::{LevelFile, SeriesEntry};
 use crate::analysis::decide::LevelPoint;
 use crate::load::driver::LevelPlan;
 
@@ -73,18 +73,9 @@ impl PriorRun {
             .filter_map(|l| Some((point_of(l)?, series_of(l))))
             .unzip();
         let last_series = levels.iter().map(series_of).max().unwrap_or(0);
-        // `series` entries, typed only as far as this needs.
-        let series: SummaryFile = serde_json::from_value(serde_json::json!({
-            "series": summary.get("series").cloned().unwrap_or(Value::Null)
-        }))
-        .unwrap_or_default();
-        let series_labels = series
-            .series
-            .iter()
-            .filter_map(|s| {
-                let index = s.get("index")?.as_u64()? as usize;
-                Some((index, s.get("label")?.as_str()?.to_string()))
-            })
+        let series_labels = SeriesEntry::all_of(summary)
+            .into_iter()
+            .filter_map(|s| Some((usize::try_from(s.index?).ok()?, s.label?)))
             .collect();
         Some(PriorRun {
             levels,

@@ -12,7 +12,8 @@ use color_eyre::eyre::{bail, Result, WrapErr};
 use serde_json::{Map, Value};
 
 use super::schema::{
-    self, number, Capacity, Cost, DiagnosisEntry, Knee, LevelFile, RunSection, RunSlo, SummaryFile,
+    self, number, Capacity, Cost, DiagnosisEntry, Knee, LevelFile, RunSection, RunSlo, SeriesEntry,
+    SummaryFile,
 };
 use crate::analysis::decide::slo_terms;
 use crate::record::Mode;
@@ -189,44 +190,35 @@ pub(crate) struct SavedRun {
     pub cost: Option<Cost>,
     /// Those with a message.
     pub diagnoses: Vec<DiagnosisEntry>,
+    /// `series`: each stretch against one server configuration, judged alone.
+    pub series: Vec<SeriesEntry>,
     /// GPUs serving the target (`run.gpus`, from `sweep --gpus`; `report
     /// --gpus` sets it): throughput is also given per GPU.
     pub gpus: Option<u32>,
 }
 
 impl SavedRun {
-    /// `summary.json`'s `series`: each one's label, capacity and knee.
+    /// `summary.json`'s `series`: each one's label, capacity and knee, and
+    /// the highest throughput of its whole, settled levels.
     pub(crate) fn series_results(&self) -> Vec<crate::analysis::series::SeriesResult> {
-        let summary = &self.raw;
-        let Some(all) = summary.get("series").and_then(Value::as_array) else {
-            return Vec::new();
-        };
-        let levels = summary.get("levels").and_then(Value::as_array);
-        all.iter()
+        self.series
+            .iter()
             .filter_map(|s| {
-                let index = s.get("index")?.as_u64()? as usize;
-                let c = |v: Option<&Value>, k: &str| {
-                    v.and_then(|v| v.get(k))
-                        .and_then(Value::as_u64)
-                        .and_then(|n| u32::try_from(n).ok())
-                };
-                let peak = levels.and_then(|levels| {
-                    levels
-                        .iter()
-                        .filter(|l| {
-                            l.get("series").and_then(Value::as_u64).unwrap_or(0) as usize == index
-                        })
-                        .filter(|l| l.get("partial").and_then(Value::as_bool) != Some(true))
-                        .filter(|l| l.get("steady").and_then(Value::as_bool) != Some(false))
-                        .filter_map(|l| l.get("output_throughput")?.as_f64())
-                        .reduce(f64::max)
-                });
-                let knee = s.get("knee").filter(|k| !k.is_null());
+                let index = usize::try_from(s.index?).ok()?;
+                let peak = self
+                    .levels
+                    .iter()
+                    .filter(|l| l.series == index && !l.partial && !l.is_unsteady())
+                    .filter_map(|l| l.output_throughput)
+                    .reduce(f64::max);
                 Some(crate::analysis::series::SeriesResult {
                     index,
-                    label: s.get("label")?.as_str()?.to_string(),
-                    capacity: c(s.get("capacity"), "concurrency"),
-                    knee: c(knee, "from_concurrency").zip(c(knee, "to_concurrency")),
+                    label: s.label.clone()?,
+                    capacity: s.capacity.as_ref().and_then(|c| c.concurrency),
+                    knee: s
+                        .knee
+                        .as_ref()
+                        .and_then(|k| k.from_concurrency.zip(k.to_concurrency)),
                     peak_tok_s: peak,
                 })
             })
@@ -350,6 +342,7 @@ impl SavedRun {
             capacity_reason: summary.capacity_reason,
             cost,
             diagnoses,
+            series: SeriesEntry::all_of(&raw),
             gpus: run.gpus.filter(|g| *g > 0),
             raw,
         })

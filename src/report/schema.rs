@@ -283,8 +283,9 @@ pub struct SummaryFile {
     pub knee: Option<Knee>,
     /// The highest level meeting the SLO; `null` when none does.
     pub capacity: Option<Capacity>,
-    /// Each series: `{index, label, server, knee, capacity}`.
-    pub series: Vec<Value>,
+    /// Each series, judged on its own levels.
+    #[serde(deserialize_with = "entries")]
+    pub series: Vec<SeriesEntry>,
     pub capacity_reason: Option<String>,
     /// The cost at capacity (`--gpu-price-per-hour`); `null` without.
     pub cost: Option<Cost>,
@@ -433,6 +434,31 @@ pub struct Cost {
     pub other: Map<String, Value>,
 }
 
+/// One entry of summary.json's `series`: a stretch of the run against one
+/// server configuration, with the knee and capacity of its own levels.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SeriesEntry {
+    /// 0 first; the levels of the series carry it in `series`.
+    pub index: Option<u64>,
+    pub label: Option<String>,
+    /// What the server said of its settings when the series began (llama.cpp's
+    /// `/props`, ...); null when it said nothing.
+    pub server: Value,
+    pub knee: Option<Knee>,
+    pub capacity: Option<Capacity>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl SeriesEntry {
+    /// The `series` list of a summary read as JSON, entry by entry.
+    pub(crate) fn all_of(summary: &Value) -> Vec<SeriesEntry> {
+        entries(summary.get("series").cloned().unwrap_or(Value::Null)).unwrap_or_default()
+    }
+}
+
 /// A finite number's value.
 pub(crate) fn number(n: &Option<Number>) -> Option<f64> {
     n.as_ref()
@@ -563,6 +589,23 @@ where
         .as_f64()
         .filter(|f| f.is_finite() && *f >= 0.0 && f.fract() == 0.0 && *f < 9.0e15);
     Ok(whole.and_then(|f| serde_json::from_value::<Option<T>>(Value::from(f as u64)).ok()?))
+}
+
+/// A list read entry by entry: an entry of the wrong type (a string where an
+/// object belongs) is left out instead of failing the whole file, and a
+/// value that is not a list reads as none.
+fn entries<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Ok(match Value::deserialize(d)? {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|item| serde_json::from_value(item).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
 }
 
 /// A flag: `true` only when the file says `true`.

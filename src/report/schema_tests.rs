@@ -100,6 +100,10 @@ fn the_schemas_name_every_key_the_structs_write() {
     };
     let summary_schema = include_str!("../../assets/schema/summary.schema.json");
     assert_named(&summary.to_value(), summary_schema, "SummaryFile");
+    let entry = serde_json::to_value(SeriesEntry::default()).expect("serializes");
+    let items: Value = serde_json::from_str(summary_schema).expect("schema json");
+    let items = items["properties"]["series"]["items"].to_string();
+    assert_named(&entry, &items, "SeriesEntry");
     let line = RequestLine {
         prompt: Some("hi".into()),
         ..RequestLine::default()
@@ -162,7 +166,43 @@ fn every_optional_key_of_a_lenient_struct_tolerates_a_wrong_type() {
     check::<Knee>("Knee");
     check::<Capacity>("Capacity");
     check::<Cost>("Cost");
+    check::<SeriesEntry>("SeriesEntry");
     check::<RequestLine>("RequestLine");
+}
+
+/// `series` is read entry by entry: the entry that is not an object is left
+/// out, the two others keep their index, label and capacity; a `series`
+/// that is not a list reads as none.
+#[test]
+fn a_bad_series_entry_leaves_the_others() {
+    let summary: SummaryFile = serde_json::from_value(json!({
+        "levels": [],
+        "series": [
+            {"index": 0, "label": "series 1", "capacity": {"concurrency": 8}},
+            "not an entry",
+            {"index": 1.0, "label": "slots 4", "knee": null, "server": {"total_slots": 4}}
+        ]
+    }))
+    .expect("loads");
+    let read: Vec<_> = summary
+        .series
+        .iter()
+        .map(|s| {
+            let capacity = s.capacity.as_ref().and_then(|c| c.concurrency);
+            (s.index, s.label.as_deref(), capacity)
+        })
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (Some(0), Some("series 1"), Some(8)),
+            (Some(1), Some("slots 4"), None)
+        ]
+    );
+    assert_eq!(summary.series[1].server["total_slots"], 4);
+    let summary: SummaryFile =
+        serde_json::from_value(json!({"levels": [], "series": {"index": 0}})).expect("loads");
+    assert!(summary.series.is_empty());
 }
 
 /// A saved level as the decision math reads it (`--resume`, `merge`): the

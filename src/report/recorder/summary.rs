@@ -65,10 +65,7 @@ impl Recorder {
             levels,
             knee: schema::typed(decision.knee_json()),
             capacity: schema::typed(decision.capacity_json()),
-            series: match tally.series_json() {
-                Value::Array(a) => a,
-                _ => Vec::new(),
-            },
+            series: tally.series_entries(),
             capacity_reason: Some(decision.capacity_line()),
             cost: cost.as_ref().and_then(|c| schema::typed(c.to_json())),
             diagnoses,

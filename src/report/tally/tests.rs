@@ -344,10 +344,11 @@ fn each_series_is_judged_on_its_own() {
         2
     );
     assert_eq!(tally.decision().capacity.expect("passes").concurrency, 1);
-    let series = tally.series_json();
-    assert_eq!(series[1]["label"], "slots 4");
-    assert_eq!(series[1]["server"]["total_slots"], 4);
-    assert_eq!(series[0]["capacity"]["concurrency"], 2);
+    let series = tally.series_entries();
+    assert_eq!(series[1].label.as_deref(), Some("slots 4"));
+    assert_eq!(series[1].server["total_slots"], 4);
+    let capacity = |i: usize| series[i].capacity.as_ref().and_then(|c| c.concurrency);
+    assert_eq!(capacity(0), Some(2));
 }
 
 /// A resumed run: its kept point at 8 streams (500 tok/s, p99 TTFT 140 ms)

@@ -1,7 +1,7 @@
 //! Knee, capacity, cost and diagnoses over the levels finished so far:
 //! the judgement the summary writes and the live view shows. Pure.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{FinishedLevel, Tally};
 use crate::analysis::cost::{cost, Cost};
@@ -11,6 +11,7 @@ use crate::analysis::diagnose::{
 };
 use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
 use crate::analysis::rounds::rounds_spread;
+use crate::report::schema::{self, SeriesEntry};
 
 impl Tally {
     /// Knee and capacity over the levels finished so far (partial and manual
@@ -167,22 +168,21 @@ impl Tally {
 
     /// `summary.json`'s `series`: each series' label, what the probe saw of
     /// the server, and its knee and capacity.
-    pub(crate) fn series_json(&self) -> Value {
-        Value::Array(
-            self.series_indexes()
-                .into_iter()
-                .map(|index| {
-                    let decision = self.decision_of(index);
-                    json!({
-                        "index": index,
-                        "label": self.series_label(index),
-                        "server": self.series_server(index),
-                        "knee": decision.knee_json(),
-                        "capacity": decision.capacity_json(),
-                    })
-                })
-                .collect(),
-        )
+    pub(crate) fn series_entries(&self) -> Vec<SeriesEntry> {
+        self.series_indexes()
+            .into_iter()
+            .map(|index| {
+                let decision = self.decision_of(index);
+                SeriesEntry {
+                    index: Some(index as u64),
+                    label: Some(self.series_label(index)),
+                    server: self.series_server(index),
+                    knee: schema::typed(decision.knee_json()),
+                    capacity: schema::typed(decision.capacity_json()),
+                    other: Map::new(),
+                }
+            })
+            .collect()
     }
 }
 
