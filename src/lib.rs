@@ -25,6 +25,7 @@ pub mod merge;
 pub mod probe;
 pub mod protocol;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod run;
 pub mod sim;

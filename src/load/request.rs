@@ -117,22 +117,6 @@ impl Target {
     }
 }
 
-/// `message` without `secret`: a server may quote the key it got back in
-/// its error ("Received API Key = ..."), and error messages are saved and
-/// shown. A key cut off by the message's length cap (`...`) goes too.
-fn redact(message: &str, secret: &str) -> String {
-    let mut out = message.replace(secret, "<redacted>");
-    if let Some(body) = out.strip_suffix("...") {
-        let cut = (4.min(secret.len())..secret.len())
-            .rev()
-            .find(|&n| secret.is_char_boundary(n) && body.ends_with(&secret[..n]));
-        if let Some(n) = cut {
-            out = format!("{}<redacted>...", &body[..body.len() - n]);
-        }
-    }
-    out
-}
-
 /// What the driver hands a load task.
 #[derive(Clone, Debug)]
 pub struct PreparedRequest {
@@ -282,7 +266,7 @@ pub(crate) async fn execute_counted(
         None => judge_complete_stream(&tally, output_tokens, request.max_tokens, &mut record),
     };
     if let (Some(message), Some(key)) = (&record.error_message, target.api_key()) {
-        record.error_message = Some(redact(message, key));
+        record.error_message = Some(crate::redact::key_in(message, key));
     }
     record
 }

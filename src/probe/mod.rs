@@ -14,18 +14,7 @@ use color_eyre::eyre::{eyre, Result};
 use serde_json::Value;
 
 use crate::engine::Engine;
-
-/// A server root as shown and saved: without any user name or password.
-pub(crate) fn display_url(base_url: &str) -> String {
-    match reqwest::Url::parse(base_url) {
-        Ok(mut url) => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.as_str().trim_end_matches('/').to_string()
-        }
-        Err(_) => "<invalid url>".into(),
-    }
-}
+use crate::redact;
 
 /// Pre-run look-ups are short: a server that cannot answer a model list in
 /// this time will not serve a benchmark either.
@@ -68,7 +57,7 @@ pub(crate) async fn preflight(
         Ok(None) => Vec::new(),
         Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
         Err(e) => {
-            let shown = display_url(base_url);
+            let shown = redact::base_url(base_url);
             return Err(eyre!("cannot reach {shown}: {e}"));
         }
     };
@@ -177,7 +166,7 @@ pub(crate) async fn get_json(
     let status = response.status().as_u16();
     if status == 401 || status == 403 {
         // `url` still has any user:password@ of --base-url: never echo it.
-        let shown = display_url(url);
+        let shown = redact::base_url(url);
         return Err(format!(
             "{shown} answered HTTP {status}: the server wants a key; give it with --api-key or OPENAI_API_KEY"
         ));

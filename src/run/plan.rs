@@ -19,7 +19,6 @@ use crate::analysis::DecisionConfig;
 use crate::cli::{Backend, HttpClient, SweepArgs};
 use crate::load::driver::{self, LevelPlan, Replay, SearchPlan};
 use crate::load::request::Target;
-use crate::probe::display_url;
 use crate::workload::{rng, Traffic, MAX_LEN_TOKENS};
 
 /// Flags turned into a checked plan. Every user mistake is caught here,
@@ -297,7 +296,7 @@ impl SweepPlan {
             prompts_per_stream: args.prompts_per_stream,
         });
         Ok(SweepPlan {
-            display_target: display_url(&base_url),
+            display_target: crate::redact::base_url(&base_url),
             base_url,
             endpoint_url,
             backend: args.backend,

@@ -8,7 +8,6 @@ use super::prepare::lean_connections;
 use super::url::{default_result_dir, normalize_base_url};
 use super::*;
 use crate::load::request::Target;
-use crate::probe::display_url;
 
 fn plan_of(args: &[&str]) -> Result<SweepPlan> {
     use clap::Parser;
@@ -60,7 +59,6 @@ fn base_url_forms() {
     );
     assert!(normalize_base_url("h:8000").is_err());
     assert!(normalize_base_url("not a url").is_err());
-    assert_eq!(display_url("http://user:secret@h:8000"), "http://h:8000");
 }
 
 #[test]

@@ -12,7 +12,7 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<String> {
     let trimmed = raw.trim().trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
     // A refused URL is echoed, its credentials not.
-    let shown = without_userinfo(raw);
+    let shown = crate::redact::typed_url(raw);
     let url = reqwest::Url::parse(trimmed).map_err(|e| {
         eyre!("--base-url {shown} is not a URL ({e}); write it like http://127.0.0.1:8000")
     })?;
@@ -20,19 +20,6 @@ pub(crate) fn normalize_base_url(raw: &str) -> Result<String> {
         bail!("--base-url {shown} must start with http:// or https://");
     }
     Ok(trimmed.to_string())
-}
-
-/// `raw` with any `user:password@` before the host replaced by `***@`; by
-/// text, as `raw` may not parse as a URL.
-fn without_userinfo(raw: &str) -> String {
-    let start = raw.find("://").map_or(0, |i| i + 3);
-    let end = raw[start..]
-        .find(['/', '?', '#'])
-        .map_or(raw.len(), |i| start + i);
-    match raw[start..end].rfind('@') {
-        Some(at) => format!("{}***{}", &raw[..start], &raw[start + at..]),
-        None => raw.to_string(),
-    }
 }
 
 /// The URL without credentials, for screens and files.

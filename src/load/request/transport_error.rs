@@ -45,12 +45,10 @@ pub(crate) fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
 
 /// One line for a transport failure, from the innermost error's words.
 pub(crate) fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
-    // reqwest's own text names the URL; one with credentials must not be echoed.
+    // reqwest's own text names the URL, credentials and all.
     let mut innermost = match error.url() {
-        Some(url) if url.password().is_some() || !url.username().is_empty() => {
-            error.to_string().replace(url.as_str(), "<url>")
-        }
-        _ => error.to_string(),
+        Some(url) => crate::redact::url_in(&error.to_string(), url),
+        None => error.to_string(),
     };
     let mut source = error.source();
     while let Some(e) = source {
