@@ -111,15 +111,17 @@ pub(crate) struct Goodput {
     pub good: usize,
     /// good / (completed + failed); 0 with no such request.
     pub share: f64,
-    /// good / duration_s (vLLM's `request_goodput`); 0 without a duration.
-    pub rate_per_s: f64,
+    /// good / duration_s (vLLM's `request_goodput`); 0 for a level that
+    /// lasted no time, None when its duration is unknown (a merge of shards
+    /// whose times do not line up).
+    pub rate_per_s: Option<f64>,
 }
 
 impl Goodput {
     /// `{"good", "share", "rate_per_s"}`.
     pub(crate) fn to_json(self) -> Value {
         json!({"good": self.good, "share": num(round_to(self.share, 4)),
-               "rate_per_s": num(round_to(self.rate_per_s, 4))})
+               "rate_per_s": opt_num(self.rate_per_s.map(|r| round_to(r, 4)))})
     }
 }
 
@@ -132,23 +134,25 @@ pub(crate) fn request_goodput(records: &[RequestRecord], slo: &Slo, duration_s: 
         .iter()
         .filter(|r| r.is_ok() || r.is_failed())
         .count();
-    Goodput::from_counts(good, counted, duration_s)
+    Goodput::from_counts(good, counted, Some(duration_s))
 }
 
 impl Goodput {
     /// From the good requests and the completed plus failed ones of a
     /// level, folded as they came back.
-    pub(crate) fn from_counts(good: usize, counted: usize, duration_s: f64) -> Goodput {
+    pub(crate) fn from_counts(good: usize, counted: usize, duration_s: Option<f64>) -> Goodput {
         let share = if counted > 0 {
             good as f64 / counted as f64
         } else {
             0.0
         };
-        let rate_per_s = if duration_s > 0.0 && duration_s.is_finite() {
-            good as f64 / duration_s
-        } else {
-            0.0
-        };
+        let rate_per_s = duration_s.map(|d| {
+            if d > 0.0 && d.is_finite() {
+                good as f64 / d
+            } else {
+                0.0
+            }
+        });
         Goodput {
             good,
             share,
@@ -239,7 +243,7 @@ mod tests {
         let g = request_goodput(&records, &slo, 8.0);
         assert_eq!(g.good, 4);
         assert!((g.share - 4.0 / 7.0).abs() < 1e-12);
-        assert_eq!(g.rate_per_s, 0.5);
+        assert_eq!(g.rate_per_s, Some(0.5));
         assert_eq!(g.to_json()["share"], json!(0.5714));
         // Adding e2el <= 5000 drops request 4 (already out) and nothing else:
         // 1 (3000), 2 (5000), 5 (80), 6 (4700) stay.
@@ -250,6 +254,6 @@ mod tests {
         assert_eq!(request_goodput(&records, &slo, 8.0).good, 2);
         // No duration, no records: zeros, not NaN.
         let g = request_goodput(&[], &slo, 0.0);
-        assert_eq!((g.good, g.share, g.rate_per_s), (0, 0.0, 0.0));
+        assert_eq!((g.good, g.share, g.rate_per_s), (0, 0.0, Some(0.0)));
     }
 }

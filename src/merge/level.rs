@@ -2,6 +2,7 @@
 
 // More of the merge: the parent's items, private ones included.
 use super::*;
+use crate::analysis::goodput::Goodput;
 
 /// The recorder's name for a merged level, at its merged concurrency or
 /// rate (a mode no tokbench wrote is named as a planned level).
@@ -232,9 +233,11 @@ pub(super) fn merge_level(
         .iter()
         .map(|p| p.2.goodput.as_ref()?.get("good")?.as_u64())
         .collect::<Option<Vec<u64>>>()
-        .map(|good| good.iter().sum::<u64>());
-    let answered = completed.unwrap_or(0) + failed.unwrap_or(0);
-    let goodput_rate = goodput.and_then(|g| rate(Some(g)));
+        .map(|good| {
+            let answered = completed.unwrap_or(0) + failed.unwrap_or(0);
+            let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            Goodput::from_counts(count(good.iter().sum()), count(answered), duration)
+        });
     let lengths = |pick: fn(&LevelFile) -> Option<&Value>| {
         merge_lengths(&parts.iter().map(|p| (p.2, pick(p.2))).collect::<Vec<_>>())
     };
@@ -297,7 +300,7 @@ pub(super) fn merge_level(
         request_throughput: rate(completed),
         output_throughput,
         total_token_throughput: rate(sum([input_tokens, output_tokens])),
-        request_goodput: goodput_rate.map(round3),
+        request_goodput: goodput.and_then(|g| g.rate_per_s).map(round3),
         mode: base.mode.clone(),
         partial: parts.iter().any(|p| p.2.partial),
         level_index: base.level_index,
@@ -323,13 +326,7 @@ pub(super) fn merge_level(
             (None, None) => None,
             (k, u) => Some(json!({"kernel": k.unwrap_or(0), "user": u.unwrap_or(0)})),
         },
-        goodput: goodput.map(|good| {
-            json!({
-                "good": good,
-                "share": if answered > 0 { round4(good as f64 / answered as f64) } else { 0.0 },
-                "rate_per_s": goodput_rate.map(round4),
-            })
-        }),
+        goodput: goodput.map(Goodput::to_json),
         traffic: Some(traffic),
         engine: base.engine.clone(),
         engine_version: base.engine_version.clone(),

@@ -62,7 +62,7 @@ use crate::analysis::cost::cost;
 use crate::analysis::decide::{decide, CapacitySlo, Decision, LevelPoint, DEFAULT_MAX_ERROR_RATE};
 use crate::analysis::diagnose::{no_capacity, no_rise, single_round};
 use crate::analysis::rounds::rounds_spread;
-use crate::fmt::{round3, round4};
+use crate::fmt::round3;
 use crate::record::Mode;
 use crate::report::recorder::{level_file_base, level_file_name};
 use crate::report::schema::{

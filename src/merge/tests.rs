@@ -170,6 +170,36 @@ pub(crate) fn two_shards() -> Vec<ShardRun> {
     vec![shard_run(0, 2, &[a]), shard_run(1, 2, &[b])]
 }
 
+/// Goodput: the good requests summed (2 + 3), their share of the 9
+/// answered (3 + 1 and 2 + 3), 5 / 9 = 0.5556, and their rate over the
+/// union's 10.5 s, 5 / 10.5 = 0.476190 (0.4762 in `goodput`, 0.476 in
+/// vLLM's `request_goodput`). Shards whose durations are unknown give a
+/// share and no rate.
+#[test]
+fn goodput_is_summed_and_its_rate_is_over_the_unions_duration() {
+    let mut runs = two_shards();
+    runs[0].levels[0].goodput = Some(json!({"good": 2, "share": 0.5, "rate_per_s": 0.2}));
+    runs[1].levels[0].goodput = Some(json!({"good": 3, "share": 0.6, "rate_per_s": 0.2885}));
+    let level = merged(&runs).levels[0].1.clone();
+    assert_eq!(
+        level.goodput,
+        Some(json!({"good": 5, "share": 0.5556, "rate_per_s": 0.4762}))
+    );
+    assert_eq!(level.request_goodput, Some(0.476));
+    for run in &mut runs {
+        run.levels[0].duration = None;
+    }
+    let level = merged(&runs).levels[0].1.clone();
+    assert_eq!(
+        level.goodput,
+        Some(json!({"good": 5, "share": 0.5556, "rate_per_s": null}))
+    );
+    assert_eq!(level.request_goodput, None);
+    // A shard without goodput leaves the merge without it.
+    runs[1].levels[0].goodput = None;
+    assert_eq!(merged(&runs).levels[0].1.goodput, None);
+}
+
 #[test]
 fn ttft_percentiles_are_numpy_linear_over_the_union_when_every_shard_kept_samples() {
     let m = merged(&two_shards());

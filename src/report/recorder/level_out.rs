@@ -125,7 +125,7 @@ impl Recorder {
             output_throughput: finite(stats.output_throughput),
             total_token_throughput: finite(stats.total_token_throughput),
             // vLLM's `request_goodput` is a rate; the whole count rides beside it.
-            request_goodput: goodput.map(|g| round3(g.rate_per_s)),
+            request_goodput: goodput.and_then(|g| g.rate_per_s).map(round3),
             mode: Some(level.info.mode.as_str().to_string()),
             partial: level.partial,
             level_index: Some((level.info.index + tally.level_offset()) as u64),

@@ -296,7 +296,11 @@ impl Tally {
             loop_lag_ms_p99: percentile_sorted(&lag, 99.0),
         };
         let goodput = self.run.decision.goodput.as_ref().map(|_| {
-            Goodput::from_counts(open.good, stats.completed + stats.failed, stats.duration_s)
+            Goodput::from_counts(
+                open.good,
+                stats.completed + stats.failed,
+                Some(stats.duration_s),
+            )
         });
         let window_end = self.window_end(&open);
         let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
