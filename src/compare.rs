@@ -58,7 +58,7 @@ fn asked_shape_of(run: &SavedRun) -> String {
 fn shape_text(run: &SavedRun, lengths: String) -> String {
     let mut shape = format!(
         "{lengths}, profile {}",
-        run.profile.as_deref().unwrap_or("?")
+        run.run.profile.as_deref().unwrap_or("?")
     );
     if run.range_ratio() > 0.0 {
         let _ = write!(shape, ", range ratio {}", run.range_ratio());
@@ -191,7 +191,7 @@ pub(crate) fn render_compare(runs: &[SavedRun]) -> String {
         } else if let Some((input, output)) = run.achieved_means() {
             let _ = write!(line, ", achieved in {input:.0} / out {output:.0}");
         }
-        if let Some(s) = &run.started_at {
+        if let Some(s) = &run.run.started_at {
             let _ = write!(line, ", started {s}");
         }
         for (k, v) in &run.labels {

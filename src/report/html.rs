@@ -37,7 +37,7 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
         run.model_name(),
         run.engine_name(),
         run.shape(),
-        run.profile.as_deref().unwrap_or("?")
+        run.run.profile.as_deref().unwrap_or("?")
     );
     let mut h = String::new();
     let _ = writeln!(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>");

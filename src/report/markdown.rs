@@ -15,7 +15,7 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
         cell(run.model_name()),
         cell(&run.engine_name()),
         run.shape(),
-        cell(run.profile.as_deref().unwrap_or("?"))
+        cell(run.run.profile.as_deref().unwrap_or("?"))
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", meta_line(run));

@@ -168,16 +168,11 @@ pub(crate) struct SavedRun {
     /// The file as read, for `--format json`.
     pub raw: Value,
     pub tokbench_version: Option<String>,
-    pub model: Option<String>,
-    pub engine: Option<String>,
-    pub engine_version: Option<String>,
-    pub target: Option<String>,
-    pub backend: Option<String>,
-    pub profile: Option<String>,
-    pub input_len: Option<u64>,
-    pub output_len: Option<u64>,
-    pub ignore_eos: Option<bool>,
-    pub started_at: Option<String>,
+    /// `run`: target, model, engine, shape, start time, ... (its `slo` is
+    /// taken out into `slo`; `model` falls back to the first level's
+    /// `model_id`, for files from before `run.model`).
+    pub run: RunSection,
+    /// `run.labels` as text pairs.
     pub labels: Vec<(String, String)>,
     /// The SLOs the run was judged against (`run.slo`).
     pub slo: RunSlo,
@@ -234,7 +229,7 @@ impl SavedRun {
         text: impl Fn(&str) -> String,
     ) -> Vec<String> {
         let mut parts = Vec::new();
-        if let Some(t) = &self.target {
+        if let Some(t) = &self.run.target {
             parts.push(format!("target {}", code(t)));
         }
         // The traffic shape beyond the lengths and profile in the title.
@@ -247,15 +242,15 @@ impl SavedRun {
         if self.range_ratio() > 0.0 {
             parts.push(format!("range ratio {}", self.range_ratio()));
         }
-        if let Some(b) = &self.backend {
+        if let Some(b) = &self.run.backend {
             parts.push(format!("backend {}", text(b)));
         }
-        match self.ignore_eos {
+        match self.run.ignore_eos {
             Some(true) => parts.push("ignore_eos".into()),
             Some(false) => parts.push("no ignore_eos".into()),
             None => {}
         }
-        if let Some(s) = &self.started_at {
+        if let Some(s) = &self.run.started_at {
             parts.push(format!("started {}", text(s)));
         }
         if !self.labels.is_empty() {
@@ -289,6 +284,9 @@ impl SavedRun {
         let mut run: RunSection =
             schema::typed(raw.get("run").cloned().unwrap_or(Value::Null)).unwrap_or_default();
         let slo = run.slo.take().unwrap_or_default();
+        if run.model.is_none() {
+            run.model = levels.first().and_then(|l| string_map(&l.raw, "model_id"));
+        }
         let labels = run
             .labels
             .as_ref()
@@ -322,18 +320,6 @@ impl SavedRun {
         Ok(SavedRun {
             source: source.to_path_buf(),
             tokbench_version: summary.tokbench_version,
-            model: run
-                .model
-                .or_else(|| levels.first().and_then(|l| string_map(&l.raw, "model_id"))),
-            engine: run.engine,
-            engine_version: run.engine_version,
-            target: run.target,
-            backend: run.backend,
-            profile: run.profile,
-            input_len: run.input_len.map(u64::from),
-            output_len: run.output_len.map(u64::from),
-            ignore_eos: run.ignore_eos,
-            started_at: run.started_at,
             labels,
             slo,
             levels,
@@ -344,6 +330,7 @@ impl SavedRun {
             diagnoses,
             series: SeriesEntry::all_of(&raw),
             gpus: run.gpus.filter(|g| *g > 0),
+            run,
             raw,
         })
     }
@@ -370,8 +357,8 @@ impl SavedRun {
         }
         format!(
             "in {} / out {}",
-            opt_u(self.input_len),
-            opt_u(self.output_len)
+            opt_u(self.run.input_len),
+            opt_u(self.run.output_len)
         )
     }
 
@@ -399,10 +386,11 @@ impl SavedRun {
     /// files say it. The prompt source may differ. Empty when they match.
     pub(crate) fn shape_differences(&self, other: &SavedRun) -> Vec<ShapeDifference> {
         let mut out = Vec::new();
-        if self.input_len != other.input_len || self.output_len != other.output_len {
+        if self.run.input_len != other.run.input_len || self.run.output_len != other.run.output_len
+        {
             out.push(ShapeDifference::Lengths);
         }
-        if self.profile != other.profile {
+        if self.run.profile != other.run.profile {
             out.push(ShapeDifference::Profile);
         }
         if self.range_ratio() != other.range_ratio() {
@@ -411,9 +399,9 @@ impl SavedRun {
         if self.dataset() != other.dataset() {
             out.push(ShapeDifference::Dataset);
         }
-        if self.ignore_eos.is_some()
-            && other.ignore_eos.is_some()
-            && self.ignore_eos != other.ignore_eos
+        if self.run.ignore_eos.is_some()
+            && other.run.ignore_eos.is_some()
+            && self.run.ignore_eos != other.run.ignore_eos
         {
             out.push(ShapeDifference::IgnoreEos);
         }
@@ -431,12 +419,12 @@ impl SavedRun {
     }
 
     pub(crate) fn model_name(&self) -> &str {
-        self.model.as_deref().unwrap_or("unknown model")
+        self.run.model.as_deref().unwrap_or("unknown model")
     }
 
     /// `vllm 0.11.0`, `tokbench-sim 0.0.0`, or `unknown engine`.
     pub(crate) fn engine_name(&self) -> String {
-        match (&self.engine, &self.engine_version) {
+        match (&self.run.engine, &self.run.engine_version) {
             (Some(e), Some(v)) if !v.is_empty() => {
                 // The simulator says `0.0.0-tokbench-sim`: no need to say it twice.
                 let v = v.strip_suffix(&format!("-{e}")).unwrap_or(v);
@@ -482,8 +470,8 @@ impl SavedRun {
             Some(k) => k.reason.clone().unwrap_or_else(|| {
                 format!(
                     "{} -> {} streams",
-                    opt_u(k.from_concurrency.map(u64::from)),
-                    opt_u(k.to_concurrency.map(u64::from))
+                    opt_u(k.from_concurrency),
+                    opt_u(k.to_concurrency)
                 )
             }),
             None => "no knee in the measured levels".into(),
@@ -546,7 +534,7 @@ fn string_map(m: &Map<String, Value>, key: &str) -> Option<String> {
     m.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn opt_u(x: Option<u64>) -> String {
+fn opt_u(x: Option<u32>) -> String {
     x.map_or_else(|| "?".into(), |v| v.to_string())
 }
 

@@ -142,13 +142,13 @@ fn throughput_chart(run: &SavedRun, open: &str) -> String {
 /// Engine, profile, EOS policy and start date, under the title.
 fn subtitle(run: &SavedRun) -> String {
     let mut parts = vec![run.engine_name()];
-    if let Some(p) = &run.profile {
+    if let Some(p) = &run.run.profile {
         parts.push(format!("profile {p}"));
     }
-    if run.ignore_eos == Some(true) {
+    if run.run.ignore_eos == Some(true) {
         parts.push("ignore_eos".into());
     }
-    if let Some(s) = &run.started_at {
+    if let Some(s) = &run.run.started_at {
         parts.push(s.replace('T', " ").trim_end_matches('Z').to_string() + " UTC");
     }
     parts.push(format!(

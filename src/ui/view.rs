@@ -157,7 +157,7 @@ pub(crate) fn shape_warning(runs: &[SavedRun]) -> Option<String> {
         .map(|d| match d {
             ShapeDifference::Lengths => format!("A is {}, B is {}", a.shape(), b.shape()),
             ShapeDifference::Profile => {
-                let name = |r: &SavedRun| r.profile.clone().unwrap_or_else(|| "?".into());
+                let name = |r: &SavedRun| r.run.profile.clone().unwrap_or_else(|| "?".into());
                 format!("profile {} vs {}", name(a), name(b))
             }
             ShapeDifference::RangeRatio => {
@@ -302,28 +302,29 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
     };
     let view = RunView {
         target: run
+            .run
             .target
             .clone()
             .unwrap_or_else(|| "unknown target".into()),
-        engine: if run.engine.is_some() {
+        engine: if run.run.engine.is_some() {
             run.engine_name()
         } else {
             String::new()
         },
         engine_version: None,
         model: run.model_name().to_string(),
-        input_len: run.input_len.map_or(0, to_u32),
-        output_len: run.output_len.map_or(0, to_u32),
-        ignore_eos: run.ignore_eos,
+        input_len: run.run.input_len.unwrap_or(0),
+        output_len: run.run.output_len.unwrap_or(0),
+        ignore_eos: run.run.ignore_eos,
         knobs: (!knobs.is_empty()).then(|| knobs.join(" ")),
-        simulated: run.engine.as_deref() == Some(crate::engine::Engine::TokbenchSim.name()),
+        simulated: run.run.engine.as_deref() == Some(crate::engine::Engine::TokbenchSim.name()),
         plan,
         result_dir: folder.display().to_string(),
-        started_at: run.started_at.clone(),
+        started_at: run.run.started_at.clone(),
         profile: run
             .dataset()
             .map(|d| format!("dataset {d}"))
-            .or_else(|| run.profile.as_ref().map(|p| format!("profile {p}")))
+            .or_else(|| run.run.profile.as_ref().map(|p| format!("profile {p}")))
             .map(|shape| match run.achieved_means() {
                 Some((input, output)) => format!("{shape} (achieved {input:.0} / {output:.0})"),
                 None => shape,
