@@ -505,39 +505,45 @@ pub struct SimArgs {
     pub timing: SimTimingArgs,
 }
 
+/// The simulator's defaults, which `tokbench sim` shows and takes: one
+/// source for the flags and for the simulators the demo and tests start.
+fn sim_default() -> crate::sim::SimConfig {
+    crate::sim::SimConfig::default()
+}
+
 /// The simulator's timing model (docs/architecture.md section 5).
 #[derive(Args, Debug, Clone)]
 pub struct SimTimingArgs {
     /// Fixed cost of one engine step, ms.
-    #[arg(long, value_name = "MS", default_value_t = 10.5)]
+    #[arg(long, value_name = "MS", default_value_t = sim_default().step_ms)]
     pub step_ms: f64,
 
     /// Added step cost per running sequence, ms.
-    #[arg(long, value_name = "MS", default_value_t = 0.35)]
+    #[arg(long, value_name = "MS", default_value_t = sim_default().step_ms_per_seq)]
     pub step_ms_per_seq: f64,
 
     /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
-    #[arg(long = "prefill-ms-per-1k", value_name = "MS", default_value_t = 20.0)]
+    #[arg(long = "prefill-ms-per-1k", value_name = "MS", default_value_t = sim_default().prefill_ms_per_1k)]
     pub prefill_ms_per_1k: f64,
 
     /// Most sequences running at once; the rest wait.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().max_num_seqs)]
     pub max_num_seqs: usize,
 
     /// KV-cache size in tokens; a sequence reserves prompt + max_tokens when admitted.
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().kv_tokens)]
     pub kv_tokens: u64,
 
     /// A noisy or throttling machine: each period's steps run at a speed factor drawn in [1-X, 1+X].
-    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    #[arg(long, value_name = "X", default_value_t = sim_default().noise)]
     pub noise: f64,
 
     /// How long one noise factor lasts, in engine busy time.
-    #[arg(long, value_name = "MS", default_value_t = 1000.0)]
+    #[arg(long, value_name = "MS", default_value_t = sim_default().noise_period_ms)]
     pub noise_period_ms: f64,
 
     /// Seed of the noise factors.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().noise_seed)]
     pub noise_seed: u64,
 
     /// Parallel slots of the ollama/llamacpp personalities (default 1 for Ollama, 4 for llama.cpp).
@@ -545,27 +551,27 @@ pub struct SimTimingArgs {
     pub parallel: Option<usize>,
 
     /// Ollama: a model load of this many ms on the first request and after --keep-alive-s idle.
-    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    #[arg(long, value_name = "MS", default_value_t = sim_default().load_ms)]
     pub load_ms: f64,
 
     /// Ollama: unload the model after this many idle seconds (negative: never).
-    #[arg(long, value_name = "S", default_value_t = 300.0)]
+    #[arg(long, value_name = "S", default_value_t = sim_default().keep_alive_s)]
     pub keep_alive_s: f64,
 
     /// Ollama: requests waiting for a model load beyond this get its exact 503.
-    #[arg(long, value_name = "N", default_value_t = 512)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().max_queue)]
     pub max_queue: usize,
 
     /// Ollama: share of the model in GPU memory (0-1]; decode slows in proportion.
-    #[arg(long, value_name = "SHARE", default_value_t = 1.0)]
+    #[arg(long, value_name = "SHARE", default_value_t = sim_default().vram_share)]
     pub vram_share: f64,
 
     /// Ollama/llamacpp: answers end at a simulated EOS after this many tokens on average (0: never).
-    #[arg(long, value_name = "N", default_value_t = 0.0)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().eos_mean_tokens)]
     pub eos_mean_tokens: f64,
 
     /// Seed of the simulated EOS draws.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().eos_seed)]
     pub eos_seed: u64,
 
     /// vLLM: `reserve` books prompt + max_tokens at admission; `grow` books as tokens come and preempts when KV runs out.
@@ -573,34 +579,106 @@ pub struct SimTimingArgs {
     pub kv_policy: String,
 
     /// vLLM: prefix-cache block size in words (0: no prefix cache).
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().prefix_block_tokens)]
     pub prefix_block_tokens: u64,
 
     /// Fault injection: chance per request of an HTTP 500 instead of an answer.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = sim_default().fail_rate)]
     pub fail_rate: f64,
 
     /// Fault injection: chance per request that the stream stops mid-way, connection left open.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = sim_default().stall_rate)]
     pub stall_rate: f64,
 
     /// Fault injection: chance per request that the connection drops mid-stream.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = sim_default().disconnect_rate)]
     pub disconnect_rate: f64,
 
     /// Fault injection: chance per request of one broken-JSON chunk mid-stream.
-    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    #[arg(long, value_name = "P", default_value_t = sim_default().malformed_rate)]
     pub malformed_rate: f64,
 
     /// Seed of the fault draws.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().fault_seed)]
     pub fault_seed: u64,
 
     /// vLLM chat API: the first N tokens of every answer are reasoning (`delta.reasoning_content`), then content.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = sim_default().reasoning_tokens)]
     pub reasoning_tokens: u64,
 
     /// vLLM: write when each streamed frame went to its connection (JSONL, CLOCK_MONOTONIC ns, keyed by X-Request-Id).
     #[arg(long, value_name = "FILE")]
     pub emission_log: Option<PathBuf>,
+}
+
+impl SimTimingArgs {
+    /// The simulator these flags describe; the settings they leave out
+    /// (engine, key, KV policy, emission log) are the defaults.
+    pub fn config(&self) -> crate::sim::SimConfig {
+        crate::sim::SimConfig {
+            step_ms: self.step_ms,
+            step_ms_per_seq: self.step_ms_per_seq,
+            prefill_ms_per_1k: self.prefill_ms_per_1k,
+            max_num_seqs: self.max_num_seqs,
+            kv_tokens: self.kv_tokens,
+            noise: self.noise,
+            noise_period_ms: self.noise_period_ms,
+            noise_seed: self.noise_seed,
+            parallel: self.parallel,
+            load_ms: self.load_ms,
+            keep_alive_s: self.keep_alive_s,
+            max_queue: self.max_queue,
+            vram_share: self.vram_share,
+            eos_mean_tokens: self.eos_mean_tokens,
+            eos_seed: self.eos_seed,
+            prefix_block_tokens: self.prefix_block_tokens,
+            fail_rate: self.fail_rate,
+            stall_rate: self.stall_rate,
+            disconnect_rate: self.disconnect_rate,
+            malformed_rate: self.malformed_rate,
+            fault_seed: self.fault_seed,
+            reasoning_tokens: self.reasoning_tokens,
+            ..sim_default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim_flags(args: &[&str]) -> SimTimingArgs {
+        let cli = Cli::try_parse_from(["tokbench", "sim"].iter().chain(args)).expect("parses");
+        match cli.command {
+            Command::Sim(sim) => sim.timing,
+            _ => unreachable!("parsed as sim"),
+        }
+    }
+
+    /// `tokbench sim` without flags is the simulator the demo and the tests
+    /// start: every setting, compared through `Debug`, which lists them all.
+    #[test]
+    fn the_sim_flags_default_to_the_simulators_defaults() {
+        assert_eq!(
+            format!("{:?}", sim_flags(&[]).config()),
+            format!("{:?}", crate::sim::SimConfig::default())
+        );
+    }
+
+    #[test]
+    fn a_sim_flag_reaches_the_simulator() {
+        let config = sim_flags(&[
+            "--step-ms",
+            "3",
+            "--reasoning-tokens",
+            "7",
+            "--parallel",
+            "2",
+        ])
+        .config();
+        assert_eq!(
+            (config.step_ms, config.reasoning_tokens, config.parallel),
+            (3.0, 7, Some(2))
+        );
+    }
 }

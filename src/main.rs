@@ -13,7 +13,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use color_eyre::eyre::{Result, WrapErr};
 use toml::Value;
 
-use tokbench::cli::{Cli, Command, SimTimingArgs, SweepArgs};
+use tokbench::cli::{Cli, Command, SweepArgs};
 use tokbench::config::Settings;
 use tokbench::run::{self, SweepPlan, EXIT_FAILED, EXIT_OK};
 use tokbench::sim::{self, SimConfig};
@@ -108,7 +108,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
                         tokbench::cli::SimEngine::Llamacpp => sim::SimEngine::Llamacpp,
                     },
-                    ..sim_config(&args.timing)
+                    ..args.timing.config()
                 },
             )
             .await?;
@@ -266,34 +266,6 @@ async fn run_with_a_face(prepared: run::Prepared) -> Result<i32> {
         run::run_headless(prepared).await
     } else {
         tokbench::ui::run_tui(prepared).await
-    }
-}
-
-fn sim_config(t: &SimTimingArgs) -> SimConfig {
-    SimConfig {
-        step_ms: t.step_ms,
-        step_ms_per_seq: t.step_ms_per_seq,
-        prefill_ms_per_1k: t.prefill_ms_per_1k,
-        max_num_seqs: t.max_num_seqs,
-        kv_tokens: t.kv_tokens,
-        noise: t.noise,
-        noise_period_ms: t.noise_period_ms,
-        noise_seed: t.noise_seed,
-        parallel: t.parallel,
-        load_ms: t.load_ms,
-        keep_alive_s: t.keep_alive_s,
-        max_queue: t.max_queue,
-        vram_share: t.vram_share,
-        eos_mean_tokens: t.eos_mean_tokens,
-        eos_seed: t.eos_seed,
-        prefix_block_tokens: t.prefix_block_tokens,
-        fail_rate: t.fail_rate,
-        stall_rate: t.stall_rate,
-        disconnect_rate: t.disconnect_rate,
-        malformed_rate: t.malformed_rate,
-        fault_seed: t.fault_seed,
-        reasoning_tokens: t.reasoning_tokens,
-        ..SimConfig::default()
     }
 }
 
