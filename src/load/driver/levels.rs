@@ -15,14 +15,14 @@ impl Driver {
     ) {
         let index = self.levels.len();
         let now = Instant::now();
-        self.open_loop = match (mode, rate, &self.replay) {
+        self.open_loop = match (mode, rate, &self.cfg.replay) {
             (Mode::Rate | Mode::Manual, Some(rate), _) => Some(OpenLoop {
                 level: index,
                 next_at: now,
                 source: Schedule::Rate(Arrivals::new(
-                    self.seed ^ (index as u64).wrapping_mul(0x9E37_79B9),
+                    self.cfg.seed ^ (index as u64).wrapping_mul(0x9E37_79B9),
                     rate,
-                    self.burstiness,
+                    self.cfg.burstiness,
                 )),
             }),
             (Mode::Replay, _, Some(replay)) => Some(OpenLoop {
@@ -40,7 +40,7 @@ impl Driver {
             }),
             _ => None,
         };
-        let timeline = match (mode, &self.replay) {
+        let timeline = match (mode, &self.cfg.replay) {
             (Mode::Replay, Some(replay)) => replay
                 .entries
                 .last()
@@ -96,7 +96,7 @@ impl Driver {
             }
             return;
         }
-        if let Some(replay) = &self.replay {
+        if let Some(replay) = &self.cfg.replay {
             if self.next_plan == 0 && !replay.entries.is_empty() {
                 self.next_plan = 1;
                 let (cap, n) = (replay.max_in_flight, replay.entries.len() as u32);
@@ -106,7 +106,7 @@ impl Driver {
             }
             return;
         }
-        match self.plan.get(self.next_plan).copied() {
+        match self.cfg.plan.get(self.next_plan).copied() {
             Some(step) => {
                 let index = self.next_plan;
                 let now = Instant::now();
@@ -125,9 +125,9 @@ impl Driver {
                     Mode::Planned
                 };
                 // A timed level has no count: it sends until its window ends.
-                let num_prompts = self.duration.is_none().then_some(step.num_prompts);
+                let num_prompts = self.cfg.duration.is_none().then_some(step.num_prompts);
                 self.start_level(step.concurrency, mode, num_prompts, Some(index), step.rate);
-                if let (Some(duration), Some(level)) = (self.duration, self.levels.last_mut()) {
+                if let (Some(duration), Some(level)) = (self.cfg.duration, self.levels.last_mut()) {
                     // On a schedule the window ends on the schedule, even
                     // after a late start (a warmup past --start-at), so every
                     // shard stops dispatching at the same moment.
@@ -176,7 +176,7 @@ impl Driver {
             } else {
                 None
             };
-            let (prompt, conversation) = if self.turns > 1 {
+            let (prompt, conversation) = if self.cfg.turns > 1 {
                 let (prompt, conversation) = self.next_turn();
                 (prompt, Some(conversation))
             } else {
@@ -207,7 +207,7 @@ impl Driver {
     /// each level runs its full concurrency from its start on every shard,
     /// a late drain beside it (recorded as `drain_overrun_s`).
     pub(super) fn busy(&self, index: usize) -> u32 {
-        if self.start_at.is_some() && self.duration.is_some() {
+        if self.cfg.start_at.is_some() && self.cfg.duration.is_some() {
             self.levels.get(index).map_or(0, |l| l.in_flight)
         } else {
             self.tasks.len() as u32
@@ -370,7 +370,7 @@ impl Driver {
             }
         }
         if let Some(mut record) = record {
-            if self.turns > 1 {
+            if self.cfg.turns > 1 {
                 self.continue_conversation(&record);
             }
             record.transition = meta.is_some_and(|m| m.transition);

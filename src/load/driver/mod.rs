@@ -304,7 +304,7 @@ pub(crate) fn spawn(config: DriverConfig, run_start: std::time::Instant) -> Driv
 /// [`spawn`] with the requests sent (and the server's root asked) by
 /// `executor`: a scripted server in the driver's tests.
 pub(crate) fn spawn_with(
-    config: DriverConfig,
+    mut config: DriverConfig,
     run_start: std::time::Instant,
     executor: Arc<dyn Executor>,
 ) -> DriverHandle {
@@ -313,7 +313,8 @@ pub(crate) fn spawn_with(
     let in_flight = Arc::new(AtomicU32::new(0));
     let streaming = Arc::new(AtomicU32::new(0));
     let (cancel_tx, _) = watch::channel(false);
-    let search = config.search.map(|plan| SearchState {
+    config.turns = config.turns.max(1);
+    let search = config.search.take().map(|plan| SearchState {
         policy: CapacityPolicy::new(plan.max_concurrency, plan.slo.clone()),
         pending: None,
         records: Vec::new(),
@@ -322,20 +323,12 @@ pub(crate) fn spawn_with(
     });
     let driver = Driver {
         executor,
-        body: config.body,
-        workload: config.workload,
-        plan: config.plan,
-        warmup: config.warmup,
-        seed: config.seed,
-        burstiness: config.burstiness,
-        replay: config.replay,
         search,
         open_loop: None,
         paused_at: None,
         run_ok: 0,
         last_level_all_failed: false,
         fatal: None,
-        turns: config.turns.max(1),
         conversations: HashMap::new(),
         ready_turns: std::collections::VecDeque::new(),
         run_start: Instant::from_std(run_start),
@@ -353,16 +346,13 @@ pub(crate) fn spawn_with(
         stopping: false,
         in_flight: in_flight.clone(),
         streaming: streaming.clone(),
-        watch_server: config.watch_server,
         server: ServerState::Up,
         next_poll: None,
         poll: None,
         plan_done_sent: false,
         series: config.first_series,
-        duration: config.duration,
-        start_at: config.start_at,
-        level_gap: config.level_gap,
         pending_start: None,
+        cfg: config,
     };
     // Detached: the faces learn that the driver is done when `events`
     // closes, so nothing joins the task itself.
@@ -421,10 +411,9 @@ impl LevelState {
 
 struct Driver {
     executor: Arc<dyn Executor>,
-    body: BodySpec,
-    workload: Workload,
-    plan: Vec<LevelPlan>,
-    warmup: u32,
+    /// The settings as given, `turns` at least 1; its `search` is moved
+    /// into [`Driver::search`], which runs it.
+    cfg: DriverConfig,
     run_start: Instant,
     events: mpsc::UnboundedSender<DriverEvent>,
     cancel: watch::Sender<bool>,
@@ -445,9 +434,6 @@ struct Driver {
     stopping: bool,
     in_flight: Arc<AtomicU32>,
     streaming: Arc<AtomicU32>,
-    seed: u64,
-    burstiness: f64,
-    replay: Option<Replay>,
     search: Option<SearchState>,
     open_loop: Option<OpenLoop>,
     paused_at: Option<Instant>,
@@ -457,13 +443,10 @@ struct Driver {
     last_level_all_failed: bool,
     /// Why the run stops on its own (every request failing).
     fatal: Option<String>,
-    /// `--turns`: requests per conversation (1: single requests).
-    turns: u32,
     /// Conversations with a turn in flight, by request id.
     conversations: HashMap<u64, Conversation>,
     /// Conversations whose answer is back, waiting for a free stream.
     ready_turns: std::collections::VecDeque<Conversation>,
-    watch_server: bool,
     server: ServerState,
     /// When to ask the server's root next, if at all.
     next_poll: Option<Instant>,
@@ -472,10 +455,6 @@ struct Driver {
     plan_done_sent: bool,
     /// The series running (0 first).
     series: usize,
-    /// `--duration`, `--start-at`, `--level-gap` (see [`DriverConfig`]).
-    duration: Option<Duration>,
-    start_at: Option<Duration>,
-    level_gap: Duration,
     /// A scheduled level not yet due: the plan waits until then.
     pending_start: Option<Instant>,
 }
@@ -534,7 +513,7 @@ impl Driver {
                 && self.tasks.is_empty()
                 && (self.pending_start.is_none() || self.stopping)
             {
-                if !self.watch_server || self.stopping || !commands_open {
+                if !self.cfg.watch_server || self.stopping || !commands_open {
                     break;
                 }
                 if !self.plan_done_sent && matches!(self.server, ServerState::Up) {
@@ -603,7 +582,7 @@ impl Driver {
         let request = PreparedRequest {
             id,
             level,
-            body: self.body.build(prompt),
+            body: self.cfg.body.build(prompt),
             input_tokens_target: prompt.input_tokens_target,
             max_tokens: prompt.max_tokens,
             // std time at the edge: the executor compares it with the time
@@ -621,7 +600,11 @@ impl Driver {
             self.streaming.clone(),
         );
         // --save-prompts only (never by default: prompts can be private data).
-        let saved_prompt = self.workload.save_prompts().then(|| prompt.text.clone());
+        let saved_prompt = self
+            .cfg
+            .workload
+            .save_prompts()
+            .then(|| prompt.text.clone());
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let handle = self.tasks.spawn(async move {
             let mut record = work.await;
@@ -653,7 +636,7 @@ impl Driver {
         // A scheduled run keeps its schedule: shards elsewhere step on the
         // same clock, so a level changed by hand here would no longer line
         // up with theirs. Pause and stop still work.
-        if self.start_at.is_some()
+        if self.cfg.start_at.is_some()
             && matches!(
                 command,
                 Command::SetConcurrency(_)
@@ -706,6 +689,7 @@ impl Driver {
                     self.close_current(false);
                     // Resume the plan at its next level above where the user was.
                     while self
+                        .cfg
                         .plan
                         .get(self.next_plan)
                         .is_some_and(|p| p.concurrency <= at)

@@ -20,7 +20,7 @@ impl Driver {
     /// user message of the input length.
     pub(super) fn next_turn(&mut self) -> (PromptSpec, Conversation) {
         let mut conversation = self.ready_turns.pop_front().unwrap_or_default();
-        let user = self.workload.next_prompt();
+        let user = self.cfg.workload.next_prompt();
         conversation.turn += 1;
         conversation.input_tokens += user.input_tokens_target;
         conversation.messages.push(ChatMessage {
@@ -43,17 +43,18 @@ impl Driver {
         let Some(mut conversation) = self.conversations.remove(&record.id) else {
             return;
         };
-        if !record.is_ok() || conversation.turn >= self.turns {
+        if !record.is_ok() || conversation.turn >= self.cfg.turns {
             return;
         }
         // The reply's text is not kept (the hot path keeps no content); a
         // stand-in of the same length takes its place. A prefix cache then
         // hits through the previous user message, not through the reply.
         let words = self
+            .cfg
             .workload
             .calibration
             .words_for(record.output_tokens.max(1));
-        let reply = self.workload.prompt_of_words(words);
+        let reply = self.cfg.workload.prompt_of_words(words);
         conversation.input_tokens += record.output_tokens;
         conversation.messages.push(ChatMessage {
             role: "assistant".into(),
@@ -65,7 +66,7 @@ impl Driver {
     /// The next measured prompt: a replay entry's lengths (or text), else
     /// the workload's.
     pub(super) fn prompt_for(&mut self, level: usize) -> PromptSpec {
-        let entry = match (&self.open_loop, &self.replay) {
+        let entry = match (&self.open_loop, &self.cfg.replay) {
             (Some(open), Some(_)) if open.level == level => match &open.source {
                 Schedule::Replay { next, entries, .. } => entries.get(*next).cloned(),
                 Schedule::Rate(_) => None,
@@ -73,27 +74,30 @@ impl Driver {
             _ => None,
         };
         let Some(entry) = entry else {
-            return self.workload.next_prompt();
+            return self.cfg.workload.next_prompt();
         };
-        let output = entry.output_len.unwrap_or(self.workload.output_len).max(1);
+        let output = entry
+            .output_len
+            .unwrap_or(self.cfg.workload.output_len)
+            .max(1);
         match entry.prompt {
             Some(text) => {
                 let words = text.split_whitespace().count();
                 PromptSpec {
                     input_tokens_target: entry
                         .input_len
-                        .unwrap_or_else(|| self.workload.calibration.tokens_for(words)),
+                        .unwrap_or_else(|| self.cfg.workload.calibration.tokens_for(words)),
                     text,
                     words,
                     max_tokens: output,
-                    ..self.workload.next_prompt()
+                    ..self.cfg.workload.next_prompt()
                 }
             }
             None => {
-                let input = entry.input_len.unwrap_or(self.workload.input_len);
-                let words = self.workload.calibration.words_for(input);
-                let mut prompt = self.workload.prompt_of_words(words);
-                prompt.input_tokens_target = input + self.workload.prefix_len;
+                let input = entry.input_len.unwrap_or(self.cfg.workload.input_len);
+                let words = self.cfg.workload.calibration.words_for(input);
+                let mut prompt = self.cfg.workload.prompt_of_words(words);
+                prompt.input_tokens_target = input + self.cfg.workload.prefix_len;
                 prompt.max_tokens = output;
                 prompt
             }

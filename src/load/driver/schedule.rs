@@ -73,13 +73,13 @@ impl Driver {
     /// `start_at + k * (duration + level_gap)`. None: it starts as soon as
     /// the one before it is done (no schedule, or past the plan).
     pub(super) fn scheduled_start(&self, index: usize) -> Option<Instant> {
-        let start_at = self.start_at?;
-        if index >= self.plan.len() || self.search.is_some() || self.replay.is_some() {
+        let start_at = self.cfg.start_at?;
+        if index >= self.cfg.plan.len() || self.search.is_some() || self.cfg.replay.is_some() {
             return None;
         }
-        let offset = match (index, self.duration) {
+        let offset = match (index, self.cfg.duration) {
             (0, _) => start_at,
-            (k, Some(duration)) => start_at + (duration + self.level_gap) * k as u32,
+            (k, Some(duration)) => start_at + (duration + self.cfg.level_gap) * k as u32,
             (_, None) => return None,
         };
         Some(self.run_start + offset)

@@ -47,7 +47,7 @@ impl Driver {
     /// A record on its way out, through the watch on the server: failures
     /// to connect are held while an outage may be starting.
     pub(super) fn pass_on(&mut self, mut record: RequestRecord) {
-        if !self.watch_server {
+        if !self.cfg.watch_server {
             self.emit(DriverEvent::Record(record));
             return;
         }

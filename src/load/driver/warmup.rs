@@ -12,11 +12,11 @@ impl Driver {
         commands: &mut mpsc::UnboundedReceiver<Command>,
         commands_open: &mut bool,
     ) -> Result<bool, String> {
-        let total = self.warmup;
+        let total = self.cfg.warmup;
         if total == 0 {
             return Ok(true);
         }
-        let concurrency = self.plan.first().map_or(1, |p| p.concurrency).max(1);
+        let concurrency = self.cfg.plan.first().map_or(1, |p| p.concurrency).max(1);
         self.emit(DriverEvent::WarmupStarted {
             requests: total,
             concurrency,
@@ -26,8 +26,8 @@ impl Driver {
         let mut sent = 0u32;
         loop {
             while sent < total && (self.tasks.len() as u32) < concurrency && !self.stopping {
-                let words = self.workload.warmup_words(sent as usize);
-                let prompt = self.workload.prompt_of_words(words);
+                let words = self.cfg.workload.warmup_words(sent as usize);
+                let prompt = self.cfg.workload.prompt_of_words(words);
                 let id = self.spawn_request(WARMUP_LEVEL, &prompt, None, None);
                 // All the words sent, the shared prefix's too: fitted on the
                 // unique part alone, the prefix would pass for template
@@ -82,13 +82,13 @@ impl Driver {
             .iter()
             .filter_map(|r| Some((*words_of.get(&r.id)?, r.input_tokens_reported?)))
             .collect();
-        if let Some(fitted) = Calibration::fit(&samples, self.workload.calibration) {
-            self.workload.calibration = fitted;
+        if let Some(fitted) = Calibration::fit(&samples, self.cfg.workload.calibration) {
+            self.cfg.workload.calibration = fitted;
         }
         self.emit(DriverEvent::WarmupFinished {
             ok: ok.len(),
             failed: records.len() - ok.len(),
-            calibration: self.workload.calibration,
+            calibration: self.cfg.workload.calibration,
             reported_prompt_tokens: samples.iter().map(|s| s.1).collect(),
         });
         Ok(true)
