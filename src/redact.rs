@@ -23,14 +23,15 @@ pub(crate) fn url_text(url: &reqwest::Url) -> String {
     url.into()
 }
 
-/// `raw` as the user typed it, with any `user:password@` before the host
-/// replaced by `***@`: by text, for input refused because it does not parse.
+/// `raw` as the user typed it, with everything between the scheme and its
+/// last `@` replaced by `***`: by text, for input refused because it does
+/// not parse. A password may hold `/`, `?` or `#` unencoded (a base64
+/// secret), which is often why the URL did not parse, so the credentials
+/// end at the last `@` anywhere; an `@` in a path hides the host too, which
+/// an error can afford.
 pub(crate) fn typed_url(raw: &str) -> String {
     let start = raw.find("://").map_or(0, |i| i + 3);
-    let end = raw[start..]
-        .find(['/', '?', '#'])
-        .map_or(raw.len(), |i| start + i);
-    match raw[start..end].rfind('@') {
+    match raw[start..].rfind('@') {
         Some(at) => format!("{}***{}", &raw[..start], &raw[start + at..]),
         None => raw.to_string(),
     }
@@ -78,8 +79,13 @@ mod tests {
         assert_eq!(typed_url("http://u:p@h:99999/v1"), "http://***@h:99999/v1");
         // No scheme: the host part starts the text.
         assert_eq!(typed_url("u:p@h:8000"), "***@h:8000");
-        // An `@` past the host is a path's, not a credential.
-        assert_eq!(typed_url("http://h/a@b"), "http://h/a@b");
+        // A password with `/`, `?` or `#` in it is hidden whole.
+        assert_eq!(typed_url("http://u:pa/ss@h:8000"), "http://***@h:8000");
+        assert_eq!(typed_url("http://u:p?w#d@h"), "http://***@h");
+        // Without an `@` nothing is hidden; an `@` in a path hides the host
+        // as well (too much, never too little).
+        assert_eq!(typed_url("http://h:8000/v1"), "http://h:8000/v1");
+        assert_eq!(typed_url("http://h/a@b"), "http://***@b");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 /// `series 1`, `series 2`, ... The live view, the level files and every
 /// report name an unlabelled series so.
 pub(crate) fn default_label(index: usize) -> String {
-    format!("series {}", index + 1)
+    // The index may come from a file: the largest one must not overflow.
+    format!("series {}", index.saturating_add(1))
 }
 
 /// One series' result: its label, capacity, knee and peak.
@@ -66,5 +67,6 @@ mod tests {
     fn an_unlabelled_series_counts_from_one() {
         assert_eq!(default_label(0), "series 1");
         assert_eq!(default_label(2), "series 3");
+        assert_eq!(default_label(usize::MAX), format!("series {}", usize::MAX));
     }
 }

@@ -98,24 +98,41 @@ pub(crate) fn spawn(
 }
 
 /// GET a small document; None on any failure (the probe never errors),
-/// a status other than 2xx, or a body over `SCRAPE_LIMIT`.
+/// a status other than 2xx, a body over `limit` bytes (refused from its
+/// `Content-Length`, or as soon as that many have arrived, so an endless
+/// body costs at most `limit` of memory), or more than `timeout` for the
+/// whole exchange.
 pub(super) async fn fetch(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
 ) -> Option<Vec<u8>> {
-    let response = tokio::time::timeout(timeout, client.get(url).send())
-        .await
-        .ok()?
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
-    let body = tokio::time::timeout(timeout, response.bytes())
-        .await
-        .ok()?
-        .ok()?;
-    (body.len() <= SCRAPE_LIMIT).then(|| body.to_vec())
+    fetch_at_most(client, url, timeout, SCRAPE_LIMIT).await
+}
+
+async fn fetch_at_most(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Option<Vec<u8>> {
+    let exchange = async {
+        let mut response = client.get(url).send().await.ok()?;
+        if !response.status().is_success()
+            || response.content_length().is_some_and(|n| n > limit as u64)
+        {
+            return None;
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.ok()? {
+            if body.len() + chunk.len() > limit {
+                return None;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Some(body)
+    };
+    tokio::time::timeout(timeout, exchange).await.ok()?
 }
 
 /// vLLM gauges, and the rates since the previous scrape.
@@ -159,6 +176,59 @@ fn llamacpp_gauges(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-shot HTTP server on loopback: answers one request with `head`
+    /// and then `body_chunks` chunked pieces of `piece` bytes.
+    async fn serve_once(head: &'static str, pieces: usize, piece: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf).await;
+            let _ = conn.write_all(head.as_bytes()).await;
+            let chunk = format!("{piece:x}\r\n{}\r\n", "a".repeat(piece));
+            for _ in 0..pieces {
+                if conn.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            let _ = conn.write_all(b"0\r\n\r\n").await;
+        });
+        format!("http://{addr}/metrics")
+    }
+
+    const CHUNKED: &str = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+
+    /// 3 pieces of 100 bytes: 300 bytes under a 1,000-byte limit come back;
+    /// 30 pieces (3,000 bytes) are refused once 1,000 would be passed; a
+    /// 500 with a body, or a declared length over the limit, give nothing.
+    #[tokio::test]
+    async fn a_scrape_over_its_limit_or_not_2xx_gives_nothing() {
+        let client = reqwest::Client::new();
+        let t = Duration::from_secs(10);
+        let url = serve_once(CHUNKED, 3, 100).await;
+        assert_eq!(
+            fetch_at_most(&client, &url, t, 1000).await.map(|b| b.len()),
+            Some(300)
+        );
+        let url = serve_once(CHUNKED, 30, 100).await;
+        assert_eq!(fetch_at_most(&client, &url, t, 1000).await, None);
+        let url = serve_once(
+            "HTTP/1.1 500 Internal Server Error\r\ntransfer-encoding: chunked\r\n\r\n",
+            1,
+            10,
+        )
+        .await;
+        assert_eq!(fetch_at_most(&client, &url, t, 1000).await, None);
+        let url = serve_once("HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n", 0, 0).await;
+        assert_eq!(fetch_at_most(&client, &url, t, 1000).await, None);
+    }
 
     #[test]
     fn vllm_rates_come_from_two_scrapes() {

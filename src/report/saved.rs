@@ -92,13 +92,13 @@ impl SavedLevel {
         })
     }
 
-    /// Planned and search levels that ran to the end: the ones the knee and
-    /// the sweep line are drawn through. Manual and partial levels stand alone.
     /// How the level came to be; a mode no tokbench wrote reads as planned.
     pub(crate) fn mode(&self) -> Mode {
         Mode::parse(&self.mode).unwrap_or(Mode::Planned)
     }
 
+    /// Planned and search levels that ran to the end: the ones the knee and
+    /// the sweep line are drawn through. Manual and partial levels stand alone.
     pub(crate) fn is_sweep_point(&self) -> bool {
         !self.partial && self.mode().is_sweep()
     }

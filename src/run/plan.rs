@@ -105,7 +105,8 @@ impl SweepPlan {
             .unwrap_or_else(|| args.backend.default_path().to_string());
         let endpoint_url = reqwest::Url::parse(&format!("{base_url}{}", with_slash(&path)))
             .wrap_err_with(|| {
-                format!("--endpoint {path} does not make a valid URL with {base_url}")
+                let shown = crate::redact::base_url(&base_url);
+                format!("--endpoint {path} does not make a valid URL with {shown}")
             })?;
 
         let open_loop = !args.request_rate.is_empty() || args.replay.is_some();
@@ -155,10 +156,16 @@ impl SweepPlan {
         }
         let (mut input_len, mut output_len, mut traffic) = traffic_config(args)?;
         if output_len == 0 || output_len > MAX_LEN_TOKENS {
-            bail!("--random-output-len must be between 1 and 10,000,000");
+            bail!(
+                "--random-output-len must be between 1 and {}",
+                crate::fmt::group(f64::from(MAX_LEN_TOKENS), 0)
+            );
         }
         if input_len > MAX_LEN_TOKENS || args.prefix_len > MAX_LEN_TOKENS {
-            bail!("--random-input-len and --prefix-len must be at most 10,000,000 tokens");
+            bail!(
+                "--random-input-len and --prefix-len must be at most {} tokens",
+                crate::fmt::group(f64::from(MAX_LEN_TOKENS), 0)
+            );
         }
         if args.rounds == 0 || args.rounds > 100 {
             bail!("--rounds must be between 1 and 100");

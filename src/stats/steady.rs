@@ -163,8 +163,6 @@ pub(crate) struct Steadiness {
     pub reason: Option<String>,
 }
 
-/// Judge a level: steady when it completed at least `min_completions` and
-/// its estimate's error is under `max_rse`.
 /// Completed requests a hand-set level needs before it can be steady: two
 /// seconds of arrivals at an open-loop level's rate (at least 2), else
 /// `per_stream` a stream.
@@ -187,6 +185,8 @@ pub(crate) fn is_steady(
     completions >= min_completions && rse.is_some_and(|r| r < max_rse)
 }
 
+/// Judge a level: steady when it completed at least `min_completions` and
+/// its estimate's error is under `max_rse`; otherwise why not, in words.
 pub(crate) fn judge(
     estimate: Option<Estimate>,
     completions: u32,

@@ -411,8 +411,10 @@ impl LevelState {
 
 struct Driver {
     executor: Arc<dyn Executor>,
-    /// The settings as given, `turns` at least 1; its `search` is moved
-    /// into [`Driver::search`], which runs it.
+    /// The run's settings, `turns` raised to at least 1. Its `search` is
+    /// moved into [`Driver::search`], which runs it; `first_series` is only
+    /// where [`Driver::series`] starts; and the warmup measures the
+    /// workload's calibration into `workload`, whose prompt draws advance.
     cfg: DriverConfig,
     run_start: Instant,
     events: mpsc::UnboundedSender<DriverEvent>,

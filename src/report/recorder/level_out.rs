@@ -217,7 +217,8 @@ pub(crate) fn level_file_base(
         _ => format!("sweep-c{concurrency}"),
     };
     if series > 0 {
-        name.push_str(&format!("-s{}", series + 1));
+        // `series` may come from a file (merge): saturate rather than overflow.
+        name.push_str(&format!("-s{}", series.saturating_add(1)));
     }
     if mode == Mode::Manual {
         name.push_str("-manual");

@@ -341,6 +341,9 @@ mod tests {
         assert_eq!(level_file_name(&base, 1), "sweep-rate4-s3-manual.json");
         let base = level_file_base(Mode::Planned, None, 8, 1, true);
         assert_eq!(level_file_name(&base, 2), "sweep-c8-s2-partial-r2.json");
+        // A merged level's series comes from a file: the largest saturates.
+        let base = level_file_base(Mode::Planned, None, 8, usize::MAX, false);
+        assert_eq!(base, format!("sweep-c8-s{}", usize::MAX));
         assert_eq!(rate_label(f64::INFINITY), "inf");
         assert_eq!(rate_label(1.0 / 3.0), "0.333");
     }
