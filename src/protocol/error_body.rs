@@ -11,7 +11,7 @@ const SNIPPET_CHARS: usize = 60;
 
 /// One line, trimmed, control characters as spaces, at most
 /// `MAX_MESSAGE_CHARS` characters (then `...`).
-pub(super) fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     cap_chars(s.trim(), MAX_MESSAGE_CHARS)
 }
 

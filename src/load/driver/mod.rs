@@ -354,14 +354,39 @@ pub(crate) fn spawn_with(
         pending_start: None,
         cfg: config,
     };
-    // Detached: the faces learn that the driver is done when `events`
-    // closes, so nothing joins the task itself.
-    tokio::spawn(driver.run(command_rx));
+    // Detached: the faces learn that the driver is done from its last
+    // event, `Finished`, which a panic of the driver itself also sends.
+    let events = driver.events.clone();
+    tokio::spawn(finish_on_panic(driver.run(command_rx), events));
     DriverHandle {
         commands: command_tx,
         events: event_rx,
         in_flight,
         streaming,
+    }
+}
+
+/// Run the driver; should it panic (a bug), say so as the run's last
+/// event, so that a face ends the run as failed, with what it saved, and
+/// does not take a closed channel for a clean end.
+pub(in crate::load) async fn finish_on_panic(
+    run: impl std::future::Future<Output = ()>,
+    events: mpsc::UnboundedSender<DriverEvent>,
+) {
+    use futures_util::FutureExt;
+    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        let _ = events.send(DriverEvent::Finished {
+            stopped_by_user: false,
+            error: Some(format!(
+                "the load driver stopped on an internal error ({}); the levels finished so far are saved",
+                crate::protocol::error_body::one_line(&why)
+            )),
+        });
     }
 }
 

@@ -312,3 +312,27 @@ async fn a_resumed_run_goes_on_in_its_series() {
         1
     );
 }
+
+/// A panic of the driver itself ends the run as failed, in one line that
+/// says so, rather than closing the events as if the run had ended well.
+#[tokio::test]
+async fn a_driver_that_panics_ends_the_run_with_an_error() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    crate::load::driver::finish_on_panic(async { panic!("level 3 has no\nstate") }, tx).await;
+    match rx.recv().await {
+        Some(DriverEvent::Finished {
+            stopped_by_user: false,
+            error: Some(error),
+        }) => assert_eq!(
+            error,
+            "the load driver stopped on an internal error (level 3 has no state); \
+             the levels finished so far are saved"
+        ),
+        other => panic!("not a failed end: {other:?}"),
+    }
+    assert!(rx.recv().await.is_none(), "nothing after the end");
+    // A driver that returns sends nothing more of its own.
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    crate::load::driver::finish_on_panic(async {}, tx).await;
+    assert!(rx.recv().await.is_none());
+}
