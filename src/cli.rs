@@ -613,9 +613,14 @@ pub struct SimTimingArgs {
 
 impl SimTimingArgs {
     /// The simulator these flags describe; the settings they leave out
-    /// (engine, key, KV policy, emission log) are the defaults.
-    pub fn config(&self) -> crate::sim::SimConfig {
-        crate::sim::SimConfig {
+    /// (engine, key, emission log) are the defaults.
+    pub fn config(&self) -> color_eyre::Result<crate::sim::SimConfig> {
+        let kv_policy = self
+            .kv_policy
+            .parse()
+            .map_err(|_| color_eyre::eyre::eyre!("--kv-policy must be reserve or grow"))?;
+        Ok(crate::sim::SimConfig {
+            kv_policy,
             step_ms: self.step_ms,
             step_ms_per_seq: self.step_ms_per_seq,
             prefill_ms_per_1k: self.prefill_ms_per_1k,
@@ -639,7 +644,7 @@ impl SimTimingArgs {
             fault_seed: self.fault_seed,
             reasoning_tokens: self.reasoning_tokens,
             ..sim_default()
-        }
+        })
     }
 }
 
@@ -660,25 +665,74 @@ mod tests {
     #[test]
     fn the_sim_flags_default_to_the_simulators_defaults() {
         assert_eq!(
-            format!("{:?}", sim_flags(&[]).config()),
+            format!("{:?}", sim_flags(&[]).config().expect("valid")),
             format!("{:?}", crate::sim::SimConfig::default())
         );
     }
 
+    /// Every timing flag, each at a value of its own, reaches its own
+    /// setting: the expected simulator is written out by hand, so two flags
+    /// wired to each other's setting (both 0 by default) fail.
     #[test]
-    fn a_sim_flag_reaches_the_simulator() {
-        let config = sim_flags(&[
-            "--step-ms",
-            "3",
-            "--reasoning-tokens",
-            "7",
-            "--parallel",
-            "2",
-        ])
-        .config();
+    fn each_sim_flag_reaches_its_own_setting() {
+        let flags = [
+            "--step-ms=1.5",
+            "--step-ms-per-seq=2.5",
+            "--prefill-ms-per-1k=3.5",
+            "--max-num-seqs=4",
+            "--kv-tokens=5",
+            "--noise=0.25",
+            "--noise-period-ms=7.5",
+            "--noise-seed=8",
+            "--parallel=9",
+            "--load-ms=10.5",
+            "--keep-alive-s=11.5",
+            "--max-queue=12",
+            "--vram-share=0.75",
+            "--eos-mean-tokens=14.5",
+            "--eos-seed=15",
+            "--kv-policy=grow",
+            "--prefix-block-tokens=17",
+            "--fail-rate=0.125",
+            "--stall-rate=0.25",
+            "--disconnect-rate=0.375",
+            "--malformed-rate=0.5",
+            "--fault-seed=22",
+            "--reasoning-tokens=23",
+        ];
+        let expected = crate::sim::SimConfig {
+            step_ms: 1.5,
+            step_ms_per_seq: 2.5,
+            prefill_ms_per_1k: 3.5,
+            max_num_seqs: 4,
+            kv_tokens: 5,
+            noise: 0.25,
+            noise_period_ms: 7.5,
+            noise_seed: 8,
+            parallel: Some(9),
+            load_ms: 10.5,
+            keep_alive_s: 11.5,
+            max_queue: 12,
+            vram_share: 0.75,
+            eos_mean_tokens: 14.5,
+            eos_seed: 15,
+            kv_policy: crate::sim::KvPolicy::Grow,
+            prefix_block_tokens: 17,
+            fail_rate: 0.125,
+            stall_rate: 0.25,
+            disconnect_rate: 0.375,
+            malformed_rate: 0.5,
+            fault_seed: 22,
+            reasoning_tokens: 23,
+            ..crate::sim::SimConfig::default()
+        };
         assert_eq!(
-            (config.step_ms, config.reasoning_tokens, config.parallel),
-            (3.0, 7, Some(2))
+            format!("{:?}", sim_flags(&flags).config().expect("valid")),
+            format!("{expected:?}")
         );
+        let bad = sim_flags(&["--kv-policy", "shrink"])
+            .config()
+            .expect_err("refused");
+        assert_eq!(bad.to_string(), "--kv-policy must be reserve or grow");
     }
 }

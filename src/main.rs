@@ -86,11 +86,6 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             run_with_a_face(prepared).await
         }
         Command::Sim(args) => {
-            let kv_policy: sim::KvPolicy = args
-                .timing
-                .kv_policy
-                .parse()
-                .map_err(|_| color_eyre::eyre::eyre!("--kv-policy must be reserve or grow"))?;
             let emission_log = match &args.timing.emission_log {
                 Some(path) => Some(sim::EmissionLog::create(path).wrap_err_with(|| {
                     format!("cannot write the emission log {}", path.display())
@@ -102,13 +97,12 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 SimConfig {
                     emission_log,
                     api_key: args.api_key.clone(),
-                    kv_policy,
                     engine: match args.engine {
                         tokbench::cli::SimEngine::Vllm => sim::SimEngine::Vllm,
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
                         tokbench::cli::SimEngine::Llamacpp => sim::SimEngine::Llamacpp,
                     },
-                    ..args.timing.config()
+                    ..args.timing.config()?
                 },
             )
             .await?;
