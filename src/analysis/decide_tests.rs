@@ -336,3 +336,32 @@ fn the_error_rate_counts_failures_among_answered_requests() {
     assert_eq!(error_rate(0, 2), 1.0);
     assert_eq!(error_rate(0, 0), 0.0);
 }
+
+/// The SLO in the decision's words reads as the user set it: 2,500 ms and
+/// 12.5 tok/s, not 2500 and 12. On the article: p99 TTFT <= 2,500 keeps 1
+/// to 64 (1,240 ms) and drops 128 (3,820); decode >= 12.5 keeps 64 (34).
+/// An error limit of 0.005 is "errors < 0.5%", not "0%".
+#[test]
+fn the_slo_reads_in_the_decision_as_it_was_set() {
+    let slo = CapacitySlo {
+        min_stream_tok_s: Some(12.5),
+        ..ttft_slo(2500.0)
+    };
+    let cap = decide(&article(), &slo).capacity.expect("capacity");
+    assert_eq!(cap.concurrency, 64);
+    assert!(
+        cap.reason.starts_with(
+            "64 streams: the highest level meeting the SLO (p99 TTFT <= 2,500 ms: 1,240 ms, \
+             decode >= 12.5 tok/s per stream: 34 tok/s)"
+        ),
+        "{}",
+        cap.reason
+    );
+    assert_eq!(slo_terms::errors(0.005), "errors < 0.5%");
+    assert_eq!(slo_terms::tpot(5.0), "p99 TPOT <= 5 ms");
+    // Nobody meets 40 ms: the reason names the term as set.
+    let no = decide(&article(), &ttft_slo(40.5))
+        .capacity
+        .expect_err("none");
+    assert!(no.reason.contains("(p99 TTFT <= 40.5 ms)"), "{}", no.reason);
+}

@@ -538,16 +538,6 @@ fn opt_u(x: Option<u32>) -> String {
     x.map_or_else(|| "?".into(), |v| v.to_string())
 }
 
-/// `500`, `0.5`, `20`: a number without a trailing `.0`.
-pub(crate) fn trim_num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        let s = format!("{x:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,10 +662,24 @@ mod tests {
         assert_eq!(level("sweep-c4-manual-r2.json").notes(), vec!["round 2"]);
     }
 
+    /// The reports' SLO line: each term as the user set it, in the order of
+    /// the decision's sentences; none without an SLO.
     #[test]
-    fn numbers_as_charts_label_them() {
-        assert_eq!(trim_num(500.0), "500");
-        assert_eq!(trim_num(0.5), "0.5");
-        assert_eq!(trim_num(1.0), "1");
+    fn the_slo_line_reads_as_set() {
+        let run = SavedRun::from_value(
+            json!({"levels": [], "run": {"slo": {"ttft_p99_ms": 2500, "min_stream_tok_s": 12.5,
+                                                 "tpot_p99_ms": 5.0, "max_error_rate": 0.005}}}),
+            Path::new("slo.json"),
+        )
+        .expect("reads");
+        assert_eq!(
+            run.slo_text().as_deref(),
+            Some(
+                "p99 TTFT <= 2,500 ms, decode >= 12.5 tok/s per stream, p99 TPOT <= 5 ms, \
+                 errors < 0.5%"
+            )
+        );
+        let none = SavedRun::from_value(json!({"levels": []}), Path::new("n.json")).expect("reads");
+        assert_eq!(none.slo_text(), None);
     }
 }

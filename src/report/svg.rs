@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::saved::{trim_num, SavedLevel, SavedRun};
+use super::saved::{SavedLevel, SavedRun};
 use super::schema::number;
 use crate::stats::percentile::median;
 
@@ -414,6 +414,31 @@ pub(crate) fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The TTFT SLO's line and its title read as the user set it: 40.5 ms
+    /// stays 40.5 (the label once rounded it to 41), 2500 is 2,500.
+    #[test]
+    fn the_slo_marker_reads_as_set() {
+        for (slo, words) in [(40.5, "40.5"), (2500.0, "2,500")] {
+            let run = SavedRun::from_value(
+                serde_json::json!({
+                    "levels": [{"max_concurrency": 1, "output_throughput": 90.0, "p99_ttft_ms": 30.0,
+                                "mode": "planned", "partial": false},
+                               {"max_concurrency": 4, "output_throughput": 300.0, "p99_ttft_ms": 60.0,
+                                "mode": "planned", "partial": false}],
+                    "run": {"slo": {"ttft_p99_ms": slo}}
+                }),
+                std::path::Path::new("slo.json"),
+            )
+            .expect("reads");
+            let svg = render_throughput_svg(&run);
+            assert!(
+                svg.contains(&format!("<title>p99 TTFT SLO: {words} ms</title>")),
+                "{svg}"
+            );
+            assert!(svg.contains(&format!(">p99 TTFT SLO {words} ms<")), "{svg}");
+        }
+    }
 
     #[test]
     fn nice_steps_and_labels() {

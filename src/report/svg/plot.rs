@@ -215,7 +215,7 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<g id="slo" class="marker-slo"><title>p99 TTFT SLO: {} ms</title>"#,
-            trim_num(slo)
+            crate::fmt::threshold(slo)
         );
         let _ = writeln!(
             svg,
@@ -342,7 +342,8 @@ impl Plot {
         }
         if let Some(slo) = data.slo_ttft_ms {
             let y = self.y_right(slo);
-            let text = format!("p99 TTFT SLO {} ms", group(slo, 0));
+            // As the user set it (40.5 stays 40.5), as the sentences say it.
+            let text = format!("p99 TTFT SLO {} ms", crate::fmt::threshold(slo));
             let candidates = [
                 (self.area.x0 + 6.0, y - 6.0, "start"),
                 (self.area.x1 - 6.0, y - 6.0, "end"),
