@@ -200,14 +200,14 @@ pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
                     number(&cap.output_throughput),
                 ))
             });
-            // Where the decision's levels have that concurrency, the
-            // capacity is the median of their rounds, as the decision took
-            // it (a level by hand at the same streams does not move it);
-            // else the figures saved with it.
+            // The figures the decision saved with it; an older summary that
+            // saved only its streams gets the median of the decision's own
+            // levels at that concurrency (planned and search, whole: a level
+            // by hand at the same streams does not move it).
             let judged = medians(&sweep_rounds, s);
-            let capacity = saved.and_then(|(c, u, t)| match judged.iter().find(|v| v.0 == c) {
-                Some(v) => Some(*v),
-                None => Some((c, u?, per_gpu(t?))),
+            let capacity = saved.and_then(|(c, u, t)| match (u, t) {
+                (Some(u), Some(t)) => Some((c, u, per_gpu(t))),
+                _ => judged.iter().find(|v| v.0 == c).copied(),
             });
             Curve {
                 series: position(s),
@@ -543,6 +543,23 @@ mod tests {
         let f = frontier_of(&r, None);
         assert_eq!(f.curves[0].vertices[1], (4, 80.0, 320.0));
         assert_eq!(f.curves[0].capacity, Some((4, 85.0, 340.0)));
+        // The marker is the decision's saved figures, whatever the levels
+        // drawn say: 99 a stream and 999 in all.
+        let mut saved = r.clone();
+        saved.capacity =
+            crate::report::schema::typed(json!({"concurrency": 4, "output_throughput": 999.0,
+                                              "per_stream_tok_s": 99.0}));
+        assert_eq!(
+            frontier_of(&saved, None).curves[0].capacity,
+            Some((4, 99.0, 999.0))
+        );
+        // An older summary saved only the streams: the planned rounds'
+        // median, 340 and 85 (the hand-set 200 left out), not the vertex's 320.
+        saved.capacity = crate::report::schema::typed(json!({"concurrency": 4}));
+        assert_eq!(
+            frontier_of(&saved, None).curves[0].capacity,
+            Some((4, 85.0, 340.0))
+        );
     }
 
     #[test]
