@@ -487,11 +487,17 @@ mod tests {
             seq_len(100, 0.5),
             json!({"distribution": "uniform", "value": 100, "min": 50, "max": 150})
         );
-        // The range the requests drew from, not a wider one: [66.7, 133.3]
-        // holds the integers 66 to 133.
+        // The range the requests drew from, not a wider one: both ends
+        // floored, as vLLM does, floor(66.7) = 66 to floor(133.3) = 133.
         assert_eq!(
             seq_len(100, 0.333),
             json!({"distribution": "uniform", "value": 100, "min": 66, "max": 133})
+        );
+        // A length of 1 draws only 1 (floor(0.5) is raised to 1, floor(1.5)
+        // is 1): the report once said 0 to 2.
+        assert_eq!(
+            seq_len(1, 0.5),
+            json!({"distribution": "uniform", "value": 1, "min": 1, "max": 1})
         );
     }
 

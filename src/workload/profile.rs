@@ -99,8 +99,9 @@ pub(crate) fn resolve_lengths(
     (i, o, name)
 }
 
-/// The lengths `--random-range-ratio r` draws from around `L`: the integers
-/// of `[L(1-r), L(1+r)]`, both ends included, never below 1. What the
+/// The lengths `--random-range-ratio r` draws from around `L`: from
+/// `floor(L(1-r))` (at least 1) to `floor(L(1+r))`, both included, as vLLM
+/// draws them. What the
 /// requests get (`draw_len`) and what a report declares they got
 /// (`report --format br`) both come from here.
 pub(crate) fn len_bounds(base: u32, ratio: f64) -> (u32, u32) {

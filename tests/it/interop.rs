@@ -753,6 +753,9 @@ fn benchmark_reports_validate_against_the_llm_d_schema() {
             assert_eq!(kv["units"], "percent", "{report}");
             assert!(close(&kv["mean"], mean * 100.0), "{report}");
             sampled += 1;
+        } else {
+            // No sample: no KV figure made up for the level either.
+            assert!(kv.is_null(), "a KV figure without a sample: {report}");
         }
     }
     assert!(sampled > 0, "no level has a KV sample: {summary}");

@@ -235,10 +235,11 @@ fn an_unsteady_manual_level_is_kept_but_not_judged() {
 /// 100, 100, 100, 100 and then 50 (A's cancelled tokens are missing). With
 /// the last second the RSE would be 20.4 / sqrt(6) / 91.7 = 9.1%, not
 /// steady; on the seconds whole before the longest request (2 s) it is
-/// four seconds of 100: steady, RSE 0.
+/// four seconds of 100: steady, RSE 0. A level closed whole that still
+/// holds a cancelled request is judged so too.
 #[test]
 fn a_level_left_by_a_stop_is_judged_on_its_whole_seconds() {
-    let judged = |cancelled_came_back: bool| {
+    let judged = |cancelled_came_back: bool, partial: bool| {
         let mut tally = Tally::new(run("sweep"), None);
         tally.on_event(
             &DriverEvent::LevelStarted(info(0, 2, Mode::Manual, 0, 0)),
@@ -275,15 +276,20 @@ fn a_level_left_by_a_stop_is_judged_on_its_whole_seconds() {
             tally.on_event(&DriverEvent::Record(cancelled), ClientReading::default);
         }
         let closed = tally
-            .close_level(0, true, ClientReading::default())
+            .close_level(0, partial, ClientReading::default())
             .expect("running");
         closed.level.steadiness.clone().expect("judged")
     };
-    for came_back in [false, true] {
-        let steadiness = judged(came_back);
-        assert!(steadiness.steady, "{came_back}: {steadiness:?}");
-        assert_eq!(steadiness.rse, Some(0.0), "{came_back}");
+    for (came_back, partial) in [(false, true), (true, true), (true, false)] {
+        let steadiness = judged(came_back, partial);
+        assert!(steadiness.steady, "{came_back} {partial}: {steadiness:?}");
+        assert_eq!(steadiness.rse, Some(0.0), "{came_back} {partial}");
     }
+    // Closed whole with every request back, the last second counts: 9.1%.
+    let whole = judged(false, false);
+    assert!(!whole.steady, "{whole:?}");
+    let rse = whole.rse.expect("an estimate");
+    assert!((rse - 0.0909).abs() < 0.001, "{rse}");
 }
 
 /// One level is a single-level sweep, which the diagnoses say; an open-loop
@@ -416,4 +422,46 @@ fn warmup_is_kept_rounded() {
             "reported_prompt_tokens": [40, 41],
         }))
     );
+}
+
+/// The verdict lines in their order: capacity, knee, cost (when asked
+/// for), then the notes. The sweep of `three_levels_...` plus 8 streams
+/// whose 100-token answers take 2 s (first token at 800 ms): 8 x 100 / 2 s
+/// = 400 tok/s, no more than at 4 streams, while p99 TTFT goes 200 -> 800
+/// ms (4.0x), so the knee is 4 -> 8 adding 0.0%. Capacity stays 2 streams
+/// (the 150 ms SLO).
+#[test]
+fn the_verdict_lines_say_capacity_knee_cost_then_notes() {
+    let mut tally = Tally::new(run("sweep"), None);
+    sweep(&mut tally, &[(1, 50), (2, 100), (4, 200)]);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(3, 8, Mode::Planned, 3000, 0)),
+        || reading(0, 3000, &[]),
+    );
+    for stream in 0..8 {
+        let record = answer(300 + stream, 3, 3000, 800, 5000);
+        tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+    }
+    let closed = tally
+        .close_level(3, false, reading(0, 5000, &[]))
+        .expect("running");
+    tally.keep(closed.level);
+    let decision = tally.decision();
+    let lines = tally.verdict_lines(&decision, true);
+    assert!(lines[0].starts_with("capacity: 2 streams"), "{lines:?}");
+    assert_eq!(
+        lines[1],
+        "knee: 4 -> 8 streams adds 0.0% throughput while p99 TTFT grows 4.0x: \
+         KV cache or batch full, requests queue"
+    );
+    assert!(lines[2].starts_with("cost: "), "{lines:?}");
+    assert!(lines.len() > 3, "the one-round note: {lines:?}");
+    assert!(
+        lines[3..].iter().all(|l| l.starts_with("note: ")),
+        "{lines:?}"
+    );
+    // The live view leaves the cost out and keeps the rest in order.
+    let live = tally.verdict_lines(&decision, false);
+    assert_eq!(live[..2], lines[..2]);
+    assert_eq!(live[2..], lines[3..]);
 }
