@@ -23,10 +23,12 @@ pub(crate) fn write_or_drop(out: &mut dyn Write, text: Arguments<'_>, newline: b
 
 /// A command's output (a report, a comparison) to stdout. A reader that
 /// left (`tokbench report DIR | head`) is no error; any other failure is,
-/// for the caller to word.
-pub(crate) fn print_output(text: &str) -> std::io::Result<()> {
+/// for the caller to word. Public for the binary's own output (completions,
+/// the manual, `--print-config`).
+#[doc(hidden)]
+pub fn print_output(text: impl AsRef<[u8]>) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(text.as_ref()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }

@@ -4,7 +4,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -245,13 +245,8 @@ fn man_page(subcommand: Option<&str>) -> Result<Vec<u8>> {
 
 /// Write generated text to stdout; a closed pipe (`| head`) is not an error.
 fn to_stdout(bytes: &[u8]) -> Result<i32> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).wrap_err("cannot write to stdout")
-        }
-        _ => Ok(EXIT_OK),
-    }
+    tokbench::console::print_output(bytes).wrap_err("cannot write to stdout")?;
+    Ok(EXIT_OK)
 }
 
 /// The live view on a terminal, plain output otherwise or with --no-tui.

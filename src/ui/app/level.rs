@@ -204,6 +204,12 @@ impl LevelRow {
         matches!(self.state, LevelState::Finished { partial: true })
     }
 
+    /// A planned or search level that ran to its end: one the decision
+    /// judges (the capacity can only be one of these).
+    pub(crate) fn is_judged(&self) -> bool {
+        self.state == (LevelState::Finished { partial: false }) && self.info.mode.is_sweep()
+    }
+
     /// Completed requests a hand-set level needs before it can be steady.
     pub(crate) fn min_completions(&self, per_stream: u32) -> u32 {
         crate::stats::steady::min_completions(self.info.rate, self.info.concurrency, per_stream)

@@ -3,7 +3,7 @@
 
 use super::latency::padded;
 use crate::load::driver::Mode;
-use crate::ui::app::{App, LevelRow, LevelState};
+use crate::ui::app::{App, LevelRow};
 use crate::ui::theme::Palette;
 use crate::ui::widgets::{
     self, fit, ChartPoint, FrontierChart, Part, PointKind, ThroughputChart, CAPACITY_GLYPH,
@@ -34,9 +34,7 @@ pub(super) fn shown_series(app: &App) -> u8 {
 /// capacity point on the chart and the highlighted row of the table. An
 /// open-loop level at its cap of the same streams is not it.
 pub(super) fn is_capacity(capacity: Option<u32>, l: &LevelRow) -> bool {
-    l.state == (LevelState::Finished { partial: false })
-        && l.info.mode.is_sweep()
-        && capacity == Some(l.info.concurrency)
+    l.is_judged() && capacity == Some(l.info.concurrency)
 }
 
 /// `series`: the chart series of every level (a run of `view A B`), or

@@ -113,8 +113,7 @@ impl LevelTable {
             };
             kind_of(l).glyph_in(series, l.is_partial())
         };
-        let complete_plan =
-            l.state == (LevelState::Finished { partial: false }) && l.info.mode.is_sweep();
+        let complete_plan = l.is_judged();
         let c = l.info.concurrency;
         let rse = |l: &LevelRow| l.estimate.map(|(_, r)| format!("±{:.0}%", r * 100.0));
         let (note, note_style) = match l.state {
