@@ -22,7 +22,7 @@ pub(crate) const CHART_SVG: &str = "chart.svg";
 pub fn run_report_command(args: &ReportArgs) -> Result<i32> {
     let mut run = SavedRun::load(&args.dir)?;
     if args.gpus.is_some() {
-        run.gpus = args.gpus;
+        run.run.gpus = args.gpus;
     }
     let text = render(&run, args.format);
     match &args.output {

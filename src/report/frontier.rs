@@ -116,7 +116,7 @@ fn on_frontier(level: &SavedLevel) -> bool {
 /// The frontier of a run: its points, a curve per series with the series'
 /// capacity, throughput divided by `gpus` when given (else by the run's own).
 pub(crate) fn frontier_of(run: &SavedRun, gpus: Option<u32>) -> Frontier {
-    let gpus = gpus.or(run.gpus).filter(|g| *g > 0);
+    let gpus = gpus.or(run.run.gpus).filter(|g| *g > 0);
     let per_gpu = |t: f64| t / f64::from(gpus.unwrap_or(1));
     // Series in the order of their indexes; a colour each.
     let mut indexes: Vec<usize> = run.levels.iter().map(|l| l.series).collect();
@@ -609,7 +609,7 @@ mod tests {
         assert_eq!(labels, ["1", "16", "32"], "{svg}");
         assert!(svg.contains("total output tok/s"), "{svg}");
         let mut per_gpu = r.clone();
-        per_gpu.gpus = Some(8);
+        per_gpu.run.gpus = Some(8);
         let svg = render_frontier_svg(&per_gpu);
         assert!(
             svg.contains("output tok/s per GPU (total / 8 GPUs)"),

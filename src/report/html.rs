@@ -62,7 +62,7 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
         h,
         "<h2>Sweep</h2>\n<div class=\"scroll\">\n<table>\n<thead><tr>"
     );
-    let gpus = run.gpus.filter(|g| *g > 0);
+    let gpus = run.run.gpus.filter(|g| *g > 0);
     let per_gpu_head = gpus.map(|n| format!("output tok/s per GPU ({n})"));
     for head in [
         "streams",

@@ -168,9 +168,12 @@ pub(crate) struct SavedRun {
     /// The file as read, for `--format json`.
     pub raw: Value,
     pub tokbench_version: Option<String>,
-    /// `run`: target, model, engine, shape, start time, ... (its `slo` is
-    /// taken out into `slo`; `model` falls back to the first level's
-    /// `model_id`, for files from before `run.model`).
+    /// `run`: target, model, engine, shape, start time, GPUs, ... as read,
+    /// but for three things: its `slo` is taken out into [`SavedRun::slo`]
+    /// (and is `None` here), `model` falls back to the first level's
+    /// `model_id` (files from before `run.model`), and `gpus` is `None`
+    /// unless positive (`report --gpus` sets it; throughput is then also
+    /// given per GPU).
     pub run: RunSection,
     /// `run.labels` as text pairs.
     pub labels: Vec<(String, String)>,
@@ -187,9 +190,6 @@ pub(crate) struct SavedRun {
     pub diagnoses: Vec<DiagnosisEntry>,
     /// `series`: each stretch against one server configuration, judged alone.
     pub series: Vec<SeriesEntry>,
-    /// GPUs serving the target (`run.gpus`, from `sweep --gpus`; `report
-    /// --gpus` sets it): throughput is also given per GPU.
-    pub gpus: Option<u32>,
 }
 
 impl SavedRun {
@@ -284,6 +284,7 @@ impl SavedRun {
         let mut run: RunSection =
             schema::typed(raw.get("run").cloned().unwrap_or(Value::Null)).unwrap_or_default();
         let slo = run.slo.take().unwrap_or_default();
+        run.gpus = run.gpus.filter(|g| *g > 0);
         if run.model.is_none() {
             run.model = levels.first().and_then(|l| string_map(&l.raw, "model_id"));
         }
@@ -329,7 +330,6 @@ impl SavedRun {
             cost,
             diagnoses,
             series: SeriesEntry::all_of(&raw),
-            gpus: run.gpus.filter(|g| *g > 0),
             run,
             raw,
         })

@@ -329,7 +329,7 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
                 Some((input, output)) => format!("{shape} (achieved {input:.0} / {output:.0})"),
                 None => shape,
             }),
-        gpus: run.gpus,
+        gpus: run.run.gpus,
     }
     .sanitized();
 
