@@ -99,8 +99,11 @@ impl SavedLevel {
 
     /// Planned and search levels that ran to the end: the ones the knee and
     /// the sweep line are drawn through. Manual and partial levels stand alone.
+    /// A mode this version does not know is not one: a level is judged
+    /// only when it is known to be a sweep's, as `LevelFile::point` (merge,
+    /// `--resume`) has it. A level that names no mode is planned.
     pub(crate) fn is_sweep_point(&self) -> bool {
-        !self.partial && self.mode().is_sweep()
+        !self.partial && Mode::parse(&self.mode).is_some_and(Mode::is_sweep)
     }
 
     pub(crate) fn is_manual(&self) -> bool {
@@ -587,8 +590,22 @@ mod tests {
         assert_eq!(l.stream_decode_tok_s, Some(40.0));
         assert_eq!(l.ttft_p50_ms, Some(30.0));
         assert_eq!(l.ttft_p99_ms, None);
-        assert!(l.is_sweep_point());
+        assert!(l.is_sweep_point(), "no mode: a planned level");
         assert_eq!(run.capacity_text(), "none recorded in this summary");
+        // A mode this version does not know is listed, never judged, as
+        // merge and --resume have it; search and planned are judged.
+        let with_mode = |mode: &str, partial: bool| {
+            let run = SavedRun::from_value(
+                json!({"levels": [{"max_concurrency": 4, "output_throughput": 100.0,
+                                   "mode": mode, "partial": partial}]}),
+                Path::new("m.json"),
+            )
+            .expect("reads");
+            run.levels[0].is_sweep_point()
+        };
+        assert!(with_mode("planned", false) && with_mode("search", false));
+        assert!(!with_mode("burst", false), "unknown mode");
+        assert!(!with_mode("manual", false) && !with_mode("planned", true));
     }
 
     /// Two series: each one's capacity, knee and peak (a level saved
