@@ -510,4 +510,19 @@ fn the_step_line_says_what_the_step_did() {
         app.step_summary.as_deref(),
         Some("4 → 8 streams: +100.0% tok/s, p99 TTFT ×2.0, queue +2")
     );
+    // Two more seconds of 80 tokens (eight answers of 10): the spread grows
+    // past the limit and the badge goes, as the saved verdict would; the
+    // step line stays.
+    for round in 5..7u64 {
+        for k in 0..8 {
+            let mut r = answer(100 + 8 * round + k, 1, 2_000 + 1000 * round, 200);
+            r.output_tokens = 10;
+            app.on_driver_event(&DriverEvent::Record(r));
+        }
+    }
+    app.on_tick(Duration::from_millis(9_600));
+    let level = &app.shown.levels[1];
+    assert!(!level.is_steady, "{:?}", level.estimate);
+    assert!(level.estimate.is_some_and(|(_, rse)| rse >= 0.05), "{:?}", level.estimate);
+    assert!(app.step_summary.is_some());
 }

@@ -43,7 +43,10 @@ impl App {
             if !matches!(level.state, LevelState::Finished { .. }) {
                 level.recompute();
                 level.estimate = level.steady.estimate(now, false).map(|e| (e.tok_s, e.rse));
-                if level.info.mode == Mode::Manual && !level.is_steady {
+                // Judged afresh each time, as the saved verdict will be at
+                // the key press: a badge that latched could say settled
+                // over a level whose spread has since grown past the limit.
+                if level.info.mode == Mode::Manual {
                     level.is_steady = crate::stats::steady::is_steady(
                         level.steady.completions,
                         level.min_completions(per_stream),
