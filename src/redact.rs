@@ -39,9 +39,9 @@ pub(crate) fn typed_url(raw: &str) -> String {
 
 /// `text` (a client error's words, which name the URL it sent to) with
 /// `url` written without its credentials.
-pub(crate) fn url_in(text: &str, url: &reqwest::Url) -> String {
+pub(crate) fn url_in(text: String, url: &reqwest::Url) -> String {
     if url.username().is_empty() && url.password().is_none() {
-        return text.to_string();
+        return text;
     }
     text.replace(url.as_str(), &url_text(url))
 }
@@ -92,12 +92,12 @@ mod tests {
     fn a_url_in_a_message_is_written_without_credentials() {
         let url = reqwest::Url::parse("http://u:p@127.0.0.1:9/v1/completions").expect("url");
         assert_eq!(
-            url_in(&format!("error sending request for url ({url})"), &url),
+            url_in(format!("error sending request for url ({url})"), &url),
             "error sending request for url (http://127.0.0.1:9/v1/completions)"
         );
         let plain = reqwest::Url::parse("http://127.0.0.1:9/").expect("url");
         assert_eq!(
-            url_in("sent to http://127.0.0.1:9/", &plain),
+            url_in("sent to http://127.0.0.1:9/".into(), &plain),
             "sent to http://127.0.0.1:9/"
         );
     }

@@ -523,6 +523,10 @@ fn the_step_line_says_what_the_step_did() {
     app.on_tick(Duration::from_millis(9_600));
     let level = &app.shown.levels[1];
     assert!(!level.is_steady, "{:?}", level.estimate);
-    assert!(level.estimate.is_some_and(|(_, rse)| rse >= 0.05), "{:?}", level.estimate);
+    assert!(
+        level.estimate.is_some_and(|(_, rse)| rse >= 0.05),
+        "{:?}",
+        level.estimate
+    );
     assert!(app.step_summary.is_some());
 }

@@ -47,7 +47,7 @@ pub(crate) fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
 pub(crate) fn transport_message(error: &reqwest::Error, class: ErrorClass) -> String {
     // reqwest's own text names the URL, credentials and all.
     let mut innermost = match error.url() {
-        Some(url) => crate::redact::url_in(&error.to_string(), url),
+        Some(url) => crate::redact::url_in(error.to_string(), url),
         None => error.to_string(),
     };
     let mut source = error.source();
