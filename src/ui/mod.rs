@@ -485,6 +485,7 @@ async fn event_loop(
     let mut signalled = false;
     let mut driver_open = true;
     let mut input_open = true;
+    let mut input_errors = terminal::InputErrors::default();
     let mut stop_sent_at: Option<Instant> = None;
 
     let mut redraw = |terminal: &mut Tui, app: &mut App, driver: &DriverHandle| -> Result<()> {
@@ -549,6 +550,7 @@ async fn event_loop(
             }
             key = input.next(), if input_open => match key {
                 Some(Ok(Event::Key(key))) => {
+                    input_errors.ok();
                     match app.on_key(key) {
                         Some(Action::Send(command)) => {
                             if command == Command::Stop {
@@ -569,11 +571,19 @@ async fn event_loop(
                     // Show the key's effect now, not at the next frame.
                     redraw(terminal, app, driver)?;
                 }
-                Some(Ok(Event::Resize(..))) => redraw(terminal, app, driver)?,
-                Some(Ok(_)) => {}
+                Some(Ok(Event::Resize(..))) => {
+                    input_errors.ok();
+                    redraw(terminal, app, driver)?;
+                }
+                Some(Ok(_)) => input_errors.ok(),
                 // No more input (stdin closed): nobody can press q, so the
                 // run ends when the driver does.
-                Some(Err(_)) | None => input_open = false,
+                Some(Err(_)) => {
+                    if input_errors.gone_after_error() {
+                        input_open = false;
+                    }
+                }
+                None => input_open = false,
             },
             Some((purpose, look)) = series.looks.recv() => {
                 series.on_look(app, recorder, driver, purpose, look);

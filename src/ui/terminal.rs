@@ -112,3 +112,49 @@ fn install_panic_hook() {
         }));
     });
 }
+
+/// Errors from the terminal's event stream in a row before the keys are
+/// taken to be gone for good.
+const INPUT_ERRORS_TO_GIVE_UP: u32 = 20;
+
+/// Whether an error from the event stream means the keys are gone. One
+/// error is not: crossterm turns a resize whose size it cannot read (under
+/// load, its `tput` fallback) into an error item and reads on, so taking the
+/// first error for a closed stdin left `q` unread. Many in a row are.
+#[derive(Debug, Default)]
+pub(crate) struct InputErrors {
+    in_a_row: u32,
+}
+
+impl InputErrors {
+    /// An event came through: the errors before it were passing.
+    pub(crate) fn ok(&mut self) {
+        self.in_a_row = 0;
+    }
+
+    /// Another error; true once so many came in a row that input is gone.
+    pub(crate) fn gone_after_error(&mut self) -> bool {
+        self.in_a_row = self.in_a_row.saturating_add(1);
+        self.in_a_row >= INPUT_ERRORS_TO_GIVE_UP
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 19 errors in a row are passing; the 20th gives up; an event between
+    /// starts the count again.
+    #[test]
+    fn only_many_input_errors_in_a_row_mean_the_keys_are_gone() {
+        let mut errors = InputErrors::default();
+        for _ in 0..19 {
+            assert!(!errors.gone_after_error());
+        }
+        errors.ok();
+        for _ in 0..19 {
+            assert!(!errors.gone_after_error());
+        }
+        assert!(errors.gone_after_error(), "the 20th in a row");
+    }
+}

@@ -381,6 +381,7 @@ async fn view_loop(
     mut follow: Option<Following>,
 ) -> Result<i32> {
     let mut input = EventStream::new();
+    let mut input_errors = super::terminal::InputErrors::default();
     let mut interrupt = pin!(run::interrupted());
     let mut ticks = tokio::time::interval(TICK);
     let start = Instant::now();
@@ -404,13 +405,18 @@ async fn view_loop(
         tokio::select! {
             event = input.next() => match event {
                 Some(Ok(Event::Key(key))) => {
+                    input_errors.ok();
                     if app.on_key(key) == Some(Action::Exit) {
                         return Ok(EXIT_OK);
                     }
                 }
                 // A resize, focus or mouse event: drawn again at the top.
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e).wrap_err("cannot read keys from the terminal"),
+                Some(Ok(_)) => input_errors.ok(),
+                Some(Err(e)) => {
+                    if input_errors.gone_after_error() {
+                        return Err(e).wrap_err("cannot read keys from the terminal");
+                    }
+                }
                 // No more input: nobody can press q.
                 None => return Ok(EXIT_OK),
             },
