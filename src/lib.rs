@@ -28,6 +28,7 @@ pub mod record;
 pub mod redact;
 pub mod report;
 pub mod run;
+pub mod server;
 pub mod sim;
 pub mod stats;
 pub mod time;
