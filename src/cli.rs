@@ -23,6 +23,8 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Start the built-in simulated server (vLLM-like) in the foreground.
     Sim(Box<SimArgs>),
+    /// Tune a server setting: start the server at each --grid setting, sweep it, stop it, and say which setting to keep.
+    Tune(Box<TuneArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
     Demo(Box<SweepArgs>),
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
@@ -37,6 +39,57 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page (roff): `tokbench man | man -l -`, or `tokbench man sweep` for one subcommand's.
     Man(ManArgs),
+}
+
+/// What `tokbench tune` does when a setting's server does not start or is never ready.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnFail {
+    /// Stop the tune (what was measured is saved).
+    Stop,
+    /// Record the setting as failed and go on to the next.
+    Skip,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TuneArgs {
+    /// The server command: `{name}` is filled from --grid, `{port}` with the port tokbench picks (e.g. 'llama-server -m m.gguf --port {port} -np {np}'). Split into words by shell rules and run without a shell.
+    #[arg(long, value_name = "CMD")]
+    pub serve_cmd: String,
+
+    /// Environment for the server, templated the same way (e.g. OLLAMA_NUM_PARALLEL={np}); repeatable. Values of names with KEY, TOKEN or SECRET are never shown or saved.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub serve_env: Vec<String>,
+
+    /// A server setting's values: NAME=V1,V2,...; several grids make every combination.
+    #[arg(long, value_name = "NAME=V1,V2,...", required = true)]
+    pub grid: Vec<String>,
+
+    /// Walk these grids together (np,ctx: the i-th values of each, not every combination); repeatable.
+    #[arg(long, value_name = "A,B")]
+    pub grid_link: Vec<String>,
+
+    /// Run the server command with `sh -c` (pipes, `&&`); grid values are then shell text.
+    #[arg(long)]
+    pub serve_shell: bool,
+
+    /// The port the server listens on, instead of a free one tokbench picks.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub serve_port: Option<u16>,
+
+    /// Seconds to wait for each setting's server to be ready.
+    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    pub ready_timeout: f64,
+
+    /// Seconds between SIGTERM and SIGKILL when a server is stopped.
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub stop_grace: f64,
+
+    /// When a setting's server does not start or is never ready: stop, or skip to the next setting.
+    #[arg(long, value_enum, default_value = "stop")]
+    pub on_fail: OnFail,
+
+    #[command(flatten)]
+    pub sweep: SweepArgs,
 }
 
 #[derive(Args, Debug, Clone)]

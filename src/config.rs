@@ -18,7 +18,7 @@ use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use toml::Value;
 
 /// The subcommands that take `--config` (both carry the sweep flags).
-pub(crate) const SUBCOMMANDS: [&str; 2] = ["sweep", "demo"];
+pub(crate) const SUBCOMMANDS: [&str; 3] = ["sweep", "demo", "tune"];
 
 /// Flags that are not settings of a run: never read from a file nor written
 /// to one. `api-key` is refused on its own (see `refuse_key`).
@@ -260,6 +260,20 @@ fn tokens_of_value(arg: &Arg, value: &Value) -> std::result::Result<Vec<String>,
                 let v = scalar(v)
                     .ok_or_else(|| format!("wants K = \"V\" pairs, not {k} = {}", shown(v)))?;
                 out.push(flag(&format!("{k}={v}")));
+            }
+            Ok(out)
+        }
+        Value::Table(table) if long == "grid" => {
+            // `grid = { np = [1, 2, 4] }` is `--grid np=1,2,4`.
+            let mut out = Vec::new();
+            for (k, v) in table {
+                let values: Option<Vec<String>> = match v {
+                    Value::Array(items) => items.iter().map(scalar).collect(),
+                    other => scalar(other).map(|s| vec![s]),
+                };
+                let values = values
+                    .ok_or_else(|| format!("wants NAME = [V1, V2], not {k} = {}", shown(v)))?;
+                out.push(flag(&format!("{k}={}", values.join(","))));
             }
             Ok(out)
         }

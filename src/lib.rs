@@ -32,5 +32,6 @@ pub mod server;
 pub mod sim;
 pub mod stats;
 pub mod time;
+pub mod tune;
 pub mod ui;
 pub mod workload;

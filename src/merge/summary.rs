@@ -227,6 +227,7 @@ pub(super) fn merged_summary(
         search: None,
         resumed: None,
         target_changes: Vec::new(),
+        tune: None,
         other,
     }
 }

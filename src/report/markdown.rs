@@ -29,6 +29,14 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
             let _ = writeln!(out, "- **Series:** {}", cell(&line));
         }
     }
+    if let Some(tune) = &run.tune {
+        let _ = writeln!(out, "**Tune: which setting to keep**");
+        let _ = writeln!(out);
+        let _ = writeln!(out, "```text");
+        out.push_str(&super::tune_text::tune_block(tune));
+        let _ = writeln!(out, "```");
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "- **Capacity:** {}", cell(&run.capacity_text()));
     let _ = writeln!(out, "- **Knee:** {}", cell(&run.knee_text()));
     let cost = run.cost_text();

@@ -16,6 +16,7 @@ pub(crate) mod svg;
 pub(crate) mod tally;
 pub(crate) mod text;
 pub(crate) mod timing;
+pub(crate) mod tune_text;
 /// Moved to the crate root (the simulator needs it and imports nothing of
 /// the client); kept here so `report::time` paths still resolve.
 pub(crate) use crate::time;

@@ -31,6 +31,8 @@ pub struct PriorRun {
     pub next_level_index: usize,
     /// The saved `run` object.
     pub run: Value,
+    /// Continued by `tune` in a series of its own, not resumed.
+    pub new_series: bool,
 }
 
 impl PriorRun {
@@ -85,7 +87,24 @@ impl PriorRun {
             series_labels,
             next_level_index,
             run,
+            new_series: false,
         })
+    }
+
+    /// Go on in the folder in a new series named `label` (a tune's next
+    /// setting): every step of the plan runs again, against its server.
+    pub(crate) fn into_new_series(mut self, label: String) -> PriorRun {
+        let next = self
+            .point_series
+            .iter()
+            .copied()
+            .chain(self.series_labels.iter().map(|(i, _)| *i))
+            .max()
+            .map_or(0, |i| i.saturating_add(1));
+        self.last_series = next;
+        self.series_labels.push((next, label));
+        self.new_series = true;
+        self
     }
 
     /// The plan's steps that the kept levels do not already cover, in order.

@@ -193,6 +193,8 @@ pub(crate) struct SavedRun {
     pub diagnoses: Vec<DiagnosisEntry>,
     /// `series`: each stretch against one server configuration, judged alone.
     pub series: Vec<SeriesEntry>,
+    /// `tokbench tune`'s section, when the run was a tune.
+    pub tune: Option<super::schema::TuneSection>,
 }
 
 impl SavedRun {
@@ -333,6 +335,9 @@ impl SavedRun {
             cost,
             diagnoses,
             series: SeriesEntry::all_of(&raw),
+            tune: raw
+                .get("tune")
+                .and_then(|t| serde_json::from_value(t.clone()).ok()),
             run,
             raw,
         })

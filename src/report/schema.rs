@@ -296,6 +296,10 @@ pub struct SummaryFile {
     pub search: Option<SearchState>,
     pub resumed: Option<Resumed>,
     pub target_changes: Vec<TargetChange>,
+    /// `tokbench tune`: the grid, each setting's server and result, and
+    /// the setting to keep; absent in other runs.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub tune: Option<TuneSection>,
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -491,6 +495,71 @@ pub struct SearchState {
     pub failing: Option<u32>,
     pub next: Option<u32>,
     pub done: bool,
+}
+
+/// summary.json's `tune`.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TuneSection {
+    /// The server command template as given (`{name}` unfilled).
+    pub serve_cmd: Option<String>,
+    /// `--grid` as given (`np=1,2,4`), and `--grid-link`.
+    pub grid: Vec<String>,
+    pub grid_link: Vec<String>,
+    /// In grid order.
+    #[serde(deserialize_with = "entries")]
+    pub settings: Vec<TuneSetting>,
+    pub recommendation: Option<TuneRecommendation>,
+    /// Whether the server's caches were reset between levels, in words.
+    pub caches: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// One setting of a tune: its server's life and its series' result.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TuneSetting {
+    /// `np=4`: the series' label too.
+    pub label: Option<String>,
+    /// Each grid name's value (text, as filled into the command).
+    pub values: Map<String, Value>,
+    /// Its series' index (levels carry it in `series`).
+    pub series: Option<u64>,
+    /// `running`, `finished`, `partial` (cut short: never recommended) or `failed` (never ran).
+    pub status: Option<String>,
+    /// Why it is partial or failed.
+    pub reason: Option<String>,
+    /// Seconds from the server's start until it was ready.
+    pub ready_s: Option<Number>,
+    /// What the server said of its memory at this setting (Ollama's
+    /// `/api/ps`, llama.cpp's `/props`, vLLM's `cache_config_info`).
+    pub memory: Value,
+    /// A warning about that memory, when it matters.
+    pub memory_warning: Option<String>,
+    /// The server's log, in the run folder.
+    pub log: Option<String>,
+    pub capacity: Option<Capacity>,
+    /// The highest output tok/s of its whole levels.
+    pub peak: Option<Number>,
+    pub knee: Option<Knee>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// The setting to keep and why.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TuneRecommendation {
+    pub label: Option<String>,
+    pub reason: Option<String>,
+    /// Settings within noise of it.
+    pub tie_with: Vec<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
 }
 
 /// A `--resume`d run: when it first started and how many levels it kept.

@@ -21,15 +21,40 @@ use crate::report::timing::rfc3339_ms;
 /// table on stdout (on stderr when `--events -` takes stdout). Returns the
 /// exit code.
 pub async fn run_headless(prepared: Prepared) -> Result<i32> {
+    let end = run_headless_with(prepared, |_| {}, std::future::pending()).await?;
+    Ok(end.code)
+}
+
+/// How a headless run ended: its exit code, and what stopped it early
+/// when `stop_when` did.
+pub(crate) struct HeadlessEnd {
+    pub code: i32,
+    pub stopped_by: Option<String>,
+}
+
+/// The headless face with two hooks for a face built over it (`tune`):
+/// `before_load` sees the recorder before anything is sent, and when
+/// `stop_when` resolves (the server it started died) the run is stopped
+/// and saved as for Ctrl-C, the reason kept.
+pub(crate) async fn run_headless_with(
+    prepared: Prepared,
+    before_load: impl FnOnce(&mut Recorder),
+    stop_when: impl std::future::Future<Output = String>,
+) -> Result<HeadlessEnd> {
     let mut exports = Exports::open(&prepared.export_plan())?;
-    let result = headless(prepared, &mut exports).await;
+    let result = headless(prepared, &mut exports, before_load, stop_when).await;
     if let Err(e) = &result {
         exports.failed(&one_line(e), EXIT_FAILED);
     }
     result
 }
 
-async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
+async fn headless(
+    prepared: Prepared,
+    exports: &mut Exports,
+    before_load: impl FnOnce(&mut Recorder),
+    stop_when: impl std::future::Future<Output = String>,
+) -> Result<HeadlessEnd> {
     let mut out: Box<dyn Write> = if exports.events_on_stdout() {
         Box::new(std::io::stderr())
     } else {
@@ -43,7 +68,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
             run_start,
         },
         (),
-    ) = start_run(&prepared, exports, false, |_| {})?;
+    ) = start_run(&prepared, exports, false, before_load)?;
     let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
     crate::say!(
         "tokbench: {} ({}), model {}, {}; results in {}",
@@ -64,6 +89,8 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut interrupt = std::pin::pin!(interrupted());
     let mut was_interrupted = false;
+    let mut stop_when = std::pin::pin!(stop_when);
+    let mut stopped_by: Option<String> = None;
     let mut state = ProgressState::default();
     let mut run_error = None;
     loop {
@@ -111,6 +138,12 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
                 recorder.flush_if_due()?;
                 progress.show(&state, driver.in_flight.load(Ordering::Relaxed), run_start.elapsed());
             }
+            why = &mut stop_when, if stopped_by.is_none() => {
+                progress.clear();
+                crate::say!("tokbench: {why}; stopping and saving what was measured");
+                stopped_by = Some(why);
+                let _ = driver.commands.send(Command::Stop);
+            }
             _ = &mut interrupt, if !was_interrupted => {
                 was_interrupted = true;
                 progress.clear();
@@ -126,7 +159,10 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
         exports
             .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
             .await?;
-        return Ok(EXIT_FAILED);
+        return Ok(HeadlessEnd {
+            code: EXIT_FAILED,
+            stopped_by,
+        });
     }
     let _ = writeln!(out);
     print_results(&recorder, &mut out);
@@ -138,7 +174,7 @@ async fn headless(prepared: Prepared, exports: &mut Exports) -> Result<i32> {
     exports
         .finish(&recorder, code, None, was_interrupted)
         .await?;
-    Ok(code)
+    Ok(HeadlessEnd { code, stopped_by })
 }
 
 /// The closing lines every face prints after the run: the sweep table, the

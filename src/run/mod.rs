@@ -11,6 +11,7 @@ mod start;
 mod tests;
 pub(crate) mod timing;
 mod tls;
+mod tune;
 mod url;
 
 pub(crate) use headless::print_results;
@@ -19,6 +20,7 @@ pub use plan::SweepPlan;
 pub use prepare::{prepare, Prepared};
 pub(crate) use start::start_run;
 pub use start::Running;
+pub use tune::run_tune;
 
 /// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;

@@ -68,6 +68,16 @@ impl Prepared {
 /// Look at the server and settle model and identity. Errors here mean the
 /// run cannot start (exit 1).
 pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> Result<Prepared> {
+    prepare_continuing(plan, engine_override, None).await
+}
+
+/// [`prepare`], continuing the result folder's run in `given` (a tune's
+/// next setting: a new series in the same folder) instead of `--resume`'s.
+pub(crate) async fn prepare_continuing(
+    plan: SweepPlan,
+    engine_override: Option<(&str, &str)>,
+    given: Option<PriorRun>,
+) -> Result<Prepared> {
     let now = SystemTime::now();
     let result_dir = match (&plan.resume, &plan.result_dir) {
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
@@ -79,7 +89,7 @@ pub async fn prepare(plan: SweepPlan, engine_override: Option<(&str, &str)>) -> 
     if let Some(warning) = &open_files {
         crate::say!("tokbench: {warning}");
     }
-    let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now).await;
+    let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now, given).await;
     if let Ok(prepared) = &mut prepared {
         prepared.warnings.extend(open_files);
     }
@@ -156,25 +166,23 @@ async fn prepare_target(
     engine_override: Option<(&str, &str)>,
     result_dir: PathBuf,
     now: SystemTime,
+    given: Option<PriorRun>,
 ) -> Result<Prepared> {
     let mut plan = plan;
-    let prior = match &plan.resume {
-        Some(dir) => {
+    let prior = match (&plan.resume, given) {
+        (_, Some(prior)) => {
+            continue_plan(&mut plan, &prior);
+            Some(prior)
+        }
+        (Some(dir), None) => {
             if plan.search.is_some() || plan.replay.is_some() {
                 bail!("--resume continues a sweep or a rate run; a --find-capacity or --replay run starts again");
             }
             let prior = PriorRun::load(dir)?;
-            // Prompts follow from the first part's seed but never repeat its
-            // prompts: a server's prefix cache would answer them.
-            if let Some(seed) = prior.run.get("seed").and_then(Value::as_u64) {
-                plan.seed = seed.wrapping_add(
-                    0x9E37_79B9_7F4A_7C15u64.wrapping_mul(prior.next_level_index as u64),
-                );
-            }
-            plan.levels = prior.remaining(&plan.levels);
+            continue_plan(&mut plan, &prior);
             Some(prior)
         }
-        None => None,
+        (None, None) => None,
     };
     // The key rides on every request of this client, and this client talks
     // to the target only. Marked sensitive, it never shows in Debug output.
@@ -279,6 +287,17 @@ async fn prepare_target(
         prior,
         warnings,
     })
+}
+
+/// A plan that continues `prior`'s folder: its prompts follow from the
+/// first part's seed but never repeat its prompts (a server's prefix cache
+/// would answer them), and it runs only the steps not yet finished.
+fn continue_plan(plan: &mut SweepPlan, prior: &PriorRun) {
+    if let Some(seed) = prior.run.get("seed").and_then(Value::as_u64) {
+        plan.seed =
+            seed.wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(prior.next_level_index as u64));
+    }
+    plan.levels = prior.remaining(&plan.levels);
 }
 
 /// What the result files say of the run's timing and shard; a shard's

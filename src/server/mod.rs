@@ -16,7 +16,6 @@
 
 // `tokbench tune`, which drives this module, is written beside it; until it
 // lands, the library itself calls none of this (nor its re-exports).
-#![allow(dead_code, unused_imports)]
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -33,7 +32,6 @@ mod hint;
 mod ready;
 
 pub(crate) use hint::{split_words, EngineHint};
-pub(crate) use ready::Ready;
 
 /// What to start.
 pub(crate) struct ServerSpec {
@@ -371,14 +369,6 @@ impl ServerProcess {
                 .iter()
                 .fold(line, |line, secret| crate::redact::key_in(&line, secret)),
         )
-    }
-
-    pub(crate) fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub(crate) fn log_path(&self) -> &Path {
-        &self.log_path
     }
 
     /// The error for a server that exited before it was ready.

@@ -133,6 +133,11 @@ impl Recorder {
         self.tally.on_server_sample(sample);
     }
 
+    /// A tune's section, written with every summary from now on.
+    pub(crate) fn set_tune(&mut self, tune: super::schema::TuneSection) {
+        self.tally.set_tune(tune);
+    }
+
     /// Name a series before it starts (the live view's `s`, or a restart).
     pub(crate) fn set_series(&mut self, index: usize, label: String, server: Value) {
         self.tally.set_series(index, label, server);

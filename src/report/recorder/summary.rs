@@ -77,7 +77,8 @@ impl Recorder {
                 next: s.next,
                 done: s.next.is_none(),
             }),
-            resumed: tally.prior().map(|p| Resumed {
+            tune: tally.tune().cloned(),
+            resumed: tally.prior().filter(|p| !p.new_series).map(|p| Resumed {
                 first_started_at: p.run.get("started_at").cloned().unwrap_or(Value::Null),
                 levels_kept: p.levels.len(),
             }),

@@ -71,6 +71,8 @@ pub(crate) struct Tally {
     series: BTreeMap<usize, SeriesInfo>,
     steady_per_stream: u32,
     steady_rse: f64,
+    /// `tokbench tune`'s section, as its face last set it.
+    tune: Option<crate::report::schema::TuneSection>,
 }
 
 impl Tally {
@@ -100,7 +102,16 @@ impl Tally {
             series,
             steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
             steady_rse: STEADY_RSE,
+            tune: None,
         }
+    }
+
+    pub(crate) fn set_tune(&mut self, tune: crate::report::schema::TuneSection) {
+        self.tune = Some(tune);
+    }
+
+    pub(crate) fn tune(&self) -> Option<&crate::report::schema::TuneSection> {
+        self.tune.as_ref()
     }
 
     pub(crate) fn run(&self) -> &RunInfo {

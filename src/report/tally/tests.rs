@@ -383,6 +383,7 @@ fn a_resumed_runs_levels_still_count() {
         series_labels: vec![(0, "first".into())],
         next_level_index: 3,
         run: json!({}),
+        new_series: false,
     };
     let mut tally = Tally::new(run("sweep"), Some(prior));
     assert_eq!(tally.level_offset(), 3);

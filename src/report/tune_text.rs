@@ -1,0 +1,130 @@
+//! A tune's table and its recommendation, as text: what `tokbench tune`
+//! prints at the end and what `report.md` shows under its own heading.
+
+use super::schema::{number, TuneSection};
+
+/// One line per setting, then the sentence.
+pub(crate) fn tune_block(tune: &TuneSection) -> String {
+    let mut rows: Vec<[String; 9]> = vec![[
+        "setting".into(),
+        "status".into(),
+        "ready".into(),
+        "capacity".into(),
+        "tok/s there".into(),
+        "p99 TTFT there".into(),
+        "peak tok/s".into(),
+        "knee".into(),
+        "memory".into(),
+    ]];
+    for s in &tune.settings {
+        let capacity = s.capacity.as_ref();
+        let dash = || "-".to_string();
+        rows.push([
+            s.label.clone().unwrap_or_else(dash),
+            s.status.clone().unwrap_or_else(dash),
+            number(&s.ready_s).map_or_else(dash, |r| format!("{r:.1} s")),
+            capacity
+                .and_then(|c| c.concurrency)
+                .map_or_else(dash, |c| c.to_string()),
+            capacity
+                .and_then(|c| number(&c.output_throughput))
+                .map_or_else(dash, |t| format!("{t:.0}")),
+            capacity
+                .and_then(|c| number(&c.p99_ttft_ms))
+                .map_or_else(dash, |t| format!("{t:.0} ms")),
+            number(&s.peak).map_or_else(dash, |t| format!("{t:.0}")),
+            s.knee
+                .as_ref()
+                .and_then(|k| k.from_concurrency.zip(k.to_concurrency))
+                .map_or_else(dash, |(a, b)| format!("{a} -> {b}")),
+            if s.memory_warning.is_some() {
+                "WARNING".into()
+            } else {
+                dash()
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..9)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::from("tune: each setting as its own series\n");
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str("  ");
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    for s in &tune.settings {
+        if let (Some(label), Some(why)) = (&s.label, &s.reason) {
+            out.push_str(&format!("  {label}: {why}\n"));
+        }
+        if let Some(w) = &s.memory_warning {
+            out.push_str(&format!("  warning: {w}\n"));
+        }
+    }
+    match tune.recommendation.as_ref().and_then(|r| r.reason.as_ref()) {
+        Some(reason) => out.push_str(&format!("{reason}\n")),
+        None => out.push_str("no setting to keep: none finished with a capacity within the SLO\n"),
+    }
+    if let Some(caches) = &tune.caches {
+        out.push_str(&format!("caches: {caches}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::schema::{Capacity, TuneRecommendation, TuneSetting};
+
+    #[test]
+    fn a_table_row_per_setting_and_the_sentence() {
+        let tune = TuneSection {
+            settings: vec![
+                TuneSetting {
+                    label: Some("np=1".into()),
+                    status: Some("finished".into()),
+                    ready_s: serde_json::Number::from_f64(0.31),
+                    capacity: Some(Capacity {
+                        concurrency: Some(1),
+                        output_throughput: serde_json::Number::from_f64(98.4),
+                        p99_ttft_ms: serde_json::Number::from_f64(40.0),
+                        ..Capacity::default()
+                    }),
+                    peak: serde_json::Number::from_f64(120.0),
+                    ..TuneSetting::default()
+                },
+                TuneSetting {
+                    label: Some("np=2".into()),
+                    status: Some("failed".into()),
+                    reason: Some("the server exited with status 2 before it was ready".into()),
+                    ..TuneSetting::default()
+                },
+            ],
+            recommendation: Some(TuneRecommendation {
+                label: Some("np=1".into()),
+                reason: Some("keep np=1: capacity 1 stream".into()),
+                ..TuneRecommendation::default()
+            }),
+            ..TuneSection::default()
+        };
+        let text = tune_block(&tune);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "tune: each setting as its own series");
+        assert!(lines[1].starts_with("  setting  status"), "{text}");
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["np=1", "finished", "0.3", "s", "1", "98", "40", "ms", "120", "-", "-"]
+        );
+        assert!(lines[3].starts_with("  np=2     failed"), "{text}");
+        assert_eq!(
+            lines[4],
+            "  np=2: the server exited with status 2 before it was ready"
+        );
+        assert_eq!(lines[5], "keep np=1: capacity 1 stream");
+    }
+}

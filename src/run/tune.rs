@@ -1,0 +1,593 @@
+//! `tokbench tune`: a face over the sweep. For each setting of the grid it
+//! starts the server (`crate::server`), waits until it is ready, runs the
+//! plan as one series of the same result folder (through the same start as
+//! `sweep`), and stops the server; then it says which setting to keep
+//! (`crate::tune`). The load driver never learns that a server process
+//! exists.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use serde_json::{Map, Value};
+
+use super::headless::run_headless_with;
+use super::plan::SweepPlan;
+use super::prepare::prepare_continuing;
+use super::url::default_result_dir;
+use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::cli::{OnFail, TuneArgs};
+use crate::config::Settings;
+use crate::report::resume::PriorRun;
+use crate::report::saved::SavedRun;
+use crate::report::schema::{TuneRecommendation, TuneSection, TuneSetting};
+use crate::server::{self, EngineHint, ServerProcess, ServerSpec};
+use crate::tune::grid::{self, Setting};
+use crate::tune::recommend::{recommend, Outcome, SettingResult};
+
+/// What tune says of caches: it resets none, and why that is fine.
+const CACHES: &str =
+    "not reset between levels: tokbench's prompts are unique, which keeps prefix caches cold";
+
+/// The checked command line of a tune: nothing is started before this.
+struct TunePlan {
+    settings: Vec<Setting>,
+    /// The command's words (one string with --serve-shell), unfilled.
+    words: Vec<String>,
+    /// `NAME=template`, or `NAME` alone to pass tokbench's own value on.
+    env: Vec<(String, Option<String>)>,
+    port: u16,
+    dir: PathBuf,
+}
+
+/// A name whose value is a secret: never shown or saved.
+fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|w| upper.contains(w))
+}
+
+fn check(args: &TuneArgs) -> Result<TunePlan> {
+    let settings = grid::settings(&args.grid, &args.grid_link)?;
+    let names: Vec<String> = settings
+        .first()
+        .map(|s| s.values.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    grid::check_template(
+        "--serve-cmd",
+        &args.serve_cmd,
+        &names,
+        args.serve_port.is_none(),
+    )?;
+    let mut env = Vec::new();
+    for item in &args.serve_env {
+        match item.split_once('=') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                grid::check_template(&format!("--serve-env {name}"), value, &names, false)?;
+                env.push((name.trim().to_string(), Some(value.to_string())));
+            }
+            None if !item.trim().is_empty() => env.push((item.trim().to_string(), None)),
+            _ => {
+                bail!("--serve-env {item:?}: expected NAME=VALUE (or NAME to pass tokbench's own)")
+            }
+        }
+    }
+    if let Some(url) = &args.sweep.base_url {
+        let port = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.port_or_known_default());
+        if args.serve_port.is_none() || port != args.serve_port {
+            bail!(
+                "--base-url is set by tune (it owns the server's address): leave it out, or give --serve-port with the URL's port"
+            );
+        }
+    }
+    let words = if args.serve_shell {
+        vec![args.serve_cmd.clone()]
+    } else {
+        server::split_words(&args.serve_cmd)?
+    };
+    if words.is_empty() {
+        bail!("--serve-cmd is empty: give the command that starts the server");
+    }
+    let dir = match (&args.sweep.resume, &args.sweep.result_dir) {
+        (Some(d), _) | (None, Some(d)) => d.clone(),
+        (None, None) => default_result_dir(Path::new("results"), SystemTime::now()),
+    };
+    let port = match (args.serve_port, &args.sweep.resume) {
+        (Some(p), _) => p,
+        // A resumed tune keeps its address: the saved levels name it.
+        (None, Some(d)) => saved_port(d).unwrap_or(server::free_loopback_port()?),
+        (None, None) => server::free_loopback_port()?,
+    };
+    Ok(TunePlan {
+        settings,
+        words,
+        env,
+        port,
+        dir,
+    })
+}
+
+/// The port of a saved run's target.
+fn saved_port(dir: &Path) -> Option<u16> {
+    let run = SavedRun::load(dir).ok()?;
+    reqwest::Url::parse(run.run.target.as_deref()?).ok()?.port()
+}
+
+/// The tune section a saved folder holds (for `--resume`).
+fn saved_tune(dir: &Path) -> Option<TuneSection> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let value: Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_value(value.get("tune")?.clone()).ok()
+}
+
+/// Run the tune; the exit code of docs/architecture.md section 5.
+pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
+    let plan = check(&args)?;
+    server::install_panic_guard();
+    super::prepare::probe_writable(&plan.dir)?;
+    // One watcher for the whole tune, so a Ctrl-C between two settings
+    // (while a server starts) is not lost.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        interrupted().await;
+        let _ = stop_tx.send(true);
+    });
+    let prior_tune = args.sweep.resume.as_ref().and_then(|d| saved_tune(d));
+    let mut section = TuneSection {
+        serve_cmd: Some(args.serve_cmd.clone()),
+        grid: args.grid.clone(),
+        grid_link: args.grid_link.clone(),
+        settings: Vec::new(),
+        recommendation: None,
+        caches: Some(CACHES.into()),
+        other: Map::new(),
+    };
+    write_tune_config(&plan, &args, &mut settings)?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .wrap_err("cannot build the HTTP client")?;
+    let total = plan.settings.len();
+    let mut failure: Option<String> = None;
+    let mut code = EXIT_OK;
+    for (i, setting) in plan.settings.iter().enumerate() {
+        let label = setting.label();
+        let kept = prior_tune.as_ref().and_then(|t| {
+            t.settings.iter().find(|s| {
+                s.label.as_deref() == Some(&label) && s.status.as_deref() == Some("finished")
+            })
+        });
+        if let Some(done) = kept {
+            crate::say!(
+                "tokbench tune: setting {}/{total} {label} finished earlier; kept",
+                i + 1
+            );
+            section.settings.push(done.clone());
+            continue;
+        }
+        if *stop_rx.borrow() {
+            code = EXIT_INTERRUPTED;
+            break;
+        }
+        let mut entry = TuneSetting {
+            label: Some(label.clone()),
+            values: setting
+                .values
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect(),
+            status: Some("running".into()),
+            ..TuneSetting::default()
+        };
+        let outcome = run_setting(
+            &args,
+            &plan,
+            setting,
+            (i, total),
+            &http,
+            &mut entry,
+            &section,
+            stop_rx.clone(),
+        )
+        .await;
+        let stop_all = match outcome {
+            Ok(SettingEnd::Done) => false,
+            Ok(SettingEnd::Interrupted) => {
+                code = EXIT_INTERRUPTED;
+                true
+            }
+            Err(e) => {
+                let why = one_line(&e);
+                crate::say!("tokbench tune: {label}: {why}");
+                if entry.status.as_deref() == Some("running") {
+                    entry.status = Some("failed".into());
+                    entry.reason = Some(why.clone());
+                }
+                if args.on_fail == OnFail::Stop {
+                    failure = Some(format!("{label}: {why}"));
+                    code = EXIT_FAILED;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        section.settings.push(entry);
+        // Saved after every setting: a stop later loses none of it.
+        save_section(&plan.dir, &section)?;
+        if stop_all {
+            break;
+        }
+    }
+    fill_results(&plan.dir, &mut section);
+    let results = setting_results(&plan.dir, &section);
+    let slo = SavedRun::load(&plan.dir)
+        .ok()
+        .and_then(|r| r.slo_text())
+        .unwrap_or_else(|| "the SLO".into());
+    section.recommendation = recommend(&results, &slo).map(|r| TuneRecommendation {
+        label: Some(r.label),
+        reason: Some(r.reason),
+        tie_with: r.tie_with,
+        other: Map::new(),
+    });
+    save_section(&plan.dir, &section)?;
+    let mut out = std::io::stdout();
+    let _ = std::io::Write::write_all(
+        &mut out,
+        crate::report::tune_text::tune_block(&section).as_bytes(),
+    );
+    let _ = std::io::Write::write_all(
+        &mut out,
+        format!("results: {}\n", plan.dir.display()).as_bytes(),
+    );
+    if let Some(f) = failure {
+        return Err(eyre!(
+            "{f}; the settings measured so far are saved in {}",
+            plan.dir.display()
+        ));
+    }
+    Ok(code)
+}
+
+enum SettingEnd {
+    Done,
+    Interrupted,
+}
+
+/// One setting: start its server, wait for it, sweep it as a series of
+/// its own, stop it. `entry` is filled as it goes; the server is stopped
+/// on every path (`ServerProcess`'s drop kills it where stop was not
+/// reached).
+#[allow(clippy::too_many_arguments)]
+async fn run_setting(
+    args: &TuneArgs,
+    plan: &TunePlan,
+    setting: &Setting,
+    (i, total): (usize, usize),
+    http: &reqwest::Client,
+    entry: &mut TuneSetting,
+    section: &TuneSection,
+    mut stop_rx: tokio::sync::watch::Receiver<bool>,
+) -> Result<SettingEnd> {
+    let label = setting.label();
+    let log_name = format!("server-{}.log", setting.file_part());
+    entry.log = Some(log_name.clone());
+    let words: Vec<String> = plan
+        .words
+        .iter()
+        .map(|w| grid::fill(w, setting, plan.port))
+        .collect();
+    let mut env = Vec::new();
+    for (name, value) in &plan.env {
+        match value {
+            Some(v) => env.push((name.clone(), grid::fill(v, setting, plan.port))),
+            None => {
+                if let Ok(v) = std::env::var(name) {
+                    env.push((name.clone(), v));
+                }
+            }
+        }
+    }
+    let hint = EngineHint::of_words(&words);
+    if hint == EngineHint::Vllm {
+        // vLLM's cache reset endpoint is only served in its dev mode.
+        env.push(("VLLM_SERVER_DEV_MODE".into(), "1".into()));
+    }
+    let spec = ServerSpec {
+        words,
+        shell: args.serve_shell,
+        env,
+        log_path: plan.dir.join(&log_name),
+        port: plan.port,
+    };
+    crate::say!(
+        "tokbench tune: setting {}/{total} {label} · starting server on 127.0.0.1:{} (log {})",
+        i + 1,
+        plan.port,
+        spec.log_path.display()
+    );
+    let mut process = ServerProcess::start(&spec)?;
+    let timeout = Duration::from_secs_f64(args.ready_timeout.max(0.1));
+    let ready = tokio::select! {
+        r = process.wait_ready(http, args.sweep.model.as_deref(), timeout) => r,
+        _ = stop_rx.wait_for(|s| *s) => {
+            stop(process, args).await;
+            entry.status = Some("partial".into());
+            entry.reason = Some("interrupted while its server started".into());
+            return Ok(SettingEnd::Interrupted);
+        }
+    };
+    let ready = match ready {
+        Ok(r) => r,
+        Err(e) => {
+            stop(process, args).await;
+            return Err(e);
+        }
+    };
+    entry.ready_s = serde_json::Number::from_f64(crate::fmt::round3(ready.ready_s));
+    crate::say!("tokbench tune: {label} ready in {:.1} s", ready.ready_s);
+    let base_url = format!("http://127.0.0.1:{}", plan.port);
+    let memory = crate::probe::memory::of_setting(http, &base_url, ready.engine, &label).await;
+    entry.memory = memory.memory;
+    entry.memory_warning = memory.warning.clone();
+    if let Some(w) = &memory.warning {
+        crate::say!("tokbench tune: WARNING {w}");
+    }
+    let result = sweep_setting(
+        args,
+        plan,
+        &label,
+        &base_url,
+        entry,
+        section,
+        &mut process,
+        &stop_rx,
+        memory.slot_context,
+    )
+    .await;
+    stop(process, args).await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn sweep_setting(
+    args: &TuneArgs,
+    plan: &TunePlan,
+    label: &str,
+    base_url: &str,
+    entry: &mut TuneSetting,
+    section: &TuneSection,
+    process: &mut ServerProcess,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+    slot_context: Option<u64>,
+) -> Result<SettingEnd> {
+    let mut sweep = args.sweep.clone();
+    sweep.base_url = Some(base_url.to_string());
+    sweep.result_dir = Some(plan.dir.clone());
+    sweep.resume = None;
+    let sweep_plan = SweepPlan::from_args(&sweep)?;
+    if let Some(ctx) = slot_context {
+        let need = u64::from(sweep_plan.input_len) + u64::from(sweep_plan.output_len);
+        if need > ctx {
+            bail!(
+                "each slot holds {ctx} tokens, and a prompt of {} plus {} output tokens does not fit: scale the context (-c) with the slots (-np), or shorten the lengths",
+                sweep_plan.input_len,
+                sweep_plan.output_len
+            );
+        }
+    }
+    let prior = if plan.dir.join("summary.json").exists() {
+        Some(PriorRun::load(&plan.dir)?.into_new_series(label.to_string()))
+    } else {
+        None
+    };
+    let series = prior.as_ref().map_or(0, |p| p.last_series);
+    entry.series = Some(series as u64);
+    let prepared = prepare_continuing(sweep_plan, None, prior).await?;
+    let mut so_far = section.clone();
+    so_far.settings.push(entry.clone());
+    let series_label = label.to_string();
+    let mut stop_rx = stop_rx.clone();
+    let stop_when = async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Some(how) = process.exited() {
+                        return format!("the server {how} mid-level");
+                    }
+                }
+                _ = stop_rx.wait_for(|s| *s) => return "interrupted".to_string(),
+            }
+        }
+    };
+    let end = run_headless_with(
+        prepared,
+        |recorder| {
+            recorder.set_series(series, series_label, Value::Null);
+            recorder.set_tune(so_far);
+        },
+        stop_when,
+    )
+    .await?;
+    match (end.code, end.stopped_by) {
+        (EXIT_INTERRUPTED, _) => {
+            entry.status = Some("partial".into());
+            entry.reason = Some("interrupted".into());
+            Ok(SettingEnd::Interrupted)
+        }
+        (_, Some(why)) if why == "interrupted" => {
+            entry.status = Some("partial".into());
+            entry.reason = Some(why);
+            Ok(SettingEnd::Interrupted)
+        }
+        (_, Some(why)) => {
+            entry.status = Some("partial".into());
+            entry.reason = Some(why);
+            Ok(SettingEnd::Done)
+        }
+        (EXIT_FAILED, None) => {
+            entry.status = Some("partial".into());
+            entry.reason = Some("the sweep failed".into());
+            Ok(SettingEnd::Done)
+        }
+        _ => {
+            entry.status = Some("finished".into());
+            Ok(SettingEnd::Done)
+        }
+    }
+}
+
+async fn stop(process: ServerProcess, args: &TuneArgs) {
+    let grace = Duration::from_secs_f64(args.stop_grace.max(0.0));
+    match process.stop(grace).await {
+        Ok(how) => crate::say!("tokbench tune: server {how}"),
+        Err(e) => crate::say!("tokbench tune: {}", one_line(&e)),
+    }
+}
+
+/// Each setting's capacity, knee and peak, from its series in the folder.
+fn fill_results(dir: &Path, section: &mut TuneSection) {
+    let Ok(run) = SavedRun::load(dir) else { return };
+    let results = run.series_results();
+    for s in &mut section.settings {
+        let Some(index) = s.series.and_then(|i| usize::try_from(i).ok()) else {
+            continue;
+        };
+        if s.status.as_deref() != Some("finished") && s.status.as_deref() != Some("partial") {
+            continue;
+        }
+        if let Some(entry) = run.series.iter().find(|e| e.index == Some(index as u64)) {
+            s.capacity = entry.capacity.clone();
+            s.knee = entry.knee.clone();
+        }
+        s.peak = results
+            .iter()
+            .find(|r| r.index == index)
+            .and_then(|r| r.peak_tok_s)
+            .and_then(|p| serde_json::Number::from_f64(crate::fmt::round3(p)));
+    }
+}
+
+/// The settings as the recommendation judges them; the rounds' spread of
+/// the throughput at each one's capacity from its levels there.
+fn setting_results(dir: &Path, section: &TuneSection) -> Vec<SettingResult> {
+    let run = SavedRun::load(dir).ok();
+    section
+        .settings
+        .iter()
+        .map(|s| {
+            let capacity = s.capacity.as_ref().and_then(|c| c.concurrency);
+            let spread = match (&run, s.series, capacity) {
+                (Some(run), Some(series), Some(c)) => {
+                    let at: Vec<f64> = run
+                        .levels
+                        .iter()
+                        .filter(|l| {
+                            l.series as u64 == series
+                                && !l.partial
+                                && l.is_sweep_point()
+                                && l.concurrency == Some(c)
+                        })
+                        .filter_map(|l| l.output_throughput)
+                        .collect();
+                    crate::tune::recommend::spread_of(&at)
+                }
+                _ => None,
+            };
+            let number = |n: &Option<serde_json::Number>| n.as_ref().and_then(|n| n.as_f64());
+            SettingResult {
+                label: s.label.clone().unwrap_or_default(),
+                values: s
+                    .values
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                        )
+                    })
+                    .collect(),
+                outcome: match s.status.as_deref() {
+                    Some("finished") => Outcome::Finished,
+                    Some("partial") => Outcome::Partial(s.reason.clone().unwrap_or_default()),
+                    _ => Outcome::Failed(s.reason.clone().unwrap_or_default()),
+                },
+                capacity,
+                tok_s_at_capacity: s
+                    .capacity
+                    .as_ref()
+                    .and_then(|c| number(&c.output_throughput)),
+                p99_ttft_at_capacity_ms: s.capacity.as_ref().and_then(|c| number(&c.p99_ttft_ms)),
+                peak_tok_s: number(&s.peak),
+                spread,
+            }
+        })
+        .collect()
+}
+
+/// Put the tune section into the folder's summary (and its reports).
+fn save_section(dir: &Path, section: &TuneSection) -> Result<()> {
+    let path = dir.join("summary.json");
+    let mut summary: Value = match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .wrap_err_with(|| format!("{} is not valid JSON", path.display()))?,
+        // No setting reached its sweep: a summary of the tune alone.
+        Err(_) => serde_json::json!({"run": {}, "levels": [], "series": []}),
+    };
+    if let Value::Object(map) = &mut summary {
+        map.insert(
+            "tune".into(),
+            serde_json::to_value(section).wrap_err("cannot write the tune section")?,
+        );
+    }
+    crate::report::formats::write_summary_and_reports(dir, &summary)
+}
+
+/// `config.toml`: the whole tune again, secrets by name only.
+fn write_tune_config(plan: &TunePlan, args: &TuneArgs, settings: &mut Settings) -> Result<()> {
+    let env: Vec<toml::Value> = plan
+        .env
+        .iter()
+        .map(|(name, value)| {
+            toml::Value::String(match value {
+                Some(v) if !is_secret_name(name) => format!("{name}={v}"),
+                _ => name.clone(),
+            })
+        })
+        .collect();
+    settings.set(
+        "serve-env",
+        (!env.is_empty()).then_some(toml::Value::Array(env)),
+    );
+    settings.set("result-dir", None);
+    let _ = args;
+    let text = settings.to_toml(&[
+        &format!(
+            "tokbench {}: the effective settings of the tune in this folder.",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "Repeat it with: tokbench tune --config <this folder>/config.toml (flags given as well override it).",
+        "Never here: the API key, secret --serve-env values (their names only: set them in the environment), result-dir.",
+    ]);
+    let path = plan.dir.join("config.toml");
+    crate::report::atomic::write_atomic(&path, text.as_bytes())
+        .wrap_err_with(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        assert!(is_secret_name("HF_TOKEN"));
+        assert!(is_secret_name("openai_api_key"));
+        assert!(!is_secret_name("OLLAMA_NUM_PARALLEL"));
+    }
+}
