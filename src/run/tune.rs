@@ -393,12 +393,13 @@ async fn sweep_setting(
     so_far.settings.push(entry.clone());
     let series_label = label.to_string();
     let mut stop_rx = stop_rx.clone();
+    let watched = &mut *process;
     let stop_when = async move {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    if let Some(how) = process.exited() {
+                    if let Some(how) = watched.exited() {
                         return format!("the server {how} mid-level");
                     }
                 }
@@ -415,7 +416,14 @@ async fn sweep_setting(
         stop_when,
     )
     .await?;
-    match (end.code, end.stopped_by) {
+    // A server that died between two ticks of the watch, its requests
+    // failing fast, may let the plan run out: still not a whole setting.
+    let stopped_by = end.stopped_by.or_else(|| {
+        process
+            .exited()
+            .map(|how| format!("the server {how} during the sweep"))
+    });
+    match (end.code, stopped_by) {
         (EXIT_INTERRUPTED, _) => {
             entry.status = Some("partial".into());
             entry.reason = Some("interrupted".into());

@@ -1,0 +1,513 @@
+//! `tokbench tune` end to end: it starts the simulator (a real process)
+//! at each setting, sweeps it, stops it, and says which setting to keep;
+//! every fault gives one line with what was measured saved, and no server
+//! it started survives any way it ends.
+//!
+//! Each test marks its servers with an environment variable of its own
+//! (`--serve-env TB_TUNE_MARK=...`) and looks for it in /proc afterwards.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{self, bin, read_json, stderr, stdout, tokbench, Tmux};
+
+fn scratch(name: &str) -> PathBuf {
+    support::scratch("tune", name)
+}
+
+/// The simulator as the server command: Ollama, `{np}` slots, fast steps.
+fn sim_cmd() -> String {
+    format!(
+        "{} sim --port {{port}} --engine ollama --parallel {{np}} --step-ms 5",
+        bin()
+    )
+}
+
+/// Short levels: 16 tokens at 5 ms, 24 prompts a level. With no TTFT SLO
+/// the capacity is the level before the knee: more streams than slots add
+/// no throughput and queue.
+const SHORT: [&str; 10] = [
+    "--random-input-len",
+    "16",
+    "--random-output-len",
+    "16",
+    "--num-prompts",
+    "24",
+    "--warmup",
+    "1",
+    "--seed",
+    "9",
+];
+
+/// Processes whose environment holds `mark` (the servers of one test).
+fn marked(mark: &str) -> Vec<u32> {
+    let needle = format!("TB_TUNE_MARK={mark}");
+    std::fs::read_dir("/proc")
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    // A zombie keeps no environment: it is gone already.
+                    let state =
+                        std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                    let zombie = state
+                        .rsplit(')')
+                        .next()
+                        .is_some_and(|s| s.trim_start().starts_with('Z'));
+                    !zombie
+                        && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                            env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+                        })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait (bounded) until no marked server is left, and say which remain.
+fn assert_no_server(mark: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = marked(mark);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "servers left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn tune_section(dir: &Path) -> Value {
+    read_json(&dir.join("summary.json"))["tune"].clone()
+}
+
+/// np=1,2,4 against 1,2,4,8 streams: capacities 1, 2 and 4, np=4 kept;
+/// each setting has its server log and its time to ready.
+#[test]
+fn three_settings_three_series_and_np4_is_kept() {
+    let dir = scratch("grid");
+    let cmd = sim_cmd();
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--grid",
+        "np=1,2,4",
+        "--serve-env",
+        "TB_TUNE_MARK=grid",
+        "--concurrency",
+        "1,2,4,8",
+        "--no-tui",
+        "--result-dir",
+    ];
+    let d = dir.display().to_string();
+    args.push(&d);
+    args.extend(SHORT);
+    let out = tokbench(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tune = tune_section(&dir);
+    let settings = tune["settings"].as_array().expect("settings");
+    let capacities: Vec<Option<u64>> = settings
+        .iter()
+        .map(|s| s["capacity"]["concurrency"].as_u64())
+        .collect();
+    assert_eq!(capacities, vec![Some(1), Some(2), Some(4)], "{tune}");
+    for (i, s) in settings.iter().enumerate() {
+        assert_eq!(s["status"], "finished");
+        assert_eq!(s["series"].as_u64(), Some(i as u64));
+        assert!(s["ready_s"].as_f64().is_some_and(|r| r > 0.0), "{s}");
+        let log = s["log"].as_str().expect("log");
+        assert!(dir.join(log).exists(), "{log}");
+    }
+    assert_eq!(tune["recommendation"]["label"], "np=4");
+    let reason = tune["recommendation"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("keep np=4: capacity 4 streams"),
+        "{reason}"
+    );
+    assert!(reason.contains("np=4 is the largest tried and still gains: try 8"));
+    // The series carry the settings' labels; the printed table and the
+    // report say the same.
+    let summary = read_json(&dir.join("summary.json"));
+    let labels: Vec<&str> = summary["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .filter_map(|s| s["label"].as_str())
+        .collect();
+    assert_eq!(labels, vec!["np=1", "np=2", "np=4"]);
+    assert!(summary.get("resumed").is_none_or(Value::is_null));
+    let printed = stdout(&out);
+    assert!(printed.contains(reason), "{printed}");
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(report.contains("**Tune: which setting to keep**") && report.contains(reason));
+    // The config repeats the whole tune.
+    let config = std::fs::read_to_string(dir.join("config.toml")).expect("config.toml");
+    assert!(
+        config.contains("serve-cmd") && config.contains("np=1,2,4"),
+        "{config}"
+    );
+    assert_no_server("grid");
+}
+
+/// Refused before anything starts, each in one line.
+#[test]
+fn bad_tunes_are_refused_before_any_server_starts() {
+    let cmd = sim_cmd();
+    let cases: [(Vec<&str>, &str); 4] = [
+        (
+            vec![
+                "--serve-cmd",
+                "srv --port {port} -np {nq}",
+                "--grid",
+                "np=1,2",
+            ],
+            "--serve-cmd uses {nq}, which no --grid names (known: {port}, {np})",
+        ),
+        (
+            vec!["--serve-cmd", "srv -np {np}", "--grid", "np=1,2"],
+            "the server command must listen on {port}, or give --serve-port",
+        ),
+        (
+            vec![
+                "--serve-cmd",
+                &cmd,
+                "--grid",
+                "np=1,2",
+                "--base-url",
+                "http://127.0.0.1:8000",
+            ],
+            "--base-url is set by tune",
+        ),
+        (
+            vec![
+                "--serve-cmd",
+                &cmd,
+                "--grid",
+                "np=1,2",
+                "--grid",
+                "ctx=1",
+                "--grid-link",
+                "np,ctx",
+            ],
+            "ctx has 1 values and np has 2",
+        ),
+    ];
+    for (args, want) in cases {
+        let dir = scratch("refused");
+        let d = dir.display().to_string();
+        let mut all = vec!["tune"];
+        all.extend(args);
+        all.extend(["--no-tui", "--result-dir", &d]);
+        let out = tokbench(&all);
+        assert_eq!(out.status.code(), Some(1), "{all:?}");
+        let err = stderr(&out);
+        assert!(err.contains(want), "{all:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+/// A server command that exits at once: its log's last line is quoted;
+/// the default stops, `--on-fail skip` goes on to the next setting.
+#[test]
+fn a_server_that_exits_at_once_is_quoted_and_skip_goes_on() {
+    let dir = scratch("exits");
+    let d = dir.display().to_string();
+    // np=x is refused by the simulator's own flag parser.
+    let cmd = sim_cmd();
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--grid",
+        "np=x,2",
+        "--serve-env",
+        "TB_TUNE_MARK=exits",
+        "--concurrency",
+        "1",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ];
+    args.extend(SHORT);
+    let out = tokbench(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let last = err.trim().lines().last().unwrap_or("");
+    assert!(
+        last.contains("np=x: the server exited with status 2 before it was ready")
+            && last.contains("--help"),
+        "{err}"
+    );
+    assert_eq!(tune_section(&dir)["settings"][0]["status"], "failed");
+    assert_eq!(
+        tune_section(&dir)["settings"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    let dir = scratch("exits-skip");
+    let d = dir.display().to_string();
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--grid",
+        "np=x,2",
+        "--serve-env",
+        "TB_TUNE_MARK=exits",
+        "--concurrency",
+        "1",
+        "--no-tui",
+        "--on-fail",
+        "skip",
+        "--result-dir",
+        &d,
+    ];
+    args.extend(SHORT);
+    let out = tokbench(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tune = tune_section(&dir);
+    assert_eq!(tune["settings"][0]["status"], "failed");
+    assert_eq!(tune["settings"][1]["status"], "finished");
+    assert_eq!(tune["recommendation"]["label"], "np=2");
+    assert_no_server("exits");
+}
+
+/// Never ready within --ready-timeout, and a port already in use.
+#[test]
+fn never_ready_and_port_in_use_are_one_line() {
+    let dir = scratch("never");
+    let d = dir.display().to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let free = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port().to_string()
+    };
+    let out = tokbench([
+        "tune",
+        "--serve-cmd",
+        "sleep 300",
+        "--serve-port",
+        &free,
+        "--grid",
+        "np=1",
+        "--serve-env",
+        "TB_TUNE_MARK=never",
+        "--ready-timeout",
+        "1",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("was not ready within 1 s"), "{err}");
+    assert_no_server("never");
+
+    let busy = listener.local_addr().expect("addr").port().to_string();
+    let cmd = sim_cmd();
+    let out = tokbench([
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--serve-port",
+        &busy,
+        "--grid",
+        "np=1",
+        "--serve-env",
+        "TB_TUNE_MARK=never",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("port 127.0.0.1:{busy} is already in use")),
+        "{err}"
+    );
+    assert_no_server("never");
+}
+
+/// A server that dies mid-level: that setting is partial and never kept.
+#[test]
+fn a_server_that_dies_mid_level_is_partial_and_never_kept() {
+    let dir = scratch("dies");
+    let d = dir.display().to_string();
+    // np=1 serves its whole plan; np=2's server is killed once its first
+    // level has started (the shell waits for a request file to appear).
+    let cmd = format!(
+        "if [ {{np}} = 2 ]; then {b} sim --port {{port}} --engine ollama --parallel 2 --step-ms 40 & P=$!; \
+         sleep 3; kill -9 $P; exit 1; else exec {b} sim --port {{port}} --engine ollama --parallel {{np}} --step-ms 5; fi",
+        b = bin()
+    );
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--serve-shell",
+        "--grid",
+        "np=1,2",
+        "--serve-env",
+        "TB_TUNE_MARK=dies",
+        "--concurrency",
+        "1,2",
+        "--no-tui",
+        "--stop-grace",
+        "1",
+        "--result-dir",
+        &d,
+    ];
+    args.extend([
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--num-prompts",
+        "60",
+        "--warmup",
+        "1",
+    ]);
+    let out = tokbench(&args);
+    let err = stderr(&out);
+    let tune = tune_section(&dir);
+    assert_eq!(tune["settings"][1]["status"], "partial", "{err}\n{tune}");
+    let why = tune["settings"][1]["reason"].as_str().unwrap_or("");
+    assert!(
+        why.contains("mid-level") || why.contains("during the sweep"),
+        "{why}"
+    );
+    assert_ne!(tune["recommendation"]["label"], "np=2");
+    assert_no_server("dies");
+}
+
+/// No server survives Ctrl-C during its start, Ctrl-C mid-level, SIGHUP
+/// of the terminal (tmux), or an error.
+#[test]
+fn no_server_is_left_behind() {
+    // Ctrl-C while the server starts (it never gets ready), then mid-level.
+    for (mark, cmd, wait_for) in [
+        ("int-start", "sleep 300".to_string(), "starting server"),
+        ("int-level", sim_cmd(), "concurrency 1"),
+    ] {
+        let dir = scratch(mark);
+        let mark_env = format!("TB_TUNE_MARK={mark}");
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr").port().to_string()
+        };
+        let err_path = dir.with_extension("err");
+        let mut child = Command::new(bin())
+            .args([
+                "tune",
+                "--serve-cmd",
+                &cmd,
+                "--serve-port",
+                &port,
+                "--grid",
+                "np=1,2",
+            ])
+            .args([
+                "--serve-env",
+                &mark_env,
+                "--concurrency",
+                "1",
+                "--num-prompts",
+                "100000",
+            ])
+            .args([
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "16",
+                "--no-tui",
+            ])
+            .arg("--result-dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+            .spawn()
+            .expect("tokbench starts");
+        wait_until(wait_for, Duration::from_secs(30), || {
+            std::fs::read_to_string(&err_path).is_ok_and(|e| e.contains(wait_for))
+                && !marked(mark).is_empty()
+        });
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let status = child.wait().expect("tokbench exits");
+        assert_eq!(
+            status.code(),
+            Some(130),
+            "{}",
+            std::fs::read_to_string(&err_path).unwrap_or_default()
+        );
+        assert_no_server(mark);
+        assert!(
+            dir.join("summary.json").exists(),
+            "what was measured is saved"
+        );
+    }
+    // SIGHUP: the terminal goes away under a running tune.
+    let dir = scratch("hup");
+    let pane = format!(
+        "{b} tune --serve-cmd '{cmd}' --grid np=1,2 --serve-env TB_TUNE_MARK=hup \
+         --concurrency 1 --num-prompts 100000 --random-input-len 16 --random-output-len 16 --result-dir {d}",
+        b = bin(),
+        cmd = sim_cmd(),
+        d = dir.display()
+    );
+    let tmux = Tmux::start("tune-hup", 80, 24, &pane);
+    wait_until("the hup server", Duration::from_secs(30), || {
+        !marked("hup").is_empty()
+    });
+    tmux.wait_for("a level running", Duration::from_secs(30), |s| {
+        s.contains("concurrency 1")
+    });
+    tmux.run(&["kill-server"]);
+    assert_no_server("hup");
+    // An error: the second setting's server never gets ready.
+    let dir = scratch("err");
+    let d = dir.display().to_string();
+    let cmd = format!(
+        "if [ {{np}} = 2 ]; then exec sleep 300; else exec {} sim --port {{port}} --engine ollama --parallel 1 --step-ms 5; fi",
+        bin()
+    );
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--serve-shell",
+        "--grid",
+        "np=1,2",
+        "--serve-env",
+        "TB_TUNE_MARK=err",
+        "--concurrency",
+        "1",
+        "--ready-timeout",
+        "2",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ];
+    args.extend(SHORT);
+    let out = tokbench(&args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("np=2: the server was not ready within 2 s"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(tune_section(&dir)["settings"][0]["status"], "finished");
+    assert_no_server("err");
+}
