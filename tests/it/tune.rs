@@ -511,3 +511,66 @@ fn no_server_is_left_behind() {
     assert_eq!(tune_section(&dir)["settings"][0]["status"], "finished");
     assert_no_server("err");
 }
+
+/// `--resume DIR` keeps the settings that finished and starts the
+/// server of the first that did not.
+#[test]
+fn resume_keeps_finished_settings_and_runs_the_rest() {
+    let dir = scratch("resume");
+    let d = dir.display().to_string();
+    let cmd = sim_cmd();
+    let run = |grid: &str, resume: bool| {
+        let mut args = vec![
+            "tune",
+            "--serve-cmd",
+            &cmd,
+            "--grid",
+            grid,
+            "--serve-env",
+            "TB_TUNE_MARK=resume",
+            "--concurrency",
+            "1,2",
+            "--no-tui",
+            "--on-fail",
+            "skip",
+        ];
+        args.extend(if resume {
+            ["--resume", d.as_str()]
+        } else {
+            ["--result-dir", d.as_str()]
+        });
+        args.extend(SHORT);
+        tokbench(&args)
+    };
+    // np=x never starts (the simulator refuses the value).
+    let first = run("np=1,x", false);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(tune_section(&dir)["settings"][1]["status"], "failed");
+    let again = run("np=1,2", true);
+    let err = stderr(&again);
+    assert!(again.status.success(), "{err}");
+    assert!(
+        err.contains("setting 1/2 np=1 finished earlier; kept"),
+        "{err}"
+    );
+    assert!(!err.contains("setting 1/2 np=1 · starting server"), "{err}");
+    let tune = tune_section(&dir);
+    let statuses: Vec<&str> = tune["settings"]
+        .as_array()
+        .expect("settings")
+        .iter()
+        .filter_map(|s| s["status"].as_str())
+        .collect();
+    assert_eq!(statuses, vec!["finished", "finished"], "{tune}");
+    assert_eq!(tune["settings"][1]["series"].as_u64(), Some(1));
+    // np=1's levels are still in the summary beside np=2's.
+    let summary = read_json(&dir.join("summary.json"));
+    let series: Vec<u64> = summary["levels"]
+        .as_array()
+        .expect("levels")
+        .iter()
+        .filter_map(|l| l["series"].as_u64().or(Some(0)))
+        .collect();
+    assert_eq!(series, vec![0, 0, 1, 1], "{summary}");
+    assert_no_server("resume");
+}
