@@ -273,3 +273,100 @@ fn chart_ticks_sit_on_their_values() {
     assert!(rows[0].trim_end().ends_with("├1k"), "{text}");
     assert!(rows[0].starts_with("2k┤"), "{text}");
 }
+
+#[test]
+fn throughput_is_a_line_and_p99_its_marks() {
+    let palette = Palette::new(super::super::theme::ColorMode::None);
+    let pt = |concurrency, tok_s, p99, kind, partial| ChartPoint {
+        concurrency,
+        tok_s,
+        p99_ttft_ms: Some(p99),
+        kind,
+        partial,
+        series: 0,
+        capacity: false,
+    };
+    // p99 falls while throughput rises: the two curves cross the plot in
+    // opposite directions, so a braille dot tells which one is drawn.
+    let points = [
+        pt(1, 100.0, 900.0, PointKind::Planned, false),
+        pt(64, 1000.0, 50.0, PointKind::Planned, false),
+        // Not results yet: loose points, never on the line.
+        pt(128, 200.0, 20.0, PointKind::Running, false),
+    ];
+    let (w, h) = (60, 14);
+    let area = Rect::new(0, 0, w, h);
+    let mut buf = Buffer::empty(area);
+    ThroughputChart {
+        points: &points,
+        x_max: 128,
+        palette: &palette,
+        knee: None,
+        front: 0,
+    }
+    .render(area, &mut buf);
+    let rows: Vec<Vec<char>> = (0..h)
+        .map(|y| {
+            (0..w)
+                .map(|x| buf[(x, y)].symbol().chars().next().unwrap_or(' '))
+                .collect()
+        })
+        .collect();
+    let text: String = rows
+        .iter()
+        .map(|r| r.iter().collect::<String>() + "\n")
+        .collect();
+    let cell = |x: usize, y: usize| rows[y][x];
+    let braille = |c: char| ('\u{2801}'..='\u{28ff}').contains(&c);
+    let at = |glyph: char| {
+        rows.iter()
+            .enumerate()
+            .find_map(|(y, r)| r.iter().position(|c| *c == glyph).map(|x| (x, y)))
+            .unwrap_or_else(|| panic!("{glyph} not drawn\n{text}"))
+    };
+    let mut dots: Vec<(usize, usize)> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(y, r)| {
+            r.iter()
+                .enumerate()
+                .filter(|(_, c)| **c == '●')
+                .map(move |(x, _)| (x, y))
+        })
+        .collect();
+    dots.sort_unstable();
+    let [(x1, y1), (x64, y64)] = dots[..] else {
+        panic!("two finished levels: {dots:?}\n{text}");
+    };
+    assert!(
+        x64 > x1 + 4 && y64 < y1,
+        "({x1}, {y1}) ({x64}, {y64})\n{text}"
+    );
+    // Every column between the two finished levels holds the line, in
+    // the rows between them: throughput is not scatter.
+    for x in x1 + 1..x64 {
+        assert!(
+            (y64..=y1).any(|y| braille(cell(x, y))),
+            "no line in column {x}\n{text}"
+        );
+    }
+    // Nothing joins the running level, and p99 is marks alone: no dot of
+    // a line above the throughput's, where the falling p99 curve would run.
+    let (xr, _) = at('◉');
+    for x in x64 + 1..xr {
+        assert!(
+            (0..usize::from(h) - 2).all(|y| !braille(cell(x, y))),
+            "a line to the running level in column {x}\n{text}"
+        );
+    }
+    let p99_marks = rows.iter().flatten().filter(|c| **c == '×').count();
+    assert_eq!(p99_marks, 3, "{text}");
+    let x_mid = (x1 + x64) / 2;
+    let line_rows: Vec<usize> = (0..usize::from(h) - 2)
+        .filter(|y| braille(cell(x_mid, *y)))
+        .collect();
+    assert!(
+        line_rows.iter().all(|y| (y64..=y1).contains(y)) && !line_rows.is_empty(),
+        "one line in column {x_mid}: {line_rows:?}\n{text}"
+    );
+}

@@ -369,31 +369,37 @@ impl Widget for ThroughputChart<'_> {
             }
         }
 
-        // p99 TTFT: a line through each series' levels in concurrency
-        // order, scaled to the right axis (drawn into the left axis's units).
-        let mut p99_marks: Vec<(f64, f64, u8)> = Vec::new();
-        if let Some(top) = p99_top {
-            for (s, by_c) in series_lines(self.points, self.front, |pt| pt.p99_ttft_ms.is_some()) {
-                let line: Vec<(f64, f64)> = by_c
-                    .iter()
-                    .filter_map(|pt| {
-                        Some((Self::x_frac(pt.concurrency, kmax), pt.p99_ttft_ms? / top))
-                    })
-                    .collect();
-                let style = if s % 2 == 1 { p.p99_b } else { p.p99 };
-                braille_line(buf, graph, &line, style);
-                p99_marks.extend(line.iter().map(|&(x, y)| (x, y, s)));
+        // Throughput is the curve the eye should follow: a line through
+        // each series' finished, complete levels (the median where a
+        // concurrency ran more than once), as `chart.svg` draws it. The
+        // running level and partial ones stay loose points: their values
+        // are not results yet.
+        for (s, by_c) in series_lines(self.points, self.front, |pt| {
+            pt.kind != PointKind::Running && !pt.partial
+        }) {
+            let mut line: Vec<(f64, f64)> = Vec::new();
+            for group in by_c.chunk_by(|a, b| a.concurrency == b.concurrency) {
+                if let Some(v) = crate::stats::percentile::median(group.iter().map(|pt| pt.tok_s)) {
+                    line.push((Self::x_frac(group[0].concurrency, kmax), v / y_top));
+                }
             }
+            braille_line(buf, graph, &line, series_style(p, s));
         }
-        for &(xf, yf, s) in &p99_marks {
-            let (glyph, style) = if s % 2 == 1 {
-                (P99_GLYPH_B, p.p99_b)
-            } else {
-                (P99_GLYPH, p.p99)
-            };
-            buf[(col_of(xf), row_of_value(yf))]
-                .set_char(glyph)
-                .set_style(style);
+        // p99 TTFT is secondary: its marks only, scaled to the right axis,
+        // so that no second line competes with the throughput's.
+        if let Some(top) = p99_top {
+            for pt in self.points {
+                let Some(ms) = pt.p99_ttft_ms else { continue };
+                let (glyph, style) = if pt.series % 2 == 1 {
+                    (P99_GLYPH_B, p.p99_b)
+                } else {
+                    (P99_GLYPH, p.p99)
+                };
+                let x = col_of(Self::x_frac(pt.concurrency, kmax));
+                buf[(x, row_of_value(ms / top))]
+                    .set_char(glyph)
+                    .set_style(style);
+            }
         }
         // Throughput on top: it is what the chart is about. The front
         // series over the other, the running level and the capacity point
