@@ -21,7 +21,7 @@ use crate::config::Settings;
 use crate::report::resume::PriorRun;
 use crate::report::saved::SavedRun;
 use crate::report::schema::{TuneRecommendation, TuneSection, TuneSetting};
-use crate::server::{self, EngineHint, ServerProcess, ServerSpec};
+use crate::server::{self, ServerProcess, ServerSpec};
 use crate::tune::grid::{self, Setting};
 use crate::tune::recommend::{recommend, Outcome, SettingResult};
 
@@ -292,11 +292,6 @@ async fn run_setting(
                 }
             }
         }
-    }
-    let hint = EngineHint::of_words(&words);
-    if hint == EngineHint::Vllm {
-        // vLLM's cache reset endpoint is only served in its dev mode.
-        env.push(("VLLM_SERVER_DEV_MODE".into(), "1".into()));
     }
     let spec = ServerSpec {
         words,
