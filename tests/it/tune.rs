@@ -222,26 +222,31 @@ fn bad_tunes_are_refused_before_any_server_starts() {
 /// the default stops, `--on-fail skip` goes on to the next setting.
 #[test]
 fn a_server_that_exits_at_once_is_quoted_and_skip_goes_on() {
-    let dir = scratch("exits");
-    let d = dir.display().to_string();
     // np=x is refused by the simulator's own flag parser.
-    let cmd = sim_cmd();
-    let mut args = vec![
-        "tune",
-        "--serve-cmd",
-        &cmd,
-        "--grid",
-        "np=x,2",
-        "--serve-env",
-        "TB_TUNE_MARK=exits",
-        "--concurrency",
-        "1",
-        "--no-tui",
-        "--result-dir",
-        &d,
-    ];
-    args.extend(SHORT);
-    let out = tokbench(&args);
+    let run = |name: &str, on_fail: &str| {
+        let dir = scratch(name);
+        let d = dir.display().to_string();
+        let cmd = sim_cmd();
+        let mut args = vec![
+            "tune",
+            "--serve-cmd",
+            &cmd,
+            "--grid",
+            "np=x,2",
+            "--serve-env",
+            "TB_TUNE_MARK=exits",
+            "--concurrency",
+            "1",
+            "--no-tui",
+            "--on-fail",
+            on_fail,
+            "--result-dir",
+            &d,
+        ];
+        args.extend(SHORT);
+        (tokbench(&args), dir)
+    };
+    let (out, dir) = run("exits", "stop");
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     let last = err.trim().lines().last().unwrap_or("");
@@ -255,27 +260,7 @@ fn a_server_that_exits_at_once_is_quoted_and_skip_goes_on() {
         tune_section(&dir)["settings"].as_array().map(Vec::len),
         Some(1)
     );
-
-    let dir = scratch("exits-skip");
-    let d = dir.display().to_string();
-    let mut args = vec![
-        "tune",
-        "--serve-cmd",
-        &cmd,
-        "--grid",
-        "np=x,2",
-        "--serve-env",
-        "TB_TUNE_MARK=exits",
-        "--concurrency",
-        "1",
-        "--no-tui",
-        "--on-fail",
-        "skip",
-        "--result-dir",
-        &d,
-    ];
-    args.extend(SHORT);
-    let out = tokbench(&args);
+    let (out, dir) = run("exits-skip", "skip");
     assert!(out.status.success(), "{}", stderr(&out));
     let tune = tune_section(&dir);
     assert_eq!(tune["settings"][0]["status"], "failed");
