@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::driver::{MarksReader, ServerMarks};
 use super::request::{execute_counted, PreparedRequest, Target};
 use crate::record::RequestRecord;
 
@@ -38,16 +39,23 @@ pub(crate) trait Executor: Send + Sync + 'static {
     /// Whether anything answers at the server's root: the driver's watch on
     /// a server that went away (a restart with a new setting).
     fn server_answers(&self) -> BoxFuture<bool>;
+
+    /// The server's identity and start marks, to tell a restart from a
+    /// burst of dropped connections; None when it has none to read.
+    fn server_marks(&self) -> BoxFuture<Option<ServerMarks>>;
 }
 
 /// The executor of a real run: HTTP to `target`.
 pub(crate) struct HttpExecutor {
     target: Arc<Target>,
+    /// The probe's reader of the server's marks, given by the face that
+    /// watches the server (`load` cannot import `probe`).
+    marks: Option<MarksReader>,
 }
 
 impl HttpExecutor {
-    pub(crate) fn new(target: Arc<Target>) -> HttpExecutor {
-        HttpExecutor { target }
+    pub(crate) fn new(target: Arc<Target>, marks: Option<MarksReader>) -> HttpExecutor {
+        HttpExecutor { target, marks }
     }
 }
 
@@ -79,5 +87,12 @@ impl Executor for HttpExecutor {
             // Any HTTP answer, even a 404, means something listens.
             answer.is_ok()
         })
+    }
+
+    fn server_marks(&self) -> BoxFuture<Option<ServerMarks>> {
+        match &self.marks {
+            Some(read) => read(),
+            None => Box::pin(async { None }),
+        }
     }
 }

@@ -4,6 +4,7 @@ pub mod client;
 pub mod gauges;
 pub mod gpu;
 pub(crate) mod live;
+pub(crate) mod marks;
 pub(crate) mod memory;
 pub mod prometheus;
 pub(crate) mod series;

@@ -450,6 +450,14 @@ pub(crate) fn start_driver(
             search: plan.search.clone(),
             turns: plan.turns,
             watch_server,
+            // Only the watch compares marks: a headless run stops on an outage.
+            marks: watch_server.then(|| {
+                probe::marks::reader(
+                    prepared.client.clone(),
+                    plan.base_url.clone(),
+                    prepared.identity.engine_kind(),
+                )
+            }),
             first_series: prepared.prior.as_ref().map_or(0, |p| p.last_series),
             duration: plan.timing.duration,
             start_at: start_offset,

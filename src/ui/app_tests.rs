@@ -530,3 +530,32 @@ fn the_step_line_says_what_the_step_did() {
     );
     assert!(app.step_summary.is_some());
 }
+
+/// A suspected restart the server's marks did not confirm is said in the
+/// status line, with the level it hit; a confirmed one says why.
+#[test]
+fn a_suspected_restart_is_said_either_way() {
+    let mut app = running_at(4);
+    app.on_driver_event(&DriverEvent::RestartSuspected {
+        at: Duration::from_secs(3),
+        failures: 4,
+        level: Some(0),
+        restart: None,
+    });
+    let said = app.status().unwrap_or_default().to_string();
+    assert!(
+        said.contains("4 connection failures at 4 streams") && said.contains("same one"),
+        "{said}"
+    );
+    app.on_driver_event(&DriverEvent::RestartSuspected {
+        at: Duration::from_secs(9),
+        failures: 4,
+        level: Some(0),
+        restart: Some("slots 1 → 4".into()),
+    });
+    let said = app.status().unwrap_or_default().to_string();
+    assert!(
+        said.contains("server restarted at 4 streams (slots 1 → 4)"),
+        "{said}"
+    );
+}

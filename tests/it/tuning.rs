@@ -163,9 +163,15 @@ struct SimProcess(Child);
 
 impl SimProcess {
     fn start(port: u16, engine: &str, parallel: u32) -> SimProcess {
+        SimProcess::start_with(port, engine, parallel, &[])
+    }
+
+    /// [`SimProcess::start`] with more of `tokbench sim`'s flags.
+    fn start_with(port: u16, engine: &str, parallel: u32, extra: &[&str]) -> SimProcess {
         let child = Command::new(bin())
             .args(["sim", "--port", &port.to_string(), "--engine", engine])
             .args(["--parallel", &parallel.to_string(), "--step-ms", "5"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -298,6 +304,96 @@ fn ollama_restart_starts_a_second_series() {
     drop(server);
     drop(tmux);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ollama killed in the middle of its 4-stream level (one slot: one
+/// streaming, three queued) and started again with four slots after
+/// `outage`. However short the outage, the run has two series, each
+/// judged against one server: the cut level is partial, its failures are
+/// `restart` (charged to no level), and the second series starts the plan
+/// again. `--load-ms` as a real Ollama: a new process lists no model in
+/// `/api/ps` until it loads one, which is how the watch tells a new
+/// process from dropped connections.
+fn ollama_restart_after(name: &str, outage: Duration) {
+    let port = free_port();
+    let load = ["--load-ms", "50"];
+    let server = SimProcess::start_with(port, "ollama", 1, &load);
+    let dir = scratch(name);
+    let results = dir.join("results");
+    // As `ollama_restart_starts_a_second_series`: one answer about 90 ms,
+    // a TTFT p99 SLO of 150 ms that one slot fails at 4 streams and four
+    // slots pass. 32 prompts a level: the 4-stream level of one slot
+    // runs about 3 s, time to see it queue and kill the server in it.
+    let args = format!(
+        "--base-url http://127.0.0.1:{port} --concurrency 1,4 --num-prompts 32 --warmup 1 \
+         --random-input-len 16 --random-output-len 16 --seed 9 --slo-ttft-p99-ms 150"
+    );
+    let tmux = Tmux::start(name, 160, 48, &pane(&args, &results));
+    tmux.wait_for("queued at 4 streams", Duration::from_secs(30), |s| {
+        s.contains("Concurrency 4") && ["waiting 2", "waiting 3"].iter().any(|w| s.contains(w))
+    });
+    server.stop(port);
+    // The outage is what is tested: its length is the point, not a wait
+    // for a state.
+    std::thread::sleep(outage);
+    let server = SimProcess::start_with(port, "ollama", 4, &load);
+    tmux.wait_for("a second series", Duration::from_secs(30), |s| {
+        s.contains("series 2")
+    });
+    tmux.wait_for("the second plan done", Duration::from_secs(60), |s| {
+        s.contains("sweep finished") && results.join("sweep-c4-s2.json").exists()
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("TOKBENCH_EXIT=")
+    });
+
+    let summary = read_json(&results.join("summary.json"));
+    let series = summary["series"].as_array().expect("series").clone();
+    assert_eq!(series.len(), 2, "{summary}");
+    let capacity = |i: usize| series[i]["capacity"]["concurrency"].as_u64();
+    assert_eq!((capacity(0), capacity(1)), (Some(1), Some(4)), "{summary}");
+    // The cut level is partial, never a result of either series.
+    let levels = summary["levels"].as_array().expect("levels").clone();
+    let cut: Vec<&Value> = levels
+        .iter()
+        .filter(|l| l["series"].as_u64() == Some(0) && l["max_concurrency"].as_u64() == Some(4))
+        .collect();
+    assert!(
+        cut.iter().all(|l| l["partial"].as_bool() == Some(true)),
+        "{cut:?}"
+    );
+    let lines = std::fs::read_to_string(results.join("requests.jsonl")).unwrap_or_default();
+    let restart: Vec<&str> = lines
+        .lines()
+        .filter(|l| l.contains("\"error\":\"restart\""))
+        .collect();
+    assert!(!restart.is_empty(), "no restart failure");
+    for line in &restart {
+        assert!(line.contains("\"transition\":true"), "charged: {line}");
+    }
+    assert!(
+        !lines.contains("\"error\":\"connection_closed\""),
+        "a cut request charged to its level"
+    );
+    drop(server);
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ollama_restart_after_half_a_second_is_a_second_series() {
+    ollama_restart_after("restart-0s5", Duration::from_millis(500));
+}
+
+#[test]
+fn ollama_restart_after_one_second_is_a_second_series() {
+    ollama_restart_after("restart-1s", Duration::from_secs(1));
+}
+
+#[test]
+fn ollama_restart_after_three_seconds_is_a_second_series() {
+    ollama_restart_after("restart-3s", Duration::from_secs(3));
 }
 
 /// llama.cpp with `-np` changed between series: the new series is labelled

@@ -74,6 +74,7 @@ impl Driver {
             dispatch_until: None,
         });
         self.set_target(concurrency);
+        self.refresh_marks();
     }
 
     /// Start the plan's next level (or the search's next probe, or the
@@ -380,6 +381,9 @@ impl Driver {
 
     /// Start the plan again from its first level, as a new series.
     pub(super) fn new_series(&mut self) {
+        // Failures held while an outage was judged belong to the old
+        // series' level: saved as they are, not dropped with the state.
+        self.flush_held();
         let index = self.current;
         let partial = index.is_some_and(|i| self.levels[i].info.mode != Mode::Manual);
         self.close_current(partial);

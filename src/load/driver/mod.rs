@@ -41,14 +41,16 @@ use crate::workload::dataset::flatten_messages;
 use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 
 mod levels;
+mod marks;
 mod prompts;
 mod schedule;
 mod server_watch;
 mod warmup;
 
+pub(crate) use marks::{MarksReader, ServerMarks};
 use prompts::Conversation;
 use schedule::{OpenLoop, Schedule};
-use server_watch::{poll_result, ServerState, IDLE_POLL_EVERY};
+use server_watch::{marks_result, poll_result, ServerState, IDLE_POLL_EVERY};
 
 /// Highest concurrency a user can ask for by hand.
 pub(crate) const MAX_CONCURRENCY: u32 = 4096;
@@ -189,6 +191,18 @@ pub enum DriverEvent {
     ServerBack {
         at: Duration,
     },
+    /// Connection failures that looked like a restart (a refused connect,
+    /// or every request in flight closed at once) and a server that
+    /// answered again within `SERVER_GONE_AFTER`: `restart` says what of
+    /// its marks showed a new process (then `ServerGone` and `ServerBack`
+    /// follow, and the failures are `restart`), None when nothing did (they
+    /// count as failures of their level).
+    RestartSuspected {
+        at: Duration,
+        failures: usize,
+        level: Option<usize>,
+        restart: Option<String>,
+    },
     /// The plan ran out; the driver stays, watching the server, for a new
     /// series (only when it watches the server).
     PlanDone,
@@ -228,6 +242,11 @@ pub(crate) struct DriverConfig {
     /// answers again (a restart with a new setting), and the driver waits
     /// after the plan for a new series. Headless runs stop instead.
     pub watch_server: bool,
+    /// With `watch_server`: reads the server's identity and start marks
+    /// (the probe's, given by the face), so a short outage that is a
+    /// restart is told from dropped connections. [`spawn_with`] leaves it
+    /// unused (its executor reads them).
+    pub marks: Option<MarksReader>,
     /// The series the first level belongs to (a resumed run goes on in
     /// the series it stopped in).
     pub first_series: usize,
@@ -297,7 +316,10 @@ pub struct DriverHandle {
 /// Start the driver on the current runtime, sending over HTTP to
 /// `config.target`. `run_start` is time zero for every offset in the run.
 pub(crate) fn spawn(config: DriverConfig, run_start: std::time::Instant) -> DriverHandle {
-    let executor = Arc::new(HttpExecutor::new(config.target.clone()));
+    let executor = Arc::new(HttpExecutor::new(
+        config.target.clone(),
+        config.marks.clone(),
+    ));
     spawn_with(config, run_start, executor)
 }
 
@@ -349,6 +371,9 @@ pub(crate) fn spawn_with(
         server: ServerState::Up,
         next_poll: None,
         poll: None,
+        marks: None,
+        marks_baseline: None,
+        marks_check: None,
         plan_done_sent: false,
         series: config.first_series,
         pending_start: None,
@@ -479,6 +504,13 @@ struct Driver {
     next_poll: Option<Instant>,
     /// The question asked, while it is out.
     poll: Option<tokio::task::JoinHandle<bool>>,
+    /// The server's marks as last read while it was up: what a suspected
+    /// restart is compared with.
+    marks: Option<ServerMarks>,
+    /// A read of the marks for `marks`, while it is out.
+    marks_baseline: Option<tokio::task::JoinHandle<Option<ServerMarks>>>,
+    /// The read after a suspected restart, while it is out.
+    marks_check: Option<tokio::task::JoinHandle<Option<ServerMarks>>>,
     plan_done_sent: bool,
     /// The series running (0 first).
     series: usize,
@@ -529,10 +561,7 @@ impl Driver {
                 self.start_next_planned();
             }
             // Settle first: it may start the next level, which dispatch then fills.
-            if !matches!(
-                self.server,
-                ServerState::Suspect { .. } | ServerState::Confirming { .. }
-            ) {
+            if !self.server.holds() {
                 self.settle_levels();
             }
             self.dispatch();
@@ -565,6 +594,12 @@ impl Driver {
                 answered = poll_result(&mut self.poll), if self.poll.is_some() => {
                     self.on_poll(answered);
                 }
+                marks = marks_result(&mut self.marks_baseline), if self.marks_baseline.is_some() => {
+                    self.on_baseline_marks(marks);
+                }
+                marks = marks_result(&mut self.marks_check), if self.marks_check.is_some() => {
+                    self.on_check_marks(marks);
+                }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => self.handle(command),
                     // Nobody can steer any more: let the plan run out.
@@ -581,6 +616,9 @@ impl Driver {
                 }
             }
         }
+        // Failures still held when the run stops were never judged: saved
+        // as they are rather than lost.
+        self.flush_held();
         let error = self.fatal.take();
         self.emit(DriverEvent::Finished {
             stopped_by_user: self.stopping && error.is_none(),

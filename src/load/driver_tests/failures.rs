@@ -122,10 +122,16 @@ async fn a_gone_server_pauses_the_run_until_it_answers() {
         .all(|r| r.outcome != Outcome::Failed(ErrorClass::ConnectRefused)));
     // The planned level was cut short by it.
     assert_eq!(run.level_finished(0), Some((ms(3001), true)));
-    // Polled every 500 ms until it answered.
+    // A refused connect with nothing in flight is a suspected restart: the
+    // root is asked at once and every 100 ms; silent for the whole grace,
+    // the server is gone, and it is asked every 500 ms until it answers.
+    let mut polls: Vec<Duration> = (0..=20).map(|k| ms(1001 + 100 * k)).collect();
+    polls.extend([ms(3501), ms(4001), ms(4501), ms(5001)]);
+    assert_eq!(run.server.polls(), polls);
+    // Gone, not a quick restart: its marks are never compared.
     assert_eq!(
-        run.server.polls(),
-        vec![ms(3001), ms(3501), ms(4001), ms(4501), ms(5001)]
+        run.count(|e| matches!(e, DriverEvent::RestartSuspected { .. })),
+        0
     );
     assert_eq!(
         run.when(|e| matches!(e, DriverEvent::ServerBack { at } if *at == ms(5001)))
@@ -189,10 +195,10 @@ async fn an_outage_with_a_request_still_streaming_is_no_outage() {
         .all(|r| r.outcome != Outcome::Failed(ErrorClass::ServerRestart)));
 }
 
-/// One request at a time, and the server drops one connection: two seconds
-/// of "every request failed" with nothing in flight, but the root answers
-/// the one question asked, so it is no restart: the failure counts as it
-/// is and the level goes on.
+/// One request at a time, and the server drops one connection: every
+/// request in flight closed at once, a suspected restart, but the root
+/// answers and no mark says the process is another, so it is no restart:
+/// the failure counts as it is, the level goes on, and the view is told.
 #[tokio::test(start_paused = true)]
 async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers() {
     let server = FakeServer::one_off(3, fail(5, ErrorClass::ConnectionClosed), ok(10, 100))
@@ -205,11 +211,24 @@ async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers(
         run.count(|e| matches!(e, DriverEvent::ServerGone { .. })),
         0
     );
-    // Request 3 failed at 305 ms; the grace ended at 2305: one question,
-    // then none until the plan is done and the idle watch begins.
+    // Request 3 failed at 305 ms: one question at once, and its marks
+    // read when it answered, then none until the plan is done and the
+    // idle watch begins.
     let polls = run.server.polls();
     let done = run.when(|e| *e == DriverEvent::PlanDone).map(|w| w.0);
-    assert_eq!(polls.first(), Some(&ms(2305)), "{polls:?}");
+    assert_eq!(polls.first(), Some(&ms(305)), "{polls:?}");
+    assert_eq!(run.server.marks_reads()[..2], [ms(0), ms(305)]);
+    assert_eq!(
+        run.when(|e| *e
+            == DriverEvent::RestartSuspected {
+                at: ms(305),
+                failures: 1,
+                level: Some(0),
+                restart: None,
+            })
+        .map(|w| w.0),
+        Some(ms(305))
+    );
     assert!(done.is_some_and(|d| polls[1] > d), "{polls:?} {done:?}");
     let dropped = run.records().into_iter().find(|r| r.id == 3).cloned();
     assert_eq!(
@@ -217,6 +236,196 @@ async fn a_dropped_connection_at_one_stream_is_no_restart_when_the_root_answers(
         Some((Outcome::Failed(ErrorClass::ConnectionClosed), false))
     );
     // The level went on after the answer and finished whole.
+    assert_eq!(run.records().len(), 8);
+    assert_eq!(run.level_finished(0).map(|f| f.1), Some(false));
+}
+
+/// Ollama's marks: the model loaded until `until` (Unix s), or none.
+fn ollama_marks(at: Duration, loaded: bool) -> Option<ServerMarks> {
+    Some(ServerMarks {
+        read_at_unix_s: at.as_secs_f64(),
+        identity: vec![("version".into(), "0.9".into())],
+        loaded_until: Some(if loaded {
+            vec![("sim".into(), 300.0)]
+        } else {
+            vec![]
+        }),
+        ..ServerMarks::default()
+    })
+}
+
+/// Killed at 950 ms with four requests in flight, back at 1450: half a
+/// second, well under the 2 s grace, yet every stream closed at once and
+/// the model the old process kept loaded is gone: a restart. The level is
+/// cut short, its four failures are `restart` (charged to no level), and
+/// the view is told the server went and came back, to start a series.
+#[tokio::test(start_paused = true)]
+async fn a_burst_that_closes_every_stream_is_a_restart_when_the_marks_say_so() {
+    let down = |at: Duration| (ms(950)..ms(1450)).contains(&at);
+    let server = FakeServer::new(move |s| {
+        if s.at < ms(950) && s.at + ms(100) > ms(950) {
+            // In flight at the kill: cut then.
+            Reply::Fail {
+                after: ms(950) - s.at,
+                class: ErrorClass::ConnectionClosed,
+            }
+        } else if down(s.at) {
+            fail(1, ErrorClass::ConnectRefused)
+        } else {
+            ok(10, 100)
+        }
+    })
+    .answering(move |at| !down(at))
+    .with_marks(move |at| ollama_marks(at, at < ms(950)));
+    let cfg = watched(vec![LevelPlan::closed(4, 10_000), LevelPlan::closed(8, 8)]);
+    let mut h = Harness::start(cfg, server);
+    h.wait_for(|e| matches!(e, DriverEvent::ServerBack { .. }))
+        .await;
+    h.send(Command::NewSeries);
+    h.wait_for(|e| *e == DriverEvent::PlanDone).await;
+    h.send(Command::Stop);
+    let run = h.finish().await;
+    assert_eq!(
+        run.when(|e| *e
+            == DriverEvent::RestartSuspected {
+                at: ms(1450),
+                failures: 4,
+                level: Some(0),
+                restart: Some("sim unloaded before its keep-alive ended".into()),
+            })
+        .map(|w| w.0),
+        Some(ms(1450))
+    );
+    // Asked at once and every 100 ms until it answered.
+    let polls: Vec<Duration> = (0..=5).map(|k| ms(950 + 100 * k)).collect();
+    assert_eq!(run.server.polls()[..6], polls[..]);
+    assert_eq!(run.server.marks_reads()[..2], [ms(0), ms(1450)]);
+    assert_eq!(
+        run.when(|e| *e == DriverEvent::ServerGone { since: ms(950) })
+            .map(|w| w.0),
+        Some(ms(1450))
+    );
+    assert_eq!(
+        run.when(|e| *e == DriverEvent::ServerBack { at: ms(1450) })
+            .map(|w| w.0),
+        Some(ms(1450))
+    );
+    assert_eq!(run.level_finished(0), Some((ms(1450), true)));
+    let level0: Vec<&RequestRecord> = run
+        .records()
+        .into_iter()
+        .filter(|r| r.level == 0 && !r.is_ok())
+        .collect();
+    assert_eq!(level0.len(), 4);
+    assert!(
+        level0
+            .iter()
+            .all(|r| r.outcome == Outcome::Failed(ErrorClass::ServerRestart) && r.transition),
+        "{level0:?}"
+    );
+    // Nothing went out between the kill and the new series, which starts
+    // the plan again against the new process.
+    let sent = run.server.sent_at(0);
+    assert!(sent.iter().all(|at| *at < ms(950)), "{sent:?}");
+    let levels = run.levels();
+    assert_eq!(
+        (levels[1].series, levels[1].plan_index, levels[1].started_at),
+        (1, Some(0), ms(1450))
+    );
+}
+
+/// One stream, and between two of its requests the server went away: the
+/// next connect is refused. Back 300 ms later with four slots where it had
+/// one: a restart, though nothing was in flight to be cut.
+#[tokio::test(start_paused = true)]
+async fn a_refused_connect_is_a_restart_when_the_slots_changed() {
+    let down = |at: Duration| (ms(300)..ms(600)).contains(&at);
+    let slots = |at: Duration| Some(if at < ms(300) { 1 } else { 4 });
+    let server = FakeServer::new(move |s| {
+        if down(s.at) {
+            fail(1, ErrorClass::ConnectRefused)
+        } else {
+            ok(10, 100)
+        }
+    })
+    .answering(move |at| !down(at))
+    .with_marks(move |at| {
+        Some(ServerMarks {
+            identity: vec![("slots".into(), slots(at)?.to_string())],
+            ..ServerMarks::default()
+        })
+    });
+    let mut h = Harness::start(watched(vec![LevelPlan::closed(1, 100)]), server);
+    h.wait_for(|e| matches!(e, DriverEvent::ServerBack { .. }))
+        .await;
+    h.send(Command::Stop);
+    let run = h.finish().await;
+    assert_eq!(
+        run.when(
+            |e| matches!(e, DriverEvent::RestartSuspected { restart, failures: 1, .. }
+            if restart.as_deref() == Some("slots 1 → 4"))
+        )
+        .map(|w| w.0),
+        Some(ms(601))
+    );
+    assert_eq!(
+        run.when(|e| *e == DriverEvent::ServerGone { since: ms(301) })
+            .map(|w| w.0),
+        Some(ms(601))
+    );
+    let refused = run.records().into_iter().find(|r| r.id == 3).cloned();
+    assert_eq!(
+        refused.map(|r| (r.outcome, r.transition)),
+        Some((Outcome::Failed(ErrorClass::ServerRestart), true))
+    );
+    assert_eq!(run.level_finished(0), Some((ms(601), true)));
+}
+
+/// The same refused connect against a server whose marks did not change
+/// (a listener that blinked, not a new process): no restart; the failure
+/// counts for its level and the level goes on whole.
+#[tokio::test(start_paused = true)]
+async fn a_refused_connect_with_the_same_marks_is_no_restart() {
+    let down = |at: Duration| (ms(300)..ms(600)).contains(&at);
+    let server = FakeServer::new(move |s| {
+        if down(s.at) {
+            fail(1, ErrorClass::ConnectRefused)
+        } else {
+            ok(10, 100)
+        }
+    })
+    .answering(move |at| !down(at))
+    .with_marks(|_| {
+        Some(ServerMarks {
+            identity: vec![("slots".into(), "1".into())],
+            ..ServerMarks::default()
+        })
+    });
+    let mut h = Harness::start(watched(vec![LevelPlan::closed(1, 8)]), server);
+    h.wait_for(|e| *e == DriverEvent::PlanDone).await;
+    h.send(Command::Stop);
+    let run = h.finish().await;
+    assert_eq!(
+        run.when(|e| matches!(
+            e,
+            DriverEvent::RestartSuspected {
+                restart: None,
+                failures: 1,
+                ..
+            }
+        ))
+        .map(|w| w.0),
+        Some(ms(601))
+    );
+    assert_eq!(
+        run.count(|e| matches!(e, DriverEvent::ServerGone { .. })),
+        0
+    );
+    let refused = run.records().into_iter().find(|r| r.id == 3).cloned();
+    assert_eq!(
+        refused.map(|r| (r.outcome, r.transition)),
+        Some((Outcome::Failed(ErrorClass::ConnectRefused), false))
+    );
     assert_eq!(run.records().len(), 8);
     assert_eq!(run.level_finished(0).map(|f| f.1), Some(false));
 }

@@ -19,7 +19,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 use super::arrivals::Arrivals;
 use super::driver::{
     spawn_with, Command, DriverConfig, DriverEvent, DriverHandle, LevelInfo, LevelPlan, Mode,
-    Replay, SearchPlan, SearchProgress,
+    Replay, SearchPlan, SearchProgress, ServerMarks,
 };
 use super::executor::{BoxFuture, Executor};
 use super::replay::ReplayEntry;
@@ -101,11 +101,16 @@ fn fail(after_ms: u64, class: ErrorClass) -> Reply {
 
 type Script = Box<dyn Fn(&Sent) -> Reply + Send + Sync>;
 type Answers = Box<dyn Fn(Duration) -> bool + Send + Sync>;
+type Marks = Box<dyn Fn(Duration) -> Option<ServerMarks> + Send + Sync>;
 
 struct FakeServer {
     script: Script,
     /// Whether the root answers at a given time.
     answers: Answers,
+    /// The marks it shows at a given time (none by default).
+    marks: Marks,
+    /// When its marks were read.
+    marks_reads: Mutex<Vec<Duration>>,
     /// A server with this many slots queues the rest (FIFO) before their
     /// first token.
     slots: Option<Semaphore>,
@@ -121,6 +126,8 @@ impl FakeServer {
         FakeServer {
             script: Box::new(script),
             answers: Box::new(|_| true),
+            marks: Box::new(|_| None),
+            marks_reads: Mutex::new(Vec::new()),
             slots: None,
             sent: Mutex::new(Vec::new()),
             polls: Mutex::new(Vec::new()),
@@ -137,6 +144,18 @@ impl FakeServer {
     fn answering(mut self, answers: impl Fn(Duration) -> bool + Send + Sync + 'static) -> Self {
         self.answers = Box::new(answers);
         self
+    }
+
+    fn with_marks(
+        mut self,
+        marks: impl Fn(Duration) -> Option<ServerMarks> + Send + Sync + 'static,
+    ) -> Self {
+        self.marks = Box::new(marks);
+        self
+    }
+
+    fn marks_reads(&self) -> Vec<Duration> {
+        self.marks_reads.lock().expect("log").clone()
     }
 
     fn with_slots(mut self, slots: usize) -> Self {
@@ -331,6 +350,13 @@ impl Executor for FakeExecutor {
         let answered = (self.server.answers)(at);
         Box::pin(async move { answered })
     }
+
+    fn server_marks(&self) -> BoxFuture<Option<ServerMarks>> {
+        let at = Instant::now() - self.run_start;
+        self.server.marks_reads.lock().expect("log").push(at);
+        let marks = (self.server.marks)(at);
+        Box::pin(async move { marks })
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -372,6 +398,7 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         search: None,
         turns: 1,
         watch_server: false,
+        marks: None,
         first_series: 0,
         duration: None,
         start_at: None,

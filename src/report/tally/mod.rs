@@ -225,6 +225,8 @@ impl Tally {
             DriverEvent::LevelFinished { .. }
             | DriverEvent::ServerGone { .. }
             | DriverEvent::ServerBack { .. }
+            // A confirmed restart's failures come as `restart` records.
+            | DriverEvent::RestartSuspected { .. }
             | DriverEvent::PlanDone
             | DriverEvent::WarmupStarted { .. }
             | DriverEvent::Paused(_)

@@ -58,6 +58,23 @@ impl App {
                 }
             }
             DriverEvent::ServerBack { .. } => self.server_back = true,
+            DriverEvent::RestartSuspected {
+                failures,
+                level,
+                restart,
+                ..
+            } => {
+                let at = level
+                    .and_then(|i| self.shown.levels.get(i))
+                    .map(|l| format!(" at {} streams", l.info.concurrency))
+                    .unwrap_or_default();
+                self.note(match restart {
+                    Some(why) => format!("server restarted{at} ({why}): the level is cut short"),
+                    None => format!(
+                        "{failures} connection failures{at} looked like a restart, but the server is the same one: counted as failures"
+                    ),
+                });
+            }
             DriverEvent::PlanDone => {
                 self.stopped_at = Some(self.elapsed);
                 self.phase = Phase::Finished {
