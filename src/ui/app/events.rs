@@ -71,7 +71,7 @@ impl App {
                 self.note(match restart {
                     Some(why) => format!("server restarted{at} ({why}): the level is cut short"),
                     None => format!(
-                        "{failures} connection failures{at} looked like a restart, but the server is the same one: counted as failures"
+                        "{failures} connection failures{at} looked like a restart, but no mark of the server showed a new process: counted as failures"
                     ),
                 });
             }
