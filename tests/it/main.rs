@@ -29,6 +29,5 @@ mod sim_timing;
 mod traffic;
 mod transport;
 mod tui;
-mod tune;
 mod tuning;
 mod tx_clock;

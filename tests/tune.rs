@@ -5,6 +5,15 @@
 //!
 //! Each test marks its servers with an environment variable of its own
 //! (`--serve-env TB_TUNE_MARK=...`) and looks for it in /proc afterwards.
+//!
+//! A binary of its own (docs/architecture.md section 6): every test here
+//! starts server processes one after another and sweeps them, which in the
+//! one binary loaded the two cores under the tests that compare two timed
+//! runs (seen: merge's shards-vs-one-process throughput 5.9% apart).
+
+#[allow(dead_code)] // this binary uses part of what the tests share
+#[path = "it/support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{self, bin, read_json, stderr, stdout, tokbench, Tmux};
+use crate::support::{bin, read_json, stderr, stdout, tokbench, Tmux};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch("tune", name)
