@@ -34,10 +34,39 @@ pub fn print_output(text: impl AsRef<[u8]>) -> std::io::Result<()> {
     }
 }
 
+/// Lines kept back while a screen owns the terminal (`hold_lines`).
+static HELD: std::sync::Mutex<Option<Vec<String>>> = std::sync::Mutex::new(None);
+
+/// While a face that spans several runs (a tune) has the screen, lines for
+/// stderr are kept instead of written over it; `release_lines` writes them
+/// in order once the terminal is given back.
+pub(crate) fn hold_lines() {
+    if let Ok(mut held) = HELD.lock() {
+        held.get_or_insert_with(Vec::new);
+    }
+}
+
+/// Write the lines kept since `hold_lines`, and write the next ones at once.
+pub(crate) fn release_lines() {
+    let lines = HELD.lock().ok().and_then(|mut held| held.take());
+    for line in lines.unwrap_or_default() {
+        write_or_drop(&mut std::io::stderr().lock(), format_args!("{line}"), true);
+    }
+}
+
 /// [`write_or_drop`] to stderr, held locked for the one write so that
 /// lines from two threads never interleave.
 #[doc(hidden)]
 pub fn to_stderr(text: Arguments<'_>, newline: bool) {
+    if let Ok(mut held) = HELD.lock() {
+        if let Some(lines) = held.as_mut() {
+            // A line redrawn in place (progress) is not worth keeping.
+            if newline {
+                lines.push(text.to_string());
+            }
+            return;
+        }
+    }
     write_or_drop(&mut std::io::stderr().lock(), text, newline);
 }
 

@@ -170,6 +170,148 @@ fn three_settings_three_series_and_np4_is_kept() {
     assert_no_server("grid");
 }
 
+/// The same tune in the live view, as a person sees it, at 80x24 and
+/// 160x48: the setting line while it runs, then the final screen with each
+/// setting's row, the recommendation and the three curves, until q.
+#[test]
+fn the_live_view_shows_each_setting_and_the_three_curves() {
+    for (width, height, term) in [(80u16, 24u16, "xterm-256color"), (160, 48, "xterm")] {
+        let mark = format!("live{width}");
+        let dir = scratch(&mark);
+        let pane = format!(
+            "TERM={term} {b} tune --serve-cmd '{cmd}' --grid np=1,2,4 --serve-env TB_TUNE_MARK={mark} \
+             --concurrency 1,2,4,8 {short} --result-dir {d} 2>{d}.err; echo TUNE-EXIT $?; sleep 60",
+            b = bin(),
+            cmd = sim_cmd(),
+            short = SHORT.join(" "),
+            d = dir.display()
+        );
+        let tmux = Tmux::start(&mark, width, height, &pane);
+        // Where the tune is, on its own line at the top while a setting runs.
+        tmux.wait_for("the second setting's line", Duration::from_secs(120), |s| {
+            s.lines()
+                .next()
+                .is_some_and(|l| l.contains("TUNE") && l.contains("setting 2/3 np=2"))
+        });
+        let done = |s: &str| s.contains("tune finished") && s.contains("q to quit");
+        tmux.wait_for("the final screen", Duration::from_secs(180), done);
+        let screen = tmux.screen();
+        assert!(screen.contains("finished: 3 settings"), "{screen}");
+        assert!(screen.contains("keep np=4: capacity 4 streams"), "{screen}");
+        for row in ["np=1: capacity 1", "np=2: capacity 2", "np=4: capacity 4"] {
+            assert!(screen.contains(row), "{row}:\n{screen}");
+        }
+        // Three curves: each setting's marks on the chart (at 160 columns
+        // the legend names them).
+        let chart: String = screen
+            .lines()
+            .map(|l| l.chars().take(usize::from(width) / 2).collect::<String>())
+            .collect();
+        for glyph in ['●', '■'] {
+            assert!(chart.contains(glyph), "{glyph}:\n{screen}");
+        }
+        assert!(chart.contains('▲') || chart.contains('★'), "{screen}");
+        if width >= 160 {
+            for legend in ["● np=1", "■ np=2", "▲ np=4"] {
+                assert!(screen.contains(legend), "{legend}:\n{screen}");
+            }
+        }
+        tmux.keys("q");
+        tmux.wait_for("the exit", Duration::from_secs(30), |s| {
+            s.contains("TUNE-EXIT 0")
+        });
+        // The table is printed once the terminal is given back.
+        let after = tmux.screen_with_history();
+        assert!(
+            after.contains("tune: each setting as its own series"),
+            "{after}"
+        );
+        let tune = tune_section(&dir);
+        let capacities: Vec<Option<u64>> = tune["settings"]
+            .as_array()
+            .expect("settings")
+            .iter()
+            .map(|s| s["capacity"]["concurrency"].as_u64())
+            .collect();
+        assert_eq!(capacities, vec![Some(1), Some(2), Some(4)], "{tune}");
+        assert_eq!(tune["recommendation"]["label"], "np=4");
+        for s in tune["settings"].as_array().expect("settings") {
+            assert!(s["ready_s"].as_f64().is_some_and(|r| r > 0.0), "{s}");
+            assert!(dir.join(s["log"].as_str().unwrap_or("-")).exists(), "{s}");
+        }
+        let labels: Vec<Value> = read_json(&dir.join("summary.json"))["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|s| s["label"].clone())
+            .collect();
+        assert_eq!(labels, ["np=1", "np=2", "np=4"]);
+        // What was said on stderr waited for the screen to go.
+        let err = std::fs::read_to_string(format!("{}.err", dir.display())).unwrap_or_default();
+        assert!(err.contains("np=4 ready in"), "{err}");
+        drop(tmux);
+        assert_no_server(&mark);
+    }
+}
+
+/// `n` while a server starts skips that setting, and `n` mid-sweep saves
+/// the setting as partial: neither is kept; the rest run.
+#[test]
+fn n_skips_a_setting_and_it_is_never_kept() {
+    let mark = "skip";
+    let dir = scratch(mark);
+    let pane = format!(
+        "{b} tune --serve-shell --serve-cmd 'sleep 1; exec {cmd}' --grid np=1,2,4 \
+         --serve-env TB_TUNE_MARK={mark} --concurrency 1,2,4,8 {short} --result-dir {d} \
+         2>{d}.err; echo TUNE-EXIT $?; sleep 60",
+        b = bin(),
+        cmd = sim_cmd(),
+        short = SHORT.join(" "),
+        d = dir.display()
+    );
+    let tmux = Tmux::start(mark, 100, 30, &pane);
+    // np=1: skipped while its server starts.
+    tmux.wait_for("np=1 starting", Duration::from_secs(60), |s| {
+        s.contains("setting 1/3 np=1 · starting server")
+    });
+    tmux.keys("n");
+    // np=2: skipped mid-sweep, once a level runs.
+    tmux.wait_for("np=2 running", Duration::from_secs(60), |s| {
+        s.contains("setting 2/3 np=2 · ready in") && s.contains("PLANNED")
+    });
+    tmux.keys("n");
+    tmux.wait_for("the final screen", Duration::from_secs(180), |s| {
+        s.contains("tune finished")
+    });
+    tmux.keys("q");
+    tmux.wait_for("the exit", Duration::from_secs(30), |s| {
+        s.contains("TUNE-EXIT 0")
+    });
+    let tune = tune_section(&dir);
+    let settings = tune["settings"].as_array().expect("settings");
+    let status: Vec<(&str, &str)> = settings
+        .iter()
+        .map(|s| {
+            (
+                s["status"].as_str().unwrap_or("-"),
+                s["reason"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        status,
+        [
+            ("partial", "skipped (n) while its server started"),
+            ("partial", "skipped (n)"),
+            ("finished", "-"),
+        ],
+        "{tune}"
+    );
+    assert_eq!(tune["recommendation"]["label"], "np=4", "{tune}");
+    drop(tmux);
+    assert_no_server(mark);
+}
+
 /// Refused before anything starts, each in one line.
 #[test]
 fn bad_tunes_are_refused_before_any_server_starts() {
@@ -466,7 +608,7 @@ fn no_server_is_left_behind() {
         !marked("hup").is_empty()
     });
     tmux.wait_for("a level running", Duration::from_secs(30), |s| {
-        s.contains("concurrency 1")
+        s.contains("Concurrency 1") && s.contains("level 1/1")
     });
     tmux.run(&["kill-server"]);
     assert_no_server("hup");

@@ -1,7 +1,7 @@
 //! A tune's table and its recommendation, as text: what `tokbench tune`
 //! prints at the end and what `report.md` shows under its own heading.
 
-use super::schema::{number, TuneSection};
+use super::schema::{number, TuneSection, TuneSetting};
 
 /// One line per setting, then the sentence.
 pub(crate) fn tune_block(tune: &TuneSection) -> String {
@@ -76,6 +76,44 @@ pub(crate) fn tune_block(tune: &TuneSection) -> String {
     out
 }
 
+/// One setting in a line for the live view's result panel:
+/// `np=1: capacity 1 · 91 tok/s · peak 92 · ready 0.3 s`.
+pub(crate) fn setting_line(s: &TuneSetting) -> String {
+    let label = s.label.as_deref().unwrap_or("-");
+    let mut parts: Vec<String> = Vec::new();
+    match s.status.as_deref() {
+        Some("finished") => match s.capacity.as_ref().and_then(|c| c.concurrency) {
+            Some(c) => {
+                let mut there = format!("capacity {c}");
+                if let Some(t) = s
+                    .capacity
+                    .as_ref()
+                    .and_then(|c| number(&c.output_throughput))
+                {
+                    there.push_str(&format!(" · {t:.0} tok/s"));
+                }
+                parts.push(there);
+            }
+            None => parts.push("no capacity within the SLO".into()),
+        },
+        Some("running") | None => parts.push("running".into()),
+        Some(status) => parts.push(match &s.reason {
+            Some(why) => format!("{status} ({why})"),
+            None => status.to_string(),
+        }),
+    }
+    if let Some(peak) = number(&s.peak) {
+        parts.push(format!("peak {peak:.0}"));
+    }
+    if let Some(ready) = number(&s.ready_s) {
+        parts.push(format!("ready {ready:.1} s"));
+    }
+    if s.memory_warning.is_some() {
+        parts.push("memory warning".into());
+    }
+    format!("{label}: {}", parts.join(" · "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +164,25 @@ mod tests {
             "  np=2: the server exited with status 2 before it was ready"
         );
         assert_eq!(lines[5], "keep np=1: capacity 1 stream");
+        assert_eq!(
+            setting_line(&tune.settings[0]),
+            "np=1: capacity 1 · 98 tok/s · peak 120 · ready 0.3 s"
+        );
+        assert_eq!(
+            setting_line(&tune.settings[1]),
+            "np=2: failed (the server exited with status 2 before it was ready)"
+        );
+        let partial = TuneSetting {
+            label: Some("np=4".into()),
+            status: Some("partial".into()),
+            reason: Some("skipped (n)".into()),
+            ready_s: serde_json::Number::from_f64(2.04),
+            memory_warning: Some("np=4: 23% of the model on CPU".into()),
+            ..TuneSetting::default()
+        };
+        assert_eq!(
+            setting_line(&partial),
+            "np=4: partial (skipped (n)) · ready 2.0 s · memory warning"
+        );
     }
 }

@@ -24,6 +24,8 @@ use crate::report::schema::{TuneRecommendation, TuneSection, TuneSetting};
 use crate::server::{self, ServerProcess, ServerSpec};
 use crate::tune::grid::{self, Setting};
 use crate::tune::recommend::{recommend, Outcome, SettingResult};
+use crate::ui::app::TuneView;
+use crate::ui::tune::{SettingEnd as ScreenEnd, StartKey, TuneScreen};
 
 /// What tune says of caches: it resets none, and why that is fine.
 const CACHES: &str =
@@ -152,8 +154,10 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
         .build()
         .wrap_err("cannot build the HTTP client")?;
     let total = plan.settings.len();
+    let mut screen = open_screen(&args, &plan);
     let mut failure: Option<String> = None;
     let mut code = EXIT_OK;
+    let mut quit = false;
     for (i, setting) in plan.settings.iter().enumerate() {
         let label = setting.label();
         let kept = prior_tune.as_ref().and_then(|t| {
@@ -183,6 +187,9 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
             status: Some("running".into()),
             ..TuneSetting::default()
         };
+        if let Some(screen) = screen.as_mut() {
+            screen.show_earlier(&plan.dir);
+        }
         let outcome = run_setting(
             &args,
             &plan,
@@ -192,10 +199,15 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
             &mut entry,
             &section,
             stop_rx.clone(),
+            screen.as_mut(),
         )
         .await;
         let stop_all = match outcome {
             Ok(SettingEnd::Done) => false,
+            Ok(SettingEnd::Quit) => {
+                quit = true;
+                true
+            }
             Ok(SettingEnd::Interrupted) => {
                 code = EXIT_INTERRUPTED;
                 true
@@ -218,24 +230,28 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
         };
         section.settings.push(entry);
         // Saved after every setting: a stop later loses none of it.
+        judge(&plan.dir, &mut section);
         save_section(&plan.dir, &section)?;
         if stop_all {
             break;
         }
     }
-    fill_results(&plan.dir, &mut section);
-    let results = setting_results(&plan.dir, &section);
-    let slo = SavedRun::load(&plan.dir)
-        .ok()
-        .and_then(|r| r.slo_text())
-        .unwrap_or_else(|| "the SLO".into());
-    section.recommendation = recommend(&results, &slo).map(|r| TuneRecommendation {
-        label: Some(r.label),
-        reason: Some(r.reason),
-        tie_with: r.tie_with,
-        other: Map::new(),
-    });
+    judge(&plan.dir, &mut section);
     save_section(&plan.dir, &section)?;
+    if let Some(mut screen) = screen.take() {
+        // A tune that ran to its end keeps its last screen until q.
+        if code == EXIT_OK && failure.is_none() && !quit {
+            let done = section.settings.len();
+            let line = format!(
+                "finished: {done} setting{}",
+                if done == 1 { "" } else { "s" }
+            );
+            screen
+                .show_final(tune_view(&plan, &section, None, line, None))
+                .await?;
+        }
+        screen.leave();
+    }
     let mut out = std::io::stdout();
     let _ = std::io::Write::write_all(
         &mut out,
@@ -257,6 +273,91 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
 enum SettingEnd {
     Done,
     Interrupted,
+    /// `q` in the live view: saved, and no setting after it.
+    Quit,
+}
+
+/// The live view for the whole tune, where there is a terminal for it.
+fn open_screen(args: &TuneArgs, plan: &TunePlan) -> Option<TuneScreen> {
+    use std::io::IsTerminal;
+    let wanted = !(args.sweep.no_tui || args.sweep.events.as_deref() == Some("-"))
+        && std::io::stdout().is_terminal()
+        && std::io::stdin().is_terminal();
+    if !wanted {
+        return None;
+    }
+    match TuneScreen::enter(&format!("127.0.0.1:{}", plan.port), &plan.dir) {
+        Ok(screen) => Some(screen),
+        Err(e) => {
+            crate::say!("tokbench tune: no live view ({e:#}); running headless");
+            None
+        }
+    }
+}
+
+/// Each setting's capacity, knee and peak from the folder, and which one
+/// to keep over those measured so far.
+fn judge(dir: &Path, section: &mut TuneSection) {
+    fill_results(dir, section);
+    let results = setting_results(dir, section);
+    let slo = SavedRun::load(dir)
+        .ok()
+        .and_then(|r| r.slo_text())
+        .unwrap_or_else(|| "the SLO".into());
+    section.recommendation = recommend(&results, &slo).map(|r| TuneRecommendation {
+        label: Some(r.label),
+        reason: Some(r.reason),
+        tie_with: r.tie_with,
+        other: Map::new(),
+    });
+}
+
+/// The tune's words for the live view: `line` after `setting i/N label`,
+/// a row per setting of the grid (the one running now says so).
+fn tune_view(
+    plan: &TunePlan,
+    section: &TuneSection,
+    now: Option<(usize, &str)>,
+    line: String,
+    log_line: Option<String>,
+) -> TuneView {
+    let total = plan.settings.len();
+    let rows = plan
+        .settings
+        .iter()
+        .map(|setting| {
+            let label = setting.label();
+            let done = section
+                .settings
+                .iter()
+                .find(|s| s.label.as_deref() == Some(label.as_str()));
+            match done {
+                Some(s) => crate::report::tune_text::setting_line(s),
+                None if now.is_some_and(|(_, l)| l == label) => {
+                    let state = if log_line.is_some() || line.contains("starting server") {
+                        "starting"
+                    } else {
+                        "running"
+                    };
+                    format!("{label}: {state}")
+                }
+                None => format!("{label}: waiting"),
+            }
+        })
+        .collect();
+    let line = match now {
+        Some((i, label)) => format!("setting {}/{total} {label} · {line}", i + 1),
+        None => line,
+    };
+    TuneView {
+        line,
+        log_line,
+        rows,
+        recommendation: section
+            .recommendation
+            .as_ref()
+            .and_then(|r| r.reason.clone()),
+    }
 }
 
 /// One setting: start its server, wait for it, sweep it as a series of
@@ -273,6 +374,7 @@ async fn run_setting(
     entry: &mut TuneSetting,
     section: &TuneSection,
     mut stop_rx: tokio::sync::watch::Receiver<bool>,
+    mut screen: Option<&mut TuneScreen>,
 ) -> Result<SettingEnd> {
     let label = setting.label();
     let log_name = format!("server-{}.log", setting.file_part());
@@ -308,24 +410,68 @@ async fn run_setting(
     );
     let mut process = ServerProcess::start(&spec)?;
     let timeout = Duration::from_secs_f64(args.ready_timeout.max(0.1));
-    let ready = tokio::select! {
-        r = process.wait_ready(http, args.sweep.model.as_deref(), timeout) => r,
-        _ = stop_rx.wait_for(|s| *s) => {
-            stop(process, args).await;
-            entry.status = Some("partial".into());
-            entry.reason = Some("interrupted while its server started".into());
-            return Ok(SettingEnd::Interrupted);
+    let log = process.log_reader();
+    let ready = {
+        let waiting = process.wait_ready(http, args.sweep.model.as_deref(), timeout);
+        let shown = async {
+            match screen.as_deref_mut() {
+                Some(screen) => {
+                    let view = |elapsed: Duration| {
+                        tune_view(
+                            plan,
+                            section,
+                            Some((i, &label)),
+                            format!("starting server {} s", elapsed.as_secs()),
+                            log.line(),
+                        )
+                    };
+                    screen.while_starting(waiting, view).await
+                }
+                None => Ok(Ok(waiting.await)),
+            }
+        };
+        tokio::select! {
+            r = shown => r,
+            _ = stop_rx.wait_for(|s| *s) => Err(eyre!("interrupted while its server started")),
         }
     };
     let ready = match ready {
-        Ok(r) => r,
-        Err(e) => {
+        Ok(Ok(Ok(r))) => r,
+        Ok(Ok(Err(e))) | Err(e) => {
             stop(process, args).await;
+            if *stop_rx.borrow() {
+                entry.status = Some("partial".into());
+                entry.reason = Some("interrupted while its server started".into());
+                return Ok(SettingEnd::Interrupted);
+            }
             return Err(e);
+        }
+        Ok(Err(key)) => {
+            stop(process, args).await;
+            entry.status = Some("partial".into());
+            return Ok(match key {
+                StartKey::Skip => {
+                    entry.reason = Some("skipped (n) while its server started".into());
+                    SettingEnd::Done
+                }
+                StartKey::Quit => {
+                    entry.reason = Some("stopped (q) while its server started".into());
+                    SettingEnd::Quit
+                }
+            });
         }
     };
     entry.ready_s = serde_json::Number::from_f64(crate::fmt::round3(ready.ready_s));
     crate::say!("tokbench tune: {label} ready in {:.1} s", ready.ready_s);
+    if let Some(screen) = screen.as_deref_mut() {
+        screen.set_tune(tune_view(
+            plan,
+            section,
+            Some((i, &label)),
+            format!("ready in {:.1} s", ready.ready_s),
+            None,
+        ));
+    }
     let base_url = format!("http://127.0.0.1:{}", plan.port);
     let memory = crate::probe::memory::of_setting(http, &base_url, ready.engine, &label).await;
     entry.memory = memory.memory;
@@ -343,6 +489,7 @@ async fn run_setting(
         &mut process,
         &stop_rx,
         memory.slot_context,
+        screen,
     )
     .await;
     stop(process, args).await;
@@ -360,6 +507,7 @@ async fn sweep_setting(
     process: &mut ServerProcess,
     stop_rx: &tokio::sync::watch::Receiver<bool>,
     slot_context: Option<u64>,
+    screen: Option<&mut TuneScreen>,
 ) -> Result<SettingEnd> {
     let mut sweep = args.sweep.clone();
     sweep.base_url = Some(base_url.to_string());
@@ -402,23 +550,58 @@ async fn sweep_setting(
             }
         }
     };
-    let end = run_headless_with(
-        prepared,
-        |recorder| {
-            recorder.set_series(series, series_label, Value::Null);
-            recorder.set_tune(so_far);
-        },
-        stop_when,
-    )
-    .await?;
+    let (code, stopped_by) = match screen {
+        None => {
+            let end = run_headless_with(
+                prepared,
+                |recorder| {
+                    recorder.set_series(series, series_label, Value::Null);
+                    recorder.set_tune(so_far);
+                },
+                stop_when,
+            )
+            .await?;
+            (end.code, end.stopped_by)
+        }
+        Some(screen) => {
+            let end = screen
+                .run_setting(
+                    &prepared,
+                    (series, &series_label),
+                    |recorder| recorder.set_tune(so_far),
+                    stop_when,
+                )
+                .await?;
+            match end {
+                ScreenEnd::Finished => (EXIT_OK, None),
+                ScreenEnd::StoppedBy(why) => (EXIT_OK, Some(why)),
+                ScreenEnd::Signal => (EXIT_INTERRUPTED, None),
+                ScreenEnd::Failed(e) => {
+                    entry.status = Some("partial".into());
+                    entry.reason = Some(format!("the sweep failed: {e}"));
+                    return Ok(SettingEnd::Done);
+                }
+                ScreenEnd::Skipped | ScreenEnd::Quit => {
+                    entry.status = Some("partial".into());
+                    let (why, then) = if end == ScreenEnd::Skipped {
+                        ("skipped (n)", SettingEnd::Done)
+                    } else {
+                        ("stopped (q)", SettingEnd::Quit)
+                    };
+                    entry.reason = Some(why.into());
+                    return Ok(then);
+                }
+            }
+        }
+    };
     // A server that died between two ticks of the watch, its requests
     // failing fast, may let the plan run out: still not a whole setting.
-    let stopped_by = end.stopped_by.or_else(|| {
+    let stopped_by = stopped_by.or_else(|| {
         process
             .exited()
             .map(|how| format!("the server {how} during the sweep"))
     });
-    match (end.code, stopped_by) {
+    match (code, stopped_by) {
         (EXIT_INTERRUPTED, _) => {
             entry.status = Some("partial".into());
             entry.reason = Some("interrupted".into());

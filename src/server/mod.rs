@@ -263,6 +263,25 @@ fn command(spec: &ServerSpec) -> Result<(String, Command)> {
     Ok((program.clone(), cmd))
 }
 
+/// A server log's last line, read from its file, secrets blanked.
+#[derive(Clone, Debug)]
+pub(crate) struct LogTail {
+    path: PathBuf,
+    secrets: Vec<String>,
+}
+
+impl LogTail {
+    /// As [`ServerProcess::log_tail`].
+    pub(crate) fn line(&self) -> Option<String> {
+        let line = last_line(&self.path)?;
+        Some(
+            self.secrets
+                .iter()
+                .fold(line, |line, secret| crate::redact::key_in(&line, secret)),
+        )
+    }
+}
+
 impl ServerProcess {
     /// Refuses (one line: "port 127.0.0.1:N is already in use: another server is listening there; stop it or choose --serve-port") when something already accepts connections on the port, BEFORE spawning. Spawns in its own process group (`process_group(0)`), stdin null, stdout+stderr to the log, and on Linux `prctl(PR_SET_PDEATHSIG, SIGTERM)` in pre_exec so it dies if tokbench is SIGKILLed. Registers its pgid in a process-wide registry. A program not found gives "cannot start the server command `prog`: No such file or directory" style one line.
     ///
@@ -363,12 +382,16 @@ impl ServerProcess {
     /// a carriage return ends a line as a newline does, and the server's
     /// secret environment values are blanked.
     pub(crate) fn log_tail(&self) -> Option<String> {
-        let line = last_line(&self.log_path)?;
-        Some(
-            self.secrets
-                .iter()
-                .fold(line, |line, secret| crate::redact::key_in(&line, secret)),
-        )
+        self.log_reader().line()
+    }
+
+    /// What reads the log's last line while the process itself is busy
+    /// (a live view's start line while `wait_ready` runs).
+    pub(crate) fn log_reader(&self) -> LogTail {
+        LogTail {
+            path: self.log_path.clone(),
+            secrets: self.secrets.clone(),
+        }
     }
 
     /// The error for a server that exited before it was ready.

@@ -76,6 +76,24 @@ pub(crate) enum Action {
     ProbeForLabel,
     /// Leave the view (the run is already over).
     Exit,
+    /// `n` in a tune: stop this setting (saved as partial) and go on to
+    /// the next one.
+    SkipSetting,
+}
+
+/// What a tune shows beside the run of its current setting: where it is,
+/// each setting's result so far and the recommendation as it firms up.
+/// Plain words, worked out by the tune; the view only draws them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TuneView {
+    /// `setting 2/3 np=2 · starting server 14 s`, then `· ready in 3.1 s`.
+    pub line: String,
+    /// The server log's last line while it starts.
+    pub log_line: Option<String>,
+    /// One line per setting: `np=1 finished: capacity 1, 91 tok/s`.
+    pub rows: Vec<String>,
+    /// `keep np=4: ...` over the settings finished so far.
+    pub recommendation: Option<String>,
 }
 
 /// A change of concurrency or rate waiting out the settle window, so that
@@ -232,6 +250,11 @@ pub struct App {
     pub server_back: bool,
     /// The `s` prompt, while open.
     pub prompt: Option<LabelPrompt>,
+    /// A tune: where it is and what it found so far.
+    pub tune: Option<TuneView>,
+    /// A tune: the levels of the settings before this one, drawn on the
+    /// chart beside the current setting's (never in the level table).
+    pub earlier: Vec<LevelRow>,
     /// The chart panel shows the frontier (per-user speed against total
     /// throughput) instead of throughput against streams: `v` toggles.
     pub frontier: bool,
@@ -288,6 +311,8 @@ impl App {
             server_gone_since: None,
             server_back: false,
             prompt: None,
+            tune: None,
+            earlier: Vec::new(),
             frontier: false,
             series_refused: None,
             status: None,

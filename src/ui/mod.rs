@@ -16,6 +16,7 @@ pub mod draw;
 pub(crate) mod follow;
 pub(crate) mod terminal;
 pub mod theme;
+pub(crate) mod tune;
 pub mod view;
 pub(crate) mod widgets;
 
@@ -61,35 +62,58 @@ enum Ending {
     Signal,
     /// The run could not go on.
     Failed(String),
+    /// A tune: the plan ran out; the next setting follows at once.
+    Done,
+    /// A tune: `n` stopped this setting.
+    Skipped,
+    /// A tune: what its watch said stopped the run (the server died).
+    StoppedBy(String),
 }
 
-/// Run a prepared sweep with the live view. Returns the exit code.
-pub async fn run_tui(prepared: Prepared) -> Result<i32> {
-    let mut guard = match TerminalGuard::enter() {
-        Ok(guard) => guard,
-        Err(e) => {
-            // A terminal that will not take raw mode can still get the run.
-            crate::say!("tokbench: no live view ({e:#}); running headless");
-            return run::run_headless(prepared).await;
-        }
-    };
-    // Bound and created before any load, like the result folder.
-    let mut exports = Exports::open(&prepared.export_plan())?;
-    let palette = Palette::new(ColorMode::from_env());
-    let mut app = App::new(RunView::from_prepared(&prepared), palette);
+/// The live view's state for a prepared run, before anything is sent.
+fn live_app(prepared: &Prepared, palette: Palette) -> App {
+    let mut app = App::new(RunView::from_prepared(prepared), palette);
     app.settle = prepared.plan.settle;
     app.steady_per_stream = prepared.plan.steady_completions;
     app.steady_rse = prepared.plan.steady_rse;
-    let first_series = prepared.prior.as_ref().map_or(0, |p| p.last_series);
     for (index, label) in prepared.prior.iter().flat_map(|p| p.series_labels.iter()) {
         app.set_series_label(*index, label);
     }
-    app.series = first_series;
-    // The result folder is opened after the terminal is taken, so that an
-    // unwritable one is reported (by the guard's restore, then main)
-    // before any load is sent.
-    let started = run::start_run(&prepared, &mut exports, true, |recorder| {
-        SeriesWatch::start(&prepared, first_series, recorder, &mut app)
+    app.series = prepared.prior.as_ref().map_or(0, |p| p.last_series);
+    app
+}
+
+/// A run on the screen, from its start to its books closed.
+struct Session {
+    recorder: Recorder,
+    exports: Exports,
+    ending: Result<Ending>,
+    /// The recorder's finish: levels still open saved as partial.
+    finished: Result<()>,
+    /// A draw failed: the terminal is gone (the SSH session dropped).
+    terminal_lost: bool,
+}
+
+/// Open the books, start the load, run the loop and close the books: what
+/// a sweep's view and each setting of a tune's do alike. `live`: the driver
+/// stays after the plan (a sweep's series); `before_load` sees the
+/// recorder before anything is sent; when `stop_when` resolves the run is
+/// stopped and saved, its words kept.
+async fn live_session(
+    terminal: &mut Tui,
+    prepared: &Prepared,
+    app: &mut App,
+    live: bool,
+    before_load: impl FnOnce(&mut Recorder),
+    stop_when: impl std::future::Future<Output = String>,
+) -> Result<Session> {
+    // Bound and created before any load, like the result folder.
+    let mut exports = Exports::open(&prepared.export_plan())?;
+    let first_series = app.series;
+    let started = run::start_run(prepared, &mut exports, live, |recorder| {
+        let watch = SeriesWatch::start(prepared, first_series, recorder, app);
+        before_load(recorder);
+        watch
     });
     let (
         run::Running {
@@ -110,8 +134,8 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     panic_on_purpose_if_asked();
 
     let ending = event_loop(
-        &mut guard.terminal,
-        &mut app,
+        terminal,
+        app,
         &mut driver,
         server_samples,
         probing,
@@ -120,6 +144,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
         prepared.plan.fps,
         run_start,
         series,
+        pin!(stop_when),
     )
     .await;
     // A draw that fails means the terminal is gone: the SSH session
@@ -134,6 +159,44 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     // Close the books before the terminal is given back: levels still open
     // are saved as partial.
     let finished = recorder.finish();
+    Ok(Session {
+        recorder,
+        exports,
+        ending,
+        finished,
+        terminal_lost,
+    })
+}
+
+/// Run a prepared sweep with the live view. Returns the exit code.
+pub async fn run_tui(prepared: Prepared) -> Result<i32> {
+    let mut guard = match TerminalGuard::enter() {
+        Ok(guard) => guard,
+        Err(e) => {
+            // A terminal that will not take raw mode can still get the run.
+            crate::say!("tokbench: no live view ({e:#}); running headless");
+            return run::run_headless(prepared).await;
+        }
+    };
+    let mut app = live_app(&prepared, Palette::new(ColorMode::from_env()));
+    // The result folder is opened after the terminal is taken, so that an
+    // unwritable one is reported (by the guard's restore, then main)
+    // before any load is sent.
+    let Session {
+        recorder,
+        mut exports,
+        ending,
+        finished,
+        terminal_lost,
+    } = live_session(
+        &mut guard.terminal,
+        &prepared,
+        &mut app,
+        true,
+        |_| {},
+        std::future::pending(),
+    )
+    .await?;
     drop(guard);
     // After a panic on another thread its report (color-eyre's, with a
     // backtrace) can take longer than saving the run: wait for it, or the
@@ -439,7 +502,8 @@ fn absorb(
         let mut lines = recorder.tally().verdict_lines(&decision, false);
         // Several series: each one's result, and the last against the first.
         let results = series_results(recorder);
-        if results.len() > 1 {
+        // (A tune says each setting's result in its own rows.)
+        if results.len() > 1 && app.tune.is_none() {
             lines.splice(0..0, app::series_lines(&results));
         }
         app.shown.series_results = results;
@@ -476,7 +540,11 @@ async fn event_loop(
     fps: u32,
     run_start: Instant,
     mut series: SeriesWatch,
+    mut stop_when: std::pin::Pin<&mut impl std::future::Future<Output = String>>,
 ) -> Result<Ending> {
+    let tune = app.tune.is_some();
+    let mut skipping = false;
+    let mut stopped_by: Option<String> = None;
     let mut input = EventStream::new();
     let mut frames = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(fps.max(1))));
     frames.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -561,6 +629,11 @@ async fn event_loop(
                             let _ = driver.commands.send(command);
                         }
                         Some(Action::Exit) => return Ok(Ending::Quit),
+                        Some(Action::SkipSetting) => {
+                            skipping = true;
+                            stop_sent_at = Some(Instant::now());
+                            let _ = driver.commands.send(Command::Stop);
+                        }
                         Some(Action::ProbeForLabel) => series.look_for(LookFor::Prompt),
                         Some(Action::NewSeries(label)) => {
                             let look = series.prompt_look.take();
@@ -603,6 +676,12 @@ async fn event_loop(
                     redraw(terminal, app, driver)?;
                 }
             }
+            why = &mut stop_when, if stopped_by.is_none() => {
+                app.quitting = true;
+                stop_sent_at = Some(Instant::now());
+                stopped_by = Some(why);
+                let _ = driver.commands.send(Command::Stop);
+            }
             _ = &mut interrupt, if !signalled => {
                 signalled = true;
                 app.quitting = true;
@@ -623,8 +702,17 @@ async fn event_loop(
             if signalled {
                 return Ok(Ending::Signal);
             }
+            if let Some(why) = stopped_by {
+                return Ok(Ending::StoppedBy(why));
+            }
+            if skipping {
+                return Ok(Ending::Skipped);
+            }
             if app.quitting || !input_open {
                 return Ok(Ending::Quit);
+            }
+            if tune {
+                return Ok(Ending::Done);
             }
             // Finished by itself: the final screen stays until q.
         } else if stop_sent_at.is_some_and(|at| at.elapsed() >= STOP_GRACE) {
@@ -632,6 +720,10 @@ async fn event_loop(
             // saved as partial by the recorder's finish.
             return Ok(if signalled {
                 Ending::Signal
+            } else if let Some(why) = stopped_by {
+                Ending::StoppedBy(why)
+            } else if skipping {
+                Ending::Skipped
             } else {
                 Ending::Quit
             });

@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode};
 use crate::record::{ErrorClass, FinishReason, Outcome, RequestRecord, TokenSource};
 
-use super::app::{App, CostView, RunView};
+use super::app::{App, CostView, LevelRow, Phase, RunView, TuneView};
 use super::theme::{ColorMode, Palette};
 use crate::analysis::cost::cost;
 
@@ -282,10 +282,14 @@ pub(crate) enum Screen {
     Frontier,
     /// The finished sweep on the frontier, its capacity starred.
     FrontierFinished,
+    /// A tune at its second setting, the first one's curve beside it.
+    Tune,
+    /// A tune while the second setting's server starts.
+    TuneStarting,
 }
 
 impl Screen {
-    pub(crate) const ALL: [Screen; 9] = [
+    pub(crate) const ALL: [Screen; 11] = [
         Screen::FirstLevel,
         Screen::MidSweep,
         Screen::Manual,
@@ -295,6 +299,8 @@ impl Screen {
         Screen::Finished,
         Screen::Frontier,
         Screen::FrontierFinished,
+        Screen::Tune,
+        Screen::TuneStarting,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -308,6 +314,8 @@ impl Screen {
             Screen::Finished => "finished",
             Screen::Frontier => "frontier",
             Screen::FrontierFinished => "frontier-finished",
+            Screen::Tune => "tune",
+            Screen::TuneStarting => "tune-starting",
         }
     }
 
@@ -316,6 +324,8 @@ impl Screen {
         let mut s = Scene::new(article_run(finished), mode);
         s.warmup(4, 1, 3.0);
         match self {
+            // Built by `tune_scene` below.
+            Screen::Tune | Screen::TuneStarting => {}
             Screen::FirstLevel => {
                 let l = s.start(1, Mode::Planned, Some(0));
                 s.play(l, ARTICLE[0], 5, Faults::default());
@@ -388,6 +398,9 @@ impl Screen {
                 s.settle(s.now + 0.2, 0);
             }
         }
+        if let Screen::Tune | Screen::TuneStarting = self {
+            tune_scene(&mut s, self == Screen::TuneStarting, mode);
+        }
         if matches!(self, Screen::Frontier | Screen::FrontierFinished) {
             s.app.frontier = true;
         }
@@ -397,6 +410,52 @@ impl Screen {
         }
         s.app
     }
+}
+
+/// `tokbench tune --grid np=1,2,4` at np=2: np=1 was the finished sweep
+/// at 60% of its throughput; np=2 is mid-sweep, or (`starting`) its server
+/// is starting and nothing of it is measured yet.
+fn tune_scene(s: &mut Scene, starting: bool, mode: ColorMode) {
+    let earlier: Vec<LevelRow> = Screen::Finished
+        .build(mode)
+        .shown
+        .levels
+        .into_iter()
+        .map(|mut l| {
+            l.figures.output_tok_s *= 0.6;
+            l.info.series = 0;
+            l
+        })
+        .collect();
+    if starting {
+        s.app.phase = Phase::Starting;
+    } else {
+        mid_sweep(s, Faults::default());
+        s.settle(s.now + 0.6, 32);
+        for l in &mut s.app.shown.levels {
+            l.info.series = 1;
+        }
+    }
+    s.app.series = 1;
+    s.app.earlier = earlier;
+    s.app.set_series_label(0, "np=1");
+    s.app.set_series_label(1, "np=2");
+    s.app.tune = Some(TuneView {
+        line: if starting {
+            "setting 2/3 np=2 · starting server 14 s".into()
+        } else {
+            "setting 2/3 np=2 · ready in 15.2 s".into()
+        },
+        log_line: starting.then(|| "INFO: loading model weights took 11.3 s".into()),
+        rows: vec![
+            "np=1: capacity 32 · 931 tok/s · peak 1220 · ready 14.8 s".into(),
+            format!("np=2: {}", if starting { "starting" } else { "running" }),
+            "np=4: waiting".into(),
+        ],
+        recommendation: Some(
+            "keep np=1: capacity 32 streams within decode >= 20 tok/s per stream (931 tok/s); this rests on one round (--rounds 3 measures the noise)".into(),
+        ),
+    });
 }
 
 /// Levels 1, 4 and 16 done; 32 running at 214 of 320.

@@ -94,10 +94,15 @@ fn common_checks(screen: Screen, w: u16, h: u16, t: &str) {
             "{screen:?} {w}x{h}: a line is wider than the screen: {line}"
         );
     }
-    let header = lines[0];
+    // A tune's line comes first; the run's own header under it.
+    let tune = matches!(screen, Screen::Tune | Screen::TuneStarting);
+    if tune {
+        assert!(lines[0].starts_with(" TUNE  setting 2/3 np=2"), "{t}");
+    }
+    let header = lines[usize::from(tune)];
     assert!(header.contains("tokbench"), "{header}");
     assert!(header.contains("in 1024 / out 1024"), "{header}");
-    if screen != Screen::Help {
+    if screen != Screen::Help && screen != Screen::TuneStarting {
         // The header's clock is at the right edge.
         assert!(
             header.trim_end().len() >= 8
@@ -554,4 +559,42 @@ fn the_footer_shows_the_client_rx_lag_beside_its_cpu() {
         after.contains("client cpu 4%  rx lag p99 3.0 ms"),
         "{after}"
     );
+}
+
+#[test]
+fn a_tune_says_where_it_is_and_overlays_the_settings_before() {
+    for (w, h) in SIZES {
+        let t = screen_text(Screen::Tune, w, h);
+        // Each setting's row and the recommendation so far, in the result panel.
+        shows(
+            &t,
+            &[
+                "np=1: capacity 32",
+                "np=2: running",
+                "np=4: waiting",
+                "keep np=1",
+            ],
+        );
+        // The keys of a tune: n is the next setting, there is no s.
+        shows(&t, &["n next setting"]);
+        assert!(!t.contains("s series"), "{t}");
+        let starting = screen_text(Screen::TuneStarting, w, h);
+        shows(
+            &starting,
+            &[
+                "starting server 14 s",
+                "log: INFO",
+                "np=2: starting",
+                "n skip this setting",
+            ],
+        );
+        // np=1's curve is on the chart while np=2's server starts.
+        let chart: String = starting
+            .lines()
+            .map(|l| l.chars().take(usize::from(w) / 2).collect::<String>())
+            .collect();
+        assert!(chart.contains('●'), "{starting}");
+    }
+    let wide = screen_text(Screen::Tune, 160, 48);
+    shows(&wide, &["● np=1", "■ np=2"]);
 }

@@ -8,7 +8,7 @@
 //! prints, so `tokbench view DIR > x.md` and pipes still get the figures.
 
 use std::io::{self, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::time::{Duration, Instant};
 
@@ -179,15 +179,16 @@ pub(crate) fn app_of(runs: &[SavedRun], palette: Palette) -> App {
         .zip(['A', 'B'])
         .map(|(run, label)| side_of(run, label));
     let Some(first) = sides.next() else {
-        return App::new(empty_run(), palette);
+        return App::new(bare_run("", Path::new("")), palette);
     };
     let second = sides.next();
     App::from_saved(first, second, shape_warning(runs), palette)
 }
 
-fn empty_run() -> RunView {
+/// A run known by its target and folder alone (nothing measured yet).
+pub(crate) fn bare_run(target: &str, result_dir: &Path) -> RunView {
     RunView {
-        target: String::new(),
+        target: target.to_string(),
         engine: String::new(),
         engine_version: None,
         model: String::new(),
@@ -197,7 +198,7 @@ fn empty_run() -> RunView {
         knobs: None,
         simulated: false,
         plan: Vec::new(),
-        result_dir: String::new(),
+        result_dir: result_dir.display().to_string(),
         started_at: None,
         profile: None,
         gpus: None,

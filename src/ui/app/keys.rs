@@ -94,6 +94,19 @@ impl App {
             }
             KeyCode::Char(']') => self.step(|t| t.saturating_mul(2), 2.0),
             KeyCode::Char('[') => self.step(|t| t / 2, 0.5),
+            KeyCode::Char('n') | KeyCode::Char('N') if self.tune.is_some() => {
+                if self.quitting || self.is_finished() {
+                    return None;
+                }
+                self.quitting = true;
+                self.show_help = false;
+                self.note("skipping to the next setting: this one is saved as partial");
+                Some(Action::SkipSetting)
+            }
+            KeyCode::Char('s') | KeyCode::Char('S') if self.tune.is_some() => {
+                self.note("a tune starts each setting's series itself (n: next setting)");
+                None
+            }
             KeyCode::Char('n') | KeyCode::Char('N') => {
                 if !self.can_steer() {
                     return None;

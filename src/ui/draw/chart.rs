@@ -81,7 +81,15 @@ fn chart_points(app: &App) -> Vec<ChartPoint> {
             .map(|l| l.info.series)
             .max()
             .unwrap_or(0);
-        return points_of(&app.shown.levels, None, app.shown.capacity, latest);
+        // A tune: the settings before this one first, under the current one.
+        let mut points = points_of(&app.earlier, None, None, usize::MAX);
+        points.extend(points_of(
+            &app.shown.levels,
+            None,
+            app.shown.capacity,
+            latest,
+        ));
+        return points;
     }
     let series = shown_series(app);
     let mut points = points_of(
@@ -130,7 +138,13 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .copied()
         .chain(points.iter().map(|pt| pt.concurrency))
-        .chain(app.shown.levels.iter().map(|l| l.info.concurrency))
+        .chain(
+            app.shown
+                .levels
+                .iter()
+                .chain(&app.earlier)
+                .map(|l| l.info.concurrency),
+        )
         .chain(std::iter::once(app.target))
         .max()
         .unwrap_or(1);
@@ -211,8 +225,12 @@ fn frontier_panel(app: &App, area: Rect, buf: &mut Buffer) {
 fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> Line<'static> {
     let p = &app.palette;
     let two = app.other().is_some();
-    let labels: Vec<(usize, String)> = if !two && has_series(&app.shown.levels) {
-        let mut seen: Vec<usize> = app.shown.levels.iter().map(|l| l.info.series).collect();
+    let all: Vec<&LevelRow> = app.earlier.iter().chain(&app.shown.levels).collect();
+    let several = all
+        .first()
+        .is_some_and(|first| all.iter().any(|l| l.info.series != first.info.series));
+    let labels: Vec<(usize, String)> = if !two && several {
+        let mut seen: Vec<usize> = all.iter().map(|l| l.info.series).collect();
         seen.dedup();
         seen.into_iter().map(|s| (s, app.series_label(s))).collect()
     } else {
@@ -283,7 +301,14 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> 
             .map(|(glyph, _, style)| Span::styled(glyph.to_string(), *style))
             .chain(std::iter::once(Span::styled(" tok/s", p.dim)))
             .collect();
+        let glyphs_width: usize = glyphs.iter().map(Span::width).sum();
         parts.push(Part::new(1, glyphs));
+        // Both in a short form rather than the marks dropped: the p99
+        // series keeps its unit and its axis.
+        if with_p99 && !two && glyphs_width + 1 + p99_width > usize::from(room) {
+            parts.push(Part::text(0, format!("{P99_GLYPH} p99 ms (right)"), p.p99));
+            return fit(parts, room, 2);
+        }
     }
     if with_p99 {
         parts.push(p99);

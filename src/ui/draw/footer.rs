@@ -189,6 +189,15 @@ pub(super) fn footer_line(app: &App, area: Rect) -> Line<'static> {
             parts.push(Part::text(0, format!("run failed: {e}"), p.bad));
             parts.push(key("q", "quit", 0));
         }
+        Phase::Finished { .. } if app.tune.is_some() => {
+            parts.push(Part::text(0, "tune finished — q to quit", p.strong));
+            parts.push(Part::text(
+                1,
+                format!("results: {}", app.shown.run.result_dir),
+                p.dim,
+            ));
+            parts.push(key("?", "help", 2));
+        }
         Phase::Finished { .. } => {
             parts.push(Part::text(0, "sweep finished — q to quit", p.strong));
             parts.push(key("s", "new series (or restart the server)", 1));
@@ -206,10 +215,18 @@ pub(super) fn footer_line(app: &App, area: Rect) -> Line<'static> {
                 p.strong,
             ));
         }
+        Phase::Starting if app.tune.is_some() => {
+            parts.push(key("n", "skip this setting", 0));
+            parts.push(key("q", "stop & save", 0));
+        }
         _ => {
             parts.push(key("+ - ] [", "concurrency", 0));
-            parts.push(key("n", "next level", 1));
-            parts.push(key("s", "series", 2));
+            if app.tune.is_some() {
+                parts.push(key("n", "next setting", 1));
+            } else {
+                parts.push(key("n", "next level", 1));
+                parts.push(key("s", "series", 2));
+            }
             parts.push(key("p", if app.paused { "resume" } else { "pause" }, 1));
             parts.push(key("q", "quit & save", 0));
             parts.push(key("?", "help", 2));

@@ -451,3 +451,27 @@ fn mode_text(app: &App, level: &LevelRow) -> Option<String> {
         Mode::Planned | Mode::Manual => None,
     }
 }
+
+/// A tune's line above the run's own: where the tune is, and while a
+/// server starts the last line of its log.
+pub(super) fn tune_line(app: &App, area: Rect) -> Line<'static> {
+    let p = &app.palette;
+    let Some(tune) = &app.tune else {
+        return Line::default();
+    };
+    let mut parts = vec![
+        Part::text(0, " TUNE ", p.badge_plan.add_modifier(Modifier::REVERSED)),
+        Part::text(0, tune.line.clone(), p.strong),
+    ];
+    if let Some(log) = &tune.log_line {
+        let room = usize::from(area.width).saturating_sub(tune.line.chars().count() + 12);
+        if room >= 12 {
+            parts.push(Part::text(
+                1,
+                format!("log: {}", ellipsize(log, room - 5)),
+                p.dim,
+            ));
+        }
+    }
+    fit(parts, area.width.saturating_sub(1), 1)
+}

@@ -32,7 +32,7 @@ use ratatui::Frame;
 
 use chart::chart_panel;
 use footer::{counter_lines, footer_line};
-use header::{header_line, status_line, with_right, Tag};
+use header::{header_line, status_line, tune_line, with_right, Tag};
 use help::help;
 use latency::latency_panels;
 use table::LevelTable;
@@ -62,6 +62,15 @@ pub(crate) fn render(area: Rect, buf: &mut Buffer, app: &App) {
         render_saved(area, buf, app);
         return;
     }
+    // A tune takes the top row for where it is.
+    let area = match app.tune {
+        Some(_) => {
+            let row = Rect::new(area.x, area.y, area.width, 1);
+            tune_line(app, row).render(row, buf);
+            Rect::new(area.x, area.y + 1, area.width, area.height - 1)
+        }
+        None => area,
+    };
     let h = area.height;
     let counters_h = if h >= 20 { 2 } else { 1 };
     // Bars grow with the screen, but the chart and the table matter more.

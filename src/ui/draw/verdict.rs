@@ -15,7 +15,7 @@ use ratatui::widgets::{Block, BorderType, Widget};
 pub(super) const VERDICT_MIN_HEIGHT: u16 = 5;
 
 pub(super) fn has_result(app: &App) -> bool {
-    !app.shown.verdict.is_empty() || app.shown.cost.is_some()
+    !app.shown.verdict.is_empty() || app.shown.cost.is_some() || app.tune.is_some()
 }
 
 /// A word of the result panel and its style.
@@ -163,6 +163,16 @@ fn wrap_words(words: &[Word], width: usize, max_lines: usize, p: &Palette) -> Ve
 fn result_entries(app: &App) -> Vec<(Vec<Word>, u8)> {
     let p = &app.palette;
     let mut entries: Vec<(Vec<Word>, u8)> = Vec::new();
+    // A tune: which setting to keep so far, and each setting's result,
+    // before what the current setting's levels add up to.
+    if let Some(tune) = &app.tune {
+        if let Some(keep) = &tune.recommendation {
+            entries.push((words(keep, p.strong).collect(), 0));
+        }
+        for row in &tune.rows {
+            entries.push((sentence(row, p), 1));
+        }
+    }
     let mut rest = app.shown.verdict.iter().peekable();
     if let Some(first) =
         rest.next_if(|l| l.starts_with("capacity:") || l.starts_with("no capacity:"))
@@ -218,6 +228,7 @@ fn share_lines(full: &[usize], ranks: &[u8], height: usize) -> Vec<usize> {
 pub(super) fn verdict_panel(app: &App, area: Rect, buf: &mut Buffer) {
     let p = &app.palette;
     let title = match &app.saved {
+        None if app.tune.is_some() => "tune".into(),
         Some(saved) if saved.other.is_some() => format!("result {}", app.shown.label),
         Some(_) => "result".into(),
         None if app.is_finished() => "result".into(),
