@@ -87,6 +87,12 @@ pub struct TuneArgs {
     /// When a setting's server does not start or is never ready: stop, or skip to the next setting.
     #[arg(long, value_enum, default_value = "stop")]
     pub on_fail: OnFail,
+    /// Empty the server's prefix cache before each level after the first,
+    /// where the engine offers it: vLLM `POST /reset_prefix_cache` (tune
+    /// sets VLLM_SERVER_DEV_MODE=1 for a vLLM command), SGLang
+    /// `POST /flush_cache`. Other engines: the result says none was reset.
+    #[arg(long)]
+    pub reset_cache: bool,
 
     #[command(flatten)]
     pub sweep: SweepArgs,

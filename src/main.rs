@@ -98,6 +98,8 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 SimConfig {
                     emission_log,
                     api_key: args.api_key.clone(),
+                    // As vLLM reads it: only "1" turns the dev routes on.
+                    dev_mode: std::env::var("VLLM_SERVER_DEV_MODE").is_ok_and(|v| v.trim() == "1"),
                     engine: match args.engine {
                         tokbench::cli::SimEngine::Vllm => sim::SimEngine::Vllm,
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,

@@ -312,6 +312,75 @@ fn n_skips_a_setting_and_it_is_never_kept() {
     assert_no_server(mark);
 }
 
+/// `--reset-cache`: the vLLM personality's prefix cache is emptied before
+/// each level after the first (its log says so once each, the result
+/// counts the answers); a 404 (no dev mode) is counted as a failure; Ollama
+/// offers no reset and the result says so.
+#[test]
+fn reset_cache_empties_the_prefix_cache_between_levels() {
+    let run = |name: &str, cmd: &str, grid: &str, extra: &[&str]| -> (PathBuf, Value) {
+        let dir = scratch(name);
+        let d = dir.display().to_string();
+        let mark = format!("TB_TUNE_MARK={name}");
+        let mut args = vec![
+            "tune",
+            "--serve-cmd",
+            cmd,
+            "--grid",
+            grid,
+            "--serve-env",
+            &mark,
+            "--concurrency",
+            "1,2,4",
+            "--reset-cache",
+            "--no-tui",
+            "--result-dir",
+            &d,
+        ];
+        args.extend(extra);
+        args.extend(SHORT);
+        let out = tokbench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_no_server(name);
+        let setting = tune_section(&dir)["settings"][0].clone();
+        (dir, setting)
+    };
+    let vllm = format!(
+        "{} sim --port {{port}} --max-num-seqs {{mns}} --step-ms 5",
+        bin()
+    );
+    let (dir, setting) = run("reset", &vllm, "mns=2", &[]);
+    assert_eq!(
+        setting["caches"],
+        "reset before each level after the first: POST /reset_prefix_cache answered 2 of 2",
+        "{setting}"
+    );
+    let log = std::fs::read_to_string(dir.join("server-mns=2.log")).expect("server log");
+    let resets: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("reset_prefix_cache #"))
+        .collect();
+    assert_eq!(resets.len(), 2, "{log}");
+    // Without vLLM's dev mode the route is not there.
+    let (_, setting) = run(
+        "reset404",
+        &vllm,
+        "mns=2",
+        &["--serve-env", "VLLM_SERVER_DEV_MODE=0"],
+    );
+    let caches = setting["caches"].as_str().unwrap_or_default();
+    assert!(
+        caches.starts_with("POST /reset_prefix_cache answered 0 of 2; the rest failed (HTTP 404)"),
+        "{caches}"
+    );
+    let (_, setting) = run("resetollama", &sim_cmd(), "np=1", &[]);
+    let caches = setting["caches"].as_str().unwrap_or_default();
+    assert!(
+        caches.starts_with("not reset: this engine (Ollama) offers no way"),
+        "{caches}"
+    );
+}
+
 /// Refused before anything starts, each in one line.
 #[test]
 fn bad_tunes_are_refused_before_any_server_starts() {

@@ -539,6 +539,9 @@ pub struct TuneSetting {
     pub memory: Value,
     /// A warning about that memory, when it matters.
     pub memory_warning: Option<String>,
+    /// With `--reset-cache`: what was reset between its levels, or why
+    /// nothing was.
+    pub caches: Option<String>,
     /// The server's log, in the run folder.
     pub log: Option<String>,
     pub capacity: Option<Capacity>,

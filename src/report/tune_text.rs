@@ -65,6 +65,9 @@ pub(crate) fn tune_block(tune: &TuneSection) -> String {
         if let Some(w) = &s.memory_warning {
             out.push_str(&format!("  warning: {w}\n"));
         }
+        if let (Some(label), Some(caches)) = (&s.label, &s.caches) {
+            out.push_str(&format!("  {label}: caches {caches}\n"));
+        }
     }
     match tune.recommendation.as_ref().and_then(|r| r.reason.as_ref()) {
         Some(reason) => out.push_str(&format!("{reason}\n")),

@@ -2,6 +2,7 @@
 //! driver, feed the recorder, print. The headless face lives here; the live
 //! view plugs into the same pieces.
 
+mod cache_reset;
 pub(crate) mod clock;
 mod headless;
 mod plan;

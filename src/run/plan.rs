@@ -56,6 +56,9 @@ pub struct SweepPlan {
     pub steady_rse: f64,
     /// Headless output even on a terminal.
     pub no_tui: bool,
+    /// Work between two planned levels: a face over the sweep sets it
+    /// (tune's `--reset-cache`); no flag of the sweep does.
+    pub between_levels: Option<crate::load::driver::BetweenLevels>,
     /// `--metrics-listen`: where the live Prometheus figures are served.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `--events`: where the JSON lines go.
@@ -348,6 +351,7 @@ impl SweepPlan {
             },
             // `--events -` takes stdout: no live view then.
             no_tui: args.no_tui || args.events.as_deref() == Some("-"),
+            between_levels: None,
             metrics_listen: match args.metrics_listen.as_deref() {
                 None => None,
                 Some(raw) => Some(raw.trim().parse().map_err(|_| {

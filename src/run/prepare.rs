@@ -462,6 +462,7 @@ pub(crate) fn start_driver(
             duration: plan.timing.duration,
             start_at: start_offset,
             level_gap: plan.timing.level_gap,
+            between_levels: plan.between_levels.clone(),
         },
         run_start,
     )

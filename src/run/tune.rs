@@ -27,9 +27,18 @@ use crate::tune::recommend::{recommend, Outcome, SettingResult};
 use crate::ui::app::TuneView;
 use crate::ui::tune::{SettingEnd as ScreenEnd, StartKey, TuneScreen};
 
-/// What tune says of caches: it resets none, and why that is fine.
-const CACHES: &str =
-    "not reset between levels: tokbench's prompts are unique, which keeps prefix caches cold";
+/// Why caches need no reset for tokbench's own prompts.
+const PROMPTS_KEEP_CACHES_COLD: &str =
+    "tokbench's prompts are unique, which keeps prefix caches cold";
+
+/// What tune says of caches, for the whole tune.
+fn caches_text(reset_cache: bool) -> String {
+    if reset_cache {
+        "reset before each level after the first, where the engine offers it (--reset-cache): each setting says what was done".into()
+    } else {
+        format!("not reset between levels: {PROMPTS_KEEP_CACHES_COLD}")
+    }
+}
 
 /// The checked command line of a tune: nothing is started before this.
 struct TunePlan {
@@ -144,7 +153,7 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
         grid_link: args.grid_link.clone(),
         settings: Vec::new(),
         recommendation: None,
-        caches: Some(CACHES.into()),
+        caches: Some(caches_text(args.reset_cache)),
         other: Map::new(),
     };
     write_tune_config(&plan, &args, &mut settings)?;
@@ -395,6 +404,13 @@ async fn run_setting(
             }
         }
     }
+    // vLLM serves its cache reset only in its development mode.
+    if args.reset_cache
+        && server::EngineHint::of_words(&words) == server::EngineHint::Vllm
+        && !env.iter().any(|(name, _)| name == "VLLM_SERVER_DEV_MODE")
+    {
+        env.push(("VLLM_SERVER_DEV_MODE".into(), "1".into()));
+    }
     let spec = ServerSpec {
         words,
         shell: args.serve_shell,
@@ -479,19 +495,34 @@ async fn run_setting(
     if let Some(w) = &memory.warning {
         crate::say!("tokbench tune: WARNING {w}");
     }
+    let resets = if args.reset_cache {
+        let resets = super::cache_reset::between_levels(ready.engine, http, &base_url);
+        if resets.is_none() {
+            entry.caches = Some(format!(
+                "not reset: this engine ({:?}) offers no way to empty its prefix cache; {}",
+                ready.engine, PROMPTS_KEEP_CACHES_COLD
+            ));
+        }
+        resets
+    } else {
+        None
+    };
     let result = sweep_setting(
         args,
         plan,
-        &label,
-        &base_url,
+        (&label, &base_url),
         entry,
         section,
         &mut process,
         &stop_rx,
         memory.slot_context,
+        resets.as_ref().map(|(work, _)| work.clone()),
         screen,
     )
     .await;
+    if let Some((_, resets)) = &resets {
+        entry.caches = Some(resets.text());
+    }
     stop(process, args).await;
     result
 }
@@ -500,20 +531,21 @@ async fn run_setting(
 async fn sweep_setting(
     args: &TuneArgs,
     plan: &TunePlan,
-    label: &str,
-    base_url: &str,
+    (label, base_url): (&str, &str),
     entry: &mut TuneSetting,
     section: &TuneSection,
     process: &mut ServerProcess,
     stop_rx: &tokio::sync::watch::Receiver<bool>,
     slot_context: Option<u64>,
+    between_levels: Option<crate::load::driver::BetweenLevels>,
     screen: Option<&mut TuneScreen>,
 ) -> Result<SettingEnd> {
     let mut sweep = args.sweep.clone();
     sweep.base_url = Some(base_url.to_string());
     sweep.result_dir = Some(plan.dir.clone());
     sweep.resume = None;
-    let sweep_plan = SweepPlan::from_args(&sweep)?;
+    let mut sweep_plan = SweepPlan::from_args(&sweep)?;
+    sweep_plan.between_levels = between_levels;
     if let Some(ctx) = slot_context {
         let need = u64::from(sweep_plan.input_len) + u64::from(sweep_plan.output_len);
         if need > ctx {

@@ -296,6 +296,11 @@ impl<T> Scheduler<T> {
         self.waiting.len()
     }
 
+    /// vLLM's `reset_prefix_cache`: no block is cached any more.
+    pub(crate) fn clear_prefix_cache(&mut self) {
+        self.cache = PrefixCache::new(self.cache.capacity);
+    }
+
     pub(crate) fn kv_used(&self) -> u64 {
         self.kv_used
     }
@@ -472,6 +477,7 @@ pub(crate) async fn run<S: TokenSink>(
     // instead of adding up over hundreds of steps.
     let mut origin = Instant::now();
     let mut elapsed_ms = 0.0f64;
+    let mut resets_seen = metrics.cache_resets.load(Ordering::Relaxed);
 
     loop {
         if sched.is_idle() {
@@ -488,6 +494,12 @@ pub(crate) async fn run<S: TokenSink>(
         // Requests that arrived during the previous step join at this boundary.
         while let Ok(sub) = rx.try_recv() {
             accept(&mut sched, sub, &metrics);
+        }
+        // A reset asked for over HTTP: the cache is empty for what follows.
+        let resets = metrics.cache_resets.load(Ordering::Relaxed);
+        if resets != resets_seen {
+            resets_seen = resets;
+            sched.clear_prefix_cache();
         }
         let gone = sched.retain_waiting(|sink| !sink.is_closed());
         metrics.waiting.fetch_sub(gone as u64, Ordering::Relaxed);

@@ -362,6 +362,12 @@ async fn vllm_routes(
             json_response(StatusCode::OK, &json!({"version": super::SIM_VERSION}))
         }
         (Method::GET, "/health") => with_status(StatusCode::OK, Empty::new().boxed_unsync()),
+        // vLLM serves it only with VLLM_SERVER_DEV_MODE=1; an empty 200.
+        (Method::POST, "/reset_prefix_cache") if state.cfg.dev_mode => {
+            let n = state.metrics.cache_resets.fetch_add(1, Ordering::Relaxed) + 1;
+            crate::say!("tokbench sim: reset_prefix_cache #{n}: the prefix cache is emptied");
+            with_status(StatusCode::OK, Empty::new().boxed_unsync())
+        }
         (Method::GET, "/metrics") => {
             let text = state
                 .metrics

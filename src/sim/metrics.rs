@@ -22,6 +22,9 @@ pub(crate) struct Metrics {
     /// Prompt tokens looked up in the prefix cache, and those found.
     pub prefix_cache_queries: AtomicU64,
     pub prefix_cache_hits: AtomicU64,
+    /// `POST /reset_prefix_cache` answered so far; the engine empties its
+    /// prefix cache at its next step boundary when this moved (not exported).
+    pub cache_resets: AtomicU64,
 }
 
 impl Metrics {

@@ -168,6 +168,10 @@ pub struct SimConfig {
     /// `vllm` personality: record when each frame of a streamed answer was handed to its
     /// connection (see `emission.rs`), to measure a client's timing error. Default off.
     pub emission_log: Option<EmissionLog>,
+    /// `vllm` only, as vLLM's `VLLM_SERVER_DEV_MODE=1`: the development
+    /// routes are served, `POST /reset_prefix_cache` among them (it empties
+    /// the prefix cache and says so on stderr). Off, they are 404.
+    pub dev_mode: bool,
 }
 
 /// The server a simulator plays.
@@ -245,6 +249,7 @@ impl std::fmt::Debug for SimConfig {
             prefix_block_tokens,
             reasoning_tokens,
             emission_log,
+            dev_mode,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -274,6 +279,7 @@ impl std::fmt::Debug for SimConfig {
             .field("prefix_block_tokens", prefix_block_tokens)
             .field("reasoning_tokens", reasoning_tokens)
             .field("emission_log", emission_log)
+            .field("dev_mode", dev_mode)
             .finish()
     }
 }
@@ -308,6 +314,7 @@ impl Default for SimConfig {
             prefix_block_tokens: 16,
             reasoning_tokens: 0,
             emission_log: None,
+            dev_mode: false,
         }
     }
 }

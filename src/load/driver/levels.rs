@@ -258,7 +258,7 @@ impl Driver {
                 self.judge_probe(index);
                 self.announce_finished();
                 if !self.stopping {
-                    self.start_next_planned();
+                    self.next_planned_after_work();
                 }
                 return;
             }

@@ -40,6 +40,7 @@ use crate::record::{ErrorClass, Outcome, RequestRecord};
 use crate::workload::dataset::flatten_messages;
 use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 
+mod between;
 mod levels;
 mod marks;
 mod prompts;
@@ -47,6 +48,8 @@ mod schedule;
 mod server_watch;
 mod warmup;
 
+use between::between_result;
+pub use between::BetweenLevels;
 pub(crate) use marks::{MarksReader, ServerMarks};
 use prompts::Conversation;
 use schedule::{OpenLoop, Schedule};
@@ -261,6 +264,8 @@ pub(crate) struct DriverConfig {
     /// `--level-gap`: time left after a scheduled level's dispatch for its
     /// requests to come back before the next level starts.
     pub level_gap: Duration,
+    /// Run between two planned levels (a tune's `--reset-cache`).
+    pub between_levels: Option<BetweenLevels>,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -377,6 +382,7 @@ pub(crate) fn spawn_with(
         plan_done_sent: false,
         series: config.first_series,
         pending_start: None,
+        between: None,
         cfg: config,
     };
     // Detached: the faces learn that the driver is done from its last
@@ -516,6 +522,8 @@ struct Driver {
     series: usize,
     /// A scheduled level not yet due: the plan waits until then.
     pending_start: Option<Instant>,
+    /// The work between two levels, while it runs (the next level waits).
+    between: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// What the driver knows of a request in flight.
@@ -567,6 +575,7 @@ impl Driver {
             self.dispatch();
             if self.current.is_none()
                 && self.tasks.is_empty()
+                && self.between.is_none()
                 && (self.pending_start.is_none() || self.stopping)
             {
                 if !self.cfg.watch_server || self.stopping || !commands_open {
@@ -599,6 +608,11 @@ impl Driver {
                 }
                 marks = marks_result(&mut self.marks_check), if self.marks_check.is_some() => {
                     self.on_check_marks(marks);
+                }
+                () = between_result(&mut self.between), if self.between.is_some() => {
+                    if !self.stopping {
+                        self.start_next_planned();
+                    }
                 }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => self.handle(command),
@@ -788,6 +802,7 @@ impl Driver {
             Command::Stop => {
                 self.stopping = true;
                 self.pending_start = None;
+                self.abandon_work();
                 self.close_current(true);
                 // In-flight requests see this and come back as Cancelled.
                 // send_replace: kept even when no request listens right now.

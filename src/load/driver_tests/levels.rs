@@ -1,6 +1,7 @@
 //! Planned and manual levels, steering, pause, and a face that hangs up.
 
 use super::*;
+use crate::load::driver::BetweenLevels;
 
 #[test]
 fn a_level_of_so_many_requests_a_stream() {
@@ -318,5 +319,40 @@ async fn a_panicking_load_task_still_lets_its_level_finish() {
     let ids: Vec<u64> = run.records().iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![0, 2]);
     assert_eq!(run.level_finished(0).map(|f| f.1), Some(false));
+    assert_eq!(*run.last(), finished(false));
+}
+
+/// The work between levels (a cache reset) runs once between each two
+/// planned levels, after the first has drained, and the next level waits
+/// for it: 50 ms of work moves each later start by 50 ms.
+#[tokio::test(start_paused = true)]
+async fn the_work_between_levels_runs_between_each_two_and_is_waited_for() {
+    let server = FakeServer::new(|_| ok(10, 100));
+    let plan = vec![
+        LevelPlan::closed(1, 3),
+        LevelPlan::closed(2, 4),
+        LevelPlan::closed(4, 8),
+    ];
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let origin = tokio::time::Instant::now();
+    let seen = calls.clone();
+    let work = BetweenLevels(Arc::new(move || {
+        let seen = seen.clone();
+        Box::pin(async move {
+            seen.lock().expect("calls").push(origin.elapsed());
+            tokio::time::sleep(ms(50)).await;
+        })
+    }));
+    let cfg = DriverConfig {
+        between_levels: Some(work),
+        ..config(plan)
+    };
+    let run = Harness::start(cfg, server).finish().await;
+    let starts: Vec<Duration> = run.levels().iter().map(|l| l.started_at).collect();
+    // Level 0: 3 x 100 ms; the work 300..350; level 1: 2 rounds, 350..550;
+    // the work 550..600; level 2 from 600. Never after the last level.
+    assert_eq!(starts, vec![ms(0), ms(350), ms(600)]);
+    assert_eq!(*calls.lock().expect("calls"), vec![ms(300), ms(550)]);
+    assert_eq!(run.level_finished(2).map(|f| f.0), Some(ms(800)));
     assert_eq!(*run.last(), finished(false));
 }

@@ -403,6 +403,7 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         duration: None,
         start_at: None,
         level_gap: Duration::ZERO,
+        between_levels: None,
     }
 }
 
