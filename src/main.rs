@@ -85,7 +85,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             write_config("sweep", settings, &prepared)?;
             run_with_a_face(prepared).await
         }
-        Command::Tune(args) => run::run_tune(*args, settings_of("tune", sub)).await,
+        Command::Tune(args) => tokbench::ui::tune::run_tune(*args, settings_of("tune", sub)).await,
         Command::Sim(args) => {
             let emission_log = match &args.timing.emission_log {
                 Some(path) => Some(sim::EmissionLog::create(path).wrap_err_with(|| {

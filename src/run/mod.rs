@@ -21,7 +21,7 @@ pub use plan::SweepPlan;
 pub use prepare::{prepare, Prepared};
 pub(crate) use start::start_run;
 pub use start::Running;
-pub use tune::run_tune;
+pub(crate) use tune::{run_tune, TuneFace};
 
 /// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;

@@ -18,14 +18,45 @@ use super::url::default_result_dir;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::cli::{OnFail, TuneArgs};
 use crate::config::Settings;
+use crate::report::recorder::Recorder;
 use crate::report::resume::PriorRun;
 use crate::report::saved::SavedRun;
 use crate::report::schema::{TuneRecommendation, TuneSection, TuneSetting};
 use crate::server::{self, ServerProcess, ServerSpec};
 use crate::tune::grid::{self, Setting};
 use crate::tune::recommend::{recommend, Outcome, SettingResult};
-use crate::ui::app::TuneView;
-use crate::ui::tune::{SettingEnd as ScreenEnd, StartKey, TuneScreen};
+use crate::tune::view::{StartKey, TuneView, ViewEnd};
+
+use super::Prepared;
+
+/// The live view of a tune, as the tune drives it: the view draws and
+/// reports keys; the servers, the words and the files stay here. (`ui`
+/// implements it: the view is above the tune, never below.)
+pub(crate) trait TuneFace {
+    /// The settings measured so far, from the result folder, on the chart.
+    fn show_earlier(&mut self, dir: &Path);
+    /// The tune's words as they stand.
+    fn set_tune(&mut self, view: TuneView);
+    /// While a server starts: drawn with `view(elapsed)` until `ready`
+    /// resolves, or a key asks to skip this setting or quit.
+    async fn while_starting<T>(
+        &mut self,
+        ready: impl std::future::Future<Output = T>,
+        view: impl Fn(Duration) -> TuneView,
+    ) -> Result<std::result::Result<T, StartKey>>;
+    /// One setting's run (series `series`, labelled), the sweep's screen.
+    async fn run_setting(
+        &mut self,
+        prepared: &Prepared,
+        series: (usize, &str),
+        before_load: impl FnOnce(&mut Recorder),
+        stop_when: impl std::future::Future<Output = String>,
+    ) -> Result<ViewEnd>;
+    /// The tune is over: its last words until the user quits.
+    async fn show_final(&mut self, view: TuneView) -> Result<()>;
+    /// Give the terminal back.
+    fn leave(self);
+}
 
 /// Why caches need no reset for tokbench's own prompts.
 const PROMPTS_KEEP_CACHES_COLD: &str =
@@ -135,7 +166,13 @@ fn saved_tune(dir: &Path) -> Option<TuneSection> {
 }
 
 /// Run the tune; the exit code of docs/architecture.md section 5.
-pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
+/// `open_face` gives the live view for the tune's target and folder, where
+/// one is wanted (a terminal, no `--no-tui`); an error runs it headless.
+pub(crate) async fn run_tune<F: TuneFace>(
+    args: TuneArgs,
+    mut settings: Settings,
+    open_face: impl FnOnce(&str, &Path) -> Result<F>,
+) -> Result<i32> {
     let plan = check(&args)?;
     server::install_panic_guard();
     super::prepare::probe_writable(&plan.dir)?;
@@ -163,7 +200,7 @@ pub async fn run_tune(args: TuneArgs, mut settings: Settings) -> Result<i32> {
         .build()
         .wrap_err("cannot build the HTTP client")?;
     let total = plan.settings.len();
-    let mut screen = open_screen(&args, &plan);
+    let mut screen = open_screen(&args, &plan, open_face);
     let mut failure: Option<String> = None;
     let mut code = EXIT_OK;
     let mut quit = false;
@@ -287,7 +324,11 @@ enum SettingEnd {
 }
 
 /// The live view for the whole tune, where there is a terminal for it.
-fn open_screen(args: &TuneArgs, plan: &TunePlan) -> Option<TuneScreen> {
+fn open_screen<F>(
+    args: &TuneArgs,
+    plan: &TunePlan,
+    open_face: impl FnOnce(&str, &Path) -> Result<F>,
+) -> Option<F> {
     use std::io::IsTerminal;
     let wanted = !(args.sweep.no_tui || args.sweep.events.as_deref() == Some("-"))
         && std::io::stdout().is_terminal()
@@ -295,7 +336,7 @@ fn open_screen(args: &TuneArgs, plan: &TunePlan) -> Option<TuneScreen> {
     if !wanted {
         return None;
     }
-    match TuneScreen::enter(&format!("127.0.0.1:{}", plan.port), &plan.dir) {
+    match open_face(&format!("127.0.0.1:{}", plan.port), &plan.dir) {
         Ok(screen) => Some(screen),
         Err(e) => {
             crate::say!("tokbench tune: no live view ({e:#}); running headless");
@@ -374,7 +415,7 @@ fn tune_view(
 /// on every path (`ServerProcess`'s drop kills it where stop was not
 /// reached).
 #[allow(clippy::too_many_arguments)]
-async fn run_setting(
+async fn run_setting<F: TuneFace>(
     args: &TuneArgs,
     plan: &TunePlan,
     setting: &Setting,
@@ -383,7 +424,7 @@ async fn run_setting(
     entry: &mut TuneSetting,
     section: &TuneSection,
     mut stop_rx: tokio::sync::watch::Receiver<bool>,
-    mut screen: Option<&mut TuneScreen>,
+    mut screen: Option<&mut F>,
 ) -> Result<SettingEnd> {
     let label = setting.label();
     let log_name = format!("server-{}.log", setting.file_part());
@@ -528,7 +569,7 @@ async fn run_setting(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn sweep_setting(
+async fn sweep_setting<F: TuneFace>(
     args: &TuneArgs,
     plan: &TunePlan,
     (label, base_url): (&str, &str),
@@ -538,7 +579,7 @@ async fn sweep_setting(
     stop_rx: &tokio::sync::watch::Receiver<bool>,
     slot_context: Option<u64>,
     between_levels: Option<crate::load::driver::BetweenLevels>,
-    screen: Option<&mut TuneScreen>,
+    screen: Option<&mut F>,
 ) -> Result<SettingEnd> {
     let mut sweep = args.sweep.clone();
     sweep.base_url = Some(base_url.to_string());
@@ -605,17 +646,17 @@ async fn sweep_setting(
                 )
                 .await?;
             match end {
-                ScreenEnd::Finished => (EXIT_OK, None),
-                ScreenEnd::StoppedBy(why) => (EXIT_OK, Some(why)),
-                ScreenEnd::Signal => (EXIT_INTERRUPTED, None),
-                ScreenEnd::Failed(e) => {
+                ViewEnd::Finished => (EXIT_OK, None),
+                ViewEnd::StoppedBy(why) => (EXIT_OK, Some(why)),
+                ViewEnd::Signal => (EXIT_INTERRUPTED, None),
+                ViewEnd::Failed(e) => {
                     entry.status = Some("partial".into());
                     entry.reason = Some(format!("the sweep failed: {e}"));
                     return Ok(SettingEnd::Done);
                 }
-                ScreenEnd::Skipped | ScreenEnd::Quit => {
+                ViewEnd::Skipped | ViewEnd::Quit => {
                     entry.status = Some("partial".into());
-                    let (why, then) = if end == ScreenEnd::Skipped {
+                    let (why, then) = if end == ViewEnd::Skipped {
                         ("skipped (n)", SettingEnd::Done)
                     } else {
                         ("stopped (q)", SettingEnd::Quit)

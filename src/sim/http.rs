@@ -365,7 +365,13 @@ async fn vllm_routes(
         // vLLM serves it only with VLLM_SERVER_DEV_MODE=1; an empty 200.
         (Method::POST, "/reset_prefix_cache") if state.cfg.dev_mode => {
             let n = state.metrics.cache_resets.fetch_add(1, Ordering::Relaxed) + 1;
-            crate::say!("tokbench sim: reset_prefix_cache #{n}: the prefix cache is emptied");
+            // Never a panic when stderr is gone (a server log closed).
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!(
+                    "tokbench sim: reset_prefix_cache #{n}: the prefix cache is emptied\n"
+                ),
+            );
             with_status(StatusCode::OK, Empty::new().boxed_unsync())
         }
         (Method::GET, "/metrics") => {

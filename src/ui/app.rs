@@ -18,6 +18,7 @@ use crate::report::recorder::FinishedLevel;
 use crate::stats::live::{LiveWindow, DEFAULT_WINDOW_SECS};
 
 use super::theme::Palette;
+pub use crate::tune::view::TuneView;
 
 // The state and its parts (docs/architecture.md section 3): the types here,
 // how it changes in one file per kind of input.
@@ -79,21 +80,6 @@ pub(crate) enum Action {
     /// `n` in a tune: stop this setting (saved as partial) and go on to
     /// the next one.
     SkipSetting,
-}
-
-/// What a tune shows beside the run of its current setting: where it is,
-/// each setting's result so far and the recommendation as it firms up.
-/// Plain words, worked out by the tune; the view only draws them.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TuneView {
-    /// `setting 2/3 np=2 · starting server 14 s`, then `· ready in 3.1 s`.
-    pub line: String,
-    /// The server log's last line while it starts.
-    pub log_line: Option<String>,
-    /// One line per setting: `np=1 finished: capacity 1, 91 tok/s`.
-    pub rows: Vec<String>,
-    /// `keep np=4: ...` over the settings finished so far.
-    pub recommendation: Option<String>,
 }
 
 /// A change of concurrency or rate waiting out the settle window, so that

@@ -16,7 +16,7 @@ pub mod draw;
 pub(crate) mod follow;
 pub(crate) mod terminal;
 pub mod theme;
-pub(crate) mod tune;
+pub mod tune;
 pub mod view;
 pub(crate) mod widgets;
 

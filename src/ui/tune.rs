@@ -16,36 +16,23 @@ use color_eyre::eyre::{Result, WrapErr};
 use crossterm::event::{Event, EventStream, KeyCode, KeyEventKind, KeyModifiers};
 use futures_util::StreamExt;
 
-use super::app::{App, Phase, TuneView};
+use super::app::{App, Phase};
 use super::terminal::{self, TerminalGuard};
 use super::theme::{ColorMode, Palette};
 use super::{draw, live_app, live_session, Ending, Session, DRAW_FAILED};
+use crate::cli::TuneArgs;
+use crate::config::Settings;
 use crate::report::recorder::Recorder;
 use crate::report::saved::SavedRun;
-use crate::run::{self, Prepared, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::run::{self, Prepared, TuneFace, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use crate::tune::view::{StartKey, TuneView, ViewEnd};
 
-/// How one setting's run on the screen ended.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum SettingEnd {
-    /// Its plan ran out.
-    Finished,
-    /// `n`: saved as partial; the tune goes on.
-    Skipped,
-    /// `q`: saved; the tune stops.
-    Quit,
-    /// Ctrl-C, SIGTERM or SIGHUP, or the terminal went away: saved.
-    Signal,
-    /// The tune's watch stopped it (the server died): saved as partial.
-    StoppedBy(String),
-    /// The run could not go on.
-    Failed(String),
-}
-
-/// A key pressed while a server starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StartKey {
-    Skip,
-    Quit,
+/// `tokbench tune`, in the live view where there is a terminal for it.
+pub async fn run_tune(args: TuneArgs, settings: Settings) -> Result<i32> {
+    run::run_tune(args, settings, |target: &str, dir: &Path| {
+        TuneScreen::enter(target, dir)
+    })
+    .await
 }
 
 /// How often the starting screen is drawn (its clock counts seconds).
@@ -78,7 +65,7 @@ impl Drop for HeldLines {
 impl TuneScreen {
     /// Take the terminal for the whole tune; an error when it will not
     /// take raw mode (the tune then runs headless).
-    pub(crate) fn enter(target: &str, result_dir: &Path) -> Result<TuneScreen> {
+    fn enter(target: &str, result_dir: &Path) -> Result<TuneScreen> {
         let guard = TerminalGuard::enter()?;
         let mut app = App::new(
             crate::ui::view::bare_run(target, result_dir),
@@ -92,13 +79,27 @@ impl TuneScreen {
         })
     }
 
+    fn draw(&mut self) -> Result<()> {
+        if terminal::panicked() {
+            return Ok(());
+        }
+        let app = &self.app;
+        self.guard
+            .terminal
+            .draw(|frame| draw::draw(frame, app))
+            .wrap_err(DRAW_FAILED)?;
+        Ok(())
+    }
+}
+
+impl TuneFace for TuneScreen {
     /// The tune's words as they stand.
-    pub(crate) fn set_tune(&mut self, view: TuneView) {
+    fn set_tune(&mut self, view: TuneView) {
         self.app.tune = Some(view);
     }
 
     /// The settings measured so far, from the result folder, on the chart.
-    pub(crate) fn show_earlier(&mut self, dir: &Path) {
+    fn show_earlier(&mut self, dir: &Path) {
         let Ok(saved) = SavedRun::load(dir) else {
             return;
         };
@@ -117,21 +118,9 @@ impl TuneScreen {
         shown.cost = None;
     }
 
-    fn draw(&mut self) -> Result<()> {
-        if terminal::panicked() {
-            return Ok(());
-        }
-        let app = &self.app;
-        self.guard
-            .terminal
-            .draw(|frame| draw::draw(frame, app))
-            .wrap_err(DRAW_FAILED)?;
-        Ok(())
-    }
-
     /// While a server starts: the screen redrawn with `view(elapsed)` until
     /// `ready` resolves, or a key asks to skip this setting or quit.
-    pub(crate) async fn while_starting<T>(
+    async fn while_starting<T>(
         &mut self,
         ready: impl std::future::Future<Output = T>,
         view: impl Fn(Duration) -> TuneView,
@@ -177,13 +166,13 @@ impl TuneScreen {
 
     /// One setting's run on the sweep's screen. The settings before it stay
     /// on the chart; the tune's words stay on top.
-    pub(crate) async fn run_setting(
+    async fn run_setting(
         &mut self,
         prepared: &Prepared,
         (series, label): (usize, &str),
         before_load: impl FnOnce(&mut Recorder),
         stop_when: impl std::future::Future<Output = String>,
-    ) -> Result<SettingEnd> {
+    ) -> Result<ViewEnd> {
         let mut app = live_app(prepared, self.app.palette);
         // The first setting has no folder to continue: its label is given.
         app.series = series;
@@ -220,7 +209,7 @@ impl TuneScreen {
             exports
                 .finish(&recorder, EXIT_INTERRUPTED, None, true)
                 .await?;
-            return Ok(SettingEnd::Signal);
+            return Ok(ViewEnd::Signal);
         }
         let ending = match ending {
             Ok(ending) => ending,
@@ -231,12 +220,12 @@ impl TuneScreen {
         };
         finished?;
         let (end, code, error) = match ending {
-            Ending::Done => (SettingEnd::Finished, EXIT_OK, None),
-            Ending::Skipped => (SettingEnd::Skipped, EXIT_OK, None),
-            Ending::Quit => (SettingEnd::Quit, EXIT_OK, None),
-            Ending::Signal => (SettingEnd::Signal, EXIT_INTERRUPTED, None),
-            Ending::StoppedBy(why) => (SettingEnd::StoppedBy(why), EXIT_OK, None),
-            Ending::Failed(e) => (SettingEnd::Failed(e.clone()), EXIT_FAILED, Some(e)),
+            Ending::Done => (ViewEnd::Finished, EXIT_OK, None),
+            Ending::Skipped => (ViewEnd::Skipped, EXIT_OK, None),
+            Ending::Quit => (ViewEnd::Quit, EXIT_OK, None),
+            Ending::Signal => (ViewEnd::Signal, EXIT_INTERRUPTED, None),
+            Ending::StoppedBy(why) => (ViewEnd::StoppedBy(why), EXIT_OK, None),
+            Ending::Failed(e) => (ViewEnd::Failed(e.clone()), EXIT_FAILED, Some(e)),
         };
         exports
             .finish(&recorder, code, error.as_deref(), code == EXIT_INTERRUPTED)
@@ -246,7 +235,7 @@ impl TuneScreen {
 
     /// The tune is over: its final words on the screen until a key that
     /// quits (or no more input, or a signal).
-    pub(crate) async fn show_final(&mut self, view: TuneView) -> Result<()> {
+    async fn show_final(&mut self, view: TuneView) -> Result<()> {
         self.app.tune = Some(view);
         self.app.phase = Phase::Finished {
             stopped_by_user: false,
@@ -279,7 +268,5 @@ impl TuneScreen {
         }
     }
 
-    /// Give the terminal back, then write the lines held meanwhile (also
-    /// on drop).
-    pub(crate) fn leave(self) {}
+    fn leave(self) {}
 }
