@@ -151,12 +151,20 @@ fn compare(r: &SettingResult, kept: &SettingResult) -> String {
                 return format!("{} holds {}", r.label, streams(c));
             };
             let peak = match (r.peak_tok_s, kept.peak_tok_s) {
-                (Some(p), Some(q)) if q > 0.0 && p > q => {
+                // Said only when it rounds to a whole percent or more.
+                (Some(p), Some(q)) if q > 0.0 && (p - q) / q >= 0.005 => {
                     format!(" (it adds {}% peak throughput)", pct((p - q) / q))
                 }
                 _ => String::new(),
             };
-            if k > 0.0 && t < k {
+            if k > 0.0 && (k - t) / k < 0.005 {
+                // Under a whole percent: no "0% less".
+                format!(
+                    "{} holds {} too and serves as much there{peak}",
+                    r.label,
+                    streams(c)
+                )
+            } else if k > 0.0 && t < k {
                 format!(
                     "{} holds {} too but serves {}% less there{peak}",
                     r.label,
@@ -333,7 +341,7 @@ mod tests {
         assert_eq!(
             rec.reason,
             "keep np=8: capacity 4 streams within p99 TTFT 2 s (401 tok/s); np=4 holds 4 streams too \
-             but serves 0% less there; this rests on one round (--rounds 3 measures the noise)"
+             and serves as much there; this rests on one round (--rounds 3 measures the noise)"
         );
     }
 
