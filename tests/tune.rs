@@ -161,6 +161,31 @@ fn three_settings_three_series_and_np4_is_kept() {
     assert!(printed.contains(reason), "{printed}");
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert!(report.contains("**Tune: which setting to keep**") && report.contains(reason));
+    // The HTML report has the table and the sentence; the CSV says which
+    // setting each level row is.
+    let html = stdout(&tokbench(["report", &d, "--format", "html"]));
+    assert!(
+        html.contains("<h2>Tune: which setting to keep</h2>")
+            && html.contains(&reason.replace('>', "&gt;").replace('<', "&lt;"))
+            && html.contains("<td>np=2</td>"),
+        "{html}"
+    );
+    let csv = stdout(&tokbench(["report", &d, "--format", "csv"]));
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap_or_default().split(',').collect();
+    let at = header
+        .iter()
+        .position(|c| *c == "series_label")
+        .expect("a series_label column");
+    let settings: Vec<&str> = rows.filter_map(|r| r.split(',').nth(at)).collect();
+    assert_eq!(
+        settings,
+        [
+            "np=1", "np=1", "np=1", "np=1", "np=2", "np=2", "np=2", "np=2", "np=4", "np=4", "np=4",
+            "np=4"
+        ],
+        "{csv}"
+    );
     // The config repeats the whole tune.
     let config = std::fs::read_to_string(dir.join("config.toml")).expect("config.toml");
     assert!(

@@ -71,6 +71,16 @@ fn columns(run: &SavedRun) -> Vec<String> {
     }
     percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut columns: Vec<String> = LEAD.iter().map(|s| s.to_string()).collect();
+    // Several series (a tune's settings, servers compared by hand): which
+    // one each row is, only then, so other runs' columns stay as they were.
+    let first_series = run.levels.first().map(|l| l.series);
+    if run.levels.iter().any(|l| Some(l.series) != first_series) {
+        let after = columns
+            .iter()
+            .position(|c| c == "max_concurrency")
+            .map_or(0, |i| i + 1);
+        columns.insert(after, "series_label".into());
+    }
     // Each latency family as mean, median, std and every saved percentile.
     // TTFC only where a level has it (a reasoning model's run), so other
     // runs' columns stay as they always were.

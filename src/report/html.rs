@@ -50,6 +50,9 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
     let _ = writeln!(h, "<style>\n{STYLE}</style>\n</head>\n<body>\n<main>");
     let _ = writeln!(h, "<h1>{}</h1>", esc(&title));
     let _ = writeln!(h, "<p class=\"meta\">{}</p>", meta(run));
+    if let Some(tune) = &run.tune {
+        tune_section(&mut h, tune);
+    }
     let _ = writeln!(h, "<figure>\n{}</figure>", render_throughput_svg(run));
     // The frontier: what each user gets against what the server gives.
     let _ = writeln!(
@@ -147,4 +150,24 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
 fn meta(run: &SavedRun) -> String {
     run.meta_parts(|v| format!("<code>{}</code>", esc(v)), esc)
         .join(" · ")
+}
+
+/// A tune: which setting to keep, its table and what is said under it.
+fn tune_section(h: &mut String, tune: &super::schema::TuneSection) {
+    use super::tune_text::{tune_notes, tune_rows, tune_sentence};
+    let _ = writeln!(h, "<h2>Tune: which setting to keep</h2>");
+    let _ = writeln!(h, "<p><strong>{}</strong></p>", esc(&tune_sentence(tune)));
+    let _ = writeln!(h, "<div class=\"scroll\">\n<table>");
+    for (i, row) in tune_rows(tune).iter().enumerate() {
+        let cell = if i == 0 { "th" } else { "td" };
+        let cells: String = row
+            .iter()
+            .map(|c| format!("<{cell}>{}</{cell}>", esc(c)))
+            .collect();
+        let _ = writeln!(h, "<tr>{cells}</tr>");
+    }
+    let _ = writeln!(h, "</table>\n</div>");
+    for note in tune_notes(tune) {
+        let _ = writeln!(h, "<p class=\"meta\">{}</p>", esc(&note));
+    }
 }

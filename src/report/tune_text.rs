@@ -3,9 +3,12 @@
 
 use super::schema::{number, TuneSection, TuneSetting};
 
-/// One line per setting, then the sentence.
-pub(crate) fn tune_block(tune: &TuneSection) -> String {
-    let mut rows: Vec<[String; 9]> = vec![[
+/// The table's columns.
+pub(crate) const TUNE_COLUMNS: usize = 9;
+
+/// The table: its header, then one row per setting.
+pub(crate) fn tune_rows(tune: &TuneSection) -> Vec<[String; TUNE_COLUMNS]> {
+    let mut rows: Vec<[String; TUNE_COLUMNS]> = vec![[
         "setting".into(),
         "status".into(),
         "ready".into(),
@@ -44,7 +47,39 @@ pub(crate) fn tune_block(tune: &TuneSection) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..9)
+    rows
+}
+
+/// What is said under the table: why a setting is partial or failed, its
+/// memory warning, what was done to its caches.
+pub(crate) fn tune_notes(tune: &TuneSection) -> Vec<String> {
+    let mut notes = Vec::new();
+    for s in &tune.settings {
+        if let (Some(label), Some(why)) = (&s.label, &s.reason) {
+            notes.push(format!("{label}: {why}"));
+        }
+        if let Some(w) = &s.memory_warning {
+            notes.push(format!("warning: {w}"));
+        }
+        if let (Some(label), Some(caches)) = (&s.label, &s.caches) {
+            notes.push(format!("{label}: caches {caches}"));
+        }
+    }
+    notes
+}
+
+/// The sentence: which setting to keep, or why none is.
+pub(crate) fn tune_sentence(tune: &TuneSection) -> String {
+    match tune.recommendation.as_ref().and_then(|r| r.reason.as_ref()) {
+        Some(reason) => reason.clone(),
+        None => "no setting to keep: none finished with a capacity within the SLO".into(),
+    }
+}
+
+/// One line per setting, then the sentence.
+pub(crate) fn tune_block(tune: &TuneSection) -> String {
+    let rows = tune_rows(tune);
+    let widths: Vec<usize> = (0..TUNE_COLUMNS)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::from("tune: each setting as its own series\n");
@@ -58,21 +93,11 @@ pub(crate) fn tune_block(tune: &TuneSection) -> String {
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
     }
-    for s in &tune.settings {
-        if let (Some(label), Some(why)) = (&s.label, &s.reason) {
-            out.push_str(&format!("  {label}: {why}\n"));
-        }
-        if let Some(w) = &s.memory_warning {
-            out.push_str(&format!("  warning: {w}\n"));
-        }
-        if let (Some(label), Some(caches)) = (&s.label, &s.caches) {
-            out.push_str(&format!("  {label}: caches {caches}\n"));
-        }
+    for note in tune_notes(tune) {
+        out.push_str(&format!("  {note}\n"));
     }
-    match tune.recommendation.as_ref().and_then(|r| r.reason.as_ref()) {
-        Some(reason) => out.push_str(&format!("{reason}\n")),
-        None => out.push_str("no setting to keep: none finished with a capacity within the SLO\n"),
-    }
+    out.push_str(&tune_sentence(tune));
+    out.push('\n');
     if let Some(caches) = &tune.caches {
         out.push_str(&format!("caches: {caches}\n"));
     }

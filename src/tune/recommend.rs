@@ -107,7 +107,7 @@ pub(crate) fn recommend(results: &[SettingResult], slo: &str) -> Option<Recommen
         others.push(format!(
             "{} are within noise (±{}%): keep the smaller",
             and_list(&names),
-            threshold(noise * 100.0)
+            spread_percent(noise)
         ));
     }
     for (i, r) in results.iter().enumerate() {
@@ -240,6 +240,17 @@ fn pct(share: f64) -> String {
     format!("{:.0}", share * 100.0)
 }
 
+/// A measured spread as a percentage: whole from 1% up, one decimal
+/// under it (`0.1888` -> `19`, `0.004` -> `0.4`).
+fn spread_percent(share: f64) -> String {
+    let p = share * 100.0;
+    if p >= 1.0 {
+        format!("{p:.0}")
+    } else {
+        threshold((p * 10.0).round() / 10.0)
+    }
+}
+
 fn and_list(names: &[&str]) -> String {
     match names {
         [] => String::new(),
@@ -343,6 +354,14 @@ mod tests {
             "keep np=8: capacity 4 streams within p99 TTFT 2 s (401 tok/s); np=4 holds 4 streams too \
              and serves as much there; this rests on one round (--rounds 3 measures the noise)"
         );
+    }
+
+    #[test]
+    fn a_measured_spread_is_said_in_whole_percent() {
+        assert_eq!(spread_percent(0.1888), "19");
+        assert_eq!(spread_percent(0.04), "4");
+        assert_eq!(spread_percent(0.004), "0.4");
+        assert_eq!(spread_percent(0.0), "0");
     }
 
     #[test]
