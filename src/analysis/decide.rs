@@ -210,7 +210,19 @@ pub(crate) struct Knee {
     pub reason: String,
 }
 
+/// The knee's cause when only the client's view is known: a guess, which
+/// the server's own gauges replace where they tell ([`Knee::told_by_server`]).
+pub(crate) const GUESSED_CAUSE: &str = "KV cache or batch full, requests queue";
+
 impl Knee {
+    /// The cause the server's gauges tell, in place of the guess; a knee
+    /// of another kind (no rise, past saturation) keeps its words.
+    pub(crate) fn told_by_server(&mut self, cause: &str) {
+        if let Some(head) = self.reason.strip_suffix(GUESSED_CAUSE) {
+            self.reason = format!("{head}{cause}");
+        }
+    }
+
     /// The `knee` object of summary.json (docs/architecture.md section 5).
     pub(crate) fn to_json(&self) -> Value {
         json!({
@@ -286,7 +298,7 @@ pub(crate) fn find_knee(points: &[SweepPoint]) -> Option<Knee> {
         let cause = if total < -KNEE_MAX_GAIN {
             "past saturation: too many parallel slots, or part of the model on the CPU?"
         } else {
-            "KV cache or batch full, requests queue"
+            GUESSED_CAUSE
         };
         format!(
             "{} -> {} streams {change}{per_doubling} while p99 TTFT grows {growth:.1}x: {cause}",

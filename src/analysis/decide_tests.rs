@@ -205,7 +205,7 @@ fn flat_ollama_series_does_not_rise_and_has_capacity_1() {
     assert_eq!(
         knee.reason,
         "throughput does not rise with concurrency: the server runs one request at a time \
-         (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1?) or one \
+         (one slot: OLLAMA_NUM_PARALLEL=1, llama-server -np 1, SGLang --max-running-requests 1, TGI --max-batch-size 1, vLLM --max-num-seqs 1?) or one \
          stream already uses all its compute; more streams only queue"
     );
     assert!(is_flat(&d.points));

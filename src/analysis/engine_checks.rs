@@ -30,7 +30,61 @@ pub(crate) struct ServerView {
     pub http_429: usize,
     /// Mean requests streaming over the level (first token had, not done).
     pub streaming_mean: Option<f64>,
+    /// Requests the server says it runs at once, the most over the level
+    /// (vLLM and SGLang running, TGI's batch size, llama.cpp's busy slots
+    /// or requests processing).
+    pub running_max: Option<f64>,
+    /// llama.cpp's `/slots`: how many slots it has.
+    pub slots_total: Option<f64>,
 }
+
+/// Why throughput stopped rising at a knee, from what the server said at
+/// its two levels; None where its gauges do not tell (the guess stays).
+/// In order: KV (usage near full, or preemptions), the batch cap (running
+/// pinned where it was while requests wait: named with its flag and the
+/// value it shows), compute (everything runs at once, nothing waits).
+pub(crate) fn knee_cause(from: &ServerView, to: &ServerView, engine: &str) -> Option<String> {
+    let kv = to.kv_cache_usage_max.filter(|k| *k >= KV_FULL);
+    let preempted = to.preemptions.filter(|p| *p > 0.0);
+    if kv.is_some() || preempted.is_some() {
+        let mut seen = Vec::new();
+        if let Some(k) = kv {
+            seen.push(format!("usage up to {:.0}%", k * 100.0));
+        }
+        if let Some(p) = preempted {
+            seen.push(format!("{p:.0} preemptions"));
+        }
+        return Some(format!(
+            "the KV cache is full ({}); requests wait for KV space or are recomputed",
+            seen.join(", ")
+        ));
+    }
+    let (run_from, run_to) = (from.running_max?, to.running_max?);
+    let waiting = to.waiting_max.unwrap_or(0.0);
+    let streams = f64::from(to.concurrency);
+    if run_to <= run_from + 0.5 && waiting >= 1.0 && run_to < streams - 0.5 {
+        let n = run_to.round();
+        let flag = Engine::of(engine)
+            .advice()
+            .slots
+            .map_or_else(String::new, |s| format!(", {} {n:.0}", s.setting));
+        let kv = to
+            .kv_cache_usage_max
+            .map_or_else(String::new, |k| format!("; KV {:.0}%", k * 100.0));
+        return Some(format!(
+            "the server runs {n:.0} at a time while up to {waiting:.0} wait (the batch cap{flag}{kv})"
+        ));
+    }
+    if run_to >= streams - 0.5 && waiting < 1.0 {
+        return Some(format!(
+            "the server runs all {streams:.0} at once and nothing waits, yet throughput does not rise (compute-bound)"
+        ));
+    }
+    None
+}
+
+/// KV use from which a knee is the KV cache's.
+const KV_FULL: f64 = 0.9;
 
 /// Everything the engine checks need, passed once.
 #[derive(Clone, Debug, Default)]
@@ -91,9 +145,31 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
             .filter_map(|l| Some((l.concurrency, l.streaming_mean?)))
             .collect::<Vec<_>>(),
     );
-    let seen = in_use.map_or_else(String::new, |s| {
-        format!(" (slots in use ~{s:.0}: requests streaming at once, mean over the levels)")
-    });
+    // What the server says it runs at once, where it says: the most over
+    // the levels where requests waited (prefill included, unlike the
+    // client's streaming count, which counts a request in prefill as waiting).
+    let server_runs = levels
+        .iter()
+        .filter(|l| l.waiting_max.is_some_and(|w| w >= 1.0))
+        .filter_map(|l| l.running_max)
+        .reduce(f64::max)
+        .or_else(|| levels.iter().filter_map(|l| l.running_max).reduce(f64::max));
+    let slots = server_runs.map_or(slots, f64::round);
+    let seen = match (server_runs, in_use) {
+        (Some(r), Some(s)) => format!(
+            " (the server's own gauges: {r:.0} running{}; the client saw ~{s:.0} streaming)",
+            levels
+                .iter()
+                .filter_map(|l| l.slots_total)
+                .reduce(f64::max)
+                .map_or_else(String::new, |t| format!(" of {t:.0} slots"))
+        ),
+        (Some(r), None) => format!(" (the server's own gauges: {r:.0} running)"),
+        (None, Some(s)) => format!(
+            " (slots in use ~{s:.0}: requests streaming at once, mean over the levels; an estimate that counts a request in prefill as waiting)"
+        ),
+        (None, None) => String::new(),
+    };
     let named = Engine::of(input.engine)
         .advice()
         .slots
@@ -115,6 +191,7 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
             "throughput_gain": gain, "p99_ttft_growth": growth, "effective_slots": slots,
             "slot_wait_ms_median": second.slot_wait_ms_median,
             "slots_in_use": in_use,
+            "server_running": server_runs,
         }),
     })
 }
@@ -255,6 +332,112 @@ mod tests {
         }
     }
 
+    /// A level with what the server said of it: running and waiting at
+    /// most, KV use at most.
+    fn gauged(c: u32, running: f64, waiting: f64, kv: f64) -> ServerView {
+        ServerView {
+            running_max: Some(running),
+            waiting_max: Some(waiting),
+            kv_cache_usage_max: Some(kv),
+            ..level(c, 100.0, 100.0)
+        }
+    }
+
+    /// The real vLLM with --max-num-seqs 2 at 2 -> 4 streams: running 2
+    /// both times, 2 waiting, KV 1%: the batch cap, named with its flag
+    /// and the value the server shows; not "KV cache or batch full".
+    #[test]
+    fn a_knee_at_the_batch_cap_names_the_flag() {
+        let cause = knee_cause(
+            &gauged(2, 2.0, 0.0, 0.01),
+            &gauged(4, 2.0, 2.0, 0.01),
+            "vllm",
+        );
+        assert_eq!(
+            cause.as_deref(),
+            Some("the server runs 2 at a time while up to 2 wait (the batch cap, --max-num-seqs 2; KV 1%)")
+        );
+        // llama.cpp's busy slots, no KV gauge.
+        let slots = |c, busy, waiting| ServerView {
+            kv_cache_usage_max: None,
+            ..gauged(c, busy, waiting, 0.0)
+        };
+        assert_eq!(
+            knee_cause(&slots(2, 2.0, 0.0), &slots(4, 2.0, 2.0), "llamacpp").as_deref(),
+            Some("the server runs 2 at a time while up to 2 wait (the batch cap, -np 2)")
+        );
+    }
+
+    /// KV near full, or any preemption, is the KV cache's knee, whatever
+    /// runs; everything running and nothing waiting is compute; a server
+    /// without running gauges tells nothing (the guess stays).
+    #[test]
+    fn kv_compute_and_nothing_to_tell() {
+        assert_eq!(
+            knee_cause(&gauged(32, 32.0, 0.0, 0.6), &gauged(64, 40.0, 24.0, 0.97), "vllm").as_deref(),
+            Some("the KV cache is full (usage up to 97%); requests wait for KV space or are recomputed")
+        );
+        let preempting = ServerView {
+            preemptions: Some(12.0),
+            ..gauged(64, 40.0, 24.0, 0.5)
+        };
+        assert_eq!(
+            knee_cause(&gauged(32, 32.0, 0.0, 0.4), &preempting, "vllm").as_deref(),
+            Some("the KV cache is full (12 preemptions); requests wait for KV space or are recomputed")
+        );
+        assert_eq!(
+            knee_cause(&gauged(8, 8.0, 0.0, 0.2), &gauged(16, 16.0, 0.0, 0.3), "sglang").as_deref(),
+            Some("the server runs all 16 at once and nothing waits, yet throughput does not rise (compute-bound)")
+        );
+        assert_eq!(
+            knee_cause(&level(8, 1.0, 1.0), &level(16, 1.0, 1.0), "vllm"),
+            None
+        );
+        // Running grew but not to all streams while some wait: not said.
+        assert_eq!(
+            knee_cause(
+                &gauged(8, 6.0, 0.0, 0.2),
+                &gauged(16, 12.0, 4.0, 0.3),
+                "vllm"
+            ),
+            None
+        );
+    }
+
+    /// The server says it runs 2 at once while the client saw ~1 streaming
+    /// (a long prefill holds a slot with no token yet): the diagnosis takes
+    /// the server's 2 and shows both.
+    #[test]
+    fn slot_queueing_takes_the_servers_count() {
+        let mut levels = vec![
+            level(1, 30.0, 1100.0),
+            level(2, 31.0, 2300.0),
+            level(4, 31.0, 4600.0),
+        ];
+        for (l, (running, waiting, streaming)) in
+            levels
+                .iter_mut()
+                .zip([(1.0, 0.0, 0.6), (2.0, 0.0, 1.0), (2.0, 2.0, 1.0)])
+        {
+            l.running_max = Some(running);
+            l.waiting_max = Some(waiting);
+            l.streaming_mean = Some(streaming);
+            l.slots_total = Some(2.0);
+        }
+        let input = EngineInput {
+            engine: "llamacpp",
+            levels: &levels,
+            ..EngineInput::default()
+        };
+        let d = slot_queueing(&input).expect("fires");
+        assert_eq!(
+            d.message,
+            "requests are waiting for a slot: the server runs about 2 at a time (parallel slots, max-num-seqs or -np) \
+             (the server's own gauges: 2 running of 2 slots; the client saw ~1 streaming)"
+        );
+        assert_eq!(d.evidence["server_running"], 2.0);
+    }
+
     /// Ollama's levels, no calibration.
     fn ollama(levels: &[ServerView]) -> EngineInput<'_> {
         EngineInput {
@@ -312,7 +495,7 @@ mod tests {
         let d = slot_queueing(&ollama(&levels)).expect("fires");
         assert!(
             d.message
-                .ends_with("(slots in use ~1: requests streaming at once, mean over the levels)"),
+                .ends_with("(slots in use ~1: requests streaming at once, mean over the levels; an estimate that counts a request in prefill as waiting)"),
             "{}",
             d.message
         );

@@ -99,13 +99,20 @@ pub(crate) enum GaugeSource {
     LlamacppSlots,
     /// Ollama's `/api/ps`: models loaded, share in GPU memory.
     OllamaPs,
+    /// SGLang's Prometheus names (`sglang:num_running_reqs`, ...).
+    SglangMetrics,
+    /// TGI's Prometheus names (`tgi_queue_size`, ...).
+    TgiMetrics,
 }
 
 impl GaugeSource {
     /// The path scraped, under the server root.
     pub(crate) fn path(self) -> &'static str {
         match self {
-            GaugeSource::VllmMetrics | GaugeSource::LlamacppMetrics => "/metrics",
+            GaugeSource::VllmMetrics
+            | GaugeSource::LlamacppMetrics
+            | GaugeSource::SglangMetrics
+            | GaugeSource::TgiMetrics => "/metrics",
             GaugeSource::LlamacppSlots => "/slots",
             GaugeSource::OllamaPs => "/api/ps",
         }

@@ -168,8 +168,8 @@ fn gauge_sources_of_each_engine() {
         [
             ("ollama", &[OllamaPs][..]),
             ("llamacpp", &[LlamacppMetrics, LlamacppSlots][..]),
-            ("sglang", &[VllmMetrics][..]),
-            ("tgi", &[VllmMetrics][..]),
+            ("sglang", &[SglangMetrics][..]),
+            ("tgi", &[TgiMetrics][..]),
             ("tokbench-sim", &[VllmMetrics][..]),
             ("vllm", &[VllmMetrics][..]),
             ("openai-compatible", &[VllmMetrics][..]),
@@ -179,6 +179,8 @@ fn gauge_sources_of_each_engine() {
     assert_eq!(LlamacppMetrics.path(), "/metrics");
     assert_eq!(LlamacppSlots.path(), "/slots");
     assert_eq!(OllamaPs.path(), "/api/ps");
+    assert_eq!(SglangMetrics.path(), "/metrics");
+    assert_eq!(TgiMetrics.path(), "/metrics");
     let kv: Vec<Engine> = Engine::ALL
         .into_iter()
         .filter(|e| e.spec().kv_blocks)
@@ -192,12 +194,9 @@ fn advice_of_each_engine() {
     assert_eq!(setting(Engine::Ollama), Some("OLLAMA_NUM_PARALLEL"));
     assert_eq!(setting(Engine::Llamacpp), Some("-np"));
     assert_eq!(setting(Engine::Vllm), Some("--max-num-seqs"));
-    for e in [
-        Engine::Sglang,
-        Engine::Tgi,
-        Engine::TokbenchSim,
-        Engine::OpenaiCompatible,
-    ] {
+    assert_eq!(setting(Engine::Sglang), Some("--max-running-requests"));
+    assert_eq!(setting(Engine::Tgi), Some("--max-batch-total-tokens"));
+    for e in [Engine::TokbenchSim, Engine::OpenaiCompatible] {
         assert_eq!(setting(e), None, "{e}");
     }
     let named: Vec<Engine> = Engine::ALL
@@ -207,7 +206,7 @@ fn advice_of_each_engine() {
     assert_eq!(named, [Engine::Ollama]);
     assert_eq!(
         one_slot_settings(),
-        "OLLAMA_NUM_PARALLEL=1, llama-server -np 1, vLLM --max-num-seqs 1"
+        "OLLAMA_NUM_PARALLEL=1, llama-server -np 1, SGLang --max-running-requests 1, TGI --max-batch-size 1, vLLM --max-num-seqs 1"
     );
     let on_503 = |e: Engine| e.advice().on_503;
     assert!(on_503(Engine::Ollama).is_some_and(|s| s.contains("OLLAMA_MAX_QUEUE")));

@@ -241,6 +241,131 @@ pub fn llamacpp_total_slots(props: &Value) -> Option<u32> {
 }
 
 // ---------------------------------------------------------------------------
+// SGLang.
+
+/// One scrape of SGLang's `/metrics` (`sglang:` names), summed over label
+/// sets (`model_name`, and a data-parallel rank where there is one) except
+/// KV use, the fullest rank's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct SglangGauges {
+    /// `sglang:num_running_reqs`.
+    pub running: Option<f64>,
+    /// `sglang:num_queue_reqs`: waiting to be scheduled.
+    pub waiting: Option<f64>,
+    /// `sglang:token_usage`: the share of the KV pool in use, 0..=1.
+    pub kv_cache_usage: Option<f64>,
+    /// `sglang:cache_hit_rate`: SGLang's own (recent) prefix-cache hit rate.
+    pub cache_hit_rate: Option<f64>,
+    /// `sglang:gen_throughput`: SGLang's own decode tok/s of its last log
+    /// interval; only used where the counter is missing.
+    pub gen_throughput: Option<f64>,
+    /// `sglang:prompt_tokens_total`, `sglang:cached_tokens_total` (counters,
+    /// tokens): the prefix cache's hit rate between two scrapes.
+    pub prompt_tokens_total: Option<f64>,
+    pub cached_tokens_total: Option<f64>,
+    /// `sglang:generation_tokens_total` (counter).
+    pub generation_tokens_total: Option<f64>,
+    /// Disaggregated serving: requests queued on the prefill side
+    /// (`num_prefill_prealloc_queue_reqs` + `num_prefill_inflight_queue_reqs`)
+    /// and on the decode side (`num_decode_prealloc_queue_reqs` +
+    /// `num_decode_transfer_queue_reqs`). None on a unified server.
+    pub prefill_queue: Option<f64>,
+    pub decode_queue: Option<f64>,
+}
+
+/// What two SGLang scrapes say together.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct SglangRates {
+    pub generation_tok_s: Option<f64>,
+    pub prefix_cache_hit_rate: Option<f64>,
+}
+
+impl SglangGauges {
+    /// None when the scrape has no `sglang:` metric (not an SGLang server).
+    pub(crate) fn from_metrics(m: &Metrics) -> Option<SglangGauges> {
+        if !m.has_prefix("sglang:") {
+            return None;
+        }
+        let both = |a: &str, b: &str| match (m.sum(a), m.sum(b)) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+        };
+        Some(SglangGauges {
+            running: m.sum("sglang:num_running_reqs"),
+            waiting: m.sum("sglang:num_queue_reqs"),
+            kv_cache_usage: m.max("sglang:token_usage"),
+            cache_hit_rate: m.max("sglang:cache_hit_rate"),
+            gen_throughput: m.sum("sglang:gen_throughput"),
+            prompt_tokens_total: m.sum("sglang:prompt_tokens_total"),
+            cached_tokens_total: m.sum("sglang:cached_tokens_total"),
+            generation_tokens_total: m.sum("sglang:generation_tokens_total"),
+            prefill_queue: both(
+                "sglang:num_prefill_prealloc_queue_reqs",
+                "sglang:num_prefill_inflight_queue_reqs",
+            ),
+            decode_queue: both(
+                "sglang:num_decode_prealloc_queue_reqs",
+                "sglang:num_decode_transfer_queue_reqs",
+            ),
+        })
+    }
+
+    /// Rates from the scrape `dt` before (`prev`): from the counters where
+    /// the server has them, else SGLang's own gauges.
+    pub(crate) fn rates(&self, prev: &SglangGauges, dt: Duration) -> SglangRates {
+        SglangRates {
+            generation_tok_s: counter_rate(
+                prev.generation_tokens_total,
+                self.generation_tokens_total,
+                dt,
+            )
+            .or(self.gen_throughput),
+            prefix_cache_hit_rate: hit_rate(
+                prev.cached_tokens_total,
+                self.cached_tokens_total,
+                prev.prompt_tokens_total,
+                self.prompt_tokens_total,
+            )
+            .or(self.cache_hit_rate),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// TGI.
+
+/// One scrape of text-generation-inference's `/metrics` (`tgi_` names).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct TgiGauges {
+    /// `tgi_batch_current_size`: requests in the running batch.
+    pub running: Option<f64>,
+    /// `tgi_queue_size`: requests waiting for the batch.
+    pub waiting: Option<f64>,
+    /// `tgi_batch_current_max_tokens`: the token budget the running batch
+    /// holds (its KV), against `--max-batch-total-tokens`.
+    pub batch_tokens: Option<f64>,
+    /// `tgi_request_count` (counter): requests received.
+    pub requests_total: Option<f64>,
+}
+
+impl TgiGauges {
+    /// None when the scrape has no `tgi_` metric (not a TGI server).
+    pub(crate) fn from_metrics(m: &Metrics) -> Option<TgiGauges> {
+        if !m.has_prefix("tgi_") {
+            return None;
+        }
+        Some(TgiGauges {
+            running: m.sum("tgi_batch_current_size"),
+            waiting: m.sum("tgi_queue_size"),
+            batch_tokens: m.sum("tgi_batch_current_max_tokens"),
+            requests_total: m
+                .sum("tgi_request_count")
+                .or_else(|| m.sum("tgi_request_count_total")),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Ollama.
 
 /// One model Ollama holds in memory (`/api/ps`).
@@ -319,6 +444,93 @@ fn nonblank(v: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use crate::probe::prometheus::{parse, parse_bytes, MetricType};
+
+    /// SGLang's documented `/metrics` sample (a public capture, see its
+    /// `.source.txt`): every gauge the probe reads is found by its name.
+    #[test]
+    fn sglang_gauges_from_its_documented_sample() {
+        let raw = include_bytes!(
+            "../../tests/fixtures/captures/public/sglang_0.4.x_metrics_docs_sample.prom"
+        );
+        let g = SglangGauges::from_metrics(&parse_bytes(raw)).expect("sglang: names");
+        assert_eq!(g.running, Some(0.0));
+        assert_eq!(g.waiting, Some(0.0));
+        assert_eq!(g.kv_cache_usage, Some(0.0));
+        assert_eq!(g.cache_hit_rate, Some(0.0));
+        assert_eq!(g.prompt_tokens_total, Some(7.0));
+        assert_eq!(g.generation_tokens_total, Some(8.0));
+        // 0.4.x has no cached-token counter and serves unified.
+        assert_eq!(g.cached_tokens_total, None);
+        assert_eq!((g.prefill_queue, g.decode_queue), (None, None));
+        // Not vLLM's, not TGI's.
+        assert_eq!(VllmGauges::from_metrics(&parse_bytes(raw)), None);
+        assert_eq!(TgiGauges::from_metrics(&parse_bytes(raw)), None);
+    }
+
+    /// Two scrapes 2 s apart, worked by hand: 500 tokens generated = 250
+    /// tok/s; 300 of 600 new prompt tokens cached = 50%; a disaggregated
+    /// server's queues summed by side (2 + 1 prefill, 4 + 0 decode); KV use
+    /// is the fuller rank's.
+    #[test]
+    fn sglang_rates_and_split_queues_worked_by_hand() {
+        let first = parse(
+            "sglang:generation_tokens_total{model_name=\"m\"} 8\n\
+             sglang:prompt_tokens_total{model_name=\"m\"} 1000\n\
+             sglang:cached_tokens_total{model_name=\"m\"} 200\n\
+             sglang:gen_throughput{model_name=\"m\"} 999\n",
+        );
+        let second = parse(
+            "sglang:generation_tokens_total{model_name=\"m\"} 508\n\
+             sglang:prompt_tokens_total{model_name=\"m\"} 1600\n\
+             sglang:cached_tokens_total{model_name=\"m\"} 500\n\
+             sglang:token_usage{model_name=\"m\",dp_rank=\"0\"} 0.25\n\
+             sglang:token_usage{model_name=\"m\",dp_rank=\"1\"} 0.75\n\
+             sglang:num_prefill_prealloc_queue_reqs{model_name=\"m\"} 2\n\
+             sglang:num_prefill_inflight_queue_reqs{model_name=\"m\"} 1\n\
+             sglang:num_decode_prealloc_queue_reqs{model_name=\"m\"} 4\n",
+        );
+        let a = SglangGauges::from_metrics(&first).expect("a");
+        let b = SglangGauges::from_metrics(&second).expect("b");
+        let r = b.rates(&a, Duration::from_secs(2));
+        assert_eq!(r.generation_tok_s, Some(250.0));
+        assert_eq!(r.prefix_cache_hit_rate, Some(0.5));
+        assert_eq!(b.kv_cache_usage, Some(0.75));
+        assert_eq!(b.prefill_queue, Some(3.0));
+        assert_eq!(b.decode_queue, Some(4.0));
+        // Without the counters, SGLang's own gauge stands in.
+        let own = SglangGauges {
+            gen_throughput: Some(42.0),
+            ..SglangGauges::default()
+        };
+        assert_eq!(
+            own.rates(&SglangGauges::default(), Duration::from_secs(1))
+                .generation_tok_s,
+            Some(42.0)
+        );
+    }
+
+    /// TGI's names as its router writes them (documented in TGI's
+    /// "Metrics" reference): batch size is running, queue size waiting.
+    #[test]
+    fn tgi_gauges_by_their_names() {
+        let m = parse(
+            "# TYPE tgi_queue_size gauge\ntgi_queue_size 5\n\
+             # TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 8\n\
+             # TYPE tgi_batch_current_max_tokens gauge\ntgi_batch_current_max_tokens 2048\n\
+             # TYPE tgi_request_count counter\ntgi_request_count 253\n",
+        );
+        let g = TgiGauges::from_metrics(&m).expect("tgi_ names");
+        assert_eq!(
+            g,
+            TgiGauges {
+                running: Some(8.0),
+                waiting: Some(5.0),
+                batch_tokens: Some(2048.0),
+                requests_total: Some(253.0),
+            }
+        );
+        assert_eq!(SglangGauges::from_metrics(&m), None);
+    }
 
     macro_rules! fixture {
         ($path:literal) => {

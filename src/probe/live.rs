@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::gauges::{llamacpp_slots, ollama_ps, LlamacppGauges, VllmGauges};
+use super::gauges::{
+    llamacpp_slots, ollama_ps, LlamacppGauges, SglangGauges, TgiGauges, VllmGauges,
+};
 use super::prometheus;
 use crate::engine::{Engine, GaugeSource};
 pub(crate) use crate::stats::gauges::ServerSample;
@@ -35,6 +37,7 @@ pub(crate) fn spawn(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut previous: Option<(Instant, VllmGauges)> = None;
         let mut previous_llama: Option<(Instant, LlamacppGauges)> = None;
+        let mut previous_sglang: Option<(Instant, SglangGauges)> = None;
         while !sources.is_empty() {
             ticker.tick().await;
             if tx.is_closed() {
@@ -68,6 +71,22 @@ pub(crate) fn spawn(
                             previous_llama = Some((now, g));
                         })
                     }
+                    GaugeSource::SglangMetrics => {
+                        let metrics = prometheus::parse_bytes(&body);
+                        SglangGauges::from_metrics(&metrics).map(|g| {
+                            sglang_gauges(&g, previous_sglang.as_ref(), now, &mut sample.gauges);
+                            previous_sglang = Some((now, g));
+                        })
+                    }
+                    GaugeSource::TgiMetrics => {
+                        let metrics = prometheus::parse_bytes(&body);
+                        TgiGauges::from_metrics(&metrics).map(|g| {
+                            let mut put = |k, v| super::put_gauge(&mut sample.gauges, k, v);
+                            put("running", g.running);
+                            put("waiting", g.waiting);
+                            put("batch_tokens", g.batch_tokens);
+                        })
+                    }
                     GaugeSource::LlamacppSlots => llamacpp_slots(&body).map(|s| {
                         sample.gauges.insert("slots_busy", f64::from(s.busy));
                         sample.gauges.insert("slots_total", f64::from(s.total));
@@ -86,7 +105,11 @@ pub(crate) fn spawn(
                 }
             }
             // A source that failed on the first scrape is not there at all.
-            if previous.is_none() && previous_llama.is_none() && sample.gauges.is_empty() {
+            if previous.is_none()
+                && previous_llama.is_none()
+                && previous_sglang.is_none()
+                && sample.gauges.is_empty()
+            {
                 sources.retain(|s| !missing.contains(s));
             }
             if !sample.gauges.is_empty() && tx.send(sample).is_err() {
@@ -152,6 +175,34 @@ fn vllm_gauges(
         put("generation_tok_s", rates.generation_tok_s);
         put("prefix_cache_hit_rate", rates.prefix_cache_hit_rate);
         put("preemptions", rates.preemptions);
+    }
+}
+
+/// SGLang gauges under the names the rest reads (running, waiting,
+/// kv_cache_usage), its split queues, and the rates since the last scrape.
+fn sglang_gauges(
+    g: &SglangGauges,
+    previous: Option<&(Instant, SglangGauges)>,
+    now: Instant,
+    out: &mut BTreeMap<&'static str, f64>,
+) {
+    let mut put = |k, v| super::put_gauge(out, k, v);
+    put("running", g.running);
+    put("waiting", g.waiting);
+    put("kv_cache_usage", g.kv_cache_usage);
+    put("prefill_queue", g.prefill_queue);
+    put("decode_queue", g.decode_queue);
+    match previous {
+        Some((then, prev)) => {
+            let rates = g.rates(prev, now.saturating_duration_since(*then));
+            put("generation_tok_s", rates.generation_tok_s);
+            put("prefix_cache_hit_rate", rates.prefix_cache_hit_rate);
+        }
+        // Its own gauges stand in until two scrapes give rates.
+        None => {
+            put("generation_tok_s", g.gen_throughput);
+            put("prefix_cache_hit_rate", g.cache_hit_rate);
+        }
     }
 }
 

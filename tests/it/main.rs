@@ -23,6 +23,7 @@ mod report;
 mod rounds;
 mod schema;
 mod secrets;
+mod server_account;
 mod shards;
 mod sim_engines;
 mod sim_timing;

@@ -9,7 +9,7 @@ use crate::analysis::decide::{decide, Decision, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
-use crate::analysis::engine_checks::{engine_diagnoses, EngineInput, ServerView};
+use crate::analysis::engine_checks::{engine_diagnoses, knee_cause, EngineInput, ServerView};
 use crate::analysis::rounds::rounds_spread;
 use crate::report::schema::{self, SeriesEntry};
 
@@ -43,7 +43,25 @@ impl Tally {
         if let Some(failing) = self.search.and_then(|s| s.failing) {
             points.retain(|p| p.concurrency < failing);
         }
-        decide(&points, &self.run.decision.slo)
+        let mut decision = decide(&points, &self.run.decision.slo);
+        // The knee's cause from the server's own gauges, where this run
+        // read them at both of its levels.
+        if let Some(knee) = decision.knee.as_mut() {
+            let at = |c: u32| {
+                self.saved_levels()
+                    .iter()
+                    .rev()
+                    .filter(|l| l.info.series == series && l.info.concurrency == c)
+                    .find(|l| l.point().is_some())
+                    .map(|l| server_view(l))
+            };
+            if let (Some(from), Some(to)) = (at(knee.from_concurrency), at(knee.to_concurrency)) {
+                if let Some(cause) = knee_cause(&from, &to, &self.run.engine) {
+                    knee.told_by_server(&cause);
+                }
+            }
+        }
+        decision
     }
 
     /// Cost at capacity, when a GPU price was given and a capacity is known.
@@ -201,7 +219,8 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         output_throughput: l.stats.output_throughput,
         p99_ttft_ms: l.stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
         gpu_share_min: l.server.min("gpu_share"),
-        waiting_max: l.server.max("waiting"),
+        // llama.cpp calls its queue "deferred" (requests waiting for a slot).
+        waiting_max: l.server.max("waiting").or_else(|| l.server.max("deferred")),
         kv_cache_usage_max: l.server.max("kv_cache_usage"),
         preemptions,
         prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate"),
@@ -213,5 +232,9 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         http_503: error("http_503"),
         http_429: error("http_429"),
         streaming_mean: l.occupancy.map(|o| o.streaming_mean),
+        running_max: ["running", "slots_busy", "processing"]
+            .iter()
+            .find_map(|k| l.server.max(k)),
+        slots_total: l.server.max("slots_total"),
     }
 }
