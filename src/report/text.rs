@@ -180,6 +180,18 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
             line(&mut out, &format!("{class}:"), n.to_string());
         }
     }
+    // The server's own account, beside the client's figures above.
+    let account = level
+        .server_account
+        .as_ref()
+        .and_then(|a| a.get("lines"))
+        .and_then(|l| l.as_array());
+    if let Some(lines) = account.filter(|l| !l.is_empty()) {
+        let _ = writeln!(out, "{:-^50}", "The server's own account");
+        for l in lines.iter().filter_map(|l| l.as_str()) {
+            let _ = writeln!(out, "{l}");
+        }
+    }
     let _ = writeln!(out, "{}", "=".repeat(50));
     let _ = writeln!(out, "{}", shape_line(run));
     out

@@ -463,6 +463,7 @@ pub(crate) fn start_driver(
             start_at: start_offset,
             level_gap: plan.timing.level_gap,
             between_levels: plan.between_levels.clone(),
+            edges: edges_of(prepared),
         },
         run_start,
     )
@@ -487,6 +488,17 @@ pub(crate) fn start_probe(
     // GPU gauges when tokbench runs on the GPU host; silent without nvidia-smi.
     let gpu = probe::gpu::spawn_gpu_probe(probe::gpu::DEFAULT_PROGRAM.into(), interval, run_start);
     merge_samples(http, gpu)
+}
+
+/// The server's own account at each level's edge, where the probe runs and
+/// the engine's `/metrics` has one.
+fn edges_of(prepared: &Prepared) -> Option<crate::load::driver::LevelEdges> {
+    prepared.plan.probe_interval?;
+    probe::account::edges(
+        prepared.client.clone(),
+        prepared.plan.base_url.clone(),
+        prepared.identity.engine_kind(),
+    )
 }
 
 /// One stream of samples from two probes; ends when both have.

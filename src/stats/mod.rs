@@ -16,6 +16,7 @@ pub(crate) mod live;
 pub(crate) mod metrics;
 pub(crate) mod occupancy;
 pub mod percentile;
+pub mod server_account;
 pub(crate) mod steady;
 pub mod summary;
 pub(crate) mod tally;

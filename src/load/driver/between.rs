@@ -1,13 +1,15 @@
-//! Work a face asks for between two planned levels, once the first has
-//! drained and before the next starts (a tune's cache reset). The driver
-//! waits for it without knowing what it is; a Stop abandons it.
+//! Work a face asks for at a level's edge, once the level has drained and
+//! before the next starts: the server's own account read (`LevelEdges`)
+//! and a tune's cache reset (`BetweenLevels`). The driver waits for it
+//! without knowing what it is; a Stop abandons it.
 
 use std::fmt;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::Driver;
+use super::{Driver, DriverEvent};
+use crate::stats::server_account::Snapshot;
 
 /// What to run between two planned levels.
 #[derive(Clone)]
@@ -19,37 +21,93 @@ impl fmt::Debug for BetweenLevels {
     }
 }
 
-/// The work's end; never, while none is out.
-pub(super) async fn between_result(work: &mut Option<tokio::task::JoinHandle<()>>) {
-    match work {
-        Some(handle) => {
-            let _ = handle.await;
-        }
-        None => std::future::pending().await,
+/// How to read the server's own account (None: it gave none this time).
+#[derive(Clone)]
+pub struct LevelEdges(pub Arc<dyn Fn() -> BoxFuture<'static, Option<Snapshot>> + Send + Sync>);
+
+impl fmt::Debug for LevelEdges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LevelEdges(..)")
     }
+}
+
+/// The work of one edge, while it runs.
+pub(super) struct Edge {
+    handle: tokio::task::JoinHandle<Option<Snapshot>>,
+    /// The level it closes (None: the edge before the first).
+    closes: Option<usize>,
+}
+
+/// The edge's end: the level it closed and what the server said; never,
+/// while none is out.
+pub(super) async fn between_result(work: &mut Option<Edge>) -> (Option<usize>, Option<Snapshot>) {
+    let out = match work {
+        Some(edge) => (edge.closes, (&mut edge.handle).await.ok().flatten()),
+        None => std::future::pending().await,
+    };
     *work = None;
+    out
 }
 
 impl Driver {
-    /// After a planned level closed: the work between levels first, when
-    /// there is any and a planned level follows; else the next level now.
-    pub(super) fn next_planned_after_work(&mut self) {
+    /// At an edge: read the account (where the edge is `clean`: nothing in
+    /// flight) and, between two planned levels, the face's work. Whether
+    /// anything was started (the next level then waits for
+    /// [`Driver::edge_done`]).
+    pub(super) fn spawn_edge(&mut self, closes: Option<usize>, clean: bool) -> bool {
         let follows = self.search.is_none()
             && self.cfg.replay.is_none()
             && self.next_plan < self.cfg.plan.len();
-        match &self.cfg.between_levels {
-            Some(work) if follows => {
-                self.current = None;
-                self.between = Some(tokio::spawn((work.0)()));
+        let account = self
+            .cfg
+            .edges
+            .as_ref()
+            .filter(|_| clean)
+            .map(|edges| (edges.0)());
+        let work = self
+            .cfg
+            .between_levels
+            .as_ref()
+            .filter(|_| follows && closes.is_some())
+            .map(|work| (work.0)());
+        if account.is_none() && work.is_none() {
+            return false;
+        }
+        self.current = None;
+        let handle = tokio::spawn(async move {
+            // Read first: the work (a cache reset) changes nothing it reads.
+            let snapshot = match account {
+                Some(read) => read.await,
+                None => None,
+            };
+            if let Some(work) = work {
+                work.await;
             }
-            _ => self.start_next_planned(),
+            snapshot
+        });
+        self.between = Some(Edge { handle, closes });
+        true
+    }
+
+    /// The edge's work is done: the account goes out, then the closed
+    /// level's LevelFinished, then the next level starts.
+    pub(super) fn edge_done(&mut self, closes: Option<usize>, snapshot: Option<Snapshot>) {
+        if let Some(snapshot) = snapshot {
+            self.emit(DriverEvent::ServerAccount {
+                closes,
+                snapshot: Arc::new(snapshot),
+            });
+        }
+        self.announce_finished();
+        if !self.stopping {
+            self.start_next_planned();
         }
     }
 
-    /// A Stop: the work between levels is not waited for.
+    /// A Stop: the edge's work is not waited for.
     pub(super) fn abandon_work(&mut self) {
-        if let Some(handle) = self.between.take() {
-            handle.abort();
+        if let Some(edge) = self.between.take() {
+            edge.handle.abort();
         }
     }
 }

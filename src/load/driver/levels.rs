@@ -254,11 +254,16 @@ impl Driver {
                     .scheduled_start(self.next_plan)
                     .is_some_and(|at| at <= now);
             if sent_all && (level.in_flight == 0 || next_due) {
+                // Nothing of it in flight: an edge the server's account can
+                // be read at (a drain past a schedule's gap is not one).
+                let clean = level.in_flight == 0;
                 self.close_current(false);
                 self.judge_probe(index);
+                let waits = !self.stopping && self.spawn_edge(Some(index), clean);
+                // While the edge's work runs this waits for it.
                 self.announce_finished();
-                if !self.stopping {
-                    self.next_planned_after_work();
+                if !self.stopping && !waits {
+                    self.start_next_planned();
                 }
                 return;
             }
@@ -290,6 +295,10 @@ impl Driver {
     }
 
     pub(super) fn announce_finished(&mut self) {
+        // A level's edge is being read: its LevelFinished follows the account.
+        if self.between.is_some() {
+            return;
+        }
         let mut finished = Vec::new();
         for level in &mut self.levels {
             if level.closed && level.in_flight == 0 && !level.announced_finish {

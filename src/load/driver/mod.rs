@@ -49,7 +49,7 @@ mod server_watch;
 mod warmup;
 
 use between::between_result;
-pub use between::BetweenLevels;
+pub use between::{BetweenLevels, LevelEdges};
 pub(crate) use marks::{MarksReader, ServerMarks};
 use prompts::Conversation;
 use schedule::{OpenLoop, Schedule};
@@ -206,6 +206,14 @@ pub enum DriverEvent {
         level: Option<usize>,
         restart: Option<String>,
     },
+    /// The server's own account read at a level's edge
+    /// (`DriverConfig::edges`): before the first level, and after each one
+    /// that drained with nothing in flight (`closes`), before the next
+    /// starts and before its `LevelFinished`.
+    ServerAccount {
+        closes: Option<usize>,
+        snapshot: std::sync::Arc<crate::stats::server_account::Snapshot>,
+    },
     /// The plan ran out; the driver stays, watching the server, for a new
     /// series (only when it watches the server).
     PlanDone,
@@ -266,6 +274,8 @@ pub(crate) struct DriverConfig {
     pub level_gap: Duration,
     /// Run between two planned levels (a tune's `--reset-cache`).
     pub between_levels: Option<BetweenLevels>,
+    /// Read the server's own account at each level's edge.
+    pub edges: Option<LevelEdges>,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -522,8 +532,9 @@ struct Driver {
     series: usize,
     /// A scheduled level not yet due: the plan waits until then.
     pending_start: Option<Instant>,
-    /// The work between two levels, while it runs (the next level waits).
-    between: Option<tokio::task::JoinHandle<()>>,
+    /// The work at a level's edge, while it runs (the next level and the
+    /// closed level's `LevelFinished` wait for it).
+    between: Option<between::Edge>,
 }
 
 /// What the driver knows of a request in flight.
@@ -557,7 +568,10 @@ impl Driver {
             }
         }
 
-        self.start_next_planned();
+        // The first edge: the server's account before any level.
+        if !self.spawn_edge(None, true) {
+            self.start_next_planned();
+        }
         for command in std::mem::take(&mut self.deferred) {
             self.handle(command);
         }
@@ -609,10 +623,8 @@ impl Driver {
                 marks = marks_result(&mut self.marks_check), if self.marks_check.is_some() => {
                     self.on_check_marks(marks);
                 }
-                () = between_result(&mut self.between), if self.between.is_some() => {
-                    if !self.stopping {
-                        self.start_next_planned();
-                    }
+                (closes, snapshot) = between_result(&mut self.between), if self.between.is_some() => {
+                    self.edge_done(closes, snapshot);
                 }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => self.handle(command),

@@ -404,6 +404,7 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         start_at: None,
         level_gap: Duration::ZERO,
         between_levels: None,
+        edges: None,
     }
 }
 

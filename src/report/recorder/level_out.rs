@@ -169,6 +169,7 @@ impl Recorder {
             // What the server said of each request (llama.cpp timings, Ollama
             // durations), beside what the client measured.
             server_timings: Some(level.server_timings.clone()),
+            server_account: level.server_account.clone(),
             goodput: goodput.copied().map(Goodput::to_json),
             waiting: level.occupancy.as_ref().map(|o| o.waiting_json()),
             streaming: level.occupancy.as_ref().map(|o| o.streaming_json()),

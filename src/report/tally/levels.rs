@@ -45,6 +45,9 @@ pub(crate) struct FinishedLevel {
     pub server_timings: Value,
     /// The server's gauges while the level ran (min/mean/max each).
     pub server: GaugeSummary,
+    /// The server's own account of the level (its histograms and counters
+    /// between the level's edges), when read at both.
+    pub server_account: Option<Value>,
     /// The level file, when the level had anything to save (the recorder
     /// sets it; the tally never opens a file).
     pub file: Option<PathBuf>,

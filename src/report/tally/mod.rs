@@ -12,6 +12,7 @@
 //! makes: request lines, level files and `summary.json`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -24,6 +25,7 @@ use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
 use crate::stats::occupancy::{RequestSpan, Timeline};
 use crate::stats::percentile::percentile_sorted;
+use crate::stats::server_account::{account_json, ClientSide, LevelAccount, Snapshot};
 use crate::stats::steady::{
     judge, min_completions, SteadyEstimator, STEADY_COMPLETIONS_PER_STREAM, STEADY_RSE,
 };
@@ -73,7 +75,14 @@ pub(crate) struct Tally {
     steady_rse: f64,
     /// `tokbench tune`'s section, as its face last set it.
     tune: Option<crate::report::schema::TuneSection>,
+    /// The server's account read at level edges: the latest one (the start
+    /// of the next level to begin), and each level's start and end.
+    account_latest: Option<Arc<Snapshot>>,
+    account_edges: BTreeMap<usize, LevelEdgeReads>,
 }
+
+/// A level's start and end reads of the server's account.
+type LevelEdgeReads = (Option<Arc<Snapshot>>, Option<Arc<Snapshot>>);
 
 impl Tally {
     pub(crate) fn new(run: RunInfo, prior: Option<PriorRun>) -> Tally {
@@ -103,6 +112,8 @@ impl Tally {
             steady_per_stream: STEADY_COMPLETIONS_PER_STREAM,
             steady_rse: STEADY_RSE,
             tune: None,
+            account_latest: None,
+            account_edges: BTreeMap::new(),
         }
     }
 
@@ -167,7 +178,19 @@ impl Tally {
         read_client: impl FnOnce() -> ClientReading,
     ) {
         match event {
-            DriverEvent::LevelStarted(info) => self.start_level(info, read_client()),
+            DriverEvent::LevelStarted(info) => {
+                // An edge read just before: this level's start.
+                if let Some(start) = self.account_latest.take() {
+                    self.account_edges.entry(info.index).or_default().0 = Some(start);
+                }
+                self.start_level(info, read_client());
+            }
+            DriverEvent::ServerAccount { closes, snapshot } => {
+                if let Some(index) = closes {
+                    self.account_edges.entry(*index).or_default().1 = Some(snapshot.clone());
+                }
+                self.account_latest = Some(snapshot.clone());
+            }
             DriverEvent::Record(record) => {
                 // A level's queue counts include requests of its neighbours.
                 let span = RequestSpan::of(record);
@@ -341,7 +364,22 @@ impl Tally {
                 lasted,
             )
         });
+        let server_account = match self.account_edges.remove(&index) {
+            Some((Some(start), Some(end))) => {
+                let client = ClientSide {
+                    completed: stats.completed as u64,
+                    // Requests the server may still have finished.
+                    failed: (stats.failed + stats.cancelled) as u64 + u64::from(open.transition),
+                    ttft_mean_ms: stats.ttft.as_ref().map(|d| d.mean),
+                    output_tokens: stats.total_output_tokens,
+                    input_tokens: stats.total_input_tokens,
+                };
+                Some(account_json(&LevelAccount::between(&start, &end), &client))
+            }
+            _ => None,
+        };
         let level = FinishedLevel {
+            server_account,
             occupancy,
             transition: open.transition,
             throughput_rse: estimate.map(|e| e.rse),

@@ -75,6 +75,8 @@ impl App {
                     ),
                 });
             }
+            // In the level files; the view shows its lines once saved.
+            DriverEvent::ServerAccount { .. } => {}
             DriverEvent::PlanDone => {
                 self.stopped_at = Some(self.elapsed);
                 self.phase = Phase::Finished {

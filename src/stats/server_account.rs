@@ -1,0 +1,409 @@
+//! The server's own account of a level: its latency histograms and request
+//! and token counters, read at the level's start and end (a snapshot each,
+//! taken while nothing of either level is in flight), their differences,
+//! and what they say beside the client's figures.
+//!
+//! Histograms and counters only grow, so a level's difference is exact in
+//! count and sum: the server's mean is exact; its percentiles are bounded
+//! by the bucket edges either side (and estimated inside the bucket as
+//! Prometheus' `histogram_quantile` does, linearly). A counter that went
+//! down means the server restarted between the two snapshots: that level's
+//! account is not trusted, and says so.
+//!
+//! Pure: the probe reads `/metrics` into a [`Snapshot`]; nothing here does
+//! I/O or reads a clock.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use crate::fmt::round3;
+
+/// One histogram family, summed over its label sets: cumulative counts at
+/// each upper edge (`le`, ascending, the last `+Inf`), the sum, the count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    pub buckets: Vec<(f64, f64)>,
+    pub sum: f64,
+    pub count: f64,
+}
+
+/// Where a percentile falls: the bucket's edges and the estimate inside it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounded {
+    /// The bucket's lower edge (0 for the first).
+    pub from: f64,
+    /// Its upper edge; infinite for the `+Inf` bucket.
+    pub to: f64,
+    /// Linear inside the bucket; the lower edge for the `+Inf` bucket.
+    pub estimate: f64,
+}
+
+impl Histogram {
+    /// This histogram less an earlier reading of the same family. None when
+    /// their edges differ or a count went down (a restart in between).
+    pub fn since(&self, earlier: &Histogram) -> Option<Histogram> {
+        if earlier.buckets.is_empty() {
+            return Some(self.clone());
+        }
+        if self.buckets.len() != earlier.buckets.len() || self.count < earlier.count {
+            return None;
+        }
+        let mut buckets = Vec::with_capacity(self.buckets.len());
+        for ((le, c), (le0, c0)) in self.buckets.iter().zip(&earlier.buckets) {
+            if le != le0 && !(le.is_infinite() && le0.is_infinite()) || c < c0 {
+                return None;
+            }
+            buckets.push((*le, c - c0));
+        }
+        Some(Histogram {
+            buckets,
+            sum: self.sum - earlier.sum,
+            count: self.count - earlier.count,
+        })
+    }
+
+    /// The exact mean (sum over count); None with no observation.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.sum / self.count)
+    }
+
+    /// The bucket the `q` quantile (0..=1) falls in, as
+    /// `histogram_quantile` finds it: the first edge whose cumulative count
+    /// reaches `q * count`.
+    pub fn quantile(&self, q: f64) -> Option<Bounded> {
+        if self.count <= 0.0 || !(0.0..=1.0).contains(&q) {
+            return None;
+        }
+        let rank = q * self.count;
+        let mut from = 0.0;
+        let mut below = 0.0;
+        for &(le, cumulative) in &self.buckets {
+            if cumulative >= rank && cumulative > 0.0 {
+                let inside = cumulative - below;
+                let estimate = if le.is_infinite() {
+                    from
+                } else if inside > 0.0 {
+                    from + (le - from) * ((rank - below) / inside)
+                } else {
+                    le
+                };
+                return Some(Bounded {
+                    from,
+                    to: le,
+                    estimate,
+                });
+            }
+            from = le;
+            below = cumulative;
+        }
+        None
+    }
+}
+
+/// What one snapshot of a server's `/metrics` holds, under tokbench's own
+/// keys (`ttft`, `queue`, `prefill`, `decode`, `e2e`, `itl`; `requests`,
+/// `generation_tokens`, `prompt_tokens`), each from the engine's name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Seconds, as the engines write them.
+    pub histograms: BTreeMap<&'static str, Histogram>,
+    pub counters: BTreeMap<&'static str, f64>,
+}
+
+/// The latency histograms, in the order the account lists them.
+pub const LATENCIES: [&str; 7] = [
+    "ttft",
+    "queue",
+    "prefill",
+    "decode",
+    "itl",
+    "e2e",
+    "inference",
+];
+
+/// One level's account from its two snapshots.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelAccount {
+    /// Per key: the histogram of the level's own observations.
+    pub histograms: BTreeMap<&'static str, Histogram>,
+    /// Per key: how much the counter grew over the level.
+    pub counters: BTreeMap<&'static str, f64>,
+    /// A count went down between the snapshots: a restart; nothing here is
+    /// trusted.
+    pub reset: bool,
+}
+
+impl LevelAccount {
+    pub fn between(start: &Snapshot, end: &Snapshot) -> LevelAccount {
+        let mut account = LevelAccount::default();
+        for (key, h) in &end.histograms {
+            let earlier = start.histograms.get(key).cloned().unwrap_or_default();
+            match h.since(&earlier) {
+                Some(d) => {
+                    account.histograms.insert(key, d);
+                }
+                None => account.reset = true,
+            }
+        }
+        for (key, v) in &end.counters {
+            let earlier = start.counters.get(key).copied().unwrap_or(0.0);
+            if *v < earlier {
+                account.reset = true;
+            } else {
+                account.counters.insert(key, v - earlier);
+            }
+        }
+        account
+    }
+
+    fn mean_ms(&self, key: &str) -> Option<f64> {
+        self.histograms.get(key)?.mean().map(|s| s * 1000.0)
+    }
+}
+
+/// What the client measured of the same level, to set beside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClientSide {
+    /// Completed requests (ok).
+    pub completed: u64,
+    /// Failed or cancelled ones (the server may still have finished them).
+    pub failed: u64,
+    pub ttft_mean_ms: Option<f64>,
+    pub output_tokens: u64,
+    pub input_tokens: u64,
+}
+
+/// Requests more than the client's, over which another client is using the
+/// server (a level's request counts are exact: no tolerance is needed but
+/// a request the client gave up on that the server still finished).
+fn other_traffic(server_requests: f64, client: &ClientSide) -> bool {
+    server_requests > (client.completed + client.failed) as f64 + 0.5
+}
+
+/// The level's account as the level file's `server_account` object and
+/// its lines in words.
+pub fn account_json(account: &LevelAccount, client: &ClientSide) -> Value {
+    let mut out = Map::new();
+    if account.reset {
+        out.insert("trusted".into(), json!(false));
+        out.insert(
+            "lines".into(),
+            json!(["the server's counters went down during this level (a restart?): its own account is not used"]),
+        );
+        return Value::Object(out);
+    }
+    for key in LATENCIES {
+        let Some(h) = account.histograms.get(key).filter(|h| h.count > 0.0) else {
+            continue;
+        };
+        let ms = |x: f64| {
+            if x.is_finite() {
+                json!(round3(x * 1000.0))
+            } else {
+                Value::Null
+            }
+        };
+        let bounded = |q: f64| {
+            h.quantile(q).map_or(Value::Null, |b| {
+                json!({"from_ms": ms(b.from), "to_ms": ms(b.to), "estimate_ms": ms(b.estimate)})
+            })
+        };
+        out.insert(
+            format!("{key}_ms"),
+            json!({
+                "count": h.count,
+                "mean": h.mean().map_or(Value::Null, ms),
+                "p50": bounded(0.5),
+                "p99": bounded(0.99),
+            }),
+        );
+    }
+    for (key, v) in &account.counters {
+        out.insert((*key).to_string(), json!(v));
+    }
+    let lines = account_lines(account, client);
+    let shared = account
+        .counters
+        .get("requests")
+        .is_some_and(|r| other_traffic(*r, client));
+    out.insert("other_traffic".into(), json!(shared));
+    out.insert("trusted".into(), json!(true));
+    out.insert("lines".into(), json!(lines));
+    Value::Object(out)
+}
+
+/// The account in words: TTFT beside the client's with what is outside
+/// the engine, the request count check, the token count check.
+pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let (Some(client_ttft), Some(server_ttft)) = (client.ttft_mean_ms, account.mean_ms("ttft")) {
+        let parts: Vec<String> = [("queue", "queue"), ("prefill", "prefill")]
+            .iter()
+            .filter_map(|(key, word)| Some(format!("{word} {:.0}", account.mean_ms(key)?)))
+            .collect();
+        let split = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        };
+        let gap = client_ttft - server_ttft;
+        lines.push(format!(
+            "TTFT mean: client {client_ttft:.0} ms, server {server_ttft:.0} ms{split}: {:.0} ms outside the engine",
+            gap
+        ));
+    }
+    if let Some(&server) = account.counters.get("requests") {
+        let ok = client.completed as f64;
+        if other_traffic(server, client) {
+            lines.push(format!(
+                "the server finished {server:.0} requests during this level, this client {} ({} failed): another client is using the server, and its figures include that load",
+                client.completed, client.failed
+            ));
+        } else if server + 0.5 < ok {
+            lines.push(format!(
+                "the server counted {server:.0} requests finished, this client {}: its counters lag or count differently",
+                client.completed
+            ));
+        } else {
+            lines.push(format!(
+                "requests: the server counted {server:.0}, this client {}: no other traffic",
+                client.completed
+            ));
+        }
+    }
+    let tokens = |key: &str, word: &str, mine: u64| -> Option<String> {
+        let server = *account.counters.get(key)?;
+        if mine == 0 && server == 0.0 {
+            return None;
+        }
+        let differ = if mine > 0 {
+            (server - mine as f64) / mine as f64
+        } else {
+            f64::INFINITY
+        };
+        Some(if differ.abs() < 0.005 {
+            format!("{word} tokens: the server counted {server:.0}, this client {mine}: the same")
+        } else {
+            format!(
+                "{word} tokens: the server counted {server:.0}, this client {mine} ({:+.1}%)",
+                differ * 100.0
+            )
+        })
+    };
+    lines.extend(tokens("generation_tokens", "output", client.output_tokens));
+    lines.extend(tokens("prompt_tokens", "input", client.input_tokens));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(edges: &[(f64, f64)], sum: f64) -> Histogram {
+        Histogram {
+            buckets: edges.to_vec(),
+            sum,
+            count: edges.last().map_or(0.0, |e| e.1),
+        }
+    }
+
+    /// Edges 0.1, 0.2, 0.5, +Inf. Before: 3 / 5 / 5 / 5 (sum 0.6). After:
+    /// 3 / 9 / 13 / 13 (sum 3.0). The level's own: 0 / 4 / 8 / 8, sum 2.4:
+    /// mean 0.3 s exactly. p50 is rank 4: reached at 0.2 (cumulative 4), in
+    /// (0.1, 0.2], estimated at the edge 0.2. p99 is rank 7.92: in
+    /// (0.2, 0.5], estimated 0.2 + 0.3 x (7.92 - 4) / 4 = 0.494.
+    #[test]
+    fn a_levels_histogram_is_the_difference_and_its_percentiles_are_bucket_bounded() {
+        let inf = f64::INFINITY;
+        let before = hist(&[(0.1, 3.0), (0.2, 5.0), (0.5, 5.0), (inf, 5.0)], 0.6);
+        let after = hist(&[(0.1, 3.0), (0.2, 9.0), (0.5, 13.0), (inf, 13.0)], 3.0);
+        let level = after.since(&before).expect("grew");
+        assert_eq!(
+            level.buckets,
+            vec![(0.1, 0.0), (0.2, 4.0), (0.5, 8.0), (inf, 8.0)]
+        );
+        assert_eq!(level.count, 8.0);
+        assert!((level.mean().expect("mean") - 0.3).abs() < 1e-12);
+        let p50 = level.quantile(0.5).expect("p50");
+        assert_eq!((p50.from, p50.to), (0.1, 0.2));
+        assert!((p50.estimate - 0.2).abs() < 1e-12);
+        let p99 = level.quantile(0.99).expect("p99");
+        assert_eq!((p99.from, p99.to), (0.2, 0.5));
+        assert!((p99.estimate - 0.494).abs() < 1e-12, "{}", p99.estimate);
+        // Past the last finite edge: bounded below only.
+        let tail = hist(&[(0.1, 1.0), (inf, 2.0)], 5.0)
+            .quantile(0.99)
+            .expect("tail");
+        assert_eq!((tail.from, tail.to, tail.estimate), (0.1, inf, 0.1));
+        // A count that went down, or other edges: not a difference.
+        assert_eq!(before.since(&after), None);
+        let other = hist(&[(0.25, 3.0), (inf, 5.0)], 0.6);
+        assert_eq!(after.since(&other), None);
+        assert_eq!(Histogram::default().mean(), None);
+        assert_eq!(Histogram::default().quantile(0.5), None);
+    }
+
+    fn snapshot(ttft: Histogram, queue: Histogram, prefill: Histogram, requests: f64) -> Snapshot {
+        Snapshot {
+            histograms: [("ttft", ttft), ("queue", queue), ("prefill", prefill)]
+                .into_iter()
+                .collect(),
+            counters: [
+                ("requests", requests),
+                ("generation_tokens", requests * 64.0),
+                ("prompt_tokens", requests * 100.0),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    /// 10 requests in the level: server TTFT sum 1.98 s (mean 198 ms),
+    /// queue 1.2 s (120), prefill 0.78 s (78); the client's mean 212 ms:
+    /// 14 ms outside the engine. 10 requests and 640 output tokens on both
+    /// sides; input tokens 1000 against the client's 980 (+2.0%).
+    #[test]
+    fn the_account_beside_the_client_worked_by_hand() {
+        let inf = f64::INFINITY;
+        let h = |count: f64, sum: f64| hist(&[(1.0, count), (inf, count)], sum);
+        let start = snapshot(h(0.0, 0.0), h(0.0, 0.0), h(0.0, 0.0), 0.0);
+        let end = snapshot(h(10.0, 1.98), h(10.0, 1.2), h(10.0, 0.78), 10.0);
+        let account = LevelAccount::between(&start, &end);
+        assert!(!account.reset);
+        let client = ClientSide {
+            completed: 10,
+            failed: 0,
+            ttft_mean_ms: Some(212.0),
+            output_tokens: 640,
+            input_tokens: 980,
+        };
+        assert_eq!(
+            account_lines(&account, &client),
+            vec![
+                "TTFT mean: client 212 ms, server 198 ms (queue 120, prefill 78): 14 ms outside the engine",
+                "requests: the server counted 10, this client 10: no other traffic",
+                "output tokens: the server counted 640, this client 640: the same",
+                "input tokens: the server counted 1000, this client 980 (+2.0%)",
+            ]
+        );
+        let json = account_json(&account, &client);
+        assert_eq!(json["other_traffic"], false);
+        assert_eq!(json["ttft_ms"]["count"], 10.0);
+        assert_eq!(json["ttft_ms"]["mean"], 198.0);
+        assert_eq!(json["ttft_ms"]["p50"]["from_ms"], 0.0);
+        assert_eq!(json["ttft_ms"]["p50"]["to_ms"], 1000.0);
+        // Another client's 4 requests during the level: said, and marked.
+        let busy = snapshot(h(14.0, 2.5), h(14.0, 1.5), h(14.0, 1.0), 14.0);
+        let shared = LevelAccount::between(&start, &busy);
+        let json = account_json(&shared, &client);
+        assert_eq!(json["other_traffic"], true);
+        assert!(json["lines"][1]
+            .as_str()
+            .is_some_and(|l| l.starts_with("the server finished 14 requests during this level, this client 10 (0 failed): another client")));
+        // A restart in between: nothing trusted.
+        let restarted = LevelAccount::between(&end, &start);
+        assert!(restarted.reset);
+        assert_eq!(account_json(&restarted, &client)["trusted"], false);
+    }
+}
