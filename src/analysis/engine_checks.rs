@@ -36,6 +36,13 @@ pub(crate) struct ServerView {
     pub running_max: Option<f64>,
     /// llama.cpp's `/slots`: how many slots it has.
     pub slots_total: Option<f64>,
+    /// The level's TTFT means, the client's and the server's own (its
+    /// histogram between the level's edges), ms.
+    pub ttft_mean_client_ms: Option<f64>,
+    pub ttft_mean_server_ms: Option<f64>,
+    /// The server finished more requests during the level than this
+    /// client sent.
+    pub other_traffic: bool,
 }
 
 /// Why throughput stopped rising at a knee, from what the server said at
@@ -107,6 +114,8 @@ pub(crate) fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
         prefix_cache(input),
         kv_cache_full(input),
         overload_responses(input),
+        outside_the_engine(input),
+        shared_server(input),
     ]
     .into_iter()
     .flatten()
@@ -295,6 +304,63 @@ pub(crate) fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
     })
 }
 
+/// TTFT outside the engine (the client's mean less the server's own) that
+/// grows with concurrency while the server's own TTFT grows less: a router,
+/// a gateway or the client itself holds requests up. Fires when the gap at
+/// the highest level is at least 20 ms and twice the lowest level's, and
+/// grew by more than the server's TTFT did.
+pub(crate) fn outside_the_engine(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let mut seen: Vec<(u32, f64, f64)> = input
+        .levels
+        .iter()
+        .filter_map(|l| {
+            let (c, s) = (l.ttft_mean_client_ms?, l.ttft_mean_server_ms?);
+            Some((l.concurrency, c - s, s))
+        })
+        .collect();
+    seen.sort_by_key(|l| l.0);
+    let (&(lo_c, lo_gap, lo_server), &(hi_c, hi_gap, hi_server)) = (seen.first()?, seen.last()?);
+    if hi_c <= lo_c || hi_gap < 20.0 || hi_gap < 2.0 * lo_gap.max(0.0) {
+        return None;
+    }
+    if hi_gap - lo_gap <= hi_server - lo_server {
+        return None;
+    }
+    Some(Diagnosis {
+        id: "outside_the_engine",
+        message: format!(
+            "TTFT outside the engine grows from {lo_gap:.0} ms at {lo_c} streams to {hi_gap:.0} ms at {hi_c} while the server's own TTFT goes from {lo_server:.0} to {hi_server:.0} ms: a router, a gateway or this client holds requests up, not the engine (see the client's CPU and receive lag)"
+        ),
+        evidence: json!({
+            "from_concurrency": lo_c, "to_concurrency": hi_c,
+            "gap_ms": [lo_gap, hi_gap], "server_ttft_ms": [lo_server, hi_server],
+        }),
+    })
+}
+
+/// Levels during which the server finished more requests than this
+/// client sent: another client shares the server.
+pub(crate) fn shared_server(input: &EngineInput<'_>) -> Option<Diagnosis> {
+    let shared: Vec<u32> = input
+        .levels
+        .iter()
+        .filter(|l| l.other_traffic)
+        .map(|l| l.concurrency)
+        .collect();
+    if shared.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = shared.iter().map(u32::to_string).collect();
+    Some(Diagnosis {
+        id: "shared_server",
+        message: format!(
+            "another client used the server during the levels at {} streams (the server finished more requests than this client sent): their figures include its load; measure on a server of your own",
+            list.join(", ")
+        ),
+        evidence: json!({"concurrency": shared}),
+    })
+}
+
 /// 503/429 answers: which limit it is, by engine.
 pub(crate) fn overload_responses(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let n503: usize = input.levels.iter().map(|l| l.http_503).sum();
@@ -402,6 +468,54 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// Client TTFT 12 / 30 / 95 ms, the server's own 10 / 14 / 20 at 1, 4
+    /// and 16 streams: the gap goes 2 -> 75 ms (>= 20, >= 2 x 2, and it
+    /// grew 73 ms against the server's 10): outside the engine. With the
+    /// server's TTFT growing as much, it does not fire.
+    #[test]
+    fn a_gap_outside_the_engine_that_grows_is_said() {
+        let with = |c, client, server| ServerView {
+            ttft_mean_client_ms: Some(client),
+            ttft_mean_server_ms: Some(server),
+            ..level(c, 100.0, 100.0)
+        };
+        let levels = [
+            with(1, 12.0, 10.0),
+            with(4, 30.0, 14.0),
+            with(16, 95.0, 20.0),
+        ];
+        let input = EngineInput {
+            engine: "vllm",
+            levels: &levels,
+            ..EngineInput::default()
+        };
+        let d = outside_the_engine(&input).expect("fires");
+        assert_eq!(
+            d.message,
+            "TTFT outside the engine grows from 2 ms at 1 streams to 75 ms at 16 while the server's own TTFT goes from 10 to 20 ms: a router, a gateway or this client holds requests up, not the engine (see the client's CPU and receive lag)"
+        );
+        let queueing = [with(1, 12.0, 10.0), with(16, 395.0, 300.0)];
+        let input = EngineInput {
+            levels: &queueing,
+            ..input
+        };
+        assert_eq!(outside_the_engine(&input), None);
+        let shared = [
+            ServerView {
+                other_traffic: true,
+                ..level(8, 1.0, 1.0)
+            },
+            level(16, 1.0, 1.0),
+        ];
+        let input = EngineInput {
+            levels: &shared,
+            ..input
+        };
+        assert!(shared_server(&input).is_some_and(|d| d
+            .message
+            .starts_with("another client used the server during the levels at 8 streams")));
     }
 
     /// The server says it runs 2 at once while the client saw ~1 streaming

@@ -206,6 +206,11 @@ impl Tally {
 
 /// What a finished level saw of the server, for the engine checks.
 fn server_view(l: &FinishedLevel) -> ServerView {
+    // Only an account the level could trust.
+    let account = l
+        .server_account
+        .as_ref()
+        .filter(|a| a.get("trusted").and_then(Value::as_bool) == Some(true));
     let error = |key: &str| l.stats.errors.get(key).copied().unwrap_or(0);
     let preemptions = match (
         l.server.min("preemptions_total"),
@@ -236,5 +241,14 @@ fn server_view(l: &FinishedLevel) -> ServerView {
             .iter()
             .find_map(|k| l.server.max(k)),
         slots_total: l.server.max("slots_total"),
+        ttft_mean_client_ms: l.stats.ttft.as_ref().map(|d| d.mean),
+        ttft_mean_server_ms: account
+            .and_then(|a| a.get("ttft_ms"))
+            .and_then(|t| t.get("mean"))
+            .and_then(Value::as_f64),
+        other_traffic: account
+            .and_then(|a| a.get("other_traffic"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     }
 }
