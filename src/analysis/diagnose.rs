@@ -65,6 +65,8 @@ pub(crate) struct ClientLevelLoad {
 pub(crate) struct StreamShape {
     /// Socket reads (or, lacking those, output-carrying chunks) that carried output.
     pub reads: u32,
+    /// Output-carrying chunks (SSE events or NDJSON lines).
+    pub chunks: u32,
     pub output_tokens: u32,
     pub ttft_ms: f64,
     pub e2el_ms: f64,
@@ -79,6 +81,7 @@ impl StreamShape {
         }
         Some(StreamShape {
             reads: r.output_reads,
+            chunks: r.chunks,
             output_tokens: r.output_tokens,
             ttft_ms: r.ttft?.as_secs_f64() * 1000.0,
             e2el_ms: r.e2el?.as_secs_f64() * 1000.0,
@@ -148,6 +151,7 @@ pub(crate) fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
         client_saturated(input.client_loads),
         client_rx_lag(levels),
         buffered_stream(input.stream_shapes),
+        multi_token_chunks(input.stream_shapes),
         rounds_spread(input.spreads),
         if levels.is_empty() {
             None
@@ -456,6 +460,42 @@ pub(crate) fn buffered_stream(shapes: &[StreamShape]) -> Option<Diagnosis> {
         }),
     })
 }
+
+/// Chunks that carry several tokens each (speculative decoding, or a server
+/// that sends its stream in batches): the inter-token gaps are then gaps
+/// between chunks, not tokens. Fires at 1.1 tokens a chunk or more over
+/// answers of two chunks or more; a buffered stream is its own check.
+pub(crate) fn multi_token_chunks(shapes: &[StreamShape]) -> Option<Diagnosis> {
+    let (tokens, chunks, several) =
+        shapes
+            .iter()
+            .filter(|s| s.chunks >= 2)
+            .fold((0u64, 0u64, 0usize), |(t, c, n), s| {
+                (
+                    t + u64::from(s.output_tokens),
+                    c + u64::from(s.chunks),
+                    n + usize::from(s.output_tokens > s.chunks),
+                )
+            });
+    if chunks == 0 {
+        return None;
+    }
+    let per_chunk = tokens as f64 / chunks as f64;
+    (per_chunk >= MULTI_TOKEN_CHUNKS).then(|| Diagnosis {
+        id: "multi_token_chunks",
+        message: format!(
+            "answers arrived {per_chunk:.2} tokens a chunk ({several} answers had chunks of several tokens): ITL here is the gap between chunks, not tokens; TPOT is the per-token figure (speculative decoding, or a server that batches its stream)"
+        ),
+        evidence: json!({
+            "tokens_per_chunk": num(round_to(per_chunk, 3)),
+            "answers_with_multi_token_chunks": several,
+            "tokens": tokens, "chunks": chunks,
+        }),
+    })
+}
+
+/// Tokens a chunk from which chunks are said to carry several.
+const MULTI_TOKEN_CHUNKS: f64 = 1.1;
 
 /// Rounds of one level differ by more than 15% (output throughput or p50 TTFT).
 pub(crate) fn rounds_spread(spreads: &[RoundsSpread]) -> Option<Diagnosis> {

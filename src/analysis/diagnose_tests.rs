@@ -212,6 +212,7 @@ fn client_saturated_by_level() {
 fn buffered_stream_by_hand() {
     let shape = |reads, ttft_ms, e2el_ms| StreamShape {
         reads,
+        chunks: reads,
         output_tokens: 64,
         ttft_ms,
         e2el_ms,
@@ -235,12 +236,35 @@ fn buffered_stream_by_hand() {
     // One-token answers say nothing.
     let one = StreamShape {
         reads: 1,
+        chunks: 1,
         output_tokens: 1,
         ttft_ms: 100.0,
         e2el_ms: 100.0,
     };
     assert!(buffered_stream(&[one]).is_none());
     assert!(buffered_stream(&[]).is_none());
+}
+
+/// 3 answers: 64 tokens in 64 chunks, 64 in 16 (4 a chunk), 30 in 20:
+/// 158 tokens in 100 chunks = 1.58 a chunk, 2 answers with multi-token
+/// chunks. One token a chunk, or one-chunk answers: nothing said.
+#[test]
+fn multi_token_chunks_by_hand() {
+    let shape = |chunks, output_tokens| StreamShape {
+        reads: chunks,
+        chunks,
+        output_tokens,
+        ttft_ms: 10.0,
+        e2el_ms: 100.0,
+    };
+    let d = multi_token_chunks(&[shape(64, 64), shape(16, 64), shape(20, 30)]).expect("fires");
+    assert_eq!(
+        d.message,
+        "answers arrived 1.58 tokens a chunk (2 answers had chunks of several tokens): ITL here is the gap between chunks, not tokens; TPOT is the per-token figure (speculative decoding, or a server that batches its stream)"
+    );
+    assert_eq!(d.evidence["tokens"], 158);
+    assert!(multi_token_chunks(&[shape(64, 64), shape(32, 33)]).is_none());
+    assert!(multi_token_chunks(&[shape(1, 64)]).is_none());
 }
 
 #[test]

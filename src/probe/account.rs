@@ -132,7 +132,20 @@ pub(crate) fn snapshot(m: &Metrics) -> Option<Snapshot> {
                 .or_else(|| m.sum("tgi_request_input_length_sum")),
         ),
     ];
-    for (key, value) in counters {
+    // Speculative decoding (vLLM): drafts proposed, their tokens, and the
+    // tokens accepted.
+    let spec = [
+        ("spec_drafts", m.sum("vllm:spec_decode_num_drafts_total")),
+        (
+            "spec_draft_tokens",
+            m.sum("vllm:spec_decode_num_draft_tokens_total"),
+        ),
+        (
+            "spec_accepted_tokens",
+            m.sum("vllm:spec_decode_num_accepted_tokens_total"),
+        ),
+    ];
+    for (key, value) in counters.into_iter().chain(spec) {
         if let Some(v) = value {
             snap.counters.insert(key, v);
         }
@@ -239,5 +252,18 @@ mod tests {
         );
         assert_eq!((h.sum, h.count), (2.5, 5.0));
         assert_eq!(histogram(&m, "y"), None);
+    }
+
+    #[test]
+    fn speculative_decoding_counters_by_their_names() {
+        let m = prometheus::parse(
+            "vllm:spec_decode_num_drafts_total{engine=\"0\"} 10\n\
+             vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} 30\n\
+             vllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} 18\n",
+        );
+        let snap = snapshot(&m).expect("counters");
+        assert_eq!(snap.counters["spec_drafts"], 10.0);
+        assert_eq!(snap.counters["spec_draft_tokens"], 30.0);
+        assert_eq!(snap.counters["spec_accepted_tokens"], 18.0);
     }
 }

@@ -271,6 +271,10 @@ pub(crate) struct SglangGauges {
     /// `num_decode_transfer_queue_reqs`). None on a unified server.
     pub prefill_queue: Option<f64>,
     pub decode_queue: Option<f64>,
+    /// Speculative decoding: `sglang:spec_accept_length` (mean tokens per
+    /// step) and `sglang:spec_accept_rate` (accepted over draft tokens).
+    pub spec_accept_length: Option<f64>,
+    pub spec_accept_rate: Option<f64>,
 }
 
 /// What two SGLang scrapes say together.
@@ -307,6 +311,8 @@ impl SglangGauges {
                 "sglang:num_decode_prealloc_queue_reqs",
                 "sglang:num_decode_transfer_queue_reqs",
             ),
+            spec_accept_length: m.max("sglang:spec_accept_length"),
+            spec_accept_rate: m.max("sglang:spec_accept_rate"),
         })
     }
 

@@ -192,6 +192,12 @@ fn sglang_gauges(
     put("kv_cache_usage", g.kv_cache_usage);
     put("prefill_queue", g.prefill_queue);
     put("decode_queue", g.decode_queue);
+    // Zero when the server does not speculate: not worth a gauge then.
+    put(
+        "spec_accept_length",
+        g.spec_accept_length.filter(|v| *v > 0.0),
+    );
+    put("spec_accept_rate", g.spec_accept_rate.filter(|v| *v > 0.0));
     match previous {
         Some((then, prev)) => {
             let rates = g.rates(prev, now.saturating_duration_since(*then));

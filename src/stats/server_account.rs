@@ -293,7 +293,25 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
     };
     lines.extend(tokens("generation_tokens", "output", client.output_tokens));
     lines.extend(tokens("prompt_tokens", "input", client.input_tokens));
+    lines.extend(speculation_line(account));
     lines
+}
+
+/// Speculative decoding over the level: the share of draft tokens accepted,
+/// and the mean acceptance length as vLLM defines it (1 + accepted per
+/// draft: each draft step also yields the target model's own token).
+fn speculation_line(account: &LevelAccount) -> Option<String> {
+    let drafts = *account.counters.get("spec_drafts")?;
+    let draft_tokens = *account.counters.get("spec_draft_tokens")?;
+    let accepted = *account.counters.get("spec_accepted_tokens")?;
+    if drafts <= 0.0 || draft_tokens <= 0.0 {
+        return None;
+    }
+    Some(format!(
+        "speculative decoding: {drafts:.0} drafts of {draft_tokens:.0} tokens, {:.0}% accepted, mean acceptance length {:.2}",
+        accepted / draft_tokens * 100.0,
+        1.0 + accepted / drafts
+    ))
 }
 
 #[cfg(test)]
@@ -401,6 +419,18 @@ mod tests {
         assert!(json["lines"][1]
             .as_str()
             .is_some_and(|l| l.starts_with("the server finished 14 requests during this level, this client 10 (0 failed): another client")));
+        // Speculative decoding: 10 drafts of 30 tokens, 18 accepted: 60%,
+        // mean acceptance length 1 + 18/10 = 2.8.
+        let mut spec = account.clone();
+        spec.counters.extend([
+            ("spec_drafts", 10.0),
+            ("spec_draft_tokens", 30.0),
+            ("spec_accepted_tokens", 18.0),
+        ]);
+        assert_eq!(
+            account_lines(&spec, &client).last().map(String::as_str),
+            Some("speculative decoding: 10 drafts of 30 tokens, 60% accepted, mean acceptance length 2.80")
+        );
         // A restart in between: nothing trusted.
         let restarted = LevelAccount::between(&end, &start);
         assert!(restarted.reset);
