@@ -543,6 +543,8 @@ pub enum SimEngine {
     Ollama,
     /// llama.cpp's llama-server: -np slots, timings, /props, /slots, /metrics.
     Llamacpp,
+    /// SGLang: /v1/*, /get_server_info, /flush_cache, /metrics (sglang: names); --max-running-requests.
+    Sglang,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -585,8 +587,8 @@ pub struct SimTimingArgs {
     #[arg(long = "prefill-ms-per-1k", value_name = "MS", default_value_t = sim_default().prefill_ms_per_1k)]
     pub prefill_ms_per_1k: f64,
 
-    /// Most sequences running at once; the rest wait.
-    #[arg(long, value_name = "N", default_value_t = sim_default().max_num_seqs)]
+    /// Most sequences running at once; the rest wait (SGLang's name: --max-running-requests).
+    #[arg(long, alias = "max-running-requests", value_name = "N", default_value_t = sim_default().max_num_seqs)]
     pub max_num_seqs: usize,
 
     /// KV-cache size in tokens; a sequence reserves prompt + max_tokens when admitted.
@@ -788,6 +790,14 @@ mod tests {
         assert_eq!(
             format!("{:?}", sim_flags(&flags).config().expect("valid")),
             format!("{expected:?}")
+        );
+        // SGLang's name for the slot setting is the same setting.
+        assert_eq!(
+            sim_flags(&["--max-running-requests", "6"])
+                .config()
+                .expect("valid")
+                .max_num_seqs,
+            6
         );
         let bad = sim_flags(&["--kv-policy", "shrink"])
             .config()

@@ -104,6 +104,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                         tokbench::cli::SimEngine::Vllm => sim::SimEngine::Vllm,
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
                         tokbench::cli::SimEngine::Llamacpp => sim::SimEngine::Llamacpp,
+                        tokbench::cli::SimEngine::Sglang => sim::SimEngine::Sglang,
                     },
                     ..args.timing.config()?
                 },

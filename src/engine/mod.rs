@@ -205,6 +205,7 @@ impl Engine {
             SimEngine::Vllm => Engine::TokbenchSim,
             SimEngine::Ollama => Engine::Ollama,
             SimEngine::Llamacpp => Engine::Llamacpp,
+            SimEngine::Sglang => Engine::Sglang,
         }
     }
 

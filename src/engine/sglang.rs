@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::{openai_compatible, str_field, Advice, Detect, GaugeSource, Slots, Spec};
+use crate::sim::SimEngine;
 
 pub(super) const SPEC: Spec = Spec {
     name: "sglang",
@@ -19,6 +20,7 @@ pub(super) const SPEC: Spec = Spec {
         }),
         on_503: None,
     },
+    sim: Some(SimEngine::Sglang),
     ..openai_compatible::SPEC
 };
 

@@ -235,7 +235,11 @@ fn simulator_personalities_play_their_engines() {
         Engine::played_by(crate::sim::SimEngine::Vllm),
         Engine::TokbenchSim
     );
-    for e in [Engine::Sglang, Engine::Tgi, Engine::OpenaiCompatible] {
+    assert_eq!(
+        Engine::played_by(crate::sim::SimEngine::Sglang),
+        Engine::Sglang
+    );
+    for e in [Engine::Tgi, Engine::OpenaiCompatible] {
         assert_eq!(e.sim_personality(), None, "{e}");
     }
 }

@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn sglang_gauges_from_its_documented_sample() {
         let raw = include_bytes!(
-            "../../tests/fixtures/captures/public/sglang_0.4.x_metrics_docs_sample.prom"
+            "../../tests/fixtures/captures/sglang/sglang_0.4.x_metrics_docs_sample.prom"
         );
         let g = SglangGauges::from_metrics(&parse_bytes(raw)).expect("sglang: names");
         assert_eq!(g.running, Some(0.0));

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use super::metrics::Metrics;
+use super::metrics::{store_f64, Metrics, GEN_THROUGHPUT_STEPS};
 use super::noise::Noise;
 use super::timer::PreciseTimer;
 
@@ -478,6 +478,11 @@ pub(crate) async fn run<S: TokenSink>(
     let mut origin = Instant::now();
     let mut elapsed_ms = 0.0f64;
     let mut resets_seen = metrics.cache_resets.load(Ordering::Relaxed);
+    // SGLang's `gen_throughput`: tokens over the wall time of the last
+    // GEN_THROUGHPUT_STEPS decode steps.
+    let mut window_start = Instant::now();
+    let mut window_tokens = 0u64;
+    let mut window_steps = 0u32;
 
     loop {
         if sched.is_idle() {
@@ -490,6 +495,10 @@ pub(crate) async fn run<S: TokenSink>(
             accept(&mut sched, sub, &metrics);
             origin = Instant::now();
             elapsed_ms = 0.0;
+            // Idle time is no decode time: a window starts with the work.
+            window_start = origin;
+            window_tokens = 0;
+            window_steps = 0;
         }
         // Requests that arrived during the previous step join at this boundary.
         while let Ok(sub) = rx.try_recv() {
@@ -520,6 +529,12 @@ pub(crate) async fn run<S: TokenSink>(
         metrics
             .prefix_cache_hits
             .fetch_add(plan.cache_hits, Ordering::Relaxed);
+        if plan.cache_queries > 0 {
+            store_f64(
+                &metrics.cache_hit_rate_bits,
+                plan.cache_hits as f64 / plan.cache_queries as f64,
+            );
+        }
         metrics
             .prompt_tokens
             .fetch_add(plan.admitted_prompt_tokens, Ordering::Relaxed);
@@ -570,6 +585,18 @@ pub(crate) async fn run<S: TokenSink>(
         metrics
             .generation_tokens
             .fetch_add(out.tokens, Ordering::Relaxed);
+        window_tokens += out.tokens;
+        window_steps += 1;
+        if window_steps >= GEN_THROUGHPUT_STEPS {
+            let now = Instant::now();
+            let secs = now.saturating_duration_since(window_start).as_secs_f64();
+            if secs > 0.0 {
+                store_f64(&metrics.gen_throughput_bits, window_tokens as f64 / secs);
+            }
+            window_start = now;
+            window_tokens = 0;
+            window_steps = 0;
+        }
         metrics
             .running
             .store(sched.running() as u64, Ordering::Relaxed);

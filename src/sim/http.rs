@@ -1,6 +1,6 @@
-//! The HTTP front of the vLLM-like simulator: a hyper 1 HTTP/1.1 server (keep-alive)
-//! with vLLM's OpenAI-compatible routes and its `/tokenize`, `/version`, `/health`,
-//! `/metrics`.
+//! The HTTP front of the simulator: a hyper 1 HTTP/1.1 server (keep-alive) with
+//! vLLM's OpenAI-compatible routes and its `/tokenize`, `/version`, `/health`,
+//! `/metrics`; the other personalities' routes are in their own files.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -247,6 +247,7 @@ async fn handle(
         SimEngine::Vllm => vllm_routes(Arc::clone(&state), req).await?,
         SimEngine::Ollama => super::ollama::route(&state, req).await,
         SimEngine::Llamacpp => super::llamacpp::route(&state, req, close).await,
+        SimEngine::Sglang => super::sglang::route(&state, req).await,
     };
     // Stamped now, not hyper's cached header (refreshed about once a second,
     // so up to a second old): a shard reads its clock offset from it.
@@ -410,7 +411,7 @@ async fn vllm_routes(
 
 /// Whether the request carries exactly `Authorization: Bearer <key>`. The comparison
 /// takes the same time wherever the first difference is.
-fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+pub(crate) fn authorized(req: &Request<Incoming>, key: &str) -> bool {
     let Some(value) = req.headers().get(AUTHORIZATION) else {
         return false;
     };
@@ -421,8 +422,8 @@ fn authorized(req: &Request<Incoming>, key: &str) -> bool {
     token.len() == key.len() && token.iter().zip(key).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
-/// `/v1/chat/completions` and `/v1/completions`.
-async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
+/// `/v1/chat/completions` and `/v1/completions` (vLLM's, and SGLang's alike).
+pub(crate) async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
     let arrived_ns = state
         .cfg
         .emission_log

@@ -1,5 +1,6 @@
 //! Server-side gauges and counters, shared between the engine (writer) and the
-//! `/metrics` handler (reader), rendered with vLLM's or llama.cpp's Prometheus names.
+//! `/metrics` handler (reader), rendered with vLLM's, llama.cpp's or SGLang's
+//! Prometheus names.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,26 @@ pub(crate) struct Metrics {
     /// `POST /reset_prefix_cache` answered so far; the engine empties its
     /// prefix cache at its next step boundary when this moved (not exported).
     pub cache_resets: AtomicU64,
+    /// Tokens per second over the engine's last [`GEN_THROUGHPUT_STEPS`] decode
+    /// steps, as SGLang's scheduler logs `gen_throughput` (f64 bits; it keeps its
+    /// last value while idle, as SGLang's gauge does).
+    pub gen_throughput_bits: AtomicU64,
+    /// Share of the prompt tokens of the last step that admitted any found in the
+    /// prefix cache (f64 bits): SGLang's `cache_hit_rate`, judged per prefill batch.
+    pub cache_hit_rate_bits: AtomicU64,
+}
+
+/// Decode steps over which `gen_throughput` is measured: SGLang's
+/// `decode_log_interval` (40).
+pub(crate) const GEN_THROUGHPUT_STEPS: u32 = 40;
+
+/// An f64 kept in an `AtomicU64`'s bits.
+pub(crate) fn store_f64(cell: &AtomicU64, v: f64) {
+    cell.store(v.to_bits(), Ordering::Relaxed);
+}
+
+fn load_f64(cell: &AtomicU64) -> f64 {
+    f64::from_bits(cell.load(Ordering::Relaxed))
 }
 
 impl Metrics {
@@ -128,6 +149,72 @@ impl Metrics {
         ];
         exposition(&families, "")
     }
+
+    /// Prometheus text exposition, SGLang's names and help lines (0.4.x), floats
+    /// as Python writes them and the `model_name` label, as vLLM's. Its latency
+    /// histograms are left out.
+    pub(crate) fn render_sglang(&self, model_name: &str, kv_tokens: u64) -> String {
+        let kv_used = Self::count(&self.kv_used);
+        // SGLang rounds it to two places (`round(num_used / max_total, 2)`).
+        let token_usage = if kv_tokens == 0 {
+            0.0
+        } else {
+            ((kv_used as f64 / kv_tokens as f64).clamp(0.0, 1.0) * 100.0).round() / 100.0
+        };
+        let float = |counter: &AtomicU64| Sample::Float(Self::count(counter) as f64);
+        let families = [
+            Family {
+                name: "sglang:prompt_tokens_total",
+                kind: "counter",
+                help: "Number of prefill tokens processed.",
+                value: float(&self.prompt_tokens),
+            },
+            Family {
+                name: "sglang:generation_tokens_total",
+                kind: "counter",
+                help: "Number of generation tokens processed.",
+                value: float(&self.generation_tokens),
+            },
+            Family {
+                name: "sglang:num_running_reqs",
+                kind: "gauge",
+                help: "The number of running requests",
+                value: float(&self.running),
+            },
+            Family {
+                name: "sglang:num_used_tokens",
+                kind: "gauge",
+                help: "The number of used tokens",
+                value: float(&self.kv_used),
+            },
+            Family {
+                name: "sglang:gen_throughput",
+                kind: "gauge",
+                help: "The generate throughput (token/s)",
+                value: Sample::Float(load_f64(&self.gen_throughput_bits)),
+            },
+            Family {
+                name: "sglang:num_queue_reqs",
+                kind: "gauge",
+                help: "The number of requests in the waiting queue",
+                value: float(&self.waiting),
+            },
+            Family {
+                name: "sglang:token_usage",
+                kind: "gauge",
+                help: "The token usage",
+                value: Sample::Float(token_usage),
+            },
+            Family {
+                name: "sglang:cache_hit_rate",
+                kind: "gauge",
+                help: "The cache hit rate",
+                value: Sample::Float(load_f64(&self.cache_hit_rate_bits)),
+            },
+        ];
+        let labels = format!("{{model_name=\"{}\"}}", escape_label(model_name));
+        exposition(&families, &labels)
+    }
 }
 
 /// One metric family with one sample, as an engine's `/metrics` lists it.
@@ -221,6 +308,57 @@ mod tests {
              # TYPE llamacpp:requests_deferred gauge\n\
              llamacpp:requests_deferred 1\n"
         );
+    }
+
+    /// `# HELP` and `# TYPE` of every family in a Prometheus text, by name.
+    fn heads(text: &str) -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|l| {
+                let rest = l
+                    .strip_prefix("# HELP ")
+                    .or_else(|| l.strip_prefix("# TYPE "))?;
+                let (name, what) = rest.split_once(' ')?;
+                Some((name.to_owned(), format!("{}{what}", &l[..7])))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn renders_sglang_names_as_its_capture_has_them() {
+        let m = Metrics::default();
+        m.running.store(3, Ordering::Relaxed);
+        m.waiting.store(2, Ordering::Relaxed);
+        m.kv_used.store(51, Ordering::Relaxed);
+        m.prompt_tokens.store(7, Ordering::Relaxed);
+        m.generation_tokens.store(8, Ordering::Relaxed);
+        store_f64(&m.gen_throughput_bits, 412.5);
+        store_f64(&m.cache_hit_rate_bits, 0.75);
+        let text = m.render_sglang("m", 200);
+        for line in [
+            "sglang:num_running_reqs{model_name=\"m\"} 3.0\n",
+            "sglang:num_queue_reqs{model_name=\"m\"} 2.0\n",
+            "sglang:num_used_tokens{model_name=\"m\"} 51.0\n",
+            // 51 / 200 = 0.255, rounded to two places as SGLang does.
+            "sglang:token_usage{model_name=\"m\"} 0.26\n",
+            "sglang:gen_throughput{model_name=\"m\"} 412.5\n",
+            "sglang:cache_hit_rate{model_name=\"m\"} 0.75\n",
+            "sglang:prompt_tokens_total{model_name=\"m\"} 7.0\n",
+            "sglang:generation_tokens_total{model_name=\"m\"} 8.0\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        // Every family we write is in SGLang's own sample, with its help and type.
+        let capture = std::fs::read_to_string(format!(
+            "{}/tests/fixtures/captures/sglang/sglang_0.4.x_metrics_docs_sample.prom",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let theirs = heads(&capture);
+        let ours = heads(&text);
+        assert_eq!(ours.len(), 16, "{ours:?}");
+        for head in &ours {
+            assert!(theirs.contains(head), "{head:?} is not SGLang's");
+        }
     }
 
     #[test]

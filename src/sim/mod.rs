@@ -1,6 +1,6 @@
-//! The built-in simulated inference server: vLLM-like by default, or Ollama-like or
-//! llama.cpp-like ([`SimConfig::engine`]; see `ollama.rs` and `llamacpp.rs` for what
-//! those personalities serve).
+//! The built-in simulated inference server: vLLM-like by default, or Ollama-like,
+//! llama.cpp-like or SGLang-like ([`SimConfig::engine`]; see `ollama.rs`,
+//! `llamacpp.rs` and `sglang.rs` for what those personalities serve).
 //!
 //! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
 //! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
@@ -37,6 +37,7 @@ mod llamacpp;
 pub(crate) mod metrics;
 mod noise;
 mod ollama;
+mod sglang;
 mod timer;
 pub(crate) mod wire;
 
@@ -67,7 +68,8 @@ pub struct SimConfig {
     /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
     pub prefill_ms_per_1k: f64,
     /// At most this many sequences run at once; the rest wait (FIFO). The `vllm`
-    /// personality's; the others use [`SimConfig::parallel`].
+    /// personality's, and `sglang`'s `--max-running-requests`;
+    /// `ollama` and `llamacpp` use [`SimConfig::parallel`].
     pub max_num_seqs: usize,
     /// KV budget in tokens: a sequence reserves `prompt + max_tokens` while it runs,
     /// and a request needing more than all of it is refused with a 400.
@@ -148,10 +150,11 @@ pub struct SimConfig {
     /// tokens are generated and preempts the newest running sequence when KV runs out
     /// (counted in `vllm:num_preemptions_total`).
     pub kv_policy: KvPolicy,
-    /// `vllm` only: prefix-cache block size in prompt words (tokens). A prompt whose
-    /// first whole blocks equal an earlier prompt's skips their prefill, and
+    /// `vllm` and `sglang`: prefix-cache block size in prompt words (tokens). A prompt
+    /// whose first whole blocks equal an earlier prompt's skips their prefill, and
     /// `vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total` count the
-    /// prompt tokens looked up and found. The cache holds `kv_tokens / block` blocks
+    /// prompt tokens looked up and found (`sglang:cache_hit_rate`, the last prefill
+    /// batch's share). The cache holds `kv_tokens / block` blocks
     /// (least recently used evicted). 0 turns it off. Default 16; prompts that share no
     /// whole first block (tokbench's own) never hit.
     pub prefix_block_tokens: u64,
@@ -165,8 +168,9 @@ pub struct SimConfig {
     /// are part of the answer's `max_tokens`, as OpenAI counts them: an answer of at most
     /// N tokens is all reasoning. 0 (the default) is an ordinary model.
     pub reasoning_tokens: u64,
-    /// `vllm` personality: record when each frame of a streamed answer was handed to its
-    /// connection (see `emission.rs`), to measure a client's timing error. Default off.
+    /// `vllm` and `sglang`: record when each frame of a streamed answer was
+    /// handed to its connection (see `emission.rs`), to measure a client's timing
+    /// error. Default off.
     pub emission_log: Option<EmissionLog>,
     /// `vllm` only, as vLLM's `VLLM_SERVER_DEV_MODE=1`: the development
     /// routes are served, `POST /reset_prefix_cache` among them (it empties
@@ -186,13 +190,20 @@ pub enum SimEngine {
     /// llama.cpp's `llama-server`: `/v1/chat/completions`, `/v1/completions` with
     /// `timings`, `/health`, `/props`, `/slots`, `/tokenize`, `/metrics`.
     Llamacpp,
+    /// SGLang: the OpenAI routes, `/get_server_info`, `/get_model_info`,
+    /// `/flush_cache`, `/health`, `/metrics` (`sglang:` names).
+    Sglang,
 }
 
 impl SimEngine {
     /// Every personality (`engine::Engine::played_by` names what each plays).
     #[cfg(test)]
-    pub(crate) const ALL: [SimEngine; 3] =
-        [SimEngine::Vllm, SimEngine::Ollama, SimEngine::Llamacpp];
+    pub(crate) const ALL: [SimEngine; 4] = [
+        SimEngine::Vllm,
+        SimEngine::Ollama,
+        SimEngine::Llamacpp,
+        SimEngine::Sglang,
+    ];
 
     /// The engine's name on the command line.
     pub fn name(self) -> &'static str {
@@ -200,6 +211,7 @@ impl SimEngine {
             SimEngine::Vllm => "vllm",
             SimEngine::Ollama => "ollama",
             SimEngine::Llamacpp => "llamacpp",
+            SimEngine::Sglang => "sglang",
         }
     }
 }
@@ -212,8 +224,9 @@ impl std::str::FromStr for SimEngine {
             "vllm" => Ok(SimEngine::Vllm),
             "ollama" => Ok(SimEngine::Ollama),
             "llamacpp" | "llama.cpp" | "llama-cpp" => Ok(SimEngine::Llamacpp),
+            "sglang" => Ok(SimEngine::Sglang),
             other => Err(format!(
-                "unknown simulator engine {other:?} (vllm, ollama or llamacpp)"
+                "unknown simulator engine {other:?} (vllm, ollama, llamacpp or sglang)"
             )),
         }
     }
@@ -408,10 +421,11 @@ impl SimConfig {
         }
     }
 
-    /// Sequences that run at once: vLLM's `max_num_seqs`, the others' slots.
+    /// Sequences that run at once: vLLM's `max_num_seqs` (SGLang's
+    /// `--max-running-requests`), the others' slots.
     pub(crate) fn slots(&self) -> usize {
         match self.engine {
-            SimEngine::Vllm => self.max_num_seqs,
+            SimEngine::Vllm | SimEngine::Sglang => self.max_num_seqs,
             SimEngine::Ollama => self.parallel.unwrap_or(1),
             SimEngine::Llamacpp => self.parallel.unwrap_or(4),
         }
@@ -423,6 +437,8 @@ impl SimConfig {
 
     fn limits(&self) -> Limits {
         let vllm = self.engine == SimEngine::Vllm;
+        // SGLang's RadixAttention caches prefixes by default, as vLLM does.
+        let prefix_cache = vllm || self.engine == SimEngine::Sglang;
         Limits {
             max_num_seqs: self.slots(),
             kv_tokens: self.kv_tokens,
@@ -431,7 +447,11 @@ impl SimConfig {
             } else {
                 KvPolicy::Reserve
             },
-            prefix_block_tokens: if vllm { self.prefix_block_tokens } else { 0 },
+            prefix_block_tokens: if prefix_cache {
+                self.prefix_block_tokens
+            } else {
+                0
+            },
         }
     }
 }
@@ -514,6 +534,17 @@ pub async fn run_forever(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result
         SimEngine::Vllm => println!(
             "tokbench sim (vLLM-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
              max-num-seqs {}, kv {} tokens{noise}{auth}) listening on http://{}",
+            cfg.model_name,
+            cfg.step_ms,
+            cfg.step_ms_per_seq,
+            cfg.prefill_ms_per_1k,
+            cfg.max_num_seqs,
+            cfg.kv_tokens,
+            sim.addr
+        ),
+        SimEngine::Sglang => println!(
+            "tokbench sim (SGLang-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
+             max-running-requests {}, kv {} tokens{noise}{auth}) listening on http://{}",
             cfg.model_name,
             cfg.step_ms,
             cfg.step_ms_per_seq,

@@ -26,6 +26,7 @@ mod secrets;
 mod server_account;
 mod shards;
 mod sim_engines;
+mod sim_sglang_tgi;
 mod sim_timing;
 mod traffic;
 mod transport;
