@@ -545,6 +545,8 @@ pub enum SimEngine {
     Llamacpp,
     /// SGLang: /v1/*, /get_server_info, /flush_cache, /metrics (sglang: names); --max-running-requests.
     Sglang,
+    /// TGI: /generate_stream, /v1/chat/completions, /info, /metrics (tgi_ names); 429 past --max-concurrent-requests.
+    Tgi,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -623,6 +625,10 @@ pub struct SimTimingArgs {
     #[arg(long, value_name = "N", default_value_t = sim_default().max_queue)]
     pub max_queue: usize,
 
+    /// TGI: requests in flight (queued or running) past this many get TGI's 429.
+    #[arg(long, value_name = "N", default_value_t = sim_default().max_concurrent_requests)]
+    pub max_concurrent_requests: usize,
+
     /// Ollama: share of the model in GPU memory (0-1]; decode slows in proportion.
     #[arg(long, value_name = "SHARE", default_value_t = sim_default().vram_share)]
     pub vram_share: f64,
@@ -694,6 +700,7 @@ impl SimTimingArgs {
             load_ms: self.load_ms,
             keep_alive_s: self.keep_alive_s,
             max_queue: self.max_queue,
+            max_concurrent_requests: self.max_concurrent_requests,
             vram_share: self.vram_share,
             eos_mean_tokens: self.eos_mean_tokens,
             eos_seed: self.eos_seed,
@@ -760,6 +767,7 @@ mod tests {
             "--malformed-rate=0.5",
             "--fault-seed=22",
             "--reasoning-tokens=23",
+            "--max-concurrent-requests=24",
         ];
         let expected = crate::sim::SimConfig {
             step_ms: 1.5,
@@ -785,6 +793,7 @@ mod tests {
             malformed_rate: 0.5,
             fault_seed: 22,
             reasoning_tokens: 23,
+            max_concurrent_requests: 24,
             ..crate::sim::SimConfig::default()
         };
         assert_eq!(

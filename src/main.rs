@@ -105,6 +105,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                         tokbench::cli::SimEngine::Ollama => sim::SimEngine::Ollama,
                         tokbench::cli::SimEngine::Llamacpp => sim::SimEngine::Llamacpp,
                         tokbench::cli::SimEngine::Sglang => sim::SimEngine::Sglang,
+                        tokbench::cli::SimEngine::Tgi => sim::SimEngine::Tgi,
                     },
                     ..args.timing.config()?
                 },

@@ -206,6 +206,7 @@ impl Engine {
             SimEngine::Ollama => Engine::Ollama,
             SimEngine::Llamacpp => Engine::Llamacpp,
             SimEngine::Sglang => Engine::Sglang,
+            SimEngine::Tgi => Engine::Tgi,
         }
     }
 

@@ -1,7 +1,7 @@
 //! tokbench's simulator playing vLLM: its `/version` says `tokbench-sim`
 //! (`sim::SIM_VERSION`); it serves vLLM's `/metrics`. Its `--max-num-seqs`
 //! is vLLM's, named under vLLM. The other personalities (Ollama, llama.cpp,
-//! SGLang) are detected as those engines.
+//! SGLang, TGI) are detected as those engines.
 
 use serde_json::Value;
 

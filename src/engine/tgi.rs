@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::{openai_compatible, str_field, Advice, Detect, GaugeSource, Slots, Spec};
+use crate::sim::SimEngine;
 
 /// What a 429 means from any server, and a 503 from TGI.
 pub(crate) const CONCURRENCY_CAP: &str =
@@ -24,6 +25,7 @@ pub(super) const SPEC: Spec = Spec {
         }),
         on_503: Some(CONCURRENCY_CAP),
     },
+    sim: Some(SimEngine::Tgi),
     ..openai_compatible::SPEC
 };
 

@@ -47,6 +47,8 @@ pub(crate) struct AppState {
     pub ollama: super::ollama::ModelState,
     /// Generation requests so far: the index of each one's fault draw.
     fault_draws: AtomicU64,
+    /// TGI's `--max-concurrent-requests`: one permit per request in flight.
+    pub tgi_permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// A fault injected into one generation request ([`SimConfig::fail_rate`] and the
@@ -94,7 +96,8 @@ fn is_generation(req: &Request<Incoming>) -> bool {
         && (path.ends_with("/completions")
             || path == "/completion"
             || path == "/api/generate"
-            || path == "/api/chat")
+            || path == "/api/chat"
+            || path == "/generate_stream")
 }
 
 impl AppState {
@@ -107,7 +110,12 @@ impl AppState {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
+        let tgi_permits = Arc::new(tokio::sync::Semaphore::new(
+            cfg.max_concurrent_requests
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        ));
         AppState {
+            tgi_permits,
             cfg,
             engine,
             metrics,
@@ -248,6 +256,7 @@ async fn handle(
         SimEngine::Ollama => super::ollama::route(&state, req).await,
         SimEngine::Llamacpp => super::llamacpp::route(&state, req, close).await,
         SimEngine::Sglang => super::sglang::route(&state, req).await,
+        SimEngine::Tgi => super::tgi::route(&state, req).await,
     };
     // Stamped now, not hyper's cached header (refreshed about once a second,
     // so up to a second old): a shard reads its clock offset from it.

@@ -1,5 +1,5 @@
 //! Server-side gauges and counters, shared between the engine (writer) and the
-//! `/metrics` handler (reader), rendered with vLLM's, llama.cpp's or SGLang's
+//! `/metrics` handler (reader), rendered with vLLM's, llama.cpp's, SGLang's or TGI's
 //! Prometheus names.
 
 use std::fmt::Write as _;
@@ -33,11 +33,74 @@ pub(crate) struct Metrics {
     /// Share of the prompt tokens of the last step that admitted any found in the
     /// prefix cache (f64 bits): SGLang's `cache_hit_rate`, judged per prefill batch.
     pub cache_hit_rate_bits: AtomicU64,
+    /// TGI's request counters: every generation request that parsed, those that
+    /// finished, and the refusals by cause (`tgi_request_failure{err=..}`).
+    pub requests: AtomicU64,
+    pub request_success: AtomicU64,
+    pub overloaded: AtomicU64,
+    pub validation_failures: AtomicU64,
+    /// Seconds from arrival to admission into the batch (`tgi_request_queue_duration`).
+    pub queue_duration: DurationHistogram,
 }
 
 /// Decode steps over which `gen_throughput` is measured: SGLang's
 /// `decode_log_interval` (40).
 pub(crate) const GEN_THROUGHPUT_STEPS: u32 = 40;
+
+/// Buckets of TGI's duration histograms: 35 upper bounds, from 0.0001 s times
+/// 1.5 onwards (its router's `duration_buckets`), computed the same way so the
+/// `le` labels print as TGI's do.
+fn tgi_duration_buckets() -> [f64; TGI_DURATION_BUCKETS] {
+    let mut bounds = [0.0; TGI_DURATION_BUCKETS];
+    let mut value = 0.0001;
+    for b in &mut bounds {
+        value *= 1.5;
+        *b = value;
+    }
+    bounds
+}
+
+const TGI_DURATION_BUCKETS: usize = 35;
+
+/// A histogram of seconds over TGI's duration buckets (cumulative on render).
+#[derive(Debug)]
+pub(crate) struct DurationHistogram {
+    /// Per-bucket counts (not cumulative); the last slot is past every bound.
+    counts: [AtomicU64; TGI_DURATION_BUCKETS + 1],
+    /// Sum of the observations, nanoseconds.
+    sum_ns: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Default for DurationHistogram {
+    // By hand: `Default` for arrays stops at 32 elements.
+    fn default() -> Self {
+        DurationHistogram {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ns: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl DurationHistogram {
+    pub(crate) fn observe(&self, d: std::time::Duration) {
+        let secs = d.as_secs_f64();
+        let bounds = tgi_duration_buckets();
+        let slot = bounds
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(TGI_DURATION_BUCKETS);
+        self.counts[slot].fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
 
 /// An f64 kept in an `AtomicU64`'s bits.
 pub(crate) fn store_f64(cell: &AtomicU64, v: f64) {
@@ -215,6 +278,109 @@ impl Metrics {
         let labels = format!("{{model_name=\"{}\"}}", escape_label(model_name));
         exposition(&families, &labels)
     }
+
+    /// Prometheus text exposition as TGI's router writes it
+    /// (`metrics-exporter-prometheus`): its names and descriptions, no labels
+    /// but `err` on failures, numbers in Rust's `Display` (`0`, `12`, `0.5`), a
+    /// blank line after each family. As there, a counter or histogram appears
+    /// once first recorded; gauges are always there.
+    pub(crate) fn render_tgi(&self, kv_tokens: u64) -> String {
+        let mut out = String::with_capacity(4096);
+        let family = |out: &mut String, name: &str, kind: &str, help: &str, lines: &[String]| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for line in lines {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push('\n');
+        };
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            if v > 0 {
+                family(out, name, "counter", help, &[format!("{name} {v}")]);
+            }
+        };
+        counter(
+            &mut out,
+            "tgi_request_count",
+            "Total number of requests",
+            Self::count(&self.requests),
+        );
+        let failures: Vec<String> = [
+            ("overloaded", Self::count(&self.overloaded)),
+            ("validation", Self::count(&self.validation_failures)),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(err, n)| format!("tgi_request_failure{{err=\"{err}\"}} {n}"))
+        .collect();
+        if !failures.is_empty() {
+            // TGI describes no help for it: metrics-exporter-prometheus then
+            // writes the TYPE line alone.
+            let _ = writeln!(out, "# TYPE tgi_request_failure counter");
+            for line in &failures {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push('\n');
+        }
+        counter(
+            &mut out,
+            "tgi_request_success",
+            "Number of successful requests",
+            Self::count(&self.request_success),
+        );
+        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+            family(out, name, "gauge", help, &[format!("{name} {v}")]);
+        };
+        gauge(
+            &mut out,
+            "tgi_batch_current_max_tokens",
+            "Maximum tokens for the current batch",
+            Self::count(&self.kv_used) as f64,
+        );
+        gauge(
+            &mut out,
+            "tgi_batch_current_size",
+            "Current batch size",
+            Self::count(&self.running) as f64,
+        );
+        gauge(
+            &mut out,
+            "tgi_batch_total_tokens",
+            "Maximum amount of tokens in total.",
+            kv_tokens as f64,
+        );
+        gauge(
+            &mut out,
+            "tgi_queue_size",
+            "Current queue size",
+            Self::count(&self.waiting) as f64,
+        );
+        let h = &self.queue_duration;
+        if h.count() > 0 {
+            let name = "tgi_request_queue_duration";
+            let mut lines = Vec::with_capacity(TGI_DURATION_BUCKETS + 3);
+            let mut cumulative = 0u64;
+            for (bound, n) in tgi_duration_buckets().iter().zip(&h.counts) {
+                cumulative += n.load(Ordering::Relaxed);
+                lines.push(format!("{name}_bucket{{le=\"{bound}\"}} {cumulative}"));
+            }
+            cumulative += h.counts[TGI_DURATION_BUCKETS].load(Ordering::Relaxed);
+            lines.push(format!("{name}_bucket{{le=\"+Inf\"}} {cumulative}"));
+            let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            lines.push(format!("{name}_sum {sum}"));
+            lines.push(format!("{name}_count {}", h.count()));
+            family(
+                &mut out,
+                name,
+                "histogram",
+                "Time spent in the queue per request",
+                &lines,
+            );
+        }
+        out
+    }
 }
 
 /// One metric family with one sample, as an engine's `/metrics` lists it.
@@ -359,6 +525,71 @@ mod tests {
         for head in &ours {
             assert!(theirs.contains(head), "{head:?} is not SGLang's");
         }
+    }
+
+    #[test]
+    fn renders_tgi_names_as_its_router_writes_them() {
+        let m = Metrics::default();
+        // Before any request: the gauges only.
+        assert_eq!(
+            m.render_tgi(4096),
+            "# HELP tgi_batch_current_max_tokens Maximum tokens for the current batch\n\
+             # TYPE tgi_batch_current_max_tokens gauge\n\
+             tgi_batch_current_max_tokens 0\n\n\
+             # HELP tgi_batch_current_size Current batch size\n\
+             # TYPE tgi_batch_current_size gauge\n\
+             tgi_batch_current_size 0\n\n\
+             # HELP tgi_batch_total_tokens Maximum amount of tokens in total.\n\
+             # TYPE tgi_batch_total_tokens gauge\n\
+             tgi_batch_total_tokens 4096\n\n\
+             # HELP tgi_queue_size Current queue size\n\
+             # TYPE tgi_queue_size gauge\n\
+             tgi_queue_size 0\n\n"
+        );
+        m.requests.store(5, Ordering::Relaxed);
+        m.request_success.store(2, Ordering::Relaxed);
+        m.overloaded.store(3, Ordering::Relaxed);
+        m.running.store(2, Ordering::Relaxed);
+        m.waiting.store(1, Ordering::Relaxed);
+        m.kv_used.store(300, Ordering::Relaxed);
+        // Bucket k's bound is 1e-4 * 1.5^(k+1): 0.2 ms falls in bucket 1
+        // (0.00015 < 0.0002 <= 0.000225), 1 s in bucket 22 (1.5^22 * 1e-4 =
+        // 0.7482 < 1 <= 1.5^23 * 1e-4 = 1.1223).
+        m.queue_duration
+            .observe(std::time::Duration::from_micros(200));
+        m.queue_duration.observe(std::time::Duration::from_secs(1));
+        let text = m.render_tgi(4096);
+        for line in [
+            "# HELP tgi_request_count Total number of requests\n# TYPE tgi_request_count counter\ntgi_request_count 5\n\n",
+            "# TYPE tgi_request_failure counter\ntgi_request_failure{err=\"overloaded\"} 3\n\n",
+            "tgi_request_success 2\n",
+            "tgi_batch_current_size 2\n",
+            "tgi_batch_current_max_tokens 300\n",
+            "tgi_queue_size 1\n",
+            "# TYPE tgi_request_queue_duration histogram\n",
+            "tgi_request_queue_duration_sum 1.0002\n",
+            "tgi_request_queue_duration_count 2\n",
+            "tgi_request_queue_duration_bucket{le=\"+Inf\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("validation"), "{text}");
+        let buckets: Vec<(f64, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("tgi_request_queue_duration_bucket{le=\"")?;
+                let (le, n) = rest.split_once("\"} ")?;
+                // Rust would read `+Inf` as a float too.
+                (le != "+Inf").then_some(())?;
+                Some((le.parse().ok()?, n.parse().ok()?))
+            })
+            .collect();
+        assert_eq!(buckets.len(), 35);
+        assert!((buckets[0].0 - 0.00015).abs() < 1e-12);
+        let counts: Vec<u64> = buckets.iter().map(|b| b.1).collect();
+        assert_eq!(counts[0], 0);
+        assert_eq!(&counts[1..22], &[1; 21][..]);
+        assert_eq!(&counts[22..], &[2; 13][..]);
     }
 
     #[test]

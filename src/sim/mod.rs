@@ -1,6 +1,6 @@
 //! The built-in simulated inference server: vLLM-like by default, or Ollama-like,
-//! llama.cpp-like or SGLang-like ([`SimConfig::engine`]; see `ollama.rs`,
-//! `llamacpp.rs` and `sglang.rs` for what those personalities serve).
+//! llama.cpp-like, SGLang-like or TGI-like ([`SimConfig::engine`]; see `ollama.rs`,
+//! `llamacpp.rs`, `sglang.rs` and `tgi.rs` for what those personalities serve).
 //!
 //! It streams like vLLM's OpenAI server (role-only first chunk, one token per chunk,
 //! usage chunk, `[DONE]`) and times tokens with a continuous-batching engine that
@@ -38,6 +38,7 @@ pub(crate) mod metrics;
 mod noise;
 mod ollama;
 mod sglang;
+mod tgi;
 mod timer;
 pub(crate) mod wire;
 
@@ -68,7 +69,7 @@ pub struct SimConfig {
     /// Prefill cost per 1000 prompt tokens admitted in a step, ms.
     pub prefill_ms_per_1k: f64,
     /// At most this many sequences run at once; the rest wait (FIFO). The `vllm`
-    /// personality's, and `sglang`'s `--max-running-requests`;
+    /// personality's, and `sglang`'s `--max-running-requests` and `tgi`'s batch;
     /// `ollama` and `llamacpp` use [`SimConfig::parallel`].
     pub max_num_seqs: usize,
     /// KV budget in tokens: a sequence reserves `prompt + max_tokens` while it runs,
@@ -168,7 +169,7 @@ pub struct SimConfig {
     /// are part of the answer's `max_tokens`, as OpenAI counts them: an answer of at most
     /// N tokens is all reasoning. 0 (the default) is an ordinary model.
     pub reasoning_tokens: u64,
-    /// `vllm` and `sglang`: record when each frame of a streamed answer was
+    /// `vllm`, `sglang` and `tgi`: record when each frame of a streamed answer was
     /// handed to its connection (see `emission.rs`), to measure a client's timing
     /// error. Default off.
     pub emission_log: Option<EmissionLog>,
@@ -176,6 +177,10 @@ pub struct SimConfig {
     /// routes are served, `POST /reset_prefix_cache` among them (it empties
     /// the prefix cache and says so on stderr). Off, they are 404.
     pub dev_mode: bool,
+    /// `tgi` only, TGI's `--max-concurrent-requests` (default 128): requests in
+    /// flight (queued or running) past this many are refused with a 429 and
+    /// TGI's overload body.
+    pub max_concurrent_requests: usize,
 }
 
 /// The server a simulator plays.
@@ -193,16 +198,21 @@ pub enum SimEngine {
     /// SGLang: the OpenAI routes, `/get_server_info`, `/get_model_info`,
     /// `/flush_cache`, `/health`, `/metrics` (`sglang:` names).
     Sglang,
+    /// Hugging Face text-generation-inference: `/generate_stream`,
+    /// `/v1/chat/completions`, `/info`, `/health`, `/metrics` (`tgi_` names), a
+    /// concurrency cap answered with 429.
+    Tgi,
 }
 
 impl SimEngine {
     /// Every personality (`engine::Engine::played_by` names what each plays).
     #[cfg(test)]
-    pub(crate) const ALL: [SimEngine; 4] = [
+    pub(crate) const ALL: [SimEngine; 5] = [
         SimEngine::Vllm,
         SimEngine::Ollama,
         SimEngine::Llamacpp,
         SimEngine::Sglang,
+        SimEngine::Tgi,
     ];
 
     /// The engine's name on the command line.
@@ -212,6 +222,7 @@ impl SimEngine {
             SimEngine::Ollama => "ollama",
             SimEngine::Llamacpp => "llamacpp",
             SimEngine::Sglang => "sglang",
+            SimEngine::Tgi => "tgi",
         }
     }
 }
@@ -225,8 +236,9 @@ impl std::str::FromStr for SimEngine {
             "ollama" => Ok(SimEngine::Ollama),
             "llamacpp" | "llama.cpp" | "llama-cpp" => Ok(SimEngine::Llamacpp),
             "sglang" => Ok(SimEngine::Sglang),
+            "tgi" | "text-generation-inference" => Ok(SimEngine::Tgi),
             other => Err(format!(
-                "unknown simulator engine {other:?} (vllm, ollama, llamacpp or sglang)"
+                "unknown simulator engine {other:?} (vllm, ollama, llamacpp, sglang or tgi)"
             )),
         }
     }
@@ -263,6 +275,7 @@ impl std::fmt::Debug for SimConfig {
             reasoning_tokens,
             emission_log,
             dev_mode,
+            max_concurrent_requests,
         } = self;
         f.debug_struct("SimConfig")
             .field("step_ms", step_ms)
@@ -293,6 +306,7 @@ impl std::fmt::Debug for SimConfig {
             .field("reasoning_tokens", reasoning_tokens)
             .field("emission_log", emission_log)
             .field("dev_mode", dev_mode)
+            .field("max_concurrent_requests", max_concurrent_requests)
             .finish()
     }
 }
@@ -328,6 +342,7 @@ impl Default for SimConfig {
             reasoning_tokens: 0,
             emission_log: None,
             dev_mode: false,
+            max_concurrent_requests: 128,
         }
     }
 }
@@ -366,6 +381,9 @@ impl SimConfig {
         }
         if self.max_queue == 0 {
             bail!("--max-queue must be at least 1");
+        }
+        if self.max_concurrent_requests == 0 {
+            bail!("--max-concurrent-requests must be at least 1");
         }
         if self.parallel == Some(0) {
             bail!("--parallel (--num-parallel) must be at least 1");
@@ -422,10 +440,10 @@ impl SimConfig {
     }
 
     /// Sequences that run at once: vLLM's `max_num_seqs` (SGLang's
-    /// `--max-running-requests`), the others' slots.
+    /// `--max-running-requests`, TGI's batch), the others' slots.
     pub(crate) fn slots(&self) -> usize {
         match self.engine {
-            SimEngine::Vllm | SimEngine::Sglang => self.max_num_seqs,
+            SimEngine::Vllm | SimEngine::Sglang | SimEngine::Tgi => self.max_num_seqs,
             SimEngine::Ollama => self.parallel.unwrap_or(1),
             SimEngine::Llamacpp => self.parallel.unwrap_or(4),
         }
@@ -549,6 +567,19 @@ pub async fn run_forever(bind: SocketAddr, cfg: SimConfig) -> color_eyre::Result
             cfg.step_ms,
             cfg.step_ms_per_seq,
             cfg.prefill_ms_per_1k,
+            cfg.max_num_seqs,
+            cfg.kv_tokens,
+            sim.addr
+        ),
+        SimEngine::Tgi => println!(
+            "tokbench sim (TGI-like, model {:?}, step {} ms + {} ms/seq, prefill {} ms/1k, \
+             max-concurrent-requests {}, batch of {}, max-total-tokens {}{noise}) listening \
+             on http://{}",
+            cfg.model_name,
+            cfg.step_ms,
+            cfg.step_ms_per_seq,
+            cfg.prefill_ms_per_1k,
+            cfg.max_concurrent_requests,
             cfg.max_num_seqs,
             cfg.kv_tokens,
             sim.addr

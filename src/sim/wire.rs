@@ -507,6 +507,8 @@ pub(crate) enum Sink {
     Ollama(super::ollama::NdjsonSink),
     /// llama.cpp's OpenAI streams, with `timings`.
     Llama(super::llamacpp::LlamaSink),
+    /// TGI's `/generate_stream` and its OpenAI chat stream.
+    Tgi(super::tgi::TgiSink),
 }
 
 /// The output length at which a simulated EOS ends request number `n`: geometric with
@@ -537,6 +539,7 @@ impl TokenSink for Sink {
         match self {
             Sink::Ollama(s) => s.admitted(at, prefill_ms),
             Sink::Llama(s) => s.admitted(at, prefill_ms),
+            Sink::Tgi(s) => s.admitted(at, prefill_ms),
             Sink::Stream(_) | Sink::Whole(_) => {}
         }
     }
@@ -545,6 +548,7 @@ impl TokenSink for Sink {
         match self {
             Sink::Ollama(s) => s.emit(index, last),
             Sink::Llama(s) => s.emit(index, last),
+            Sink::Tgi(s) => s.emit(index, last),
             Sink::Stream(s) => {
                 let events = if index == 0 || last { 3 } else { 1 };
                 let mut buf = BytesMut::with_capacity(s.fmt.event_capacity() * events);
@@ -577,6 +581,7 @@ impl TokenSink for Sink {
             Sink::Whole(tx) => tx.as_ref().is_none_or(|t| t.is_closed()),
             Sink::Ollama(s) => s.is_closed(),
             Sink::Llama(s) => s.is_closed(),
+            Sink::Tgi(s) => s.is_closed(),
         }
     }
 }

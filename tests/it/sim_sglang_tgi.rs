@@ -194,3 +194,163 @@ async fn sglang_identifies_itself_and_its_metrics_follow_the_engine() {
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// --- TGI ---------------------------------------------------------------------------
+
+const TGI_GAUGES: [&str; 3] = [
+    "tgi_queue_size",
+    "tgi_batch_current_size",
+    "tgi_batch_current_max_tokens",
+];
+
+fn tgi(batch: usize, cap: usize) -> SimConfig {
+    SimConfig {
+        engine: SimEngine::Tgi,
+        step_ms: 4.0,
+        step_ms_per_seq: 0.0,
+        prefill_ms_per_1k: 0.0,
+        max_num_seqs: batch,
+        max_concurrent_requests: cap,
+        kv_tokens: 4000,
+        ..SimConfig::default()
+    }
+}
+
+/// The lines of `requests.jsonl`.
+fn request_lines(dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// A batch of four under eight streams on TGI's OpenAI route (the default
+/// backend): the queue and the batch fill, the counters count every request,
+/// the queue-time histogram every admission, and tokbench names the engine TGI
+/// from its `/info`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_identifies_itself_and_its_metrics_follow_the_engine() {
+    let sim = start_sim(tgi(4, 128)).await;
+    let info = get_json(&sim, "/info").await;
+    assert_eq!(info["router"], "text-generation-router", "{info}");
+    assert_eq!(info["max_concurrent_requests"], 128, "{info}");
+    assert_eq!(info["model_id"], "sim", "{info}");
+    assert_eq!(info["max_total_tokens"], 4000, "{info}");
+    let version = info["version"].as_str().expect("a version").to_owned();
+    assert_eq!(get_json(&sim, "/v1/models").await["data"][0]["id"], "sim");
+    let health = client().get(url(&sim, "/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    let idle = scrape(&sim).await;
+    for name in TGI_GAUGES {
+        assert_eq!(idle.value(name), Some(0.0), "{name} idle");
+    }
+    // As TGI's exporter: a counter appears once counted.
+    assert_eq!(idle.value("tgi_request_count"), None);
+
+    let dir = scratch("sim-sglang-tgi", "tgi-metrics");
+    let run = tokio::spawn(tokbench_async(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "8",
+            "--num-prompts",
+            "24",
+            "--warmup",
+            "2",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "32",
+        ],
+    )));
+    let (out, max, met) = watch_while(&sim, run, &TGI_GAUGES, |m| {
+        m.value("tgi_batch_current_size") == Some(4.0)
+            && m.value("tgi_queue_size").is_some_and(|q| q > 0.0)
+            && m.value("tgi_batch_current_max_tokens")
+                .is_some_and(|t| t > 0.0)
+    })
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(met, "never a full batch with a queue: largest seen {max:?}");
+    assert_eq!(max["tgi_batch_current_size"], 4.0, "{max:?}");
+    // Queued: at most the eight streams (all of them between two steps).
+    assert!(max["tgi_queue_size"] <= 8.0, "{max:?}");
+
+    let after = scrape(&sim).await;
+    // Two warmup requests and 24 measured, every one answered whole.
+    assert_eq!(after.value("tgi_request_count"), Some(26.0));
+    assert_eq!(after.value("tgi_request_success"), Some(26.0));
+    assert_eq!(after.value("tgi_request_queue_duration_count"), Some(26.0));
+    assert!(after.value("tgi_request_queue_duration_sum").unwrap() > 0.0);
+    assert_eq!(
+        after.value_where("tgi_request_queue_duration_bucket", &[("le", "+Inf")]),
+        Some(26.0)
+    );
+    for name in TGI_GAUGES {
+        assert_eq!(after.value(name), Some(0.0), "{name} after the run");
+    }
+
+    let level = read_json(&dir.join("sweep-c8.json"));
+    assert_eq!(level["completed"], 24, "{level}");
+    // TGI 1.4's chat stream carries no usage: one token a chunk, counted.
+    assert_eq!(level["total_output_tokens"], 24 * 32, "{level}");
+    assert_eq!(level["token_count_source"], "chunk_count");
+    let summary = read_json(&dir.join("summary.json"));
+    assert_eq!(summary["run"]["engine"], "tgi");
+    assert_eq!(summary["run"]["engine_version"], version.as_str());
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Past `--max-concurrent-requests 2`, four streams get TGI's 429 with its
+/// overload body: tokbench counts each as `http_429`, as many as the server's
+/// own `tgi_request_failure{err="overloaded"}`, and the rest complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_answers_429_past_its_concurrency_cap() {
+    let sim = start_sim(tgi(8, 2)).await;
+    let dir = scratch("sim-sglang-tgi", "tgi-429");
+    let out = tokbench_async(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--concurrency",
+            "4",
+            "--num-prompts",
+            "16",
+            // Every request of the run is the level's, so the server's count
+            // is the client's.
+            "--warmup",
+            "0",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "32",
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let m = scrape(&sim).await;
+    let refused = m
+        .value_where("tgi_request_failure", &[("err", "overloaded")])
+        .expect("overloads counted");
+    let level = read_json(&dir.join("sweep-c4.json"));
+    let http_429 = level["errors"]["http_429"].as_f64().expect("429s counted");
+    assert_eq!(http_429, refused, "{level}");
+    assert!(refused >= 1.0);
+    let completed = level["completed"].as_f64().unwrap();
+    eprintln!("cap 2 under 4 streams: {completed} completed, {http_429} refused with 429");
+    assert!(completed >= 2.0, "{level}");
+    assert_eq!(completed + http_429, 16.0, "{level}");
+    assert_eq!(m.value("tgi_request_success"), Some(completed));
+    let lines = request_lines(&dir);
+    let refusal = lines
+        .iter()
+        .find(|l| l["error"] == "http_429")
+        .expect("a refused request");
+    assert_eq!(refusal["error_message"], "Model is overloaded", "{refusal}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
