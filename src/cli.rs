@@ -188,6 +188,8 @@ pub enum Backend {
     OllamaGenerate,
     /// Ollama native `/api/chat` (NDJSON, server durations per request).
     OllamaChat,
+    /// TGI native `/generate_stream` (SSE token events, the server's own token count).
+    TgiGenerate,
 }
 
 impl Backend {
@@ -197,6 +199,7 @@ impl Backend {
             Backend::OpenaiCompletions => "openai-completions",
             Backend::OllamaGenerate => "ollama-generate",
             Backend::OllamaChat => "ollama-chat",
+            Backend::TgiGenerate => "tgi-generate",
         }
     }
     pub(crate) fn default_path(self) -> &'static str {
@@ -205,6 +208,7 @@ impl Backend {
             Backend::OpenaiCompletions => "/v1/completions",
             Backend::OllamaGenerate => "/api/generate",
             Backend::OllamaChat => "/api/chat",
+            Backend::TgiGenerate => "/generate_stream",
         }
     }
 }

@@ -502,7 +502,7 @@ mod tests {
         assert_eq!(
             err("backend = \"grpc\""),
             "t.toml: key \"backend\": invalid value 'grpc' for '--backend <BACKEND>' \
-             (one of: openai-chat, openai-completions, ollama-generate, ollama-chat)"
+             (one of: openai-chat, openai-completions, ollama-generate, ollama-chat, tgi-generate)"
         );
         assert!(err("concurrency = [1.5]")
             .starts_with("t.toml: key \"concurrency\": invalid value '1.5'"));

@@ -16,6 +16,8 @@ pub enum TokenSource {
     OllamaEvalCount,
     /// llama.cpp's `timings.predicted_n`.
     LlamacppTimings,
+    /// TGI's `details.generated_tokens` on its native stream's last event.
+    TgiDetails,
     /// No count from the server: one token per output-carrying chunk.
     ChunkCount,
 }
@@ -26,6 +28,7 @@ impl TokenSource {
             TokenSource::Usage => "usage",
             TokenSource::OllamaEvalCount => "ollama_eval_count",
             TokenSource::LlamacppTimings => "llamacpp_timings",
+            TokenSource::TgiDetails => "tgi_details",
             TokenSource::ChunkCount => "chunk_count",
         }
     }
@@ -200,7 +203,7 @@ impl FinishReason {
     pub(crate) fn parse(s: &str) -> FinishReason {
         match s {
             "length" => FinishReason::Length,
-            "stop" | "eos" | "eos_token" => FinishReason::Stop,
+            "stop" | "eos" | "eos_token" | "stop_sequence" => FinishReason::Stop,
             _ => FinishReason::Other,
         }
     }

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::protocol::ollama::{ollama_request_body, OllamaApi};
 use crate::protocol::openai::{request_body, Api};
+use crate::protocol::tgi::tgi_request_body;
 
 /// The wire format of a run's requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub enum Wire {
     OpenAi(Api),
     /// Ollama's native NDJSON (`/api/generate`, `/api/chat`).
     Ollama(OllamaApi),
+    /// TGI's native SSE token events (`/generate_stream`).
+    Tgi,
 }
 use crate::workload::{ChatMessage, PromptSpec};
 
@@ -39,7 +42,7 @@ pub(crate) struct BodySpec {
 impl BodySpec {
     /// The body of one request. A dataset record of chat messages goes out
     /// as those messages on a chat API (`openai-chat`, `ollama-chat`); a
-    /// prompt API (`openai-completions`, `ollama-generate`) gets them
+    /// prompt API (`openai-completions`, `ollama-generate`, `tgi-generate`) gets them
     /// flattened to `role: content` lines (`prompt.text`).
     pub(crate) fn build(&self, prompt: &PromptSpec) -> Bytes {
         let chat = matches!(
@@ -73,6 +76,10 @@ impl BodySpec {
                 prompt.max_tokens,
                 self.extra_body.as_ref(),
             ),
+            // TGI has no ignore_eos either, and ignores a model name.
+            Wire::Tgi => {
+                tgi_request_body(&prompt.text, prompt.max_tokens, self.extra_body.as_ref())
+            }
         }
     }
 }
@@ -157,6 +164,12 @@ mod tests {
         assert!(body.get("messages").is_none());
         let body = json(&spec(Wire::Ollama(OllamaApi::Generate)).build(&record()));
         assert_eq!(body["prompt"], "system: Be brief.\nuser: Hello there");
+        // TGI's native route takes `inputs`, and no model.
+        let body = json(&spec(Wire::Tgi).build(&record()));
+        assert_eq!(body["inputs"], "system: Be brief.\nuser: Hello there");
+        assert_eq!(body["parameters"]["max_new_tokens"], 9);
+        assert_eq!(body["parameters"]["details"], true);
+        assert!(body.get("model").is_none() && body.get("messages").is_none());
     }
 
     #[test]

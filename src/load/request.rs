@@ -21,7 +21,7 @@ use super::h1::{self, BodyError, Connections, Consumed, Polled};
 use super::rxtime;
 use super::Wire;
 use crate::protocol::openai::error_message_from_body;
-use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent};
+use crate::protocol::{OllamaDecoder, OpenAiDecoder, StreamEvent, TgiDecoder};
 use crate::record::{
     ChunkArrival, ErrorClass, FinishReason, Outcome, RequestRecord, RxClock, ServerTimings,
     TokenSource, TxClock,
@@ -234,7 +234,11 @@ pub(crate) async fn execute_counted(
 
     let (output_tokens, source) = tally.output_tokens();
     record.output_tokens = output_tokens;
-    record.token_source = source;
+    record.token_source = match (target.wire, source) {
+        // TGI's count comes from its details, decoded as usage.
+        (Wire::Tgi, TokenSource::Usage) => TokenSource::TgiDetails,
+        (_, source) => source,
+    };
     record.chunks = tally.arrivals.len() as u32;
     record.output_reads = tally.output_reads;
     record.coalesced_reads = tally.coalesced_reads;

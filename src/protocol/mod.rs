@@ -3,8 +3,9 @@
 //! One file per format (docs/architecture.md sections 1 and 2): `sse` is the event-stream
 //! framing, `openai` the OpenAI-compatible chunk JSON (chat and completions,
 //! plus llama.cpp's native `/completion` stream, which shares the framing),
-//! `ndjson` the newline-delimited framing and `ollama` Ollama's native
-//! `/api/generate` and `/api/chat` objects.
+//! `ndjson` the newline-delimited framing, `ollama` Ollama's native
+//! `/api/generate` and `/api/chat` objects and `tgi` text-generation-inference's
+//! native `/generate_stream` token events.
 //! Decoders never look at the clock: the load task timestamps the bytes
 //! before it feeds them here, so parsing cost never enters a measurement.
 
@@ -60,12 +61,14 @@ pub mod ndjson;
 pub(crate) mod ollama;
 pub mod openai;
 pub mod sse;
+pub(crate) mod tgi;
 
 pub use ndjson::{NdjsonError, NdjsonSplitter};
 pub use ollama::OllamaApi;
 pub use ollama::{MalformedNdjson, OllamaDecoder};
 pub use openai::{request_body, Api, MalformedStream, OpenAiDecoder};
 pub use sse::{SseError, SseEvent, SseParser};
+pub use tgi::{MalformedTgi, TgiDecoder};
 
 use serde_json::{Map, Value};
 

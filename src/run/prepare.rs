@@ -355,6 +355,7 @@ fn wire_of(backend: Backend) -> Wire {
         Backend::OpenaiCompletions => Wire::OpenAi(Api::Completions),
         Backend::OllamaGenerate => Wire::Ollama(OllamaApi::Generate),
         Backend::OllamaChat => Wire::Ollama(OllamaApi::Chat),
+        Backend::TgiGenerate => Wire::Tgi,
     }
 }
 

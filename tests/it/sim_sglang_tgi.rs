@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokbench::probe::prometheus;
 use tokbench::sim::{SimConfig, SimEngine, SimHandle};
 
-use crate::support::{read_json, scratch, start_sim, text, tokbench_async};
+use crate::support::{median, read_json, scratch, start_sim, text, tokbench_async};
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder().no_proxy().build().unwrap()
@@ -351,6 +351,186 @@ async fn tgi_answers_429_past_its_concurrency_cap() {
         .find(|l| l["error"] == "http_429")
         .expect("a refused request");
     assert_eq!(refusal["error_message"], "Model is overloaded", "{refusal}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// --- TGI's native stream, and tokbench's tgi-generate backend ----------------------
+
+/// `/generate_stream` straight: the events TGI's decoder reads from it, with
+/// and without `details`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_generate_stream_is_one_event_a_token_and_honours_its_parameters() {
+    use tokbench::protocol::{StreamEvent, TgiDecoder};
+    use tokbench::record::FinishReason;
+    let sim = start_sim(tgi(4, 128)).await;
+    for details in [true, false] {
+        let resp = client()
+            .post(url(&sim, "/generate_stream"))
+            .json(&serde_json::json!({
+                "inputs": "one two three four",
+                "parameters": {"max_new_tokens": 7, "details": details}
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let body = resp.bytes().await.unwrap();
+        let mut events = Vec::new();
+        let mut d = TgiDecoder::new();
+        d.feed(&body, &mut events).unwrap();
+        d.finish(&mut events).unwrap();
+        let tokens = events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Output { .. }))
+            .count();
+        assert_eq!(tokens, 7);
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        assert_eq!(text.matches("data:{\"token\":").count(), 7, "{text}");
+        if details {
+            assert_eq!(events[7], StreamEvent::Finish(FinishReason::Length));
+            assert!(
+                matches!(
+                    events[8],
+                    StreamEvent::Usage {
+                        completion_tokens: Some(7),
+                        ..
+                    }
+                ),
+                "{events:?}"
+            );
+            assert!(text.ends_with(
+                "\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":7,\"seed\":null}}\n\n"
+            ));
+        } else {
+            assert_eq!(events.len(), 8, "{events:?}");
+            assert!(text.ends_with("\"details\":null}\n\n"), "{text}");
+        }
+    }
+    // An OpenAI body has no `inputs`: axum's 422, before TGI counts it.
+    let resp = client()
+        .post(url(&sim, "/generate_stream"))
+        .json(&serde_json::json!({"model": "sim", "messages": [], "max_tokens": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 422);
+    assert!(resp
+        .text()
+        .await
+        .unwrap()
+        .contains("missing field `inputs`"));
+    // Too long for max_total_tokens: TGI's validation error.
+    let resp = client()
+        .post(url(&sim, "/generate_stream"))
+        .json(&serde_json::json!({"inputs": "a b", "parameters": {"max_new_tokens": 4000}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 422);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error_type"], "validation");
+    assert_eq!(
+        body["error"],
+        "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4000. \
+         Given: 2 `inputs` tokens and 4000 `max_new_tokens`"
+    );
+    let m = scrape(&sim).await;
+    assert_eq!(m.value("tgi_request_count"), Some(3.0));
+    assert_eq!(m.value("tgi_request_success"), Some(2.0));
+    assert_eq!(
+        m.value_where("tgi_request_failure", &[("err", "validation")]),
+        Some(1.0)
+    );
+    sim.shutdown().await;
+}
+
+/// `tokbench sweep --backend tgi-generate` against the TGI personality: every
+/// request's token count is the server's `details.generated_tokens`, and it
+/// is exactly the frames the simulator logged it wrote, one a token; TTFT
+/// and TPOT agree with the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tgi_generate_counts_exactly_what_the_server_emitted() {
+    use tokbench::load::request::record_id_of_request_id;
+    use tokbench::sim::EmissionLog;
+
+    const OUT: u64 = 40;
+    let log = EmissionLog::in_memory();
+    let sim = start_sim(SimConfig {
+        emission_log: Some(log.clone()),
+        ..tgi(8, 128)
+    })
+    .await;
+    let dir = scratch("sim-sglang-tgi", "tgi-generate");
+    let out = tokbench_async(sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--backend",
+            "tgi-generate",
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "8",
+            "--warmup",
+            "2",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            &OUT.to_string(),
+        ],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let streams = log.take();
+    let frames: HashMap<u64, usize> = streams
+        .iter()
+        .filter_map(|s| Some((record_id_of_request_id(&s.request)?, s.t_ns.len())))
+        .collect();
+    let lines = request_lines(&dir);
+    assert_eq!(lines.len(), 16);
+    for line in &lines {
+        assert!(line["error"].is_null(), "{line}");
+        let id = line["id"].as_u64().expect("id");
+        let written = frames.get(&id).expect("every request in the emission log");
+        assert_eq!(line["output_tokens"], OUT, "{line}");
+        assert_eq!(*written as u64, OUT, "frames written for {line}");
+        assert_eq!(line["finish_reason"], "length", "{line}");
+    }
+    for c in [1, 4] {
+        let level = read_json(&dir.join(format!("sweep-c{c}.json")));
+        assert_eq!(level["completed"], 8, "{level}");
+        assert_eq!(level["total_output_tokens"], 8 * OUT, "{level}");
+        assert_eq!(level["token_count_source"], "tgi_details", "{level}");
+    }
+    // The client's clock against the server's log: TTFT never before the
+    // first frame left, and TPOT within 5% of the log's mean gap (TPOT from a
+    // count one off would be 1/39 away from it at every request).
+    let measured = crate::support::against_server(&dir, &streams);
+    assert_eq!(measured.len(), 16);
+    let ttft_err: Vec<f64> = measured.iter().map(|m| m.ttft_err_ms()).collect();
+    assert!(ttft_err.iter().all(|e| *e >= 0.0), "{ttft_err:?}");
+    let server_tpot = median(
+        &measured
+            .iter()
+            .map(|m| m.server_tpot_ms)
+            .collect::<Vec<_>>(),
+    );
+    let tpot_err = median(
+        &measured
+            .iter()
+            .map(|m| m.tpot_abs_err_ms)
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        tpot_err <= 0.05 * server_tpot,
+        "|TPOT - server's| median {tpot_err:.4} ms against {server_tpot:.3} ms"
+    );
+    let summary = read_json(&dir.join("summary.json"));
+    assert_eq!(summary["run"]["backend"], "tgi-generate");
+    assert_eq!(summary["run"]["engine"], "tgi");
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -102,6 +102,7 @@ impl StreamTally {
 pub(super) enum Decoder {
     OpenAi(OpenAiDecoder),
     Ollama(OllamaDecoder),
+    Tgi(TgiDecoder),
 }
 
 impl Decoder {
@@ -109,6 +110,7 @@ impl Decoder {
         match wire {
             Wire::OpenAi(_) => Decoder::OpenAi(OpenAiDecoder::new()),
             Wire::Ollama(_) => Decoder::Ollama(OllamaDecoder::new()),
+            Wire::Tgi => Decoder::Tgi(TgiDecoder::new()),
         }
     }
 
@@ -116,6 +118,7 @@ impl Decoder {
         match self {
             Decoder::OpenAi(d) => d.feed(bytes, out).map_err(|e| e.to_string()),
             Decoder::Ollama(d) => d.feed(bytes, out).map_err(|e| e.to_string()),
+            Decoder::Tgi(d) => d.feed(bytes, out).map_err(|e| e.to_string()),
         }
     }
 
@@ -123,6 +126,7 @@ impl Decoder {
         match self {
             Decoder::OpenAi(d) => d.finish(out).map_err(|e| e.to_string()),
             Decoder::Ollama(d) => d.finish(out).map_err(|e| e.to_string()),
+            Decoder::Tgi(d) => d.finish(out).map_err(|e| e.to_string()),
         }
     }
 }
