@@ -34,7 +34,7 @@ mod answer;
 mod tally;
 mod transport_error;
 
-use answer::{http_error_message, send_h1, send_reqwest};
+use answer::{http_error_message, send_h1, send_reqwest, with_backend_hint};
 use tally::{Decoder, StreamTally};
 pub(crate) use transport_error::say_once;
 use transport_error::seconds;
@@ -401,6 +401,7 @@ async fn stream_request(
 
     if !(200..300).contains(&status) {
         let message = http_error_message(status, &mut answer, target.stall_timeout).await;
+        let message = with_backend_hint(target.wire, status, message);
         return Some(Stop::Failed(ErrorClass::Http(status), message));
     }
 
@@ -543,6 +544,43 @@ mod tests {
         assert_eq!(seconds(Duration::from_millis(2500)), "2.5 s");
         assert_eq!(seconds(Duration::from_secs(60)), "60 s");
         assert_eq!(seconds(Duration::from_secs_f64(12.7)), "13 s");
+    }
+
+    /// The wrong backend's HTTP errors say which backend to use; others are
+    /// left as they are.
+    #[test]
+    fn a_wrong_backend_is_named_in_its_http_error() {
+        use crate::protocol::openai::Api;
+        let chat = Wire::OpenAi(Api::Chat);
+        // tgi-generate at an OpenAI server (vLLM's FastAPI 404).
+        let m = with_backend_hint(Wire::Tgi, 404, "Not Found".into());
+        assert!(
+            m.starts_with("Not Found; no TGI /generate_stream here"),
+            "{m}"
+        );
+        assert!(m.contains("--backend openai-chat"), "{m}");
+        // The default backend at a server with TGI's native API only (axum's
+        // empty 404), or its body at TGI's native route.
+        let m = with_backend_hint(chat, 404, "HTTP 404".into());
+        assert!(m.contains("--backend tgi-generate"), "{m}");
+        let m = with_backend_hint(
+            chat,
+            422,
+            "Failed to deserialize the JSON body into the target type: missing field `inputs` at line 1 column 9".into(),
+        );
+        assert!(m.contains("use --backend tgi-generate"), "{m}");
+        // A 404 about the model, and other errors, are not the route's.
+        let model = "The model `x` does not exist.";
+        assert_eq!(with_backend_hint(chat, 404, model.into()), model);
+        assert_eq!(with_backend_hint(Wire::Tgi, 404, model.into()), model);
+        assert_eq!(
+            with_backend_hint(Wire::Tgi, 429, "Model is overloaded".into()),
+            "Model is overloaded"
+        );
+        assert_eq!(
+            with_backend_hint(chat, 422, "bad max_tokens".into()),
+            "bad max_tokens"
+        );
     }
 
     #[test]

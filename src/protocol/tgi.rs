@@ -34,6 +34,10 @@ use super::sse::{SseError, SseEvent, SseParser};
 use super::StreamEvent;
 use crate::record::FinishReason;
 
+/// What an OpenAI stream that is TGI's native one fails with.
+pub(crate) const TGI_STREAM: &str = "the server answered TGI's native token events \
+     (/generate_stream), not an OpenAI-compatible stream: use --backend tgi-generate";
+
 /// What a TGI stream that is an OpenAI one fails with.
 pub(crate) const OPENAI_STREAM: &str = "the server answered an OpenAI-compatible stream \
      (choices), not TGI's native token events: use --backend openai-chat";

@@ -1,4 +1,5 @@
 use super::*;
+use crate::protocol::openai::MalformedStream;
 use crate::protocol::OpenAiDecoder;
 
 decoder_test_helpers!(TgiDecoder, MalformedTgi);
@@ -159,6 +160,27 @@ fn tgi_chat_streams_are_openai_ones() {
         [StreamEvent::Finish(FinishReason::Length), StreamEvent::Done]
     );
     assert!(!new.iter().any(|e| matches!(e, StreamEvent::Usage { .. })));
+}
+
+/// The other way round: TGI's native events read as an OpenAI stream fail at
+/// the first event, naming `--backend tgi-generate` (before, the stream
+/// ended with no output and `truncated ... 0 of N tokens`).
+#[test]
+fn tgi_native_events_read_as_openai_name_the_backend() {
+    for name in [
+        "tgi_2023-06_generate_stream_details.sse",
+        "tgi_2025-01_generate_stream_details.sse",
+    ] {
+        let mut d = OpenAiDecoder::new();
+        let mut out = Vec::new();
+        let r = d.feed(&capture(name), &mut out);
+        assert_eq!(r, Err(MalformedStream::OtherApi(TGI_STREAM)), "{name}");
+        assert!(out.is_empty());
+        assert!(TGI_STREAM.contains("--backend tgi-generate"));
+    }
+    let mut d = OpenAiDecoder::new();
+    let mut out = Vec::new();
+    assert!(d.feed(EOS_STREAM, &mut out).is_err());
 }
 
 #[test]

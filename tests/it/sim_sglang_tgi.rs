@@ -534,3 +534,54 @@ async fn tgi_generate_counts_exactly_what_the_server_emitted() {
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A backend pointed at the other API fails in one line naming the backend
+/// that speaks it: tgi-generate at an OpenAI-only server (the vLLM
+/// personality has no /generate_stream), and the OpenAI body at TGI's
+/// native route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wrong_backend_is_told_which_backend_to_use() {
+    let vllm = start_sim(SimConfig {
+        step_ms: 2.0,
+        ..SimConfig::default()
+    })
+    .await;
+    let tgi_sim = start_sim(tgi(4, 128)).await;
+    for (sim, extra, want) in [
+        (
+            &vllm,
+            ["--backend", "tgi-generate"],
+            "--backend openai-chat",
+        ),
+        (
+            &tgi_sim,
+            ["--endpoint", "/generate_stream"],
+            "--backend tgi-generate",
+        ),
+    ] {
+        let dir = scratch("sim-sglang-tgi", "wrong-backend");
+        let mut args = sweep_args(
+            sim,
+            &dir,
+            &[
+                "--concurrency",
+                "1",
+                "--num-prompts",
+                "2",
+                "--warmup",
+                "1",
+                "--random-output-len",
+                "8",
+            ],
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = tokbench_async(args).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let stderr = crate::support::stderr(&out);
+        assert!(stderr.contains(want), "{want} not said: {}", text(&out));
+        assert!(!stderr.contains("truncated"), "{}", text(&out));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    vllm.shutdown().await;
+    tgi_sim.shutdown().await;
+}

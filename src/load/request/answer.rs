@@ -140,6 +140,35 @@ pub(super) async fn http_error_message(
     }
 }
 
+/// An HTTP error's message, with the backend to use when the answer says
+/// the request went to another API than the server speaks: TGI's native
+/// `/generate_stream` at a server without it, an OpenAI route at a server
+/// that has only TGI's native API, or an OpenAI body at TGI's native route
+/// (its JSON extractor misses `inputs`). A 404 that names a model is about
+/// the model, not the route.
+pub(super) fn with_backend_hint(wire: Wire, status: u16, message: String) -> String {
+    let about_model = message.to_ascii_lowercase().contains("model");
+    let hint = match (wire, status) {
+        (Wire::Tgi, 404 | 405) if !about_model => Some(
+            "no TGI /generate_stream here: an OpenAI-compatible server takes --backend \
+             openai-chat, Ollama's native API --backend ollama-chat",
+        ),
+        (Wire::OpenAi(_), 404 | 405) if !about_model => Some(
+            "no such OpenAI route here: a server with only TGI's native API \
+             (/generate_stream) takes --backend tgi-generate",
+        ),
+        (Wire::OpenAi(_) | Wire::Ollama(_), 422) if message.contains("`inputs`") => Some(
+            "this is TGI's native route: use --backend tgi-generate (or TGI's \
+             /v1/chat/completions with the default backend)",
+        ),
+        _ => None,
+    };
+    match hint {
+        Some(hint) => format!("{message}; {hint}"),
+        None => message,
+    }
+}
+
 /// The error body, at most `ERROR_BODY_LIMIT` bytes of it, and whether it
 /// came whole (or filled the limit) rather than stopping or breaking off.
 pub(super) async fn read_error_body(answer: &mut Answer, limit: Duration) -> (Vec<u8>, bool) {

@@ -7,6 +7,7 @@ use serde::de::IgnoredAny;
 use super::{fast, Chunk, Lenient, MalformedStream};
 use crate::protocol::error_body::{one_line, snippet};
 use crate::protocol::sse::{SseEvent, SseParser};
+use crate::protocol::tgi::TGI_STREAM;
 use crate::protocol::StreamEvent;
 use crate::record::{FinishReason, ServerTimings};
 
@@ -134,6 +135,11 @@ impl ChunkState {
                 });
             }
         };
+        // TGI's native stream carries no choices and its output in `token`:
+        // read as OpenAI's, it would end with no output and no hint why.
+        if chunk.choices.0.is_none() && chunk.token.yes() {
+            return Err(MalformedStream::OtherApi(TGI_STREAM));
+        }
         self.on_chunk(chunk, out);
         Ok(())
     }

@@ -6,7 +6,7 @@
 //! OpenAI streams): `choices` (deltas, `text`, `finish_reason`), `usage`
 //! (with its details), `object`, and keys it skips. It gives up (`None`) on
 //! anything else: a key only the full decoder reads (`error`, `message`,
-//! `timings`, llama.cpp's native keys), an escaped key or an escaped string
+//! `timings`, llama.cpp's native keys, TGI's native `token`), an escaped key or an escaped string
 //! whose value matters, a `\u` escape of a surrogate, a duplicate known key,
 //! a number it would need that is not a plain integer (or one that might not
 //! fit an f64), nesting deeper than 100, or bytes that are not JSON. The
@@ -110,7 +110,7 @@ pub(super) fn chunk<'a>(payload: &'a str, prefix: &mut Prefix) -> Option<Chunk<'
             }
             b"error" | b"message" | b"timings" | b"content" | b"stop" | b"stop_type"
             | b"stopped_eos" | b"stopped_limit" | b"stopped_word" | b"tokens_predicted"
-            | b"tokens_evaluated" | b"tokens_cached" => return None,
+            | b"tokens_evaluated" | b"tokens_cached" | b"token" => return None,
             _ => r.skip(0)?,
         }
         if r.eat(b',') {

@@ -67,6 +67,10 @@ pub enum MalformedStream {
         detail: String,
         snippet: String,
     },
+    /// Another API's stream (TGI's native token events): the message says
+    /// which backend reads it.
+    #[error("{0}")]
+    OtherApi(&'static str),
 }
 
 // Chunk shape. Every field is optional and every leaf reads wrong-typed JSON
@@ -94,6 +98,8 @@ struct Chunk<'a> {
     tokens_predicted: Num,
     tokens_evaluated: Num,
     tokens_cached: Num,
+    /// TGI's native `/generate_stream` event (`{"token":{..}}`): the wrong API.
+    token: Carries,
 }
 
 #[derive(serde::Deserialize, Clone, Copy, Default)]
