@@ -649,7 +649,7 @@ pub struct SimTimingArgs {
     #[arg(long, value_name = "POLICY", default_value = "reserve")]
     pub kv_policy: String,
 
-    /// vLLM: prefix-cache block size in words (0: no prefix cache).
+    /// vLLM and SGLang: prefix-cache block size in words (0: no prefix cache).
     #[arg(long, value_name = "N", default_value_t = sim_default().prefix_block_tokens)]
     pub prefix_block_tokens: u64,
 
@@ -677,7 +677,7 @@ pub struct SimTimingArgs {
     #[arg(long, value_name = "N", default_value_t = sim_default().reasoning_tokens)]
     pub reasoning_tokens: u64,
 
-    /// vLLM: write when each streamed frame went to its connection (JSONL, CLOCK_MONOTONIC ns, keyed by X-Request-Id).
+    /// vLLM, SGLang, TGI: write when each streamed frame went to its connection (JSONL, CLOCK_MONOTONIC ns, keyed by X-Request-Id).
     #[arg(long, value_name = "FILE")]
     pub emission_log: Option<PathBuf>,
 }

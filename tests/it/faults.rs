@@ -128,7 +128,12 @@ async fn every_fault_mode_is_survived_and_counted_in_its_class() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_hit_the_other_personalities_too() {
-    for engine in [SimEngine::Ollama, SimEngine::Llamacpp] {
+    for engine in [
+        SimEngine::Ollama,
+        SimEngine::Llamacpp,
+        SimEngine::Sglang,
+        SimEngine::Tgi,
+    ] {
         let cfg = SimConfig {
             engine,
             ..faults(0.0, 0.0, 0.0, 0.4)
