@@ -57,27 +57,30 @@ pub(crate) fn spawn(
                 };
                 let now = Instant::now();
                 let found = match source {
-                    GaugeSource::VllmMetrics => {
-                        let metrics = prometheus::parse_bytes(&body);
-                        VllmGauges::from_metrics(&metrics).map(|g| {
-                            vllm_gauges(&g, previous.as_ref(), now, &mut sample.gauges);
-                            previous = Some((now, g));
-                        })
-                    }
-                    GaugeSource::LlamacppMetrics => {
-                        let metrics = prometheus::parse_bytes(&body);
-                        LlamacppGauges::from_metrics(&metrics).map(|g| {
-                            llamacpp_gauges(&g, previous_llama.as_ref(), now, &mut sample.gauges);
-                            previous_llama = Some((now, g));
-                        })
-                    }
-                    GaugeSource::SglangMetrics => {
-                        let metrics = prometheus::parse_bytes(&body);
-                        SglangGauges::from_metrics(&metrics).map(|g| {
-                            sglang_gauges(&g, previous_sglang.as_ref(), now, &mut sample.gauges);
-                            previous_sglang = Some((now, g));
-                        })
-                    }
+                    GaugeSource::VllmMetrics => with_rates(
+                        &body,
+                        VllmGauges::from_metrics,
+                        vllm_gauges,
+                        &mut previous,
+                        now,
+                        &mut sample.gauges,
+                    ),
+                    GaugeSource::LlamacppMetrics => with_rates(
+                        &body,
+                        LlamacppGauges::from_metrics,
+                        llamacpp_gauges,
+                        &mut previous_llama,
+                        now,
+                        &mut sample.gauges,
+                    ),
+                    GaugeSource::SglangMetrics => with_rates(
+                        &body,
+                        SglangGauges::from_metrics,
+                        sglang_gauges,
+                        &mut previous_sglang,
+                        now,
+                        &mut sample.gauges,
+                    ),
                     GaugeSource::TgiMetrics => {
                         let metrics = prometheus::parse_bytes(&body);
                         TgiGauges::from_metrics(&metrics).map(|g| {
@@ -156,6 +159,26 @@ async fn fetch_at_most(
         Some(body)
     };
     tokio::time::timeout(timeout, exchange).await.ok()?
+}
+
+/// How one engine's gauges go into a sample, given the scrape before.
+type PutGauges<G> = fn(&G, Option<&(Instant, G)>, Instant, &mut BTreeMap<&'static str, f64>);
+
+/// The gauges a function of one engine reads from a Prometheus scrape, put
+/// with the rates since the scrape before (`previous`, then replaced by this
+/// one). None when the scrape has none of that engine's names.
+fn with_rates<G>(
+    body: &[u8],
+    read: fn(&prometheus::Metrics) -> Option<G>,
+    put: PutGauges<G>,
+    previous: &mut Option<(Instant, G)>,
+    now: Instant,
+    out: &mut BTreeMap<&'static str, f64>,
+) -> Option<()> {
+    let gauges = read(&prometheus::parse_bytes(body))?;
+    put(&gauges, previous.as_ref(), now, out);
+    *previous = Some((now, gauges));
+    Some(())
 }
 
 /// vLLM gauges, and the rates since the previous scrape.
@@ -285,6 +308,48 @@ mod tests {
         assert_eq!(fetch_at_most(&client, &url, t, 1000).await, None);
         let url = serve_once("HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n", 0, 0).await;
         assert_eq!(fetch_at_most(&client, &url, t, 1000).await, None);
+    }
+
+    /// SGLang: its own gauges stand in on the first scrape (gen 42 tok/s,
+    /// hit rate 0.3); from the second, the counters' rates: 500 tokens in
+    /// 2 s = 250 tok/s, 300 of 600 prompt tokens cached = 0.5. A speculative
+    /// acceptance of 0 (no speculation) is no gauge.
+    #[test]
+    fn sglang_gauges_first_its_own_then_the_counters_rates() {
+        let first = SglangGauges {
+            running: Some(2.0),
+            gen_throughput: Some(42.0),
+            cache_hit_rate: Some(0.3),
+            generation_tokens_total: Some(8.0),
+            prompt_tokens_total: Some(1000.0),
+            cached_tokens_total: Some(200.0),
+            spec_accept_length: Some(0.0),
+            ..SglangGauges::default()
+        };
+        let second = SglangGauges {
+            generation_tokens_total: Some(508.0),
+            prompt_tokens_total: Some(1600.0),
+            cached_tokens_total: Some(500.0),
+            spec_accept_length: Some(2.5),
+            ..first
+        };
+        let t0 = Instant::now();
+        let mut out = BTreeMap::new();
+        sglang_gauges(&first, None, t0, &mut out);
+        assert_eq!(out.get("generation_tok_s"), Some(&42.0));
+        assert_eq!(out.get("prefix_cache_hit_rate"), Some(&0.3));
+        assert_eq!(out.get("running"), Some(&2.0));
+        assert!(!out.contains_key("spec_accept_length"));
+        let mut out = BTreeMap::new();
+        sglang_gauges(
+            &second,
+            Some(&(t0, first)),
+            t0 + Duration::from_secs(2),
+            &mut out,
+        );
+        assert_eq!(out.get("generation_tok_s"), Some(&250.0));
+        assert_eq!(out.get("prefix_cache_hit_rate"), Some(&0.5));
+        assert_eq!(out.get("spec_accept_length"), Some(&2.5));
     }
 
     #[test]

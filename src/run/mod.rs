@@ -13,6 +13,7 @@ mod tests;
 pub(crate) mod timing;
 mod tls;
 mod tune;
+mod tune_results;
 mod url;
 
 pub(crate) use headless::print_results;
