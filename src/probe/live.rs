@@ -2,8 +2,10 @@
 //! `--probe-interval` and hand named gauges to the event loop.
 //!
 //! The probe only reads; it never blocks the load tasks. An endpoint the
-//! target does not have is dropped after its first miss, so a server without
-//! metrics costs one request, not one per second.
+//! target does not have (it answers, but not with the page) is dropped after
+//! its first miss, so a server without metrics costs one request, not one per
+//! second. One that does not answer in time is asked again at the next tick:
+//! a busy server's first scrape may be slow.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -20,6 +22,9 @@ pub(crate) use crate::stats::gauges::ServerSample;
 /// Most bytes read of one scrape: a metrics page is a few tens of KiB.
 const SCRAPE_LIMIT: usize = 4 << 20;
 
+/// The shortest wait for one scrape, whatever the interval.
+const SCRAPE_TIMEOUT_FLOOR: Duration = Duration::from_secs(1);
+
 /// Start scraping. The task ends when the receiver is dropped. Nothing is
 /// sent when the target exposes none of its engine's endpoints; the caller
 /// shows "no server metrics" once.
@@ -32,6 +37,9 @@ pub(crate) fn spawn(
 ) -> mpsc::UnboundedReceiver<ServerSample> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut sources = engine.gauge_sources().to_vec();
+    // A scrape may take longer than a short interval on a busy box; the
+    // ticker skips the ticks it overran.
+    let timeout = interval.max(SCRAPE_TIMEOUT_FLOOR);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -50,10 +58,14 @@ pub(crate) fn spawn(
             let mut missing = Vec::new();
             for source in sources.clone() {
                 let path = source.path();
-                let Some(body) = fetch(&client, &format!("{base_url}{path}"), interval).await
-                else {
-                    missing.push(source);
-                    continue;
+                let url = format!("{base_url}{path}");
+                let body = match scrape(&client, &url, timeout, SCRAPE_LIMIT).await {
+                    Ok(body) => body,
+                    Err(Miss::Refused) => {
+                        missing.push(source);
+                        continue;
+                    }
+                    Err(Miss::NoAnswer) => continue,
                 };
                 let now = Instant::now();
                 let found = match source {
@@ -142,23 +154,45 @@ async fn fetch_at_most(
     timeout: Duration,
     limit: usize,
 ) -> Option<Vec<u8>> {
+    scrape(client, url, timeout, limit).await.ok()
+}
+
+/// Why a scrape brought no body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Miss {
+    /// The server answered, and not with the page: a status other than 2xx,
+    /// or a body over the limit. Asking again gets the same.
+    Refused,
+    /// No answer in time, or the connection failed: a busy or restarting
+    /// server, worth asking again.
+    NoAnswer,
+}
+
+async fn scrape(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, Miss> {
     let exchange = async {
-        let mut response = client.get(url).send().await.ok()?;
+        let mut response = client.get(url).send().await.map_err(|_| Miss::NoAnswer)?;
         if !response.status().is_success()
             || response.content_length().is_some_and(|n| n > limit as u64)
         {
-            return None;
+            return Err(Miss::Refused);
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.ok()? {
+        while let Some(chunk) = response.chunk().await.map_err(|_| Miss::NoAnswer)? {
             if body.len() + chunk.len() > limit {
-                return None;
+                return Err(Miss::Refused);
             }
             body.extend_from_slice(&chunk);
         }
-        Some(body)
+        Ok(body)
     };
-    tokio::time::timeout(timeout, exchange).await.ok()?
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or(Err(Miss::NoAnswer))
 }
 
 /// How one engine's gauges go into a sample, given the scrape before.
@@ -284,6 +318,58 @@ mod tests {
     }
 
     const CHUNKED: &str = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+
+    /// A server on loopback whose first `dropped` connections are closed
+    /// unanswered; after that each request gets `answer`. Counts requests.
+    async fn flaky_server(
+        dropped: usize,
+        answer: &'static str,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf).await;
+                if n >= dropped {
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                }
+            }
+        });
+        (format!("http://{addr}"), asked)
+    }
+
+    /// Two scrapes that get no answer do not drop the source: the third
+    /// brings `/api/ps` (a model wholly in GPU memory, share 1). A source
+    /// that answers 404 is asked once and never again.
+    #[tokio::test]
+    async fn a_source_without_an_answer_is_asked_again_and_a_refusal_is_not() {
+        const PS: &str = "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 52\r\n\r\n{\"models\":[{\"name\":\"m\",\"size\":100,\"size_vram\":100}]}";
+        const NOT_FOUND: &str =
+            "HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        let client = reqwest::Client::new();
+        let tick = Duration::from_millis(10);
+
+        let (url, asked) = flaky_server(2, PS).await;
+        let mut rx = spawn(client.clone(), url, Engine::Ollama, tick, Instant::now());
+        let sample = rx.recv().await.expect("a sample after two misses");
+        assert_eq!(sample.gauges.get("gpu_share"), Some(&1.0));
+        assert_eq!(sample.gauges.get("models_loaded"), Some(&1.0));
+        assert!(asked.load(std::sync::atomic::Ordering::SeqCst) >= 3);
+
+        let (url, asked) = flaky_server(0, NOT_FOUND).await;
+        let mut rx = spawn(client, url, Engine::Ollama, tick, Instant::now());
+        // The task ends once its only source is dropped, closing the channel.
+        assert!(rx.recv().await.is_none());
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     /// 3 pieces of 100 bytes: 300 bytes under a 1,000-byte limit come back;
     /// 30 pieces (3,000 bytes) are refused once 1,000 would be passed; a
