@@ -21,6 +21,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One streamed answer's frame times.
@@ -30,6 +31,9 @@ pub struct StreamEmissions {
     pub request: String,
     /// `CLOCK_MONOTONIC` nanoseconds at which the request reached its handler.
     pub arrived_ns: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds at which the engine admitted it into its
+    /// batch (a slot); None where the personality does not say, or never.
+    pub admitted_ns: Option<u64>,
     /// `CLOCK_MONOTONIC` nanoseconds at which each frame was handed to the connection.
     pub t_ns: Vec<u64>,
 }
@@ -85,6 +89,7 @@ impl EmissionLog {
                 let line = serde_json::json!({
                     "request": stream.request,
                     "arrived_ns": stream.arrived_ns,
+                    "admitted_ns": stream.admitted_ns,
                     "t_ns": stream.t_ns,
                 });
                 let mut w = file.lock().unwrap_or_else(|e| e.into_inner());
@@ -112,41 +117,115 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// One stream's recorder, owned by its response body.
+/// One stream's recorder, owned by its response body: its frame times go to
+/// the emission log (with `--emission-log`) and into the server's own
+/// account of the request (vLLM's histograms), when the stream ends.
 pub(crate) struct StreamRecorder {
-    log: EmissionLog,
+    log: Option<EmissionLog>,
+    account: Option<Accounted>,
+    /// Set by the stream's sink when the engine admits the request
+    /// (`CLOCK_MONOTONIC` ns; 0 until then).
+    admission: Option<Arc<AtomicU64>>,
     times: StreamEmissions,
+    /// The body ended as planned; false when it is dropped before (the client went away).
+    finished: bool,
+}
+
+/// Where the server's own account of a stream goes.
+pub(crate) struct Accounted {
+    pub metrics: Arc<super::metrics::Metrics>,
+    /// The token budget: an answer that ends before it stopped at an EOS.
+    pub max_tokens: u64,
+}
+
+/// A cell a sink sets when the engine admits its request ([`StreamRecorder::admission`]).
+pub(crate) fn admission_cell() -> Arc<AtomicU64> {
+    Arc::new(AtomicU64::new(0))
+}
+
+/// Note now in a sink's admission cell.
+pub(crate) fn mark_admitted(cell: Option<&Arc<AtomicU64>>) {
+    if let Some(cell) = cell {
+        cell.store(monotonic_ns(), Ordering::Relaxed);
+    }
 }
 
 impl StreamRecorder {
-    pub(crate) fn new(log: EmissionLog, request: String, arrived_ns: u64, capacity: usize) -> Self {
+    pub(crate) fn new(
+        log: Option<EmissionLog>,
+        request: String,
+        arrived_ns: u64,
+        capacity: usize,
+    ) -> Self {
         StreamRecorder {
             log,
+            account: None,
+            admission: None,
             times: StreamEmissions {
                 request,
                 arrived_ns,
+                admitted_ns: None,
                 t_ns: Vec::with_capacity(capacity.min(1 << 16)),
             },
+            finished: false,
         }
+    }
+
+    /// Also keep the server's own account of the stream.
+    pub(crate) fn accounting(mut self, account: Option<Accounted>) -> Self {
+        self.account = account;
+        self
+    }
+
+    /// The engine's admission time is read from `cell` when the stream ends.
+    pub(crate) fn admission(mut self, cell: Option<Arc<AtomicU64>>) -> Self {
+        self.admission = cell;
+        self
     }
 
     /// A frame is being handed to the connection now.
     pub(crate) fn frame(&mut self) {
         self.times.t_ns.push(monotonic_ns());
     }
+
+    /// The body has ended as planned.
+    pub(crate) fn finish(&mut self) {
+        self.finished = true;
+    }
 }
 
 impl Drop for StreamRecorder {
     fn drop(&mut self) {
+        self.times.admitted_ns = self
+            .admission
+            .as_ref()
+            .map(|cell| cell.load(Ordering::Relaxed))
+            .filter(|ns| *ns > 0);
+        if let Some(account) = &self.account {
+            account
+                .metrics
+                .requests_account
+                .observe(&super::metrics::RequestTimes {
+                    arrived_ns: self.times.arrived_ns,
+                    admitted_ns: self.times.admitted_ns,
+                    frames_ns: &self.times.t_ns,
+                    finished: self.finished,
+                    stopped: (self.times.t_ns.len() as u64) < account.max_tokens,
+                });
+        }
+        let Some(log) = &self.log else {
+            return;
+        };
         let times = std::mem::replace(
             &mut self.times,
             StreamEmissions {
                 request: String::new(),
                 arrived_ns: 0,
+                admitted_ns: None,
                 t_ns: Vec::new(),
             },
         );
-        self.log.record(times);
+        log.record(times);
     }
 }
 
@@ -157,7 +236,10 @@ mod tests {
     #[test]
     fn streams_are_handed_over_when_they_end() {
         let log = EmissionLog::in_memory();
-        let mut rec = StreamRecorder::new(log.clone(), "tokbench-1-7".into(), 5, 4);
+        let cell = admission_cell();
+        let mut rec = StreamRecorder::new(Some(log.clone()), "tokbench-1-7".into(), 5, 4)
+            .admission(Some(cell.clone()));
+        mark_admitted(Some(&cell));
         rec.frame();
         rec.frame();
         assert!(log.take().is_empty(), "nothing until the stream ends");
@@ -168,6 +250,9 @@ mod tests {
         assert_eq!(streams[0].arrived_ns, 5);
         assert_eq!(streams[0].t_ns.len(), 2);
         assert!(streams[0].t_ns[0] <= streams[0].t_ns[1]);
+        assert!(streams[0]
+            .admitted_ns
+            .is_some_and(|a| a <= streams[0].t_ns[0]));
         assert!(log.take().is_empty());
     }
 
@@ -177,7 +262,7 @@ mod tests {
             std::env::temp_dir().join(format!("tokbench-emission-{}.jsonl", std::process::id()));
         let log = EmissionLog::create(&path).unwrap();
         for id in ["a", "b"] {
-            let mut rec = StreamRecorder::new(log.clone(), id.into(), 42, 1);
+            let mut rec = StreamRecorder::new(Some(log.clone()), id.into(), 42, 1);
             rec.frame();
         }
         let text = std::fs::read_to_string(&path).unwrap();

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-use super::emission::{monotonic_ns, StreamRecorder};
+use super::emission::{admission_cell, monotonic_ns, Accounted, StreamRecorder};
 use super::engine::Submission;
 use super::metrics::Metrics;
 use super::wire::{self, Api, ChunkFormat, Sink, StreamSink};
@@ -431,19 +431,57 @@ pub(crate) fn authorized(req: &Request<Incoming>, key: &str) -> bool {
     token.len() == key.len() && token.iter().zip(key).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
+/// What the emission log and the server's own account need of a request,
+/// read before its body.
+pub(crate) struct Arrival {
+    /// `CLOCK_MONOTONIC` ns at which it reached its handler.
+    pub ns: u64,
+    /// Its `X-Request-Id`, with the emission log on.
+    pub request_id: Option<String>,
+    pub at: std::time::Instant,
+}
+
+pub(crate) fn arrival(state: &AppState, req: &Request<Incoming>) -> Arrival {
+    Arrival {
+        ns: monotonic_ns(),
+        request_id: state.cfg.emission_log.as_ref().and_then(|_| {
+            req.headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        }),
+        at: std::time::Instant::now(),
+    }
+}
+
+/// A stream's body, its frame times recorded where the emission log is on
+/// (keyed by its request id, else `id`) or the server keeps its own account
+/// of it; `admission` is the cell its sink marks when the engine admits it.
+pub(crate) fn recorded(
+    state: &AppState,
+    body: ChannelBody,
+    arrived: Arrival,
+    id: impl FnOnce() -> String,
+    max_tokens: u64,
+    account: Option<Accounted>,
+    admission: Option<Arc<AtomicU64>>,
+) -> ChannelBody {
+    let log = state.cfg.emission_log.clone();
+    if log.is_none() && account.is_none() {
+        return body;
+    }
+    let key = arrived.request_id.unwrap_or_else(id);
+    let capacity = usize::try_from(max_tokens).unwrap_or(usize::MAX);
+    body.recording(
+        StreamRecorder::new(log, key, arrived.ns, capacity)
+            .accounting(account)
+            .admission(admission),
+    )
+}
+
 /// `/v1/chat/completions` and `/v1/completions` (vLLM's, and SGLang's alike).
 pub(crate) async fn generate(state: &AppState, api: Api, req: Request<Incoming>) -> Response<Body> {
-    let arrived_ns = state
-        .cfg
-        .emission_log
-        .as_ref()
-        .map_or(0, |_| monotonic_ns());
-    let request_id = state.cfg.emission_log.as_ref().and_then(|_| {
-        req.headers()
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    });
+    let arrived = arrival(state, &req);
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -473,21 +511,31 @@ pub(crate) async fn generate(state: &AppState, api: Api, req: Request<Incoming>)
         let (tx, rx) = mpsc::unbounded_channel();
         let fmt = ChunkFormat::new(api, &id, created, &model, &gen)
             .with_reasoning(state.cfg.reasoning_tokens);
-        let sink = Sink::Stream(StreamSink::new(tx, fmt));
+        // vLLM's own account of the request: its histograms and finished count.
+        let account = (state.cfg.engine == SimEngine::Vllm).then(|| Accounted {
+            metrics: Arc::clone(&state.metrics),
+            max_tokens: gen.max_tokens,
+        });
+        let admission = admission_cell();
+        let sink = StreamSink::new(tx, fmt).marking_admission(Arc::clone(&admission));
         let blocks = wire::prefix_blocks(&body, api, state.cfg.prefix_block_tokens);
-        if !state.submit_with_blocks(gen.prompt_tokens, gen.max_tokens, blocks, sink) {
+        if !state.submit_with_blocks(
+            gen.prompt_tokens,
+            gen.max_tokens,
+            blocks,
+            Sink::Stream(sink),
+        ) {
             return unavailable();
         }
-        let mut body = ChannelBody::new(rx);
-        if let Some(log) = &state.cfg.emission_log {
-            let key = request_id.unwrap_or(id);
-            body = body.recording(StreamRecorder::new(
-                log.clone(),
-                key,
-                arrived_ns,
-                gen.max_tokens as usize,
-            ));
-        }
+        let body = recorded(
+            state,
+            ChannelBody::new(rx),
+            arrived,
+            || id,
+            gen.max_tokens,
+            account,
+            Some(admission),
+        );
         let mut r = with_status(StatusCode::OK, body.boxed_unsync());
         let h = r.headers_mut();
         h.insert(
@@ -642,8 +690,10 @@ impl hyper::body::Body for ChannelBody {
                 }
             }
             Poll::Ready(None) => {
-                // Hands the stream's times to the log.
-                self.recorder.take();
+                // Hands the stream's times to the log and the account.
+                if let Some(mut recorder) = self.recorder.take() {
+                    recorder.finish();
+                }
                 if let Some(close) = self.on_end.take() {
                     close.notify_one();
                 }

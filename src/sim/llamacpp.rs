@@ -92,6 +92,7 @@ async fn generate(
     req: Request<Incoming>,
     close: Arc<Notify>,
 ) -> Response<Body> {
+    let arrived = super::http::arrival(state, &req);
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(_) => return bad_request("could not read the request body"),
@@ -125,10 +126,12 @@ async fn generate(
     // llama-server names completions streams chatcmpl-* too.
     let id = state.new_id(Api::Chat);
     let (tx, rx) = mpsc::unbounded_channel();
+    let admission = super::emission::admission_cell();
     let sink = LlamaSink {
         tx,
         fmt: LlamaFormat::new(api, &id, unix_now(), &model, &gen, stopped),
         admitted: None,
+        admission: Some(Arc::clone(&admission)),
     };
     if !state.submit(gen.prompt_tokens, max_tokens, Sink::Llama(sink)) {
         return error(
@@ -137,10 +140,16 @@ async fn generate(
             "unavailable_error",
         );
     }
-    let mut r = with_status(
-        StatusCode::OK,
-        ChannelBody::new(rx).closing(close).boxed_unsync(),
+    let body = super::http::recorded(
+        state,
+        ChannelBody::new(rx).closing(close),
+        arrived,
+        || id,
+        max_tokens,
+        None,
+        Some(admission),
     );
+    let mut r = with_status(StatusCode::OK, body.boxed_unsync());
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -369,11 +378,14 @@ pub(crate) struct LlamaSink {
     tx: mpsc::UnboundedSender<Bytes>,
     fmt: LlamaFormat,
     admitted: Option<(Instant, f64)>,
+    /// Marked when the engine gives the request its slot (the emission log's).
+    admission: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl LlamaSink {
     pub(crate) fn admitted(&mut self, at: Instant, prefill_ms: f64) {
         self.admitted = Some((at, prefill_ms));
+        super::emission::mark_admitted(self.admission.as_ref());
     }
 }
 

@@ -41,6 +41,8 @@ pub(crate) struct Metrics {
     pub validation_failures: AtomicU64,
     /// Seconds from arrival to admission into the batch (`tgi_request_queue_duration`).
     pub queue_duration: DurationHistogram,
+    /// vLLM's per-request histograms and finished counts.
+    pub requests_account: RequestAccount,
 }
 
 /// Decode steps over which `gen_throughput` is measured: SGLang's
@@ -50,47 +52,68 @@ pub(crate) const GEN_THROUGHPUT_STEPS: u32 = 40;
 /// Buckets of TGI's duration histograms: 35 upper bounds, from 0.0001 s times
 /// 1.5 onwards (its router's `duration_buckets`), computed the same way so the
 /// `le` labels print as TGI's do.
-fn tgi_duration_buckets() -> [f64; TGI_DURATION_BUCKETS] {
-    let mut bounds = [0.0; TGI_DURATION_BUCKETS];
+fn tgi_duration_buckets() -> Vec<f64> {
     let mut value = 0.0001;
-    for b in &mut bounds {
-        value *= 1.5;
-        *b = value;
-    }
-    bounds
+    (0..TGI_DURATION_BUCKETS)
+        .map(|_| {
+            value *= 1.5;
+            value
+        })
+        .collect()
 }
 
 const TGI_DURATION_BUCKETS: usize = 35;
 
-/// A histogram of seconds over TGI's duration buckets (cumulative on render).
+/// vLLM's bucket bounds (seconds), as its `/metrics` lists them (0.32.0).
+const VLLM_TTFT_BUCKETS: [f64; 22] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+const VLLM_ITL_BUCKETS: [f64; 19] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+/// The request-phase histograms' (e2e, queue, prefill, decode, inference).
+const VLLM_REQUEST_BUCKETS: [f64; 21] = [
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// A histogram of seconds over fixed bucket bounds (cumulative on render).
 #[derive(Debug)]
 pub(crate) struct DurationHistogram {
+    bounds: Vec<f64>,
     /// Per-bucket counts (not cumulative); the last slot is past every bound.
-    counts: [AtomicU64; TGI_DURATION_BUCKETS + 1],
+    counts: Vec<AtomicU64>,
     /// Sum of the observations, nanoseconds.
     sum_ns: AtomicU64,
     count: AtomicU64,
 }
 
 impl Default for DurationHistogram {
-    // By hand: `Default` for arrays stops at 32 elements.
+    /// TGI's buckets.
     fn default() -> Self {
-        DurationHistogram {
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-            count: AtomicU64::new(0),
-        }
+        DurationHistogram::over(tgi_duration_buckets())
     }
 }
 
 impl DurationHistogram {
+    fn over(bounds: Vec<f64>) -> Self {
+        DurationHistogram {
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            bounds,
+            sum_ns: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
     pub(crate) fn observe(&self, d: std::time::Duration) {
         let secs = d.as_secs_f64();
-        let bounds = tgi_duration_buckets();
-        let slot = bounds
+        let slot = self
+            .bounds
             .iter()
             .position(|b| secs <= *b)
-            .unwrap_or(TGI_DURATION_BUCKETS);
+            .unwrap_or(self.bounds.len());
         self.counts[slot].fetch_add(1, Ordering::Relaxed);
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
@@ -99,6 +122,184 @@ impl DurationHistogram {
 
     pub(crate) fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
+    }
+
+    /// `(bound, cumulative count)` per bucket, `+Inf` last, and the sum in seconds.
+    fn cumulative(&self) -> (Vec<(f64, u64)>, f64) {
+        let mut total = 0u64;
+        let buckets = self
+            .bounds
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(&self.counts)
+            .map(|(bound, n)| {
+                total += n.load(Ordering::Relaxed);
+                (bound, total)
+            })
+            .collect();
+        (buckets, self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9)
+    }
+}
+
+/// What vLLM records of each request it finished, as it records it: the
+/// latency histograms of its phases and the finished requests by reason.
+/// Filled from the frame times the simulator hands its connections (those
+/// of the emission log) and the engine's admission time.
+#[derive(Debug)]
+pub(crate) struct RequestAccount {
+    ttft: DurationHistogram,
+    itl: DurationHistogram,
+    e2e: DurationHistogram,
+    queue: DurationHistogram,
+    prefill: DurationHistogram,
+    decode: DurationHistogram,
+    inference: DurationHistogram,
+    /// `finished_reason="length"`: every simulated answer ends at its
+    /// token budget or at a simulated EOS, which vLLM counts as `stop`.
+    finished_length: AtomicU64,
+    finished_stop: AtomicU64,
+    /// The client went away before the end (`finished_reason="abort"`).
+    aborted: AtomicU64,
+}
+
+impl Default for RequestAccount {
+    fn default() -> Self {
+        let request = || DurationHistogram::over(VLLM_REQUEST_BUCKETS.to_vec());
+        RequestAccount {
+            ttft: DurationHistogram::over(VLLM_TTFT_BUCKETS.to_vec()),
+            itl: DurationHistogram::over(VLLM_ITL_BUCKETS.to_vec()),
+            e2e: request(),
+            queue: request(),
+            prefill: request(),
+            decode: request(),
+            inference: request(),
+            finished_length: AtomicU64::new(0),
+            finished_stop: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One request's times, `CLOCK_MONOTONIC` nanoseconds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RequestTimes<'a> {
+    /// When it reached its handler.
+    pub arrived_ns: u64,
+    /// When the engine admitted it into the batch (None: never).
+    pub admitted_ns: Option<u64>,
+    /// When each frame (one token each) was handed to the connection.
+    pub frames_ns: &'a [u64],
+    /// It ended as planned (false: the client went away).
+    pub finished: bool,
+    /// It ended at a simulated EOS rather than at its token budget.
+    pub stopped: bool,
+}
+
+impl RequestAccount {
+    pub(crate) fn observe(&self, r: &RequestTimes<'_>) {
+        let span = |from: u64, to: u64| std::time::Duration::from_nanos(to.saturating_sub(from));
+        let (Some(&first), Some(&last), true) =
+            (r.frames_ns.first(), r.frames_ns.last(), r.finished)
+        else {
+            self.aborted.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // vLLM's definitions: TTFT and e2e from arrival; queue until scheduled;
+        // prefill from scheduled to the first token; decode from there to the last.
+        self.ttft.observe(span(r.arrived_ns, first));
+        self.e2e.observe(span(r.arrived_ns, last));
+        for pair in r.frames_ns.windows(2) {
+            self.itl.observe(span(pair[0], pair[1]));
+        }
+        if let Some(admitted) = r.admitted_ns {
+            self.queue.observe(span(r.arrived_ns, admitted));
+            self.prefill.observe(span(admitted, first));
+            self.inference.observe(span(admitted, last));
+        }
+        self.decode.observe(span(first, last));
+        let reason = if r.stopped {
+            &self.finished_stop
+        } else {
+            &self.finished_length
+        };
+        reason.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// vLLM's text for these families, with its `engine` and `model_name`
+    /// labels and floats as Python writes them.
+    fn render(&self, out: &mut String, model: &str) {
+        let _ = writeln!(
+            out,
+            "# HELP vllm:request_success_total Count of successfully processed requests.\n\
+             # TYPE vllm:request_success_total counter"
+        );
+        for (reason, n) in [
+            ("stop", &self.finished_stop),
+            ("length", &self.finished_length),
+            ("abort", &self.aborted),
+        ] {
+            let _ = writeln!(
+                out,
+                "vllm:request_success_total{{engine=\"0\",finished_reason=\"{reason}\",model_name=\"{model}\"}} {:?}",
+                n.load(Ordering::Relaxed) as f64
+            );
+        }
+        for (name, help, h) in [
+            (
+                "vllm:time_to_first_token_seconds",
+                "Histogram of time to first token in seconds.",
+                &self.ttft,
+            ),
+            (
+                "vllm:inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.",
+                &self.itl,
+            ),
+            (
+                "vllm:e2e_request_latency_seconds",
+                "Histogram of e2e request latency in seconds.",
+                &self.e2e,
+            ),
+            (
+                "vllm:request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.",
+                &self.queue,
+            ),
+            (
+                "vllm:request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.",
+                &self.inference,
+            ),
+            (
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+                &self.prefill,
+            ),
+            (
+                "vllm:request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+                &self.decode,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+            let (buckets, sum) = h.cumulative();
+            for (bound, n) in buckets {
+                let le = if bound.is_finite() {
+                    format!("{bound:?}")
+                } else {
+                    "+Inf".to_string()
+                };
+                let _ = writeln!(
+                    out,
+                    "{name}_bucket{{engine=\"0\",le=\"{le}\",model_name=\"{model}\"}} {:?}",
+                    n as f64
+                );
+            }
+            let labels = format!("{{engine=\"0\",model_name=\"{model}\"}}");
+            let _ = writeln!(out, "{name}_count{labels} {:?}", h.count() as f64);
+            let _ = writeln!(out, "{name}_sum{labels} {sum:?}");
+        }
     }
 }
 
@@ -177,7 +378,10 @@ impl Metrics {
             },
         ];
         let labels = format!("{{model_name=\"{}\"}}", escape_label(model_name));
-        exposition(&families, &labels)
+        let mut out = exposition(&families, &labels);
+        self.requests_account
+            .render(&mut out, &escape_label(model_name));
+        out
     }
 
     /// Prometheus text exposition, llama.cpp's names and help lines
@@ -360,15 +564,17 @@ impl Metrics {
         let h = &self.queue_duration;
         if h.count() > 0 {
             let name = "tgi_request_queue_duration";
-            let mut lines = Vec::with_capacity(TGI_DURATION_BUCKETS + 3);
-            let mut cumulative = 0u64;
-            for (bound, n) in tgi_duration_buckets().iter().zip(&h.counts) {
-                cumulative += n.load(Ordering::Relaxed);
-                lines.push(format!("{name}_bucket{{le=\"{bound}\"}} {cumulative}"));
-            }
-            cumulative += h.counts[TGI_DURATION_BUCKETS].load(Ordering::Relaxed);
-            lines.push(format!("{name}_bucket{{le=\"+Inf\"}} {cumulative}"));
-            let sum = h.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            let (buckets, sum) = h.cumulative();
+            let mut lines: Vec<String> = buckets
+                .iter()
+                .map(|(bound, n)| {
+                    if bound.is_finite() {
+                        format!("{name}_bucket{{le=\"{bound}\"}} {n}")
+                    } else {
+                        format!("{name}_bucket{{le=\"+Inf\"}} {n}")
+                    }
+                })
+                .collect();
             lines.push(format!("{name}_sum {sum}"));
             lines.push(format!("{name}_count {}", h.count()));
             family(

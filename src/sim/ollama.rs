@@ -290,7 +290,8 @@ struct NativeOptions {
 
 /// `/api/generate` (`chat` false) and `/api/chat`.
 async fn native(state: &AppState, chat: bool, req: Request<Incoming>) -> Response<Body> {
-    let arrived = Instant::now();
+    let arrival = super::http::arrival(state, &req);
+    let arrived = arrival.at;
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(_) => return ollama_error(StatusCode::BAD_REQUEST, "could not read the body"),
@@ -337,9 +338,19 @@ async fn native(state: &AppState, chat: bool, req: Request<Incoming>) -> Respons
         Err(refused) => return ollama_error(StatusCode::SERVICE_UNAVAILABLE, refused.message()),
     };
     let stream = raw.stream.unwrap_or(true);
+    let admission = super::emission::admission_cell();
     let (out, response) = if stream {
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut r = with_status(StatusCode::OK, ChannelBody::new(rx).boxed_unsync());
+        let body = super::http::recorded(
+            state,
+            ChannelBody::new(rx),
+            arrival,
+            || state.new_id(Api::Chat),
+            max_tokens,
+            None,
+            Some(Arc::clone(&admission)),
+        );
+        let mut r = with_status(StatusCode::OK, body.boxed_unsync());
         r.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-ndjson"),
@@ -359,6 +370,7 @@ async fn native(state: &AppState, chat: bool, req: Request<Incoming>) -> Respons
         arrived,
         load,
         admitted: None,
+        admission: Some(admission),
         _guard: guard,
     };
     let whole_rx = match &mut sink.out {
@@ -539,12 +551,15 @@ pub(crate) struct NdjsonSink {
     load: Duration,
     /// When the engine admitted the sequence, and the prefill's share of that step.
     admitted: Option<(Instant, f64)>,
+    /// Marked at admission too, for the emission log.
+    admission: Option<Arc<std::sync::atomic::AtomicU64>>,
     _guard: ActiveGuard,
 }
 
 impl NdjsonSink {
     pub(crate) fn admitted(&mut self, at: Instant, prefill_ms: f64) {
         self.admitted = Some((at, prefill_ms));
+        super::emission::mark_admitted(self.admission.as_ref());
     }
 
     fn head(&self, buf: &mut String) {

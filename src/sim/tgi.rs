@@ -38,8 +38,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
-use super::emission::{monotonic_ns, StreamRecorder};
 use super::engine::TokenSink;
+use super::http::{arrival, Arrival};
 use super::http::{
     full, json_response, read_body, unix_now, with_status, AppState, Body, ChannelBody,
 };
@@ -218,29 +218,6 @@ fn permit(state: &AppState) -> Option<OwnedSemaphorePermit> {
     permit
 }
 
-/// What the emission log needs of a request, read before its body.
-struct Arrival {
-    ns: u64,
-    request_id: Option<String>,
-    at: Instant,
-}
-
-fn arrival(state: &AppState, req: &Request<Incoming>) -> Arrival {
-    let logging = state.cfg.emission_log.is_some();
-    Arrival {
-        ns: if logging { monotonic_ns() } else { 0 },
-        request_id: logging
-            .then(|| {
-                req.headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned)
-            })
-            .flatten(),
-        at: Instant::now(),
-    }
-}
-
 /// The SSE response for a stream fed by `rx`, logged when the log is on.
 fn sse(
     state: &AppState,
@@ -248,18 +225,15 @@ fn sse(
     arrived: Arrival,
     max_tokens: u64,
 ) -> Response<Body> {
-    let mut body = ChannelBody::new(rx);
-    if let Some(log) = &state.cfg.emission_log {
-        let key = arrived
-            .request_id
-            .unwrap_or_else(|| state.new_id(Api::Chat));
-        body = body.recording(StreamRecorder::new(
-            log.clone(),
-            key,
-            arrived.ns,
-            usize::try_from(max_tokens).unwrap_or(usize::MAX),
-        ));
-    }
+    let body = super::http::recorded(
+        state,
+        ChannelBody::new(rx),
+        arrived,
+        || state.new_id(Api::Chat),
+        max_tokens,
+        None,
+        None,
+    );
     let mut r = with_status(StatusCode::OK, body.boxed_unsync());
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

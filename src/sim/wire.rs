@@ -475,6 +475,8 @@ pub(crate) struct StreamSink {
     fmt: ChunkFormat,
     /// Ollama's `/v1`: the model stays loaded while the stream lives.
     hold: Option<super::ollama::ActiveGuard>,
+    /// Where the engine's admission time goes (vLLM's account), `CLOCK_MONOTONIC` ns.
+    admitted_ns: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl StreamSink {
@@ -483,7 +485,17 @@ impl StreamSink {
             tx,
             fmt,
             hold: None,
+            admitted_ns: None,
         }
+    }
+
+    /// Note the time the engine admits this request into `cell`.
+    pub(crate) fn marking_admission(
+        mut self,
+        cell: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        self.admitted_ns = Some(cell);
+        self
     }
 
     /// Keep `guard` (Ollama's model in use) until the stream ends.
@@ -540,7 +552,8 @@ impl TokenSink for Sink {
             Sink::Ollama(s) => s.admitted(at, prefill_ms),
             Sink::Llama(s) => s.admitted(at, prefill_ms),
             Sink::Tgi(s) => s.admitted(at, prefill_ms),
-            Sink::Stream(_) | Sink::Whole(_) => {}
+            Sink::Stream(s) => super::emission::mark_admitted(s.admitted_ns.as_ref()),
+            Sink::Whole(_) => {}
         }
     }
 
