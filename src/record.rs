@@ -265,6 +265,22 @@ impl ServerTimings {
         rate_per_s(self.prompt_n?, self.prompt_ms?)
     }
 
+    /// How long before the first token the server spent on this request:
+    /// its prefill (`prompt_ms`) and its model load (Ollama `load_duration`).
+    /// None without a prefill time.
+    pub(crate) fn in_prefill_ms(&self) -> Option<f64> {
+        let prompt = self.prompt_ms.filter(|v| v.is_finite() && *v >= 0.0)?;
+        let load = f64::from(self.load_ms);
+        Some(
+            prompt
+                + if load.is_finite() && load > 0.0 {
+                    load
+                } else {
+                    0.0
+                },
+        )
+    }
+
     /// Ollama's slot-wait estimate: `total - load - prompt - decode`, ms,
     /// never below zero (Ollama exposes no queue metric; this is the time
     /// the request spent neither loading nor computing). None unless the

@@ -30,6 +30,9 @@ pub(crate) struct ServerView {
     pub http_429: usize,
     /// Mean requests streaming over the level (first token had, not done).
     pub streaming_mean: Option<f64>,
+    /// Mean requests in prefill over the level, from the server's own
+    /// prefill times (llama.cpp, Ollama); None where it gave none.
+    pub in_prefill_mean: Option<f64>,
     /// Requests the server says it runs at once, the most over the level
     /// (vLLM and SGLang running, TGI's batch size, llama.cpp's busy slots
     /// or requests processing).
@@ -147,11 +150,21 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
     // Throughput per stream at the lowest level is one slot's worth.
     let per_slot = first.output_throughput / f64::from(first.concurrency.max(1));
     let slots = (peak / per_slot).round().max(1.0);
-    // What the client saw streaming at once, when the levels say.
+    // What the client saw streaming at once, when the levels say, with
+    // those in prefill where the server's prefill times tell them apart (a
+    // request in prefill holds a slot but has no token yet).
+    let prefill_known = levels.iter().all(|l| l.in_prefill_mean.is_some());
     let in_use = flat_streaming(
         &levels
             .iter()
-            .filter_map(|l| Some((l.concurrency, l.streaming_mean?)))
+            .filter_map(|l| {
+                let prefill = if prefill_known {
+                    l.in_prefill_mean?
+                } else {
+                    0.0
+                };
+                Some((l.concurrency, l.streaming_mean? + prefill))
+            })
             .collect::<Vec<_>>(),
     );
     // What the server says it runs at once, where it says: the most over
@@ -163,7 +176,9 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
         .filter_map(|l| l.running_max)
         .reduce(f64::max)
         .or_else(|| levels.iter().filter_map(|l| l.running_max).reduce(f64::max));
-    let slots = server_runs.map_or(slots, f64::round);
+    let slots = server_runs
+        .or(in_use.filter(|_| prefill_known))
+        .map_or(slots, f64::round);
     let seen = match (server_runs, in_use) {
         (Some(r), Some(s)) => format!(
             " (the server's own gauges: {r:.0} running{}; the client saw ~{s:.0} streaming)",
@@ -174,6 +189,9 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
                 .map_or_else(String::new, |t| format!(" of {t:.0} slots"))
         ),
         (Some(r), None) => format!(" (the server's own gauges: {r:.0} running)"),
+        (None, Some(s)) if prefill_known => format!(
+            " (slots in use ~{s:.0}: requests streaming or in prefill at once, mean over the levels, from the server's own prefill times)"
+        ),
         (None, Some(s)) => format!(
             " (slots in use ~{s:.0}: requests streaming at once, mean over the levels; an estimate that counts a request in prefill as waiting)"
         ),
@@ -612,6 +630,18 @@ mod tests {
                 .ends_with("(slots in use ~1: requests streaming at once, mean over the levels; an estimate that counts a request in prefill as waiting)"),
             "{}",
             d.message
+        );
+        // Two slots whose long prefill the client counts as waiting: ~1.1
+        // streaming, and 0.9 in prefill by the server's own times, at each
+        // level: 2 in use, and the slot count says 2 (1.1 + 0.9 = 2.0).
+        for (l, (s, p)) in levels.iter_mut().zip([(1.0, 0.9), (1.1, 0.9), (1.1, 0.9)]) {
+            l.streaming_mean = Some(s);
+            l.in_prefill_mean = Some(p);
+        }
+        let d = slot_queueing(&ollama(&levels)).expect("fires");
+        assert_eq!(
+            d.message,
+            "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably about 2; effective parallel slots about 2 (slots in use ~2: requests streaming or in prefill at once, mean over the levels, from the server's own prefill times)"
         );
     }
 

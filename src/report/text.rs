@@ -138,6 +138,17 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     {
         line(&mut out, "Server decode speed (tok/s):", format!("{v:.2}"));
     }
+    // The client's waiting, split by the server's own prefill times.
+    if let Some(o) = level.occupancy.as_ref() {
+        if let (Some(queued), Some(prefill)) = (o.queued_mean(), o.in_prefill_mean) {
+            line(&mut out, "Queued (mean requests):", format!("{queued:.2}"));
+            line(
+                &mut out,
+                "In prefill (mean requests):",
+                format!("{prefill:.2}"),
+            );
+        }
+    }
     let mut sections: Vec<(&str, &str, &Option<Distribution>)> =
         vec![("Time to First Token", "TTFT", &s.ttft)];
     // Reasoning models: the first content token, when reasoning came first.

@@ -5,6 +5,13 @@
 //! for servers that expose none (Ollama); the mean of streaming is the
 //! server's effective slot count when requests queue.
 //!
+//! Where the server says how long each request's prefill took (llama.cpp's
+//! `timings.prompt_ms`, Ollama's `prompt_eval_duration` and `load_duration`),
+//! waiting splits in two: in prefill for that long before the first token,
+//! queued before that. A request in prefill holds a slot, so streaming plus
+//! in prefill is the slots in use; queued is the server's queue, exact even
+//! where the server exposes none.
+//!
 //! Time-weighted: a count held for 0.9 s weighs nine times one held for
 //! 0.1 s, so the figures do not depend on how often anything was sampled.
 
@@ -19,6 +26,9 @@ use crate::record::RequestRecord;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RequestSpan {
     pub start: Duration,
+    /// When the server began its prefill (and model load): the first token
+    /// less the times the server reported. None when it reported none.
+    pub prefill_from: Option<Duration>,
     /// First output token; None when none came.
     pub first_token: Option<Duration>,
     pub end: Duration,
@@ -27,11 +37,47 @@ pub(crate) struct RequestSpan {
 impl RequestSpan {
     pub(crate) fn of(r: &RequestRecord) -> RequestSpan {
         let end = r.end.max(r.start);
+        let first_token = r.ttft.map(|t| (r.start + t).min(end));
+        let prefill_from = match (
+            first_token,
+            r.server_timings.and_then(|t| t.in_prefill_ms()),
+        ) {
+            (Some(first), Some(ms)) => Some(
+                first
+                    .saturating_sub(Duration::from_secs_f64(ms / 1000.0))
+                    .max(r.start),
+            ),
+            _ => None,
+        };
         RequestSpan {
             start: r.start,
-            first_token: r.ttft.map(|t| (r.start + t).min(end)),
+            prefill_from,
+            first_token,
             end,
         }
+    }
+
+    /// The count changes of this request: (when, waiting, streaming, in prefill).
+    fn changes(&self) -> [Option<(Duration, i32, i32, i32)>; 4] {
+        let first = self
+            .first_token
+            .unwrap_or(self.end)
+            .clamp(self.start, self.end);
+        let prefill = self
+            .prefill_from
+            .filter(|_| first < self.end)
+            .map(|p| p.clamp(self.start, first));
+        let mut out = [None; 4];
+        out[0] = Some((self.start, 1, 0, 0));
+        if first < self.end {
+            let leaves_prefill = i32::from(prefill.is_some());
+            out[1] = Some((first, -1, 1, -leaves_prefill));
+            out[2] = Some((self.end, 0, -1, 0));
+            out[3] = prefill.map(|p| (p, 0, 0, 1));
+        } else {
+            out[1] = Some((self.end, -1, 0, 0));
+        }
+        out
     }
 }
 
@@ -44,17 +90,31 @@ pub(crate) struct Occupancy {
     pub waiting_max: f64,
     pub streaming_mean: f64,
     pub streaming_max: f64,
+    /// Of the waiting, those in prefill (mean); None when the server
+    /// reported no prefill times for any request in the window.
+    pub in_prefill_mean: Option<f64>,
 }
 
 impl Occupancy {
     /// The level file's `waiting` and `streaming` objects.
     pub(crate) fn waiting_json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "mean": round3(self.waiting_mean),
             "p50": self.waiting_p50,
             "p99": self.waiting_p99,
             "max": self.waiting_max,
-        })
+        });
+        if let Some(prefill) = self.in_prefill_mean {
+            out["in_prefill_mean"] = json!(round3(prefill));
+            out["queued_mean"] = json!(round3(self.queued_mean().unwrap_or(0.0)));
+        }
+        out
+    }
+
+    /// Of the waiting, those queued (mean): waiting less in prefill.
+    pub(crate) fn queued_mean(&self) -> Option<f64> {
+        self.in_prefill_mean
+            .map(|p| (self.waiting_mean - p).max(0.0))
     }
 
     pub(crate) fn streaming_json(&self) -> Value {
@@ -71,59 +131,61 @@ pub(crate) fn occupancy(spans: &[RequestSpan], from: Duration, to: Duration) -> 
     if to <= from {
         return None;
     }
-    // (time, waiting change, streaming change), clipped to the window.
-    let mut changes: Vec<(Duration, i64, i64)> = Vec::with_capacity(spans.len() * 3);
+    // (time, waiting, streaming, in prefill changes), clipped to the window.
+    let mut changes: Vec<(Duration, i32, i32, i32)> = Vec::with_capacity(spans.len() * 4);
+    let mut prefill_known = false;
     for s in spans {
         if s.end <= from || s.start >= to {
             continue;
         }
-        let first = s.first_token.unwrap_or(s.end).clamp(s.start, s.end);
-        changes.push((s.start.max(from), 1, 0));
-        if first < s.end {
-            changes.push((first.clamp(from, to), -1, 1));
-            changes.push((s.end.min(to), 0, -1));
-        } else {
-            changes.push((s.end.min(to), -1, 0));
-        }
+        prefill_known |= s.prefill_from.is_some();
+        changes.extend(
+            s.changes()
+                .into_iter()
+                .flatten()
+                .map(|(t, w, st, p)| (t.clamp(from, to), w, st, p)),
+        );
     }
     changes.sort_by_key(|c| c.0);
-    // Segments of constant counts: (waiting, streaming, seconds).
-    let mut segments: Vec<(i64, i64, f64)> = Vec::new();
-    let (mut waiting, mut streaming) = (0i64, 0i64);
+    let mut segments: Vec<Segment> = Vec::new();
+    let mut counts = (0i64, 0i64, 0i64);
     let mut at = from;
     let mut i = 0;
     while i < changes.len() {
         let t = changes[i].0;
         if t > at {
-            segments.push((waiting, streaming, (t - at).as_secs_f64()));
+            segments.push((counts.0, counts.1, counts.2, (t - at).as_secs_f64()));
             at = t;
         }
         // Every change at the same instant applies before the next segment,
         // so a hand-over (one ends, the next starts) never shows a blip.
         while i < changes.len() && changes[i].0 == t {
-            waiting += changes[i].1;
-            streaming += changes[i].2;
+            counts.0 += i64::from(changes[i].1);
+            counts.1 += i64::from(changes[i].2);
+            counts.2 += i64::from(changes[i].3);
             i += 1;
         }
     }
     if to > at {
-        segments.push((waiting, streaming, (to - at).as_secs_f64()));
+        segments.push((counts.0, counts.1, counts.2, (to - at).as_secs_f64()));
     }
-    summarize(&segments)
+    summarize(&segments, prefill_known)
 }
 
-/// Mean, quantiles and maxima of segments of constant counts
-/// `(waiting, streaming, seconds)`; None when they span no time.
-fn summarize(segments: &[(i64, i64, f64)]) -> Option<Occupancy> {
-    let total: f64 = segments.iter().map(|s| s.2).sum();
+/// A stretch of constant counts: (waiting, streaming, in prefill, seconds).
+type Segment = (i64, i64, i64, f64);
+
+/// Mean, quantiles and maxima of segments of constant counts; None when
+/// they span no time.
+fn summarize(segments: &[Segment], prefill_known: bool) -> Option<Occupancy> {
+    let total: f64 = segments.iter().map(|s| s.3).sum();
     if total <= 0.0 {
         return None;
     }
-    let mean = |f: fn(&(i64, i64, f64)) -> i64| {
-        segments.iter().map(|s| f(s) as f64 * s.2).sum::<f64>() / total
-    };
-    let max = |f: fn(&(i64, i64, f64)) -> i64| segments.iter().map(f).max().unwrap_or(0) as f64;
-    let mut by_waiting: Vec<(i64, f64)> = segments.iter().map(|s| (s.0, s.2)).collect();
+    let mean =
+        |f: fn(&Segment) -> i64| segments.iter().map(|s| f(s) as f64 * s.3).sum::<f64>() / total;
+    let max = |f: fn(&Segment) -> i64| segments.iter().map(f).max().unwrap_or(0) as f64;
+    let mut by_waiting: Vec<(i64, f64)> = segments.iter().map(|s| (s.0, s.3)).collect();
     by_waiting.sort_by_key(|s| s.0);
     Some(Occupancy {
         waiting_mean: mean(|s| s.0),
@@ -132,6 +194,7 @@ fn summarize(segments: &[(i64, i64, f64)]) -> Option<Occupancy> {
         waiting_max: max(|s| s.0),
         streaming_mean: mean(|s| s.1),
         streaming_max: max(|s| s.1),
+        in_prefill_mean: prefill_known.then(|| mean(|s| s.2)),
     })
 }
 
@@ -151,8 +214,10 @@ const TIMELINE_MAX_STEPS: usize = 1 << 19;
 pub(crate) struct Timeline {
     from: Duration,
     step_ns: u64,
-    /// Changes at each step boundary: (waiting, streaming).
-    changes: Vec<(i32, i32)>,
+    /// Changes at each step boundary: (waiting, streaming, in prefill).
+    changes: Vec<(i32, i32, i32)>,
+    /// Some request told its prefill time.
+    prefill_known: bool,
 }
 
 impl Timeline {
@@ -162,6 +227,7 @@ impl Timeline {
             from,
             step_ns: TIMELINE_STEP_NS,
             changes: Vec::new(),
+            prefill_known: false,
         }
     }
 
@@ -172,25 +238,28 @@ impl Timeline {
         ((ns + step / 2) / step).min(usize::MAX as u128) as usize
     }
 
-    fn change(&mut self, t: Duration, waiting: i32, streaming: i32) {
+    fn change(&mut self, t: Duration, waiting: i32, streaming: i32, in_prefill: i32) {
         let mut at = self.boundary(t);
         while at >= TIMELINE_MAX_STEPS {
             self.coarsen();
             at = self.boundary(t);
         }
         if at >= self.changes.len() {
-            self.changes.resize(at + 1, (0, 0));
+            self.changes.resize(at + 1, (0, 0, 0));
         }
-        self.changes[at].0 += waiting;
-        self.changes[at].1 += streaming;
+        let c = &mut self.changes[at];
+        c.0 += waiting;
+        c.1 += streaming;
+        c.2 += in_prefill;
     }
 
     /// Half the resolution: boundary k's changes move to k / 2.
     fn coarsen(&mut self) {
-        let mut half = vec![(0, 0); self.changes.len().div_ceil(2)];
+        let mut half = vec![(0, 0, 0); self.changes.len().div_ceil(2)];
         for (k, c) in self.changes.iter().enumerate() {
             half[k / 2].0 += c.0;
             half[k / 2].1 += c.1;
+            half[k / 2].2 += c.2;
         }
         self.changes = half;
         self.step_ns *= 2;
@@ -199,13 +268,9 @@ impl Timeline {
     /// Count one request's life (any level's: a neighbour's request waiting
     /// beside this level's counts too).
     pub(crate) fn add(&mut self, s: RequestSpan) {
-        let first = s.first_token.unwrap_or(s.end).clamp(s.start, s.end);
-        self.change(s.start, 1, 0);
-        if first < s.end {
-            self.change(first, -1, 1);
-            self.change(s.end, 0, -1);
-        } else {
-            self.change(s.end, -1, 0);
+        self.prefill_known |= s.prefill_from.is_some();
+        for (t, waiting, streaming, in_prefill) in s.changes().into_iter().flatten() {
+            self.change(t, waiting, streaming, in_prefill);
         }
     }
 
@@ -219,23 +284,24 @@ impl Timeline {
         let full = (window_ns / step).min(usize::MAX as u128) as usize;
         let rest_s = (window_ns % step) as f64 / 1e9;
         let step_s = self.step_ns as f64 / 1e9;
-        let (mut waiting, mut streaming) = (0i64, 0i64);
-        let mut segments: Vec<(i64, i64, f64)> = Vec::new();
-        let mut push = |w: i64, s: i64, secs: f64| match segments.last_mut() {
-            Some(last) if last.0 == w && last.1 == s => last.2 += secs,
-            _ => segments.push((w, s, secs)),
+        let mut counts = (0i64, 0i64, 0i64);
+        let mut segments: Vec<Segment> = Vec::new();
+        let mut push = |c: (i64, i64, i64), secs: f64| match segments.last_mut() {
+            Some(last) if (last.0, last.1, last.2) == c => last.3 += secs,
+            _ => segments.push((c.0, c.1, c.2, secs)),
         };
         for k in 0..=full {
             if let Some(c) = self.changes.get(k) {
-                waiting += i64::from(c.0);
-                streaming += i64::from(c.1);
+                counts.0 += i64::from(c.0);
+                counts.1 += i64::from(c.1);
+                counts.2 += i64::from(c.2);
             }
             let secs = if k < full { step_s } else { rest_s };
             if secs > 0.0 {
-                push(waiting, streaming, secs);
+                push(counts, secs);
             }
         }
-        summarize(&segments)
+        summarize(&segments, self.prefill_known)
     }
 }
 
@@ -265,6 +331,7 @@ mod tests {
     fn span(start: u64, first: Option<u64>, end: u64) -> RequestSpan {
         RequestSpan {
             start: ms(start),
+            prefill_from: None,
             first_token: first.map(ms),
             end: ms(end),
         }
@@ -338,6 +405,64 @@ mod tests {
         assert_eq!(RequestSpan::of(&r), span(100, Some(130), 200));
     }
 
+    /// The one-slot case with the server's prefill times: each request's
+    /// 10 ms before its first token were prefill. Over [0, 400): one in
+    /// prefill for 10 ms of each 100 (mean 0.1), so of the 3.1 waiting,
+    /// 3.0 queued; streaming plus in prefill is 1, the one slot. A record
+    /// whose server said prompt_ms 6 and load 4 starts its prefill 10 ms
+    /// before its first token; one with more than its TTFT at its send.
+    #[test]
+    fn prefill_times_split_waiting_into_queued_and_in_prefill() {
+        let spans: Vec<RequestSpan> = one_slot_spans()
+            .into_iter()
+            .map(|s| RequestSpan {
+                prefill_from: s.first_token.map(|f| f - ms(10)),
+                ..s
+            })
+            .collect();
+        let o = occupancy(&spans, ms(0), ms(400)).expect("window");
+        assert!((o.waiting_mean - 3.1).abs() < 1e-9, "{o:?}");
+        let prefill = o.in_prefill_mean.expect("known");
+        assert!((prefill - 0.1).abs() < 1e-9, "{o:?}");
+        assert!((o.queued_mean().expect("known") - 3.0).abs() < 1e-9);
+        assert!((o.streaming_mean + prefill - 1.0).abs() < 1e-9);
+        let json = o.waiting_json();
+        assert_eq!(
+            (
+                json["queued_mean"].as_f64(),
+                json["in_prefill_mean"].as_f64()
+            ),
+            (Some(3.0), Some(0.1))
+        );
+        // The timeline folds the same.
+        let mut timeline = Timeline::starting_at(ms(0));
+        for s in &spans {
+            timeline.add(*s);
+        }
+        assert_close(timeline.occupancy(ms(400)).expect("window"), o);
+
+        let mut r = RequestRecord::empty(1, 0);
+        r.start = ms(100);
+        r.ttft = Some(ms(30));
+        r.end = ms(200);
+        r.server_timings = Some(crate::record::ServerTimings {
+            prompt_ms: Some(6.0),
+            load_ms: 4.0,
+            ..Default::default()
+        });
+        assert_eq!(RequestSpan::of(&r).prefill_from, Some(ms(120)));
+        r.server_timings = Some(crate::record::ServerTimings {
+            prompt_ms: Some(50.0),
+            ..Default::default()
+        });
+        assert_eq!(RequestSpan::of(&r).prefill_from, Some(ms(100)));
+        // Without server times, no split.
+        assert_eq!(
+            occupancy(&one_slot_spans(), ms(0), ms(400)).and_then(|o| o.in_prefill_mean),
+            None
+        );
+    }
+
     /// The fold on the millisecond grid gives what the exact sweep gives:
     /// the one-slot case above, request by request.
     #[test]
@@ -367,6 +492,10 @@ mod tests {
             (a.waiting_max, b.waiting_max),
             (a.streaming_mean, b.streaming_mean),
             (a.streaming_max, b.streaming_max),
+            (
+                a.in_prefill_mean.unwrap_or(-1.0),
+                b.in_prefill_mean.unwrap_or(-1.0),
+            ),
         ];
         for (x, y) in pairs {
             assert!((x - y).abs() < 1e-9, "{a:?} vs {b:?}");

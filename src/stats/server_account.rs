@@ -240,18 +240,32 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
     if let (Some(client_ttft), Some(server_ttft)) = (client.ttft_mean_ms, account.mean_ms("ttft")) {
         let parts: Vec<String> = [("queue", "queue"), ("prefill", "prefill")]
             .iter()
-            .filter_map(|(key, word)| Some(format!("{word} {:.0}", account.mean_ms(key)?)))
+            .filter_map(|(key, word)| Some(format!("{word} {}", ms_text(account.mean_ms(key)?))))
             .collect();
         let split = if parts.is_empty() {
             String::new()
         } else {
             format!(" ({})", parts.join(", "))
         };
-        let gap = client_ttft - server_ttft;
-        lines.push(format!(
-            "TTFT mean: client {client_ttft:.0} ms, server {server_ttft:.0} ms{split}: {:.0} ms outside the engine",
-            gap
-        ));
+        let shared = account
+            .counters
+            .get("requests")
+            .is_some_and(|r| other_traffic(*r, client));
+        lines.push(if shared {
+            // The server's mean covers the other client's requests too.
+            format!(
+                "TTFT mean: client {} ms, server {} ms{split} over another client's requests too: no gap is read",
+                ms_text(client_ttft),
+                ms_text(server_ttft),
+            )
+        } else {
+            format!(
+                "TTFT mean: client {} ms, server {} ms{split}: {} ms outside the engine",
+                ms_text(client_ttft),
+                ms_text(server_ttft),
+                ms_text(client_ttft - server_ttft)
+            )
+        });
     }
     if let Some(&server) = account.counters.get("requests") {
         let ok = client.completed as f64;
@@ -295,6 +309,16 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
     lines.extend(tokens("prompt_tokens", "input", client.input_tokens));
     lines.extend(speculation_line(account));
     lines
+}
+
+/// Milliseconds as a line shows them: a tenth under 10 ms, where a loopback
+/// gap lives, whole ones above.
+fn ms_text(ms: f64) -> String {
+    if ms.abs() < 10.0 {
+        format!("{ms:.1}")
+    } else {
+        format!("{ms:.0}")
+    }
 }
 
 /// Speculative decoding over the level: the share of draft tokens accepted,
@@ -411,11 +435,24 @@ mod tests {
         assert_eq!(json["ttft_ms"]["mean"], 198.0);
         assert_eq!(json["ttft_ms"]["p50"]["from_ms"], 0.0);
         assert_eq!(json["ttft_ms"]["p50"]["to_ms"], 1000.0);
+        // Under 10 ms a tenth is shown: a loopback gap of 0.4 ms is not "0".
+        let near = ClientSide {
+            ttft_mean_ms: Some(198.4),
+            ..client
+        };
+        assert_eq!(
+            account_lines(&account, &near)[0],
+            "TTFT mean: client 198 ms, server 198 ms (queue 120, prefill 78): 0.4 ms outside the engine"
+        );
         // Another client's 4 requests during the level: said, and marked.
         let busy = snapshot(h(14.0, 2.5), h(14.0, 1.5), h(14.0, 1.0), 14.0);
         let shared = LevelAccount::between(&start, &busy);
         let json = account_json(&shared, &client);
         assert_eq!(json["other_traffic"], true);
+        assert_eq!(
+            json["lines"][0],
+            "TTFT mean: client 212 ms, server 179 ms (queue 107, prefill 71) over another client's requests too: no gap is read"
+        );
         assert!(json["lines"][1]
             .as_str()
             .is_some_and(|l| l.starts_with("the server finished 14 requests during this level, this client 10 (0 failed): another client")));

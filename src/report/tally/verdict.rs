@@ -237,6 +237,7 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         http_503: error("http_503"),
         http_429: error("http_429"),
         streaming_mean: l.occupancy.map(|o| o.streaming_mean),
+        in_prefill_mean: l.occupancy.and_then(|o| o.in_prefill_mean),
         running_max: ["running", "slots_busy", "processing"]
             .iter()
             .find_map(|k| l.server.max(k)),
