@@ -350,11 +350,23 @@ pub(crate) struct TgiGauges {
     /// `tgi_batch_current_max_tokens`: the token budget the running batch
     /// holds (its KV), against `--max-batch-total-tokens`.
     pub batch_tokens: Option<f64>,
+    /// `tgi_batch_total_tokens`: that budget, `--max-batch-total-tokens`.
+    pub batch_total_tokens: Option<f64>,
     /// `tgi_request_count` (counter): requests received.
     pub requests_total: Option<f64>,
 }
 
 impl TgiGauges {
+    /// The share of its token budget the running batch holds: TGI books
+    /// each request's prompt and its whole `max_new_tokens` when it joins,
+    /// so this is its KV in use as TGI counts it.
+    pub(crate) fn kv_cache_usage(&self) -> Option<f64> {
+        match (self.batch_tokens, self.batch_total_tokens) {
+            (Some(used), Some(total)) if total > 0.0 => Some((used / total).clamp(0.0, 1.0)),
+            _ => None,
+        }
+    }
+
     /// None when the scrape has no `tgi_` metric (not a TGI server).
     pub(crate) fn from_metrics(m: &Metrics) -> Option<TgiGauges> {
         if !m.has_prefix("tgi_") {
@@ -364,6 +376,7 @@ impl TgiGauges {
             running: m.sum("tgi_batch_current_size"),
             waiting: m.sum("tgi_queue_size"),
             batch_tokens: m.sum("tgi_batch_current_max_tokens"),
+            batch_total_tokens: m.sum("tgi_batch_total_tokens"),
             requests_total: m
                 .sum("tgi_request_count")
                 .or_else(|| m.sum("tgi_request_count_total")),
@@ -523,6 +536,7 @@ mod tests {
             "# TYPE tgi_queue_size gauge\ntgi_queue_size 5\n\
              # TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 8\n\
              # TYPE tgi_batch_current_max_tokens gauge\ntgi_batch_current_max_tokens 2048\n\
+             # TYPE tgi_batch_total_tokens gauge\ntgi_batch_total_tokens 16384\n\
              # TYPE tgi_request_count counter\ntgi_request_count 253\n",
         );
         let g = TgiGauges::from_metrics(&m).expect("tgi_ names");
@@ -532,9 +546,12 @@ mod tests {
                 running: Some(8.0),
                 waiting: Some(5.0),
                 batch_tokens: Some(2048.0),
+                batch_total_tokens: Some(16384.0),
                 requests_total: Some(253.0),
             }
         );
+        // 2048 of 16384 tokens booked: 12.5% of its budget.
+        assert_eq!(g.kv_cache_usage(), Some(0.125));
         assert_eq!(SglangGauges::from_metrics(&m), None);
     }
 

@@ -100,6 +100,7 @@ pub(crate) fn spawn(
                             put("running", g.running);
                             put("waiting", g.waiting);
                             put("batch_tokens", g.batch_tokens);
+                            put("kv_cache_usage", g.kv_cache_usage());
                         })
                     }
                     GaugeSource::LlamacppSlots => llamacpp_slots(&body).map(|s| {

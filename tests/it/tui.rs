@@ -305,6 +305,77 @@ fn tpot_is_the_same_with_and_without_the_view() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SGLang and TGI, each capped at 2 running while 4 streams ask: the live
+/// view's footer reads the server's own running, waiting and KV from its
+/// `sglang:` or `tgi_` names, and the level file keeps them.
+fn engine_gauges_live(engine: tokbench::sim::SimEngine, width: u16, height: u16, term: &str) {
+    let name = format!("{engine:?}-gauges").to_lowercase();
+    let sim = Sim::with(SimConfig {
+        engine,
+        max_num_seqs: 2,
+        // Small enough that two sequences show in SGLang's two-decimal share.
+        kv_tokens: 2048,
+        ..paced(5.0, 1.0)
+    });
+    let dir = scratch(&name);
+    let results = dir.join("results");
+    let backend = if engine == tokbench::sim::SimEngine::Tgi {
+        "openai-chat"
+    } else {
+        "openai-completions"
+    };
+    let tmux = Tmux::start(
+        &name,
+        width,
+        height,
+        &format!(
+            "env TERM={term} {} sweep --base-url {} --backend {backend} --concurrency 4 \
+             --num-prompts 100000 --warmup 1 --random-input-len 16 --random-output-len 64 \
+             --probe-interval 0.1 --seed 3 --result-dir {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            sim.url(),
+            results.display()
+        ),
+    );
+    // 2 run while the other 2 wait; the KV share is the engine's own.
+    tmux.wait_for("the server's gauges", Duration::from_secs(15), |s| {
+        s.contains("server: running 2 waiting 2 KV ")
+    });
+    // Some answers in, for the level file to keep.
+    tmux.wait_for("answers", Duration::from_secs(15), |s| {
+        ok_count(s).is_some_and(|n| n >= 4)
+    });
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+    drop(tmux);
+    let level = read_json(&results.join("sweep-c4-partial.json"));
+    let server = &level["server"];
+    assert_eq!(server["running"]["max"], 2.0, "{server}");
+    assert!(
+        server["waiting"]["max"].as_f64().is_some_and(|w| w >= 1.0),
+        "{server}"
+    );
+    assert!(
+        server["kv_cache_usage"]["max"]
+            .as_f64()
+            .is_some_and(|k| k > 0.0 && k <= 1.0),
+        "{server}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sglang_gauges_in_the_live_view_100x30_xterm() {
+    engine_gauges_live(tokbench::sim::SimEngine::Sglang, 100, 30, "xterm");
+}
+
+#[test]
+fn tgi_gauges_in_the_live_view_160x48_xterm_256color() {
+    engine_gauges_live(tokbench::sim::SimEngine::Tgi, 160, 48, "xterm-256color");
+}
+
 /// |client TPOT - the mean gap the simulator wrote| per measured request, ms.
 fn tpot_errors(run: &Path, log: &EmissionLog) -> Vec<f64> {
     against_server(run, &log.take())

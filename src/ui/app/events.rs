@@ -216,6 +216,13 @@ impl App {
         }
         level.waiting_mean = finished.occupancy.map(|o| o.waiting_mean);
         level.streaming_mean = finished.occupancy.map(|o| o.streaming_mean);
+        level.in_prefill_mean = finished.occupancy.and_then(|o| o.in_prefill_mean);
+        level.account_line = finished
+            .server_account
+            .as_ref()
+            .and_then(|a| a.get("lines")?.as_array()?.first()?.as_str())
+            .filter(|l| l.starts_with("TTFT mean:"))
+            .map(String::from);
         level.figures = Figures {
             output_tok_s: s.output_throughput,
             per_stream_tok_s: s.per_stream_tok_s,

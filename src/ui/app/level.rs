@@ -65,6 +65,10 @@ pub struct LevelRow {
     pub waiting_mean: Option<f64>,
     /// Mean requests streaming over the level (effective slots in use).
     pub streaming_mean: Option<f64>,
+    /// Of the waiting, those in prefill, by the server's own prefill times.
+    pub in_prefill_mean: Option<f64>,
+    /// The server's own TTFT beside the client's, in words (its account).
+    pub account_line: Option<String>,
     /// Open loop: sends later than `stats::lateness::LATE_AFTER` past their schedule, and the
     /// latest of all.
     pub late_sends: u32,
@@ -113,6 +117,8 @@ impl LevelRow {
             unsteady: false,
             waiting_mean: None,
             streaming_mean: None,
+            in_prefill_mean: None,
+            account_line: None,
             late_sends: 0,
             max_send_lag: Duration::ZERO,
         }

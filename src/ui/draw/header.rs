@@ -408,13 +408,27 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
 
 /// `slots in use ~1` when the streaming mean stayed flat while concurrency
 /// grew over the run's finished levels: the server's effective slot count.
+/// Where the server told each request's prefill time, those in prefill
+/// hold a slot too.
 fn slots_in_use(app: &App) -> Option<String> {
+    let levels: Vec<&LevelRow> = app
+        .shown
+        .levels
+        .iter()
+        .filter(|l| l.info.series == app.series && !l.is_partial())
+        .collect();
+    let prefill_known = levels.iter().all(|l| l.in_prefill_mean.is_some());
     let slots = crate::analysis::engine_checks::flat_streaming(
-        &app.shown
-            .levels
+        &levels
             .iter()
-            .filter(|l| l.info.series == app.series && !l.is_partial())
-            .filter_map(|l| Some((l.info.concurrency, l.streaming_mean?)))
+            .filter_map(|l| {
+                let prefill = if prefill_known {
+                    l.in_prefill_mean?
+                } else {
+                    0.0
+                };
+                Some((l.info.concurrency, l.streaming_mean? + prefill))
+            })
             .collect::<Vec<_>>(),
     )?;
     Some(format!("slots in use ~{slots:.0}"))

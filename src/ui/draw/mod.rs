@@ -308,6 +308,54 @@ mod server_line_tests {
         assert_eq!(server_text(app).as_deref(), Some("no server metrics"));
     }
 
+    /// With no error to show, the footer's second line carries the last
+    /// finished level's own account from the server, and the waiting split
+    /// by its prefill times: 3.1 waiting of which 0.9 in prefill is 2.2
+    /// queued. Cut to fit at 80 columns.
+    #[test]
+    fn the_footer_tells_the_servers_own_account_of_the_last_level() {
+        use crate::ui::scenes::Screen;
+        let mut app = Screen::MidSweep.build(ColorMode::None);
+        assert_eq!(super::footer::last_account(&app), None);
+        let finished: Vec<usize> = (0..app.shown.levels.len())
+            .filter(|&i| {
+                let l = &app.shown.levels[i];
+                !l.is_running() && !l.is_partial()
+            })
+            .collect();
+        let last = *finished.last().expect("a finished level");
+        let level = &mut app.shown.levels[last];
+        level.account_line =
+            Some("TTFT mean: client 14 ms, server 13 ms (queue 1.2, prefill 11): 0.8 ms outside the engine".into());
+        level.waiting_mean = Some(3.1);
+        level.in_prefill_mean = Some(0.9);
+        let c = level.info.concurrency;
+        let text = super::footer::last_account(&app).expect("an account");
+        assert_eq!(
+            text,
+            format!("c{c} server's own TTFT mean: client 14 ms, server 13 ms (queue 1.2, prefill 11): 0.8 ms outside the engine · queued 2.2, in prefill 0.9")
+        );
+        for (w, h) in [(80u16, 24u16), (160, 48)] {
+            let mut terminal =
+                ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("terminal");
+            terminal.draw(|f| draw(f, &app)).expect("draw");
+            let screen: Vec<String> = (0..h)
+                .map(|y| {
+                    (0..w)
+                        .map(|x| terminal.backend().buffer()[(x, y)].symbol().to_string())
+                        .collect()
+                })
+                .collect();
+            assert!(
+                screen
+                    .iter()
+                    .any(|l| l.contains(&format!("c{c} server's own TTFT mean: client 14 ms"))),
+                "{w}x{h}:\n{}",
+                screen.join("\n")
+            );
+        }
+    }
+
     #[test]
     fn the_server_queue_gets_its_bars_on_a_wide_screen_only() {
         let render = |app: &App, w: u16, h: u16| {
