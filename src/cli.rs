@@ -447,13 +447,37 @@ pub struct SweepArgs {
     #[arg(long, value_name = "SHAPE", default_value_t = 1.0)]
     pub burstiness: f64,
 
-    /// Send a JSONL request log on its own timeline: {"t": s, "input_len": N, "output_len": M} or with "prompt".
+    /// Send a request log or a production trace on its own timeline: tokbench JSONL ({"t": s, "input_len": N, "output_len": M}), Mooncake or Bailian JSONL (hash_ids become shared prompt prefixes), BurstGPT or Azure CSV.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
 
     /// Replay faster (2.0) or slower (0.5) than recorded.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     pub replay_speed: f64,
+
+    /// The --replay file's shape, instead of telling it from its extension and first line.
+    #[arg(long, value_name = "FORMAT", value_parser = ["tokbench", "mooncake", "bailian", "burstgpt", "azure"])]
+    pub trace_format: Option<String>,
+
+    /// Prompt tokens one hash id stands for (Mooncake 512, Bailian 16).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub trace_block_tokens: Option<u32>,
+
+    /// Replay only the CSV trace's rows whose COLUMN has VALUE (repeat for more), e.g. model=ChatGPT.
+    #[arg(long, value_name = "COLUMN=VALUE", value_parser = parse_trace_filter)]
+    pub trace_filter: Vec<(String, String)>,
+
+    /// Replay only the trace's requests from START to END seconds of its own clock (END may be left out).
+    #[arg(long, value_name = "START..END", value_parser = parse_replay_window)]
+    pub replay_window: Option<(f64, f64)>,
+
+    /// Replay only the first N requests (after --replay-window).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_max_requests: Option<u64>,
+
+    /// Refuse a trace with requests longer than the server's context, instead of clipping them.
+    #[arg(long)]
+    pub strict_lengths: bool,
 
     /// Multi-turn conversations of K turns: each turn re-sends the history plus a new user message (prefix caches on purpose).
     #[arg(long, value_name = "K", default_value_t = 1)]
@@ -718,6 +742,14 @@ impl SimTimingArgs {
             ..sim_default()
         })
     }
+}
+
+fn parse_trace_filter(s: &str) -> Result<(String, String), String> {
+    crate::load::trace::parse_filter(s)
+}
+
+fn parse_replay_window(s: &str) -> Result<(f64, f64), String> {
+    crate::load::trace::parse_window(s)
 }
 
 #[cfg(test)]

@@ -573,3 +573,303 @@ fn turns_raise_the_cache_hit_rate_turn_by_turn() {
     assert_eq!(prompt.matches("assistant: ").count(), 3);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A published trace's test copy, under tests/fixtures/traces/.
+fn trace_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The measured requests of a run in dispatch order, with what the
+/// simulator logged of each: (request line, arrived_ns).
+fn requests_with_arrivals(
+    results: &Path,
+    log: &[tokbench::sim::StreamEmissions],
+) -> Vec<(Value, u64)> {
+    let arrived: std::collections::HashMap<u64, u64> = log
+        .iter()
+        .filter_map(|s| {
+            Some((
+                tokbench::load::request::record_id_of_request_id(&s.request)?,
+                s.arrived_ns,
+            ))
+        })
+        .collect();
+    let text = std::fs::read_to_string(results.join("requests.jsonl")).expect("requests.jsonl");
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    lines.sort_by_key(|r| r["id"].as_u64());
+    lines
+        .into_iter()
+        .map(|r| {
+            let id = r["id"].as_u64().expect("id");
+            let at = *arrived
+                .get(&id)
+                .expect("every request in the simulator's log");
+            (r, at)
+        })
+        .collect()
+}
+
+/// One small trace of each format against the simulator: every request
+/// sent once, with the trace's lengths as the simulator counted them
+/// (prompt tokens by its tokenizer, output tokens by its usage), and each
+/// reaching the simulator at its timestamp: its arrival in the simulator's
+/// log, from the first one's, is the trace's gap to within the two sends'
+/// recorded lateness and 5 ms of loopback and parsing.
+#[test]
+fn each_trace_format_replays_its_requests_at_their_times() {
+    let _serial = serial();
+    // (file, extra flags, format, [(t s, input, output)])
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, Vec<(f64, u64, u64)>);
+    let cases: [Case; 3] = [
+        (
+            "mooncake_small.jsonl",
+            &["--trace-block-tokens", "16"],
+            "mooncake",
+            vec![
+                (0.0, 64, 8),
+                (0.2, 80, 6),
+                (0.4, 48, 4),
+                (0.7, 64, 8),
+                (0.9, 40, 5),
+                (1.2, 32, 3),
+            ],
+        ),
+        (
+            "burstgpt_small.csv",
+            &["--trace-filter", "model=ChatGPT"],
+            "burstgpt",
+            vec![
+                (0.0, 40, 12),
+                (0.5, 24, 1),
+                (0.9, 80, 16),
+                (1.6, 56, 10),
+                (2.0, 16, 4),
+            ],
+        ),
+        (
+            "azure_small.csv",
+            &[],
+            "azure",
+            vec![
+                (0.0, 120, 10),
+                (0.2, 48, 6),
+                (0.5, 200, 12),
+                (0.6, 64, 4),
+                (1.0, 96, 8),
+                (1.4, 32, 2),
+            ],
+        ),
+    ];
+    for (file, extra, format, want) in cases {
+        let emissions = tokbench::sim::EmissionLog::in_memory();
+        let sim = Sim::with(SimConfig {
+            emission_log: Some(emissions.clone()),
+            ..steps(1.0, 256)
+        });
+        let dir = scratch(&format!("trace-{format}"));
+        let results = dir.join("results");
+        let path = trace_fixture(file);
+        let mut args = vec!["--replay", path.as_str(), "--warmup", "1"];
+        args.extend(extra);
+        let out = sweep(&sim, &results, &args);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", log(&out));
+        let level = read_json(&results.join("sweep-replay.json"));
+        assert_eq!(level["completed"], want.len(), "{format}: {level}");
+        assert_eq!(level["trace"]["format"], format, "{format}");
+        assert_eq!(level["trace"]["requests"], want.len(), "{format}");
+        assert_eq!(level["trace"]["clipped"], 0, "{format}");
+        let sent = requests_with_arrivals(&results, &emissions.take());
+        assert_eq!(sent.len(), want.len(), "{format}");
+        let (first, first_at) = (&sent[0].0, sent[0].1);
+        let lag = |r: &Value| r["send_lag_ms"].as_f64().unwrap_or(0.0).max(0.0);
+        let mut worst: f64 = 0.0;
+        for ((r, at), (t, input, output)) in sent.iter().zip(&want) {
+            assert_eq!(r["input_tokens"].as_u64(), Some(*input), "{format}: {r}");
+            assert_eq!(r["output_tokens"].as_u64(), Some(*output), "{format}: {r}");
+            let gap_ms = (*at as f64 - first_at as f64) / 1e6;
+            let off = (gap_ms - t * 1000.0).abs();
+            worst = worst.max(off);
+            let bound = lag(r) + lag(first) + 5.0;
+            assert!(
+                off <= bound,
+                "{format}: request at {t} s reached the server {gap_ms:.1} ms after the first (bound {bound:.1} ms)"
+            );
+        }
+        eprintln!(
+            "{format}: {} requests, arrival off schedule by at most {worst:.2} ms",
+            sent.len()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Mooncake's hash ids made real: requests 1, 2 and 4 share blocks 0-2 (48
+/// tokens at 16 a block), 3 and 5 share blocks 6-7. With its prefix cache
+/// on, the simulator answers from it exactly those blocks (the last prompt
+/// token is always computed, so request 4, all four blocks seen, has 63):
+/// cached tokens 0, 48, 0, 63, 32, 0. The two prompts of requests 1 and 2
+/// are the same for 48 words and differ after. The trace's own reuse is
+/// 144 of 328 prompt tokens (0.439); the simulator's hit rate, 143 of 328
+/// (0.436), is within 5 points of it.
+#[test]
+fn a_traces_shared_blocks_are_a_prefix_the_servers_cache_sees() {
+    let _serial = serial();
+    let emissions = tokbench::sim::EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(emissions.clone()),
+        prefix_block_tokens: 16,
+        ..steps(1.0, 256)
+    });
+    let dir = scratch("trace-prefix");
+    let results = dir.join("results");
+    let path = trace_fixture("mooncake_small.jsonl");
+    let out = sweep(
+        &sim,
+        &results,
+        &[
+            "--replay",
+            &path,
+            "--trace-block-tokens",
+            "16",
+            "--save-prompts",
+            "--backend",
+            "openai-completions",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let sent = requests_with_arrivals(&results, &emissions.take());
+    let cached: Vec<u64> = sent
+        .iter()
+        .map(|(r, _)| r["cached_tokens"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(cached, vec![0, 48, 0, 63, 32, 0]);
+    let words = |i: usize| -> Vec<String> {
+        sent[i].0["prompt"]
+            .as_str()
+            .expect("--save-prompts keeps the prompt")
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let (a, b) = (words(0), words(1));
+    assert_eq!(a[..48], b[..48]);
+    assert_ne!(a[48], b[48]);
+    let level = read_json(&results.join("sweep-replay.json"));
+    let reuse = f(&level["trace"], "reuse");
+    let hit = f(&level, "prefix_cache_hit_rate");
+    eprintln!("trace reuse {reuse}, the simulator's hit rate {hit}");
+    assert!((reuse - 144.0 / 328.0).abs() < 1e-4, "{level}");
+    assert!(
+        (hit - reuse).abs() <= 0.05,
+        "hit rate {hit} vs reuse {reuse}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A malformed line of each format stops the run before anything is sent:
+/// one line naming the file, the line and the field, and the simulator's
+/// log holds no request.
+#[test]
+fn a_bad_trace_line_of_each_format_stops_before_any_load() {
+    let _serial = serial();
+    let emissions = tokbench::sim::EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(emissions.clone()),
+        ..steps(1.0, 256)
+    });
+    let dir = scratch("trace-bad");
+    let cases = [
+        (
+            "bad.jsonl",
+            "{\"timestamp\": 0, \"input_length\": 8, \"output_length\": 2, \"hash_ids\": [0]}\n{\"timestamp\": 5, \"input_length\": 8, \"output_length\": \"two\"}\n",
+            "line 2: \"output_length\" must be a whole number",
+        ),
+        (
+            "bad_burst.csv",
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0,ChatGPT,8,2,10,API log\n1,ChatGPT,8,-2,6,API log\n",
+            "line 3: \"Response tokens\" must be a whole number",
+        ),
+        (
+            "bad_azure.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,8,2\n2023-11-16 25:00:00,8,2\n",
+            "line 3: \"TIMESTAMP\" must be a date and time",
+        ),
+        (
+            "unknown.csv",
+            "when,prompt,answer\n1,2,3\n",
+            "line 1 is no known trace header",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write");
+        let out = sweep(
+            &sim,
+            &dir.join("results"),
+            &["--replay", &path.display().to_string()],
+        );
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", log(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{}: {want}", path.display())),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(emissions.take().is_empty(), "nothing was sent");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server with a context of 128 tokens (`max_model_len` in its
+/// `/v1/models`): of the Azure test trace's six requests, 120+10 and 200+12
+/// are longer. They are clipped (the prompt cut, the output kept) and
+/// counted in the level file; `--strict-lengths` refuses the trace in one
+/// line before anything is sent.
+#[test]
+fn trace_requests_past_the_context_are_clipped_or_refused() {
+    let _serial = serial();
+    let emissions = tokbench::sim::EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(emissions.clone()),
+        kv_tokens: 128,
+        ..steps(1.0, 256)
+    });
+    let dir = scratch("trace-context");
+    let path = trace_fixture("azure_small.csv");
+    let strict = sweep(
+        &sim,
+        &dir.join("strict"),
+        &["--replay", &path, "--strict-lengths"],
+    );
+    assert_eq!(strict.status.code(), Some(1), "{}", log(&strict));
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--strict-lengths: 2 requests of the trace are longer than the server's context of 128 tokens (the first is request 1 of the schedule)"),
+        "{stderr}"
+    );
+    assert!(emissions.take().is_empty(), "nothing was sent");
+
+    let results = dir.join("results");
+    let out = sweep(&sim, &results, &["--replay", &path, "--warmup", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&results.join("sweep-replay.json"));
+    assert_eq!(level["trace"]["clipped"], 2, "{level}");
+    assert_eq!(level["trace"]["context_tokens"], 128, "{level}");
+    assert_eq!(level["completed"], 6, "{level}");
+    let sent = requests_with_arrivals(&results, &emissions.take());
+    let inputs: Vec<u64> = sent
+        .iter()
+        .filter_map(|(r, _)| r["input_tokens"].as_u64())
+        .collect();
+    // 120 + 10 > 128: 118 + 10; 200 + 12: 116 + 12.
+    assert_eq!(inputs, vec![118, 48, 116, 64, 96, 32]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

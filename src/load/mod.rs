@@ -10,6 +10,7 @@ pub mod h1;
 pub(crate) mod replay;
 pub mod request;
 pub mod rxtime;
+pub mod trace;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};

@@ -3,9 +3,7 @@
 //! or with `"prompt": "..."` instead of `input_len`. A log is a schedule, so
 //! a bad line stops the run before anything is sent, naming the line.
 
-use std::path::Path;
-
-use color_eyre::eyre::{bail, eyre, Result, WrapErr};
+use color_eyre::eyre::{bail, eyre, Result};
 use serde_json::Value;
 
 use crate::workload::length_field;
@@ -20,12 +18,9 @@ pub struct ReplayEntry {
     pub input_len: Option<u32>,
     pub output_len: Option<u32>,
     pub prompt: Option<String>,
-}
-
-pub(crate) fn load(path: &Path) -> Result<Vec<ReplayEntry>> {
-    let text = std::fs::read_to_string(path)
-        .wrap_err_with(|| format!("cannot read the replay log {}", path.display()))?;
-    parse(&text).map_err(|e| eyre!("{}: {e}", path.display()))
+    /// A trace's hash ids (`load::trace`): one per block of prompt tokens;
+    /// two entries sharing a leading run of ids share that prompt prefix.
+    pub blocks: Option<Vec<u64>>,
 }
 
 /// Entries in time order (a log need not be sorted).
@@ -60,6 +55,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<ReplayEntry>> {
             input_len: length("input_len")?,
             output_len: length("output_len")?,
             prompt,
+            blocks: None,
         });
         if entries.len() > MAX_ENTRIES {
             bail!("replay log has more than {MAX_ENTRIES} entries");

@@ -30,6 +30,9 @@ pub struct ServerIdentity {
     pub engine_version: Option<String>,
     /// Models listed by `/v1/models`, in the server's order.
     pub models: Vec<String>,
+    /// The first model's context in tokens, where `/v1/models` says
+    /// (vLLM's and SGLang's `max_model_len`).
+    pub max_model_len: Option<u32>,
     /// Median connect + first byte of a tiny request on a fresh connection, ms.
     pub connect_probe_ms: Option<f64>,
 }
@@ -55,9 +58,9 @@ pub(crate) async fn preflight(
     base_url: &str,
 ) -> Result<ServerIdentity> {
     let models_url = format!("{base_url}/v1/models");
-    let models = match get_json(client, &models_url).await {
-        Ok(Some(body)) => model_ids(&body),
-        Ok(None) => Vec::new(),
+    let (models, max_model_len) = match get_json(client, &models_url).await {
+        Ok(Some(body)) => (model_ids(&body), context_of(&body)),
+        Ok(None) => (Vec::new(), None),
         Err(e) if e.contains("wants a key") => return Err(eyre!("{e}")),
         Err(e) => {
             let shown = redact::base_url(base_url);
@@ -78,6 +81,7 @@ pub(crate) async fn preflight(
         engine: engine.name().into(),
         engine_version: version,
         models,
+        max_model_len,
         connect_probe_ms: connect_probe(fresh_connections, &format!("{base_url}/v1/models")).await,
     })
 }
@@ -211,6 +215,17 @@ pub(crate) fn model_ids(body: &Value) -> Vec<String> {
     }
 }
 
+/// The first listed model's `max_model_len`, when the list has one.
+pub(crate) fn context_of(body: &Value) -> Option<u32> {
+    body.get("data")?
+        .as_array()?
+        .first()?
+        .get("max_model_len")?
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n > 0)
+}
+
 /// A gauge into a sample, when it has a finite value: one the server did
 /// not report (or a NaN) is left out rather than written as 0.
 fn put_gauge(out: &mut BTreeMap<&'static str, f64>, k: &'static str, v: Option<f64>) {
@@ -231,6 +246,13 @@ mod tests {
         assert_eq!(model_ids(&ollama), vec!["llama3:8b"]);
         assert!(model_ids(&serde_json::json!({"data":"nope"})).is_empty());
         assert!(model_ids(&serde_json::json!(null)).is_empty());
+        assert_eq!(context_of(&openai), None);
+        let vllm = serde_json::json!({"data":[{"id":"m","max_model_len":8192},{"id":"n","max_model_len":4}]});
+        assert_eq!(context_of(&vllm), Some(8192));
+        assert_eq!(
+            context_of(&serde_json::json!({"data":[{"max_model_len":"x"}]})),
+            None
+        );
     }
 
     #[test]

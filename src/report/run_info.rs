@@ -51,6 +51,8 @@ pub struct RunInfo {
     pub turns: u32,
     /// `--duration`, `--shard`, `--start-at` (issue 13).
     pub timing: crate::report::timing::RunTiming,
+    /// `--replay`: what the level file says of the trace (`Replay::to_json`).
+    pub trace: Option<Value>,
 }
 
 impl RunInfo {
@@ -139,6 +141,7 @@ impl RunInfo {
             kind: "sweep".into(),
             turns: 1,
             timing: Default::default(),
+            trace: None,
         }
     }
 }

@@ -133,6 +133,10 @@ pub struct LevelFile {
     pub prefix_cache_hit_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay_timeline_s: Option<f64>,
+    /// A replayed trace: its format, requests, block size, own prefix
+    /// reuse, and the requests clipped to the server's context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Value>,
     pub traffic: Option<Value>,

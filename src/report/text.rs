@@ -138,6 +138,27 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     {
         line(&mut out, "Server decode speed (tok/s):", format!("{v:.2}"));
     }
+    // A replayed trace: its own prefix reuse beside the cache's hit rate.
+    if let Some(trace) = run.trace.as_ref().filter(|_| level.info.timeline.is_some()) {
+        let pct =
+            |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.1}%", v * 100.0));
+        line(
+            &mut out,
+            "Trace prefix reuse / cache hits:",
+            format!(
+                "{} / {}",
+                pct(trace.get("reuse").and_then(|v| v.as_f64())),
+                pct(level.cache_hit_rate)
+            ),
+        );
+        if let Some(n) = trace
+            .get("clipped")
+            .and_then(|v| v.as_u64())
+            .filter(|n| *n > 0)
+        {
+            line(&mut out, "Clipped to the context:", n.to_string());
+        }
+    }
     // The client's waiting, split by the server's own prefill times.
     if let Some(o) = level.occupancy.as_ref() {
         if let (Some(queued), Some(prefill)) = (o.queued_mean(), o.in_prefill_mean) {

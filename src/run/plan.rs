@@ -177,14 +177,39 @@ impl SweepPlan {
         let num_prompts = args
             .num_prompts
             .or(traffic.dataset.as_ref().map(|d| d.records.len() as u32));
+        let trace_flags = [
+            ("--trace-format", args.trace_format.is_some()),
+            ("--trace-block-tokens", args.trace_block_tokens.is_some()),
+            ("--trace-filter", !args.trace_filter.is_empty()),
+            ("--replay-window", args.replay_window.is_some()),
+            ("--replay-max-requests", args.replay_max_requests.is_some()),
+            ("--strict-lengths", args.strict_lengths),
+        ];
+        if let (None, Some((flag, _))) = (&args.replay, trace_flags.iter().find(|f| f.1)) {
+            bail!("{flag} reads a --replay trace: give one with --replay FILE");
+        }
         let replay = match &args.replay {
             Some(path) => {
-                let entries = crate::load::replay::load(path)?;
-                Some(Replay {
-                    entries: Arc::new(entries),
-                    speed: args.replay_speed,
-                    max_in_flight: concurrency[0],
-                })
+                let opts = crate::load::trace::TraceOptions {
+                    format: args
+                        .trace_format
+                        .as_deref()
+                        .and_then(crate::load::trace::TraceFormat::parse),
+                    block_tokens: args.trace_block_tokens,
+                    filters: args.trace_filter.clone(),
+                    window: args.replay_window,
+                    max_requests: args
+                        .replay_max_requests
+                        .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                };
+                let trace = crate::load::trace::load(path, &opts)?;
+                let reuse = trace.reuse();
+                let mut replay = Replay::new(trace.entries, args.replay_speed, concurrency[0]);
+                replay.format = trace.format;
+                replay.block_tokens = trace.block_tokens;
+                replay.reuse = reuse;
+                replay.strict_lengths = args.strict_lengths;
+                Some(replay)
             }
             None => None,
         };

@@ -238,6 +238,17 @@ async fn prepare_target(
             )
         })?,
     };
+    // A trace's requests longer than the server's context are clipped (and
+    // counted) or refused, before anything is sent.
+    if let (Some(replay), Some(context)) = (plan.replay.as_mut(), identity.max_model_len) {
+        replay.fit_to_context(context).map_err(|e| eyre!("{e}"))?;
+        if replay.clipped > 0 {
+            crate::say!(
+                "tokbench: {} requests of the trace are longer than the server's context of {context} tokens: clipped to it (--strict-lengths refuses them instead)",
+                replay.clipped
+            );
+        }
+    }
     let calibration = first_guess_calibration(&client, &plan, &model).await;
     let timing = run_timing(&client, &plan).await;
     let run = RunInfo {
@@ -266,6 +277,7 @@ async fn prepare_target(
         turns: plan.turns,
         traffic: plan.traffic.clone(),
         timing,
+        trace: plan.replay.as_ref().map(|r| r.to_json()),
     };
     if let Some(prior) = &prior {
         prior.check_same(&run.to_json())?;

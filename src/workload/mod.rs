@@ -390,6 +390,8 @@ pub(crate) struct PromptSpec {
 
 /// Mixed into the seed for the lengths' generator.
 const LEN_SEED: u64 = 0x6c65_6e67_7468_7321;
+/// Mixed into the seed for a trace's block texts.
+const BLOCK_SEED: u64 = 0x626c_6f63_6b73_2121;
 
 /// Makes the prompts of a run.
 #[derive(Clone, Debug)]
@@ -418,6 +420,9 @@ pub struct Workload {
     /// Draws the lengths, apart from the words, so that a range ratio of 0
     /// leaves the prompts as they were.
     len_rng: Rng,
+    /// Where a trace's blocks draw their words: one text per hash id for the
+    /// whole run (and every shard of it), from the run's seed.
+    block_seed: u64,
     /// `--shard I/N`: `(I, N)`. Every prompt's opening number then starts
     /// with the index (I x 10^9 + a draw below 10^9), so two shards never
     /// open a prompt alike even if their seeds' draws met; dataset records
@@ -442,6 +447,7 @@ impl Workload {
             output_len_explicit: false,
             save_prompts: false,
             len_rng: Rng::new(seed ^ LEN_SEED),
+            block_seed: seed ^ BLOCK_SEED,
             shard: None,
         }
     }
@@ -582,6 +588,57 @@ impl Workload {
             text,
             words: words + prefix,
             input_tokens_target: self.input_len + self.prefix_len,
+            max_tokens: self.output_len,
+            messages: None,
+        }
+    }
+
+    /// A prompt of a trace's blocks (`hash_ids`), `input_tokens` long: each
+    /// block's words come from its id alone, so two prompts that share a
+    /// leading run of ids share exactly that text and a server's prefix cache
+    /// sees the reuse the trace had. A block opens with a number drawn from
+    /// its id (two ids never open alike) and holds the calibrated words for
+    /// its tokens; the last one is short where the length ends inside it,
+    /// and a length past the blocks ends with unique words.
+    pub(crate) fn prompt_of_blocks(
+        &mut self,
+        blocks: &[u64],
+        block_tokens: u32,
+        input_tokens: u32,
+    ) -> PromptSpec {
+        use std::fmt::Write;
+        let words_of = |tokens: u32| -> usize {
+            ((f64::from(tokens) / self.calibration.tokens_per_word).round() as usize).max(1)
+        };
+        let mut text = String::new();
+        let mut words = 0usize;
+        let mut covered = 0u32;
+        for (id, tokens) in crate::load::trace::block_spans(blocks, block_tokens, input_tokens) {
+            let mut rng = Rng::new(self.block_seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let n = words_of(tokens);
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            let _ = write!(text, "{}", rng.next_u64() % 1_000_000_000);
+            for _ in 1..n {
+                text.push(' ');
+                text.push_str(WORDS[rng.below(WORDS.len())]);
+            }
+            words += n;
+            covered += tokens;
+        }
+        if input_tokens > covered || text.is_empty() {
+            let rest = self.prompt_of_words(words_of(input_tokens.saturating_sub(covered).max(1)));
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(&rest.text);
+            words += rest.words;
+        }
+        PromptSpec {
+            text,
+            words,
+            input_tokens_target: input_tokens,
             max_tokens: self.output_len,
             messages: None,
         }

@@ -275,3 +275,39 @@ fn dataset_records_go_out_in_order_and_wrap() {
     assert_eq!(lens, vec![5, 7, 7]);
     assert_eq!(Workload::new(1, 1, 1).records_len(), None);
 }
+
+/// A trace's blocks of 16 tokens at a word a token: prompts of ids
+/// [0,1,2,3] and [0,1,2,4] are the same for exactly 3 x 16 = 48 words and
+/// differ at the 49th; the same ids give the same text in another run of
+/// the same seed; a length of 40 over [5, 6, 7] is 16 + 16 + 8 words;
+/// 1.3 tokens a word makes 16 tokens 12 words (16 / 1.3 = 12.3).
+#[test]
+fn trace_blocks_share_exactly_their_common_prefix() {
+    let mut w = Workload::new(7, 64, 8);
+    let a = w.prompt_of_blocks(&[0, 1, 2, 3], 16, 64);
+    let b = w.prompt_of_blocks(&[0, 1, 2, 4], 16, 64);
+    let (aw, bw): (Vec<&str>, Vec<&str>) = (
+        a.text.split_whitespace().collect(),
+        b.text.split_whitespace().collect(),
+    );
+    assert_eq!((aw.len(), bw.len(), a.words), (64, 64, 64));
+    assert_eq!(aw[..48], bw[..48]);
+    assert_ne!(aw[48], bw[48], "a block opens with its id's own number");
+    assert_eq!(a.input_tokens_target, 64);
+    let again = Workload::new(7, 64, 8).prompt_of_blocks(&[0, 1, 2, 3], 16, 64);
+    assert_eq!(again.text, a.text);
+    let other_seed = Workload::new(8, 64, 8).prompt_of_blocks(&[0, 1, 2, 3], 16, 64);
+    assert_ne!(other_seed.text, a.text);
+    let short = w.prompt_of_blocks(&[5, 6, 7], 16, 40);
+    assert_eq!(short.text.split_whitespace().count(), 40);
+    // Past its blocks a prompt ends with unique words: 2 blocks, 48 tokens.
+    let long = w.prompt_of_blocks(&[5, 6], 16, 48);
+    let long_words: Vec<&str> = long.text.split_whitespace().collect();
+    assert_eq!(long_words.len(), 48);
+    assert_eq!(
+        long_words[..32],
+        short.text.split_whitespace().collect::<Vec<_>>()[..32]
+    );
+    w.calibration = words_model(1.3, 0.0);
+    assert_eq!(w.prompt_of_blocks(&[9], 16, 16).words, 12);
+}

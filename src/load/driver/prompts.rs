@@ -93,6 +93,19 @@ impl Driver {
                     ..self.cfg.workload.next_prompt()
                 }
             }
+            None if entry.blocks.is_some() => {
+                let input = entry.input_len.unwrap_or(self.cfg.workload.input_len);
+                let block = self
+                    .cfg
+                    .replay
+                    .as_ref()
+                    .and_then(|r| r.block_tokens)
+                    .unwrap_or(1);
+                let blocks = entry.blocks.as_deref().unwrap_or_default();
+                let mut prompt = self.cfg.workload.prompt_of_blocks(blocks, block, input);
+                prompt.max_tokens = output;
+                prompt
+            }
             None => {
                 let input = entry.input_len.unwrap_or(self.cfg.workload.input_len);
                 let words = self.cfg.workload.calibration.words_for(input);

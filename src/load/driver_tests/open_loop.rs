@@ -153,6 +153,7 @@ async fn a_replay_is_sent_on_its_timeline_at_its_speed() {
             input_len: input,
             output_len: output,
             prompt: prompt.map(str::to_string),
+            blocks: None,
         };
     let entries = vec![
         entry(0.0, Some(40), Some(5), None),
@@ -161,11 +162,7 @@ async fn a_replay_is_sent_on_its_timeline_at_its_speed() {
         entry(2.0, Some(10), Some(7), None),
     ];
     let mut cfg = config(vec![LevelPlan::closed(1, 99)]);
-    cfg.replay = Some(Replay {
-        entries: Arc::new(entries),
-        speed: 2.0,
-        max_in_flight: 4,
-    });
+    cfg.replay = Some(Replay::new(entries, 2.0, 4));
     // A calibrated server: 1.3 tokens a word and a 26-token chat template.
     cfg.workload.calibration = Calibration {
         tokens_per_word: 1.3,
