@@ -479,6 +479,22 @@ pub struct SweepArgs {
     #[arg(long)]
     pub strict_lengths: bool,
 
+    /// Open loop: one level whose offered rate changes continuously from --ramp-from to --ramp-to over --ramp-duration, linearly or exponentially.
+    #[arg(long, value_name = "KIND", value_parser = ["linear", "exponential"])]
+    pub ramp: Option<String>,
+
+    /// The ramp's first rate, requests per second.
+    #[arg(long, value_name = "R")]
+    pub ramp_from: Option<f64>,
+
+    /// The ramp's last rate, requests per second.
+    #[arg(long, value_name = "R")]
+    pub ramp_to: Option<f64>,
+
+    /// The ramp's length in seconds.
+    #[arg(long, value_name = "S")]
+    pub ramp_duration: Option<f64>,
+
     /// Multi-turn conversations of K turns: each turn re-sends the history plus a new user message (prefix caches on purpose).
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub turns: u32,

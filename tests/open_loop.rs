@@ -873,3 +873,144 @@ fn trace_requests_past_the_context_are_clipped_or_refused() {
     assert_eq!(inputs, vec![118, 48, 116, 64, 96, 32]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A linear ramp from 2 to 20 requests/s over 6 s (66 requests; second k
+/// offers 3.5 + 3k) against a simulator that serves 10 a second: one slot,
+/// 20 tokens at 5 ms a step, 100 ms a request. Each second, the requests
+/// reaching the simulator (its log) are the ones the level says were
+/// offered, to within one or 10%. Past 10/s a queue builds and TTFT grows
+/// with it, so p99 TTFT first passes its 50 ms SLO in second 2 or 3, at an
+/// offered rate within one second of the ramp (3 requests/s) of 10.
+#[test]
+fn a_ramp_follows_its_rate_and_finds_where_the_server_breaks() {
+    let _serial = serial();
+    let emissions = tokbench::sim::EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(emissions.clone()),
+        ..steps(5.0, 1)
+    });
+    let dir = scratch("ramp");
+    let results = dir.join("results");
+    let out = sweep(
+        &sim,
+        &results,
+        &[
+            "--ramp",
+            "linear",
+            "--ramp-from",
+            "2",
+            "--ramp-to",
+            "20",
+            "--ramp-duration",
+            "6",
+            "--random-output-len",
+            "20",
+            "--slo-ttft-p99-ms",
+            "50",
+            "--warmup",
+            "1",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    let level = read_json(&results.join("sweep-replay.json"));
+    assert_eq!(level["completed"], 66, "{level}");
+    assert_eq!(level["trace"]["format"], "ramp");
+    let seconds = level["rate_series"]["seconds"]
+        .as_array()
+        .expect("seconds")
+        .clone();
+    let offered: Vec<u64> = seconds
+        .iter()
+        .map(|s| s["offered"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(offered.iter().sum::<u64>(), 66);
+    // The simulator's log: arrivals by second of the ramp, anchored at the
+    // first request's own time in the schedule ((sqrt 7 - 2) / 3 s).
+    let first_due = (7f64.sqrt() - 2.0) / 3.0;
+    let sent = requests_with_arrivals(&results, &emissions.take());
+    let first_at = sent.iter().map(|(_, at)| *at).min().expect("arrivals");
+    let slots = offered.len().max(7);
+    let mut arrived = vec![0u64; slots];
+    for (_, at) in &sent {
+        let t = (at - first_at) as f64 / 1e9 + first_due;
+        arrived[(t.floor() as usize).min(slots - 1)] += 1;
+    }
+    eprintln!("ramp: offered per second {offered:?}, reaching the simulator {arrived:?}");
+    for (k, want) in offered.iter().enumerate().take(6) {
+        let got = arrived[k];
+        let slack = (0.1 * *want as f64).max(1.0);
+        assert!(
+            (got as f64 - *want as f64).abs() <= slack,
+            "second {k}: {got} reached the simulator, {want} offered"
+        );
+    }
+    let broke = &level["rate_series"]["broke_at"];
+    eprintln!("ramp broke at {broke}");
+    let second = broke["second"].as_u64().expect("it broke");
+    assert!((2..=3).contains(&second), "{broke}");
+    let rate = broke["offered_rate"].as_f64().expect("rate");
+    assert!((rate - 10.0).abs() <= 3.5, "{broke}");
+    assert_eq!(broke["rule"], "slo");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A ramp needs all four of its flags, each making sense, in one line.
+#[test]
+fn a_ramp_with_a_missing_or_bad_part_is_refused() {
+    for (args, want) in [
+        (
+            &["--ramp", "linear", "--ramp-from", "2"][..],
+            "a ramp needs all four of",
+        ),
+        (
+            &[
+                "--ramp",
+                "linear",
+                "--ramp-from",
+                "0",
+                "--ramp-to",
+                "5",
+                "--ramp-duration",
+                "3",
+            ][..],
+            "--ramp-from and --ramp-to must be requests per second above 0",
+        ),
+        (
+            &[
+                "--ramp",
+                "exponential",
+                "--ramp-from",
+                "1",
+                "--ramp-to",
+                "5",
+                "--ramp-duration=-1",
+            ][..],
+            "--ramp-duration must be seconds above 0",
+        ),
+        (
+            &[
+                "--ramp",
+                "linear",
+                "--ramp-from",
+                "1",
+                "--ramp-to",
+                "5",
+                "--ramp-duration",
+                "3",
+                "--request-rate",
+                "4",
+            ][..],
+            "are different kinds of run: choose one",
+        ),
+    ] {
+        let out = Command::new(bin())
+            .args(["sweep", "--base-url", "http://127.0.0.1:9", "--no-tui"])
+            .args(args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

@@ -53,6 +53,8 @@ pub struct RunInfo {
     pub timing: crate::report::timing::RunTiming,
     /// `--replay`: what the level file says of the trace (`Replay::to_json`).
     pub trace: Option<Value>,
+    /// `--ramp`: its rate over time, for where a ramp broke.
+    pub ramp: Option<crate::load::ramp::Ramp>,
 }
 
 impl RunInfo {
@@ -142,6 +144,7 @@ impl RunInfo {
             turns: 1,
             timing: Default::default(),
             trace: None,
+            ramp: None,
         }
     }
 }

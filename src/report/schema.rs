@@ -137,6 +137,10 @@ pub struct LevelFile {
     /// reuse, and the requests clipped to the server's context.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<Value>,
+    /// A replayed or ramped level second by second: offered, sent,
+    /// completed, failed and p99 TTFT, and `broke_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_series: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Value>,
     pub traffic: Option<Value>,

@@ -112,7 +112,8 @@ impl SweepPlan {
                 format!("--endpoint {path} does not make a valid URL with {shown}")
             })?;
 
-        let open_loop = !args.request_rate.is_empty() || args.replay.is_some();
+        let open_loop =
+            !args.request_rate.is_empty() || args.replay.is_some() || args.ramp.is_some();
         let concurrency: Vec<u32> = match args.max_concurrency {
             // Open loop: --max-concurrency caps requests in flight.
             _ if open_loop => vec![args.max_concurrency.unwrap_or(driver::MAX_CONCURRENCY)],
@@ -122,6 +123,7 @@ impl SweepPlan {
         let exclusive = [
             ("--request-rate", !args.request_rate.is_empty()),
             ("--replay", args.replay.is_some()),
+            ("--ramp", args.ramp.is_some()),
             ("--find-capacity", args.find_capacity),
         ];
         if let [(a, _), (b, _), ..] = exclusive.iter().filter(|x| x.1).collect::<Vec<_>>()[..] {
@@ -188,7 +190,9 @@ impl SweepPlan {
         if let (None, Some((flag, _))) = (&args.replay, trace_flags.iter().find(|f| f.1)) {
             bail!("{flag} reads a --replay trace: give one with --replay FILE");
         }
+        let ramp = ramp_of(args)?;
         let replay = match &args.replay {
+            None if ramp.is_some() => ramp.map(|r| Replay::of_ramp(r, concurrency[0])),
             Some(path) => {
                 let opts = crate::load::trace::TraceOptions {
                     format: args
@@ -424,7 +428,9 @@ impl SweepPlan {
 
     /// What kind of run this is, saved as `run.kind`.
     pub(crate) fn kind(&self) -> &'static str {
-        if self.replay.is_some() {
+        if self.replay.as_ref().is_some_and(|r| r.ramp.is_some()) {
+            "ramp"
+        } else if self.replay.is_some() {
             "replay"
         } else if self.search.is_some() {
             "find-capacity"
@@ -571,4 +577,29 @@ fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
         rounds: args.rounds,
         gpus: args.gpus,
     })
+}
+
+/// `--ramp KIND --ramp-from R0 --ramp-to R1 --ramp-duration S`, all four
+/// or none.
+fn ramp_of(args: &SweepArgs) -> Result<Option<crate::load::ramp::Ramp>> {
+    use crate::load::ramp::{Ramp, RampKind};
+    let parts = (
+        args.ramp.as_deref(),
+        args.ramp_from,
+        args.ramp_to,
+        args.ramp_duration,
+    );
+    match parts {
+        (None, None, None, None) => Ok(None),
+        (Some(kind), Some(from), Some(to), Some(duration)) => {
+            let kind = RampKind::parse(kind)
+                .ok_or_else(|| eyre!("--ramp {kind}: expected linear or exponential"))?;
+            Ramp::new(kind, from, to, duration)
+                .map(Some)
+                .map_err(|e| eyre!("{e}"))
+        }
+        _ => bail!(
+            "a ramp needs all four of --ramp linear|exponential, --ramp-from R, --ramp-to R and --ramp-duration S"
+        ),
+    }
 }

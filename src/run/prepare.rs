@@ -278,6 +278,7 @@ async fn prepare_target(
         traffic: plan.traffic.clone(),
         timing,
         trace: plan.replay.as_ref().map(|r| r.to_json()),
+        ramp: plan.replay.as_ref().and_then(|r| r.ramp),
     };
     if let Some(prior) = &prior {
         prior.check_same(&run.to_json())?;

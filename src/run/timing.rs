@@ -264,8 +264,8 @@ impl TimingPlan {
                         .into(),
                 );
             }
-            if args.replay.is_some() {
-                return Err("--replay runs on its log's own timeline: leave out --duration (--replay-speed sets its pace)".into());
+            if args.replay.is_some() || args.ramp.is_some() {
+                return Err("--replay and --ramp run on their own timeline: leave out --duration (--replay-speed or --ramp-duration sets it)".into());
             }
             if args.find_capacity {
                 return Err("--find-capacity sizes its probes by count: leave out --duration (--num-prompts sets a probe's requests)".into());
@@ -276,8 +276,8 @@ impl TimingPlan {
             None => None,
         };
         if shard.is_some() {
-            if args.replay.is_some() {
-                return Err("--shard splits levels of a sweep or a rate run; a --replay log is sent by one process".into());
+            if args.replay.is_some() || args.ramp.is_some() {
+                return Err("--shard splits levels of a sweep or a rate run; a --replay log or a --ramp is sent by one process".into());
             }
             if args.find_capacity {
                 return Err("--shard: --find-capacity chooses each probe from the last one's results, which one shard alone does not see; run it from one process".into());
@@ -295,8 +295,8 @@ impl TimingPlan {
                         ));
                     }
                 }
-                if args.find_capacity || args.replay.is_some() {
-                    return Err("--start-at schedules the levels of a sweep or a rate run: not with --find-capacity or --replay".into());
+                if args.find_capacity || args.replay.is_some() || args.ramp.is_some() {
+                    return Err("--start-at schedules the levels of a sweep or a rate run: not with --find-capacity, --replay or --ramp".into());
                 }
                 Some(at)
             }

@@ -308,6 +308,8 @@ pub struct Replay {
     /// Requests cut to the server's context, and that context.
     pub clipped: usize,
     pub context_tokens: Option<u32>,
+    /// `--ramp`: the schedule is this ramp's, not a file's.
+    pub ramp: Option<super::ramp::Ramp>,
 }
 
 impl Replay {
@@ -323,6 +325,26 @@ impl Replay {
             strict_lengths: false,
             clipped: 0,
             context_tokens: None,
+            ramp: None,
+        }
+    }
+
+    /// `--ramp`: one request at each of the ramp's send times, of the run's lengths.
+    pub fn of_ramp(ramp: super::ramp::Ramp, max_in_flight: u32) -> Replay {
+        let entries = ramp
+            .schedule()
+            .into_iter()
+            .map(|t| ReplayEntry {
+                t,
+                input_len: None,
+                output_len: None,
+                prompt: None,
+                blocks: None,
+            })
+            .collect();
+        Replay {
+            ramp: Some(ramp),
+            ..Replay::new(entries, 1.0, max_in_flight)
         }
     }
 
@@ -353,7 +375,8 @@ impl Replay {
     /// What the level file says of the trace.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "format": self.format.name(),
+            "format": if self.ramp.is_some() { "ramp" } else { self.format.name() },
+            "ramp": self.ramp.map(|r| r.to_json()),
             "requests": self.entries.len(),
             "block_tokens": self.block_tokens,
             "reuse": self.reuse.map(crate::fmt::round4),

@@ -179,6 +179,7 @@ impl Recorder {
             prefix_cache_hit_rate: level.cache_hit_rate.map(round4),
             replay_timeline_s: level.info.timeline.map(|t| round3(t.as_secs_f64())),
             trace: run.trace.clone().filter(|_| level.info.timeline.is_some()),
+            rate_series: level.rate_series.clone(),
             // Power and energy per million output tokens, on a GPU host.
             gpu: level_gpu_json(&level.server, stats.duration_s, stats.total_output_tokens),
             traffic: Some(traffic),

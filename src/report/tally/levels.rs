@@ -14,6 +14,7 @@ use crate::record::RequestRecord;
 use crate::stats::gauges::GaugeSummary;
 use crate::stats::lateness::Lateness;
 use crate::stats::occupancy::{Occupancy, Timeline};
+use crate::stats::rate_series::RateSeries;
 use crate::stats::steady::{Steadiness, SteadyEstimator};
 use crate::stats::summary::LevelStats;
 use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
@@ -48,6 +49,9 @@ pub(crate) struct FinishedLevel {
     /// The server's own account of the level (its histograms and counters
     /// between the level's edges), when read at both.
     pub server_account: Option<Value>,
+    /// A replayed or ramped level second by second, and where it broke
+    /// (`stats::rate_series`).
+    pub rate_series: Option<Value>,
     /// The level file, when the level had anything to save (the recorder
     /// sets it; the tally never opens a file).
     pub file: Option<PathBuf>,
@@ -119,6 +123,8 @@ pub(super) struct OpenLevel {
     pub(super) cpu_at_start: Duration,
     /// The meter's monotonic time at the level's start.
     pub(super) wall_at_start: Duration,
+    /// A level on its own timeline (a replay, a ramp): its seconds.
+    pub(super) rate_series: Option<RateSeries>,
 }
 
 impl OpenLevel {
@@ -129,6 +135,9 @@ impl OpenLevel {
         self.turns.add(r);
         self.cache.add(r);
         self.server_timings.add(r);
+        if let Some(series) = &mut self.rate_series {
+            series.add(r);
+        }
         if self.stream_shapes.len() < STREAM_SHAPES_KEPT {
             self.stream_shapes.extend(StreamShape::from_record(r));
         }

@@ -284,6 +284,9 @@ impl Tally {
                 // lag samples are dropped.
                 cpu_at_start: client.cpu_time,
                 wall_at_start: client.wall_time,
+                rate_series: info
+                    .timeline
+                    .map(|_| crate::stats::rate_series::RateSeries::starting_at(info.started_at)),
             },
         );
     }
@@ -390,6 +393,14 @@ impl Tally {
             client: client_load,
             goodput,
             stream_shapes: open.stream_shapes,
+            rate_series: open.rate_series.as_ref().map(|series| {
+                let ramp = self.run.ramp;
+                let rate = move |t: f64| ramp.map_or(0.0, |r| r.rate_at(t));
+                series.to_json(
+                    self.run.decision.slo.ttft_p99_ms,
+                    ramp.is_some().then_some(&rate as &dyn Fn(f64) -> f64),
+                )
+            }),
             server_timings: open.server_timings.to_json(),
             server: open.server,
             file: None,
