@@ -288,6 +288,7 @@ async fn run_level(
                     max_tokens: OUTPUT_LEN,
                     scheduled: None,
                     turn: None,
+                    probe: false,
                 };
                 let record = execute(&target, request, run_start, cancel.clone()).await;
                 if round > 0 {

@@ -447,6 +447,18 @@ pub struct SweepArgs {
     #[arg(long, value_name = "SHAPE", default_value_t = 1.0)]
     pub burstiness: f64,
 
+    /// Probe requests per second beside the load, evenly spaced, on their own connections: what a new user would wait for (reported apart, per level).
+    #[arg(long, value_name = "R")]
+    pub probe_rate: Option<f64>,
+
+    /// Prompt length of each probe request, in tokens.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub probe_input_len: u32,
+
+    /// Output tokens each probe request asks for.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub probe_output_len: u32,
+
     /// Send a request log or a production trace on its own timeline: tokbench JSONL ({"t": s, "input_len": N, "output_len": M}), Mooncake or Bailian JSONL (hash_ids become shared prompt prefixes), BurstGPT or Azure CSV.
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,

@@ -203,6 +203,12 @@ impl Connections {
         self
     }
 
+    /// Keep at most `max_idle` idle connections (a probe pool's own size).
+    pub(crate) fn with_max_idle(mut self, max_idle: usize) -> Connections {
+        self.max_idle = max_idle.max(1);
+        self
+    }
+
     /// Whether new connections time each request's departure by the
     /// kernel's transmit timestamp (`--tx-clock kernel`, Linux only) or not
     /// (the default: the request's t0 is taken in user space before it is

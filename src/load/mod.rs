@@ -7,6 +7,7 @@ pub mod driver;
 mod driver_tests;
 pub(crate) mod executor;
 pub mod h1;
+pub(crate) mod probes;
 pub mod ramp;
 pub(crate) mod replay;
 pub mod request;

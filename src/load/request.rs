@@ -56,10 +56,17 @@ const STALE_RETRIES_REQWEST: u8 = 3;
 /// matched to `requests.jsonl`: `tokbench-<process nonce>-<record id>`.
 const X_REQUEST_ID: &str = "x-request-id";
 
+/// What a probe request's `X-Request-Id` opens with after `tokbench-`: a
+/// server's log (or the simulator's emission log) tells probes from the
+/// load by it, and [`record_id_of_request_id`] never takes one for a record.
+const PROBE_MARK: &str = "probe-";
+
 /// The `X-Request-Id` of record `id`: unique across processes too (a
 /// server that uses it as its own request id must not see one twice, so a
-/// resend on a fresh connection gets `.<attempt>` added).
-pub(crate) fn request_id_header(id: u64, attempt: u8) -> HeaderValue {
+/// resend on a fresh connection gets `.<attempt>` added). A probe request
+/// (`probe`, numbered apart from the load's records) is
+/// `tokbench-probe-<nonce>-<n>`.
+pub(crate) fn request_id_header(id: u64, attempt: u8, probe: bool) -> HeaderValue {
     static NONCE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let nonce = *NONCE.get_or_init(|| {
         let t = std::time::SystemTime::now()
@@ -67,19 +74,39 @@ pub(crate) fn request_id_header(id: u64, attempt: u8) -> HeaderValue {
             .map_or(0, |d| d.subsec_nanos() ^ d.as_secs() as u32);
         t ^ std::process::id().rotate_left(16)
     });
+    let mark = if probe { PROBE_MARK } else { "" };
     let text = if attempt == 0 {
-        format!("tokbench-{nonce:08x}-{id}")
+        format!("tokbench-{mark}{nonce:08x}-{id}")
     } else {
-        format!("tokbench-{nonce:08x}-{id}.{attempt}")
+        format!("tokbench-{mark}{nonce:08x}-{id}.{attempt}")
     };
     // Hex, digits, dots and dashes always make a header value; the fallback
     // only keeps this path free of a panic.
     HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static("tokbench"))
 }
 
-/// The record id in an `X-Request-Id` that tokbench sent.
+/// The record id in an `X-Request-Id` that tokbench sent for its load;
+/// None for a probe request's (see [`probe_id_of_request_id`]).
 pub fn record_id_of_request_id(request_id: &str) -> Option<u64> {
-    let (_, id) = request_id.strip_prefix("tokbench-")?.rsplit_once('-')?;
+    let rest = request_id.strip_prefix("tokbench-")?;
+    if rest.starts_with(PROBE_MARK) {
+        return None;
+    }
+    number_of(rest)
+}
+
+/// The probe's number in an `X-Request-Id` of a probe request.
+pub fn probe_id_of_request_id(request_id: &str) -> Option<u64> {
+    number_of(
+        request_id
+            .strip_prefix("tokbench-")?
+            .strip_prefix(PROBE_MARK)?,
+    )
+}
+
+/// `<nonce>-<n>[.<attempt>]`: n.
+fn number_of(rest: &str) -> Option<u64> {
+    let (_, id) = rest.rsplit_once('-')?;
     id.split_once('.').map_or(id, |(id, _)| id).parse().ok()
 }
 
@@ -131,6 +158,14 @@ pub struct PreparedRequest {
     pub scheduled: Option<Instant>,
     /// Multi-turn runs: 1-based turn of its conversation.
     pub turn: Option<u32>,
+    /// A probe request (`--probe-rate`): its `X-Request-Id` says so.
+    pub probe: bool,
+}
+
+/// What goes on the wire: the body, and whether its id names a probe.
+struct Outgoing {
+    body: Bytes,
+    probe: bool,
 }
 
 /// How a stream stopped before its natural end.
@@ -219,9 +254,13 @@ pub(crate) async fn execute_counted(
     // kernel's transmit time of the request (`--tx-clock kernel`).
     let mut departed = t0;
     let departure = (t0 == sent).then_some(&mut departed);
+    let outgoing = Outgoing {
+        body: request.body,
+        probe: request.probe,
+    };
     let work = stream_request(
         target,
-        request.body,
+        outgoing,
         t0,
         departure,
         &mut record,
@@ -348,7 +387,7 @@ async fn unless_cancelled_or_late(
 /// stream ended by itself (judged by the caller), or how it broke.
 async fn stream_request(
     target: &Target,
-    body: Bytes,
+    Outgoing { body, probe }: Outgoing,
     mut t0: Instant,
     departure: Option<&mut Instant>,
     record: &mut RequestRecord,
@@ -369,8 +408,8 @@ async fn stream_request(
     };
     let (status, mut answer) = loop {
         let sent = match &target.h1 {
-            Some(h1) => send_h1(h1, &body, record.id, attempt).await,
-            None => send_reqwest(target, &body, record.id, attempt).await,
+            Some(h1) => send_h1(h1, &body, record.id, attempt, probe).await,
+            None => send_reqwest(target, &body, record.id, attempt, probe).await,
         };
         match sent {
             Ok(answer) => break answer,
@@ -585,21 +624,28 @@ mod tests {
 
     #[test]
     fn request_ids_name_the_record() {
-        let v = request_id_header(42, 0);
+        let v = request_id_header(42, 0, false);
         let text = v.to_str().unwrap();
         assert!(text.starts_with("tokbench-"), "{text}");
         assert_eq!(record_id_of_request_id(text), Some(42));
         // The same process, the same nonce: ids differ only by the record.
         assert_eq!(
-            request_id_header(7, 0).to_str().unwrap(),
+            request_id_header(7, 0, false).to_str().unwrap(),
             text.replace("-42", "-7")
         );
         // A resend is another id for the server, the same record for us.
-        let resent = request_id_header(42, 1);
+        let resent = request_id_header(42, 1, false);
         assert_eq!(resent.to_str().unwrap(), format!("{text}.1"));
         assert_eq!(record_id_of_request_id(resent.to_str().unwrap()), Some(42));
         assert_eq!(record_id_of_request_id("chatcmpl-abc"), None);
         assert_eq!(record_id_of_request_id("tokbench-x-y"), None);
+        // A probe's id says so, and is never taken for a record's.
+        let probe = request_id_header(42, 0, true);
+        let probe = probe.to_str().unwrap();
+        assert!(probe.starts_with("tokbench-probe-"), "{probe}");
+        assert_eq!(record_id_of_request_id(probe), None);
+        assert_eq!(probe_id_of_request_id(probe), Some(42));
+        assert_eq!(probe_id_of_request_id(text), None);
     }
 
     /// The rule for several events in one read: they all get its one
@@ -674,6 +720,7 @@ mod tests {
                     max_tokens: 3,
                     scheduled: None,
                     turn: None,
+                    probe: false,
                 };
                 let r = execute(&target, request, Instant::now(), rx).await;
                 assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error_message);

@@ -127,6 +127,9 @@ pub struct LevelFile {
     pub streaming: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub send_lateness: Option<Value>,
+    /// `--probe-rate`: the level's probe requests, apart from its figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeSection>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,6 +219,34 @@ pub(crate) struct ShardEntry {
     /// The shard's own client load (a machine's CPU does not add up).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientLoad>,
+}
+
+/// A level's probe requests (`--probe-rate`): what a new user arriving
+/// during the level waited for, on connections of their own.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProbeSection {
+    /// Probes sent in the level that came back, failed ones included.
+    pub count: Option<u64>,
+    pub failed: Option<u64>,
+    /// How late the probes went out against their even schedule, p99.
+    pub send_lateness_p99_ms: Option<f64>,
+    /// From each probe's scheduled time, of the ones that succeeded.
+    pub ttft: Option<ProbeLatency>,
+    pub e2el: Option<ProbeLatency>,
+}
+
+/// One probe latency, ms.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProbeLatency {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    /// TTFT only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
 }
 
 /// The client's own load over a level.

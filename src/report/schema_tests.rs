@@ -158,6 +158,8 @@ fn every_optional_key_of_a_lenient_struct_tolerates_a_wrong_type() {
         assert!(checked > 0, "{name} writes its absent keys as null");
     }
     check::<ClientLoad>("ClientLoad");
+    check::<ProbeSection>("ProbeSection");
+    check::<ProbeLatency>("ProbeLatency");
     check::<MergedFrom>("MergedFrom");
     check::<ShardEntry>("ShardEntry");
     check::<RunSection>("RunSection");

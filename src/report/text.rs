@@ -227,6 +227,9 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
             None => line(&mut out, &format!("{short}:"), "no samples".into()),
         }
     }
+    if let Some(p) = &level.probes {
+        let _ = writeln!(out, "{}", probe_line(p));
+    }
     if !s.errors.is_empty() {
         let _ = writeln!(out, "{:-^50}", "Errors");
         for (class, n) in &s.errors {
@@ -248,6 +251,22 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     let _ = writeln!(out, "{}", "=".repeat(50));
     let _ = writeln!(out, "{}", shape_line(run));
     out
+}
+
+/// `probe: TTFT p50 12.3 ms p99 40.1 ms, E2EL p50 15.0 ms p99 44.2 ms (20
+/// sent, 0 failed)`: the level's probe requests, apart from its figures.
+fn probe_line(p: &crate::stats::probes::ProbeStats) -> String {
+    let pair = |name: &str, l: Option<crate::stats::probes::ProbeLatency>| match l {
+        Some(l) => format!("{name} p50 {:.1} ms p99 {:.1} ms", l.p50, l.p99),
+        None => format!("{name} none"),
+    };
+    format!(
+        "probe: {}, {} ({} sent, {} failed)",
+        pair("TTFT", p.ttft),
+        pair("E2EL", p.e2el),
+        p.count,
+        p.failed
+    )
 }
 
 /// The sweep table: what the user came for.

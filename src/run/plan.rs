@@ -18,6 +18,7 @@ use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::analysis::DecisionConfig;
 use crate::cli::{Backend, HttpClient, SweepArgs};
 use crate::load::driver::{self, LevelPlan, Replay, SearchPlan};
+use crate::load::probes::{ProbePlan, MAX_PROBE_RATE};
 use crate::load::request::Target;
 use crate::workload::{rng, Traffic, MAX_LEN_TOKENS};
 
@@ -71,6 +72,8 @@ pub struct SweepPlan {
     pub probe_interval: Option<Duration>,
     /// Open loop: gamma shape of the request gaps.
     pub burstiness: f64,
+    /// `--probe-rate`: probe requests beside the load.
+    pub probes: Option<ProbePlan>,
     /// `--replay`: the log, instead of the levels.
     pub replay: Option<Replay>,
     /// `--find-capacity`: the search, instead of the levels.
@@ -404,6 +407,7 @@ impl SweepPlan {
                 bail!("--probe-interval must be between 0.05 and 3600 seconds (or use --no-probe)");
             },
             burstiness: args.burstiness,
+            probes: probe_plan(args)?,
             replay,
             search,
             http2: args.http2,
@@ -451,6 +455,33 @@ impl SweepPlan {
 
 /// Requests of an open-loop level without --num-prompts: 30 seconds' worth
 /// (at least 10), or vLLM's 1000 when they all go at once.
+/// `--probe-rate`, `--probe-input-len`, `--probe-output-len`; None without
+/// a rate. A length of 0 is refused with or without a rate: it is never
+/// what was meant.
+fn probe_plan(args: &SweepArgs) -> Result<Option<ProbePlan>> {
+    for (flag, len) in [
+        ("--probe-input-len", args.probe_input_len),
+        ("--probe-output-len", args.probe_output_len),
+    ] {
+        if len == 0 || len > MAX_LEN_TOKENS {
+            bail!("{flag} {len} must be between 1 and {MAX_LEN_TOKENS} tokens");
+        }
+    }
+    let Some(rate) = args.probe_rate else {
+        return Ok(None);
+    };
+    if !(rate.is_finite() && rate > 0.0 && rate <= MAX_PROBE_RATE) {
+        bail!(
+            "--probe-rate {rate} must be a number of probe requests per second above 0 and at most {MAX_PROBE_RATE}, e.g. --probe-rate 2"
+        );
+    }
+    Ok(Some(ProbePlan {
+        rate,
+        input_len: args.probe_input_len,
+        output_len: args.probe_output_len,
+    }))
+}
+
 fn default_rate_prompts(rate: f64) -> u32 {
     if rate.is_finite() {
         (rate * 30.0).ceil().clamp(10.0, 100_000.0) as u32

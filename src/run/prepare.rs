@@ -15,6 +15,7 @@ use super::url::default_result_dir;
 use crate::cli::{Backend, HttpClient};
 use crate::load::driver::{self, DriverConfig};
 use crate::load::h1::{self, Connections};
+use crate::load::probes::{ProbeConfig, ProbePlan};
 use crate::load::request::Target;
 use crate::load::{BodySpec, Wire};
 use crate::probe::{self, ServerIdentity};
@@ -31,6 +32,8 @@ use crate::workload::{Calibration, Workload};
 pub struct Prepared {
     pub plan: SweepPlan,
     pub client: reqwest::Client,
+    /// `--probe-rate`: the probe requests' own client (its own pool).
+    pub probe_client: Option<reqwest::Client>,
     pub identity: ServerIdentity,
     pub model: String,
     pub run: RunInfo,
@@ -191,20 +194,13 @@ async fn prepare_target(
         headers.insert(reqwest::header::AUTHORIZATION, auth);
     }
     let tls = TlsTrust::of(&plan)?;
-    let mut builder = tls
-        .apply(reqwest::Client::builder())
-        .default_headers(headers)
-        .no_proxy()
-        .tcp_nodelay(true)
-        .connect_timeout(h1::CONNECT_TIMEOUT)
-        // One idle connection kept per stream: no reconnects between requests.
-        .pool_max_idle_per_host(plan.max_concurrency() as usize)
-        .pool_idle_timeout(h1::IDLE_TIMEOUT);
-    builder = if plan.http2 {
-        builder.http2_prior_knowledge()
-    } else {
-        builder.http1_only()
-    };
+    // One idle connection kept per stream: no reconnects between requests.
+    let builder = load_client(
+        &plan,
+        &tls,
+        headers.clone(),
+        plan.max_concurrency() as usize,
+    );
     let mut warnings = Vec::new();
     if plan.insecure {
         let warning =
@@ -213,6 +209,16 @@ async fn prepare_target(
         warnings.push(warning.to_string());
     }
     let client = builder.build().wrap_err("cannot build the HTTP client")?;
+    // `--probe-rate`: a client of the probes' own, so that they never wait
+    // for one of the load's connections (reqwest's clones share one pool).
+    let probe_client = match &plan.probes {
+        Some(probes) => Some(
+            load_client(&plan, &tls, headers, probe_pool_size(probes))
+                .build()
+                .wrap_err("cannot build the HTTP client of the probe requests")?,
+        ),
+        None => None,
+    };
     // The connect probe opens a fresh connection per sample, under the same trust.
     let fresh_connections = tls
         .apply(reqwest::Client::builder())
@@ -292,6 +298,7 @@ async fn prepare_target(
     Ok(Prepared {
         plan,
         client,
+        probe_client,
         identity,
         model,
         run,
@@ -372,6 +379,35 @@ fn wire_of(backend: Backend) -> Wire {
     }
 }
 
+/// The reqwest client of measured requests: the key on every request, no
+/// proxy, `max_idle` idle connections kept, HTTP/2 only with `--http2`.
+fn load_client(
+    plan: &SweepPlan,
+    tls: &TlsTrust,
+    headers: reqwest::header::HeaderMap,
+    max_idle: usize,
+) -> reqwest::ClientBuilder {
+    let builder = tls
+        .apply(reqwest::Client::builder())
+        .default_headers(headers)
+        .no_proxy()
+        .tcp_nodelay(true)
+        .connect_timeout(h1::CONNECT_TIMEOUT)
+        .pool_max_idle_per_host(max_idle)
+        .pool_idle_timeout(h1::IDLE_TIMEOUT);
+    if plan.http2 {
+        builder.http2_prior_knowledge()
+    } else {
+        builder.http1_only()
+    }
+}
+
+/// Idle connections the probes keep: about those a second of them holds
+/// in flight, so a steady rate seldom opens a new one.
+fn probe_pool_size(probes: &ProbePlan) -> usize {
+    (probes.rate.ceil() as usize).clamp(2, 256)
+}
+
 /// The lean client (src/load/h1.rs) for measured requests over plain HTTP/1.1, unless
 /// `--http2` or `--http-client reqwest` asks otherwise. A key that is not visible
 /// ASCII stays with reqwest, which sends its bytes as given; so do https:// and URLs
@@ -402,6 +438,31 @@ fn http_client_label(plan: &SweepPlan) -> &'static str {
     }
 }
 
+/// The probe requests' target: the same endpoint and timeouts as the
+/// load's, through connections of their own (a second lean pool, or the
+/// probes' own reqwest client).
+fn probe_config(prepared: &Prepared, authorization: Option<HeaderValue>) -> Option<ProbeConfig> {
+    let plan = &prepared.plan;
+    let probes = plan.probes?;
+    let client = prepared.probe_client.clone()?;
+    let h1 = lean_connections(plan, authorization.as_ref()).map(|c| {
+        // Sized for the probes, not the load's concurrency.
+        Arc::new(c.with_max_idle(probe_pool_size(&probes)))
+    });
+    Some(ProbeConfig {
+        plan: probes,
+        target: Arc::new(Target {
+            client,
+            h1,
+            wire: wire_of(plan.backend),
+            url: plan.endpoint_url.clone(),
+            authorization,
+            request_timeout: plan.request_timeout,
+            stall_timeout: plan.stall_timeout,
+        }),
+    })
+}
+
 /// Start the driver for a prepared run.
 pub(crate) fn start_driver(
     prepared: &Prepared,
@@ -422,6 +483,7 @@ pub(crate) fn start_driver(
         .map(|at| at.duration_since(wall_origin).unwrap_or(Duration::ZERO));
     let authorization = plan.authorization();
     let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
+    let probes = probe_config(prepared, authorization.clone());
     let target = Target {
         client: prepared.client.clone(),
         h1,
@@ -478,6 +540,7 @@ pub(crate) fn start_driver(
             level_gap: plan.timing.level_gap,
             between_levels: plan.between_levels.clone(),
             edges: edges_of(prepared),
+            probes,
         },
         run_start,
     )

@@ -16,6 +16,7 @@ pub(crate) mod live;
 pub(crate) mod metrics;
 pub(crate) mod occupancy;
 pub mod percentile;
+pub(crate) mod probes;
 pub(crate) mod rate_series;
 pub mod server_account;
 pub(crate) mod steady;

@@ -170,15 +170,27 @@ pub struct ClientSide {
     /// Failed or cancelled ones (the server may still have finished them).
     pub failed: u64,
     pub ttft_mean_ms: Option<f64>,
+    /// Tokens of the level's requests, its probes' included.
     pub output_tokens: u64,
     pub input_tokens: u64,
+    /// Probe requests of the level (`--probe-rate`), however they ended:
+    /// not in `completed` or `failed`, but the server counts them too.
+    pub probes: u64,
 }
 
 /// Requests more than the client's, over which another client is using the
 /// server (a level's request counts are exact: no tolerance is needed but
 /// a request the client gave up on that the server still finished).
 fn other_traffic(server_requests: f64, client: &ClientSide) -> bool {
-    server_requests > (client.completed + client.failed) as f64 + 0.5
+    server_requests > (client.completed + client.failed + client.probes) as f64 + 0.5
+}
+
+/// ", and N probes" where the level had probes: the server's count holds them.
+fn probes_text(client: &ClientSide) -> String {
+    match client.probes {
+        0 => String::new(),
+        n => format!(" and {n} probes"),
+    }
 }
 
 /// The level's account as the level file's `server_account` object and
@@ -271,18 +283,19 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
         let ok = client.completed as f64;
         if other_traffic(server, client) {
             lines.push(format!(
-                "the server finished {server:.0} requests during this level, this client {} ({} failed): another client is using the server, and its figures include that load",
-                client.completed, client.failed
+                "the server finished {server:.0} requests during this level, this client {}{} ({} failed): another client is using the server, and its figures include that load",
+                client.completed, probes_text(client), client.failed
             ));
         } else if server + 0.5 < ok {
             lines.push(format!(
-                "the server counted {server:.0} requests finished, this client {}: its counters lag or count differently",
-                client.completed
+                "the server counted {server:.0} requests finished, this client {}{}: its counters lag or count differently",
+                client.completed, probes_text(client)
             ));
         } else {
             lines.push(format!(
-                "requests: the server counted {server:.0}, this client {}: no other traffic",
-                client.completed
+                "requests: the server counted {server:.0}, this client {}{}: no other traffic",
+                client.completed,
+                probes_text(client)
             ));
         }
     }
@@ -419,6 +432,7 @@ mod tests {
             ttft_mean_ms: Some(212.0),
             output_tokens: 640,
             input_tokens: 980,
+            probes: 0,
         };
         assert_eq!(
             account_lines(&account, &client),

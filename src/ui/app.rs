@@ -202,6 +202,9 @@ pub struct App {
     /// ms) of the latest kernel-timed reads, newest last, at most
     /// `RX_LAG_WINDOW` of them.
     rx_lag_ms: VecDeque<f32>,
+    /// `--probe-rate`: the probe requests of the latest level that sent
+    /// any, and that level.
+    pub(crate) probes: Option<(usize, crate::stats::probes::ProbeTally)>,
     /// The server's own gauges from the last scrape (running, waiting,
     /// kv_cache_usage, deferred, slots_busy, gpu_share, ...).
     pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
@@ -281,6 +284,7 @@ impl App {
             recent_tok_s: 0.0,
             client_cpu: None,
             rx_lag_ms: VecDeque::new(),
+            probes: None,
             server: None,
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),

@@ -686,6 +686,7 @@ fn chat_request(id: u64) -> tokbench::load::request::PreparedRequest {
         max_tokens: 64,
         scheduled: None,
         turn: None,
+        probe: false,
     }
 }
 

@@ -18,6 +18,7 @@ mod interop;
 mod merge;
 mod module_graph;
 mod panic_hook;
+mod probes;
 mod reasoning;
 mod report;
 mod rounds;

@@ -287,8 +287,15 @@ fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>)
 
 /// Keys written since tests/fixtures/schema_v0: the schema's version
 /// (issue 12), what merges read, level files only (issue 13), and the
-/// server's own account of each level (its /metrics at the level's edges).
-const ADDED_SINCE_FIXTURE: &[&str] = &["schema_version", "histograms", "samples", "server_account"];
+/// server's own account of each level (its /metrics at the level's edges),
+/// and a level's probe requests (`--probe-rate`).
+const ADDED_SINCE_FIXTURE: &[&str] = &[
+    "schema_version",
+    "histograms",
+    "samples",
+    "server_account",
+    "probe",
+];
 
 #[test]
 fn a_seeded_run_writes_what_the_base_commit_wrote() {

@@ -70,11 +70,22 @@ impl Driver {
             .as_ref()
             .filter(|_| follows && closes.is_some())
             .map(|work| (work.0)());
-        if account.is_none() && work.is_none() {
+        // The closed level's probes come back first: their records then
+        // precede its LevelFinished, and none is in flight while the
+        // server's counters are read.
+        let probes = self
+            .probes
+            .as_ref()
+            .filter(|_| clean && closes.is_some())
+            .map(|p| p.idle());
+        if account.is_none() && work.is_none() && probes.is_none() {
             return false;
         }
         self.current = None;
         let handle = tokio::spawn(async move {
+            if let Some(probes) = probes {
+                probes.await;
+            }
             // Read first: the work (a cache reset) changes nothing it reads.
             let snapshot = match account {
                 Some(read) => read.await,

@@ -60,6 +60,9 @@ impl Driver {
         };
         self.current = Some(info.index);
         self.emit(DriverEvent::LevelStarted(info.clone()));
+        if let Some(probes) = &self.probes {
+            probes.set_level(Some(index));
+        }
         self.levels.push(LevelState {
             info,
             reached_target: mode != Mode::Manual,
@@ -141,6 +144,9 @@ impl Driver {
 
     pub(super) fn close_current(&mut self, partial: bool) {
         self.open_loop = None;
+        if let Some(probes) = &self.probes {
+            probes.set_level(None);
+        }
         if let Some(index) = self.current.take() {
             let level = &mut self.levels[index];
             level.closed = true;

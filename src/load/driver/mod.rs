@@ -174,6 +174,9 @@ pub enum DriverEvent {
         target: u32,
     },
     Record(RequestRecord),
+    /// A probe request's record (`--probe-rate`): its `level` is the level
+    /// it was due in. Folded apart from the level's own figures.
+    Probe(RequestRecord),
     LevelFinished {
         index: usize,
         partial: bool,
@@ -276,6 +279,8 @@ pub(crate) struct DriverConfig {
     pub between_levels: Option<BetweenLevels>,
     /// Read the server's own account at each level's edge.
     pub edges: Option<LevelEdges>,
+    /// `--probe-rate`: probe requests beside the load, on their own pool.
+    pub probes: Option<super::probes::ProbeConfig>,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -480,6 +485,7 @@ pub(crate) fn spawn_with(
         series: config.first_series,
         pending_start: None,
         between: None,
+        probes: None,
         cfg: config,
     };
     // Detached: the faces learn that the driver is done from its last
@@ -622,6 +628,8 @@ struct Driver {
     /// The work at a level's edge, while it runs (the next level and the
     /// closed level's `LevelFinished` wait for it).
     between: Option<between::Edge>,
+    /// The probe sender, once the warmup is over (`--probe-rate`).
+    probes: Option<super::probes::ProbeGate>,
 }
 
 /// What the driver knows of a request in flight.
@@ -655,6 +663,7 @@ impl Driver {
             }
         }
 
+        self.start_probes();
         // The first edge: the server's account before any level.
         if !self.spawn_edge(None, true) {
             self.start_next_planned();
@@ -739,6 +748,22 @@ impl Driver {
         });
     }
 
+    /// Start the probe sender (`--probe-rate`), with the prompt length the
+    /// warmup calibrated; it sends only while a level runs.
+    fn start_probes(&mut self) {
+        if let Some(config) = self.cfg.probes.clone() {
+            self.probes = Some(super::probes::spawn(
+                config,
+                self.cfg.body.clone(),
+                self.cfg.workload.calibration,
+                self.cfg.seed,
+                self.run_start.into_std(),
+                self.cancel.subscribe(),
+                self.events.clone(),
+            ));
+        }
+    }
+
     fn emit(&self, event: DriverEvent) {
         // The receiver is gone only when the program is shutting down.
         let _ = self.events.send(event);
@@ -767,6 +792,7 @@ impl Driver {
             // the request really went out (see the `Instant` import).
             scheduled: scheduled.map(Instant::into_std),
             turn,
+            probe: false,
         };
         // Subscribed here, before the task exists: a Stop sent after this
         // reaches it even if the task has not started yet.

@@ -405,6 +405,7 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         level_gap: Duration::ZERO,
         between_levels: None,
         edges: None,
+        probes: None,
     }
 }
 

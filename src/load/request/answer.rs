@@ -6,8 +6,14 @@ use super::*;
 /// A response status and its body, from either HTTP client.
 pub(super) type Sent = Result<(u16, Answer), (ErrorClass, String)>;
 
-pub(super) async fn send_h1(h1: &Arc<Connections>, body: &[u8], id: u64, attempt: u8) -> Sent {
-    let request_id = request_id_header(id, attempt);
+pub(super) async fn send_h1(
+    h1: &Arc<Connections>,
+    body: &[u8],
+    id: u64,
+    attempt: u8,
+    probe: bool,
+) -> Sent {
+    let request_id = request_id_header(id, attempt, probe);
     let request_id = request_id.to_str().unwrap_or("tokbench");
     match h1.send(body, request_id, attempt > 0).await {
         Ok(response) => Ok((response.status, Answer::H1(response))),
@@ -15,12 +21,18 @@ pub(super) async fn send_h1(h1: &Arc<Connections>, body: &[u8], id: u64, attempt
     }
 }
 
-pub(super) async fn send_reqwest(target: &Target, body: &Bytes, id: u64, attempt: u8) -> Sent {
+pub(super) async fn send_reqwest(
+    target: &Target,
+    body: &Bytes,
+    id: u64,
+    attempt: u8,
+    probe: bool,
+) -> Sent {
     let mut builder = target
         .client
         .post(target.url.clone())
         .header(CONTENT_TYPE, "application/json")
-        .header(X_REQUEST_ID, request_id_header(id, attempt))
+        .header(X_REQUEST_ID, request_id_header(id, attempt, probe))
         .body(body.clone());
     if let Some(auth) = &target.authorization {
         builder = builder.header(AUTHORIZATION, auth.clone());

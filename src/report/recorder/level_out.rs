@@ -174,6 +174,7 @@ impl Recorder {
             waiting: level.occupancy.as_ref().map(|o| o.waiting_json()),
             streaming: level.occupancy.as_ref().map(|o| o.streaming_json()),
             send_lateness: level.lateness.as_ref().map(|l| l.to_json()),
+            probe: level.probes.as_ref().map(probe_section),
             turns: (!level.turns.is_empty())
                 .then(|| level.turns.iter().map(TurnStats::to_json).collect()),
             prefix_cache_hit_rate: level.cache_hit_rate.map(round4),
@@ -247,5 +248,26 @@ pub(crate) fn level_file_name(base: &str, nth: u32) -> String {
         format!("{base}.json")
     } else {
         format!("{base}-r{nth}.json")
+    }
+}
+
+/// The level file's `probe` key, rounded as every saved figure is.
+fn probe_section(p: &crate::stats::probes::ProbeStats) -> crate::report::schema::ProbeSection {
+    use crate::report::schema::{ProbeLatency, ProbeSection};
+    let ms = |x: f64| x.is_finite().then(|| round3(x));
+    ProbeSection {
+        count: Some(p.count),
+        failed: Some(p.failed),
+        send_lateness_p99_ms: p.lateness_p99_ms.and_then(ms),
+        ttft: p.ttft.map(|t| ProbeLatency {
+            p50: ms(t.p50),
+            p99: ms(t.p99),
+            mean: ms(t.mean),
+        }),
+        e2el: p.e2el.map(|t| ProbeLatency {
+            p50: ms(t.p50),
+            p99: ms(t.p99),
+            mean: None,
+        }),
     }
 }

@@ -51,6 +51,11 @@ pub struct Recorder {
     dir: PathBuf,
     tally: Tally,
     jsonl: BufWriter<File>,
+    /// `probes.jsonl`, the probe requests' lines (`--probe-rate`), opened
+    /// with the first probe: a run without probes has no such file.
+    probes_jsonl: Option<BufWriter<File>>,
+    /// Continuing a run (`--resume`): its files are appended to.
+    append: bool,
     last_flush: Instant,
     name_uses: HashMap<String, u32>,
     meter: ClientMeter,
@@ -82,10 +87,13 @@ impl Recorder {
             .truncate(prior.is_none())
             .open(&jsonl_path)
             .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
+        let append = prior.is_some();
         let recorder = Recorder {
             dir: dir.to_path_buf(),
             tally: Tally::new(run, prior),
             jsonl: BufWriter::new(file),
+            probes_jsonl: None,
+            append,
             last_flush: Instant::now(),
             name_uses: HashMap::new(),
             meter,
@@ -116,6 +124,7 @@ impl Recorder {
     pub(crate) fn on_event(&mut self, event: &DriverEvent) -> Result<Option<&FinishedLevel>> {
         match event {
             DriverEvent::Record(record) => self.write_request_line(record)?,
+            DriverEvent::Probe(record) => self.write_probe_line(record)?,
             DriverEvent::LevelFinished { index, partial } => {
                 return self.finish_level(*index, *partial).map(Some);
             }
@@ -170,12 +179,50 @@ impl Recorder {
 
     pub(crate) fn flush_requests(&mut self) -> Result<()> {
         self.last_flush = Instant::now();
+        if let Some(probes) = &mut self.probes_jsonl {
+            probes.flush().wrap_err_with(|| {
+                format!("cannot write {}", self.dir.join("probes.jsonl").display())
+            })?;
+        }
         self.jsonl
             .flush()
             .wrap_err_with(|| format!("cannot write {}", self.dir.join("requests.jsonl").display()))
     }
 
     fn write_request_line(&mut self, r: &RequestRecord) -> Result<()> {
+        let line = self.request_line(r);
+        serde_json::to_writer(&mut self.jsonl, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.jsonl.write_all(b"\n"))
+            .wrap_err_with(|| format!("cannot write {}", self.dir.join("requests.jsonl").display()))
+    }
+
+    /// A probe request's line, in `probes.jsonl` (never `requests.jsonl`,
+    /// whose lines are the levels' own requests): the same keys, its id the
+    /// probe's number (`tokbench-probe-...-<id>` on the wire).
+    fn write_probe_line(&mut self, r: &RequestRecord) -> Result<()> {
+        let path = self.dir.join("probes.jsonl");
+        let line = self.request_line(r);
+        let writer = match &mut self.probes_jsonl {
+            Some(writer) => writer,
+            None => {
+                let file = fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .append(self.append)
+                    .truncate(!self.append)
+                    .open(&path)
+                    .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+                self.probes_jsonl.insert(BufWriter::new(file))
+            }
+        };
+        serde_json::to_writer(&mut *writer, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writer.write_all(b"\n"))
+            .wrap_err_with(|| format!("cannot write {}", path.display()))
+    }
+
+    fn request_line(&self, r: &RequestRecord) -> RequestLine {
         let ms = |d: Option<Duration>| d.map(|d| round3(d.as_secs_f64() * 1000.0));
         let concurrency = self.tally.open_concurrency(r.level);
         let error = match r.outcome {
@@ -183,7 +230,7 @@ impl Recorder {
             Outcome::Failed(class) => Some(class.key()),
             Outcome::Cancelled => Some("cancelled".into()),
         };
-        let line = RequestLine {
+        RequestLine {
             id: Some(r.id),
             level: Some((r.level + self.tally.level_offset()) as u64),
             concurrency,
@@ -229,11 +276,7 @@ impl Recorder {
             // `--save-prompts` only: prompt text never reaches a file otherwise.
             prompt: r.prompt.clone(),
             other: Map::new(),
-        };
-        serde_json::to_writer(&mut self.jsonl, &line)
-            .map_err(std::io::Error::from)
-            .and_then(|()| self.jsonl.write_all(b"\n"))
-            .wrap_err_with(|| format!("cannot write {}", self.dir.join("requests.jsonl").display()))
+        }
     }
 
     fn finish_level(&mut self, index: usize, partial: bool) -> Result<&FinishedLevel> {

@@ -14,6 +14,7 @@ use crate::record::RequestRecord;
 use crate::stats::gauges::GaugeSummary;
 use crate::stats::lateness::Lateness;
 use crate::stats::occupancy::{Occupancy, Timeline};
+use crate::stats::probes::{ProbeStats, ProbeTally};
 use crate::stats::rate_series::RateSeries;
 use crate::stats::steady::{Steadiness, SteadyEstimator};
 use crate::stats::summary::LevelStats;
@@ -74,6 +75,8 @@ pub(crate) struct FinishedLevel {
     pub throughput_rse: Option<f64>,
     /// Hand-set levels: whether they measured a steady state.
     pub steadiness: Option<Steadiness>,
+    /// `--probe-rate`: the level's probe requests, apart from its figures.
+    pub probes: Option<ProbeStats>,
 }
 
 impl FinishedLevel {
@@ -120,6 +123,8 @@ pub(super) struct OpenLevel {
     pub(super) timeline: Timeline,
     pub(super) transition: u32,
     pub(super) steady: SteadyEstimator,
+    /// Its probe requests, folded apart from its own records.
+    pub(super) probes: ProbeTally,
     pub(super) cpu_at_start: Duration,
     /// The meter's monotonic time at the level's start.
     pub(super) wall_at_start: Duration,

@@ -217,6 +217,12 @@ impl Tally {
                     }
                 }
             }
+            // Never the level's own figures, nor its queue counts.
+            DriverEvent::Probe(record) => {
+                if let Some(level) = self.open.get_mut(&record.level) {
+                    level.probes.add(record);
+                }
+            }
             DriverEvent::TargetChanged { at, target } => {
                 self.target_changes.push((at.as_secs_f64(), *target));
             }
@@ -280,6 +286,7 @@ impl Tally {
                 timeline: Timeline::starting_at(info.started_at),
                 transition: 0,
                 steady,
+                probes: Default::default(),
                 // Lag before the level is not the level's: this reading's
                 // lag samples are dropped.
                 cpu_at_start: client.cpu_time,
@@ -367,15 +374,20 @@ impl Tally {
                 lasted,
             )
         });
+        let probes = open.probes.stats();
         let server_account = match self.account_edges.remove(&index) {
             Some((Some(start), Some(end))) => {
+                // The server counted the level's probes too (every one is
+                // back before the edge is read): on the client's side.
+                let probe_tokens = probes.map_or((0, 0), |p| (p.input_tokens, p.output_tokens));
                 let client = ClientSide {
                     completed: stats.completed as u64,
                     // Requests the server may still have finished.
                     failed: (stats.failed + stats.cancelled) as u64 + u64::from(open.transition),
                     ttft_mean_ms: stats.ttft.as_ref().map(|d| d.mean),
-                    output_tokens: stats.total_output_tokens,
-                    input_tokens: stats.total_input_tokens,
+                    output_tokens: stats.total_output_tokens + probe_tokens.1,
+                    input_tokens: stats.total_input_tokens + probe_tokens.0,
+                    probes: probes.map_or(0, |p| p.count),
                 };
                 Some(account_json(&LevelAccount::between(&start, &end), &client))
             }
@@ -409,6 +421,7 @@ impl Tally {
             lateness,
             turns: open.turns.stats(),
             cache_hit_rate: open.cache.rate(),
+            probes,
         };
         Some(ClosedLevel {
             level,

@@ -172,6 +172,17 @@ impl App {
                 self.window.record_request(r);
                 self.latency_stale = true;
             }
+            // Apart from the level's figures: the probes' own line only.
+            DriverEvent::Probe(r) => match &mut self.probes {
+                Some((level, tally)) if *level == r.level => tally.add(r),
+                // A later level's first probe: the line follows it.
+                Some((level, _)) if *level > r.level => {}
+                _ => {
+                    let mut tally = crate::stats::probes::ProbeTally::default();
+                    tally.add(r);
+                    self.probes = Some((r.level, tally));
+                }
+            },
             DriverEvent::LevelFinished { index, partial } => {
                 if let Some(level) = self.shown.levels.get_mut(*index) {
                     level.state = LevelState::Finished { partial: *partial };

@@ -57,9 +57,13 @@ pub(super) fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
             .border_type(BorderType::Rounded)
             .border_style(p.border)
             .title(Line::from(padded(title)));
-        let caption = "p99 each second, last minute";
-        if usize::from(rect.width) >= caption.len() + 6 && rect.height >= 3 {
-            block = block.title_bottom(Line::styled(format!(" {caption} "), p.dim).right_aligned());
+        // Under the TTFT bars, where a run has them: what a new user
+        // waits for (the probe requests), beside the load's TTFT above.
+        let probe = (name == "TTFT ms").then(|| probe_caption(app)).flatten();
+        let caption = probe.as_deref().unwrap_or("p99 each second, last minute");
+        if rect.width as usize >= caption.chars().count() + 6 && rect.height >= 3 {
+            let style = if probe.is_some() { p.strong } else { p.dim };
+            block = block.title_bottom(Line::styled(format!(" {caption} "), style).right_aligned());
         }
         let inner = block.inner(rect);
         block.render(rect, buf);
@@ -71,6 +75,22 @@ pub(super) fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
         }
         .render(inner, buf);
     }
+}
+
+/// The probes' TTFT of the latest level that sent any:
+/// `probe p50 12.3 p99 40.1 (20)`.
+fn probe_caption(app: &App) -> Option<String> {
+    let (_, tally) = app.probes.as_ref()?;
+    let stats = tally.stats()?;
+    Some(match stats.ttft {
+        Some(t) => format!(
+            "probe p50 {} p99 {} ({})",
+            figure(Some(t.p50)),
+            figure(Some(t.p99)),
+            stats.count
+        ),
+        None => format!("probe: {} sent, {} failed", stats.count, stats.failed),
+    })
 }
 
 /// Narrower screens show the queue as a count on the status line only.
