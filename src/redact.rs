@@ -28,8 +28,10 @@ pub(crate) fn url_text(url: &reqwest::Url) -> String {
 /// text as [`typed_url`] does.
 pub(crate) fn url(raw: &str) -> String {
     match reqwest::Url::parse(raw.trim()) {
-        Ok(url) => url_text(&url),
-        Err(_) => typed_url(raw),
+        // Only a URL with a host has a user name and password to drop:
+        // `user:pass@host` without `//` parses as scheme `user`.
+        Ok(url) if url.has_host() => url_text(&url),
+        _ => typed_url(raw),
     }
 }
 
@@ -94,6 +96,7 @@ mod tests {
             url("http://u:p/w@h:99999/metrics"),
             "http://***@h:99999/metrics"
         );
+        assert_eq!(url("u:secret@h:9400/metrics"), "***@h:9400/metrics");
     }
 
     #[test]

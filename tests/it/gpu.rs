@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokbench::probe::gpu::{read_gpus, read_gpus_within, spawn_gpu_probe};
 
-use crate::support::{paced, read_json, scratch, stderr, text, tokbench, Sim};
+use crate::support::{paced, read_json, scratch, stderr, stdout, text, tokbench, Sim};
 
 /// The fake tool answers only the exact query; anything else exits 9.
 const FAKE: &str = r#"#!/bin/sh
@@ -410,5 +410,46 @@ fn a_wrong_gpu_metrics_url_is_one_line_and_the_run_goes_on() {
         let level = read_json(&dir.join("sweep-c1.json"));
         assert!(level["gpu"].is_null(), "{name}: {}", level["gpu"]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// `--print-config` names the exporter without its password, and a URL
+/// that is none is refused without echoing one.
+#[test]
+fn print_config_and_refusals_hold_no_exporter_password() {
+    let printed = tokbench([
+        "sweep",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--gpu-metrics",
+        "http://dcgm:s3cret@gpu-node:9400/metrics",
+        "--print-config",
+    ]);
+    assert!(printed.status.success(), "{}", text(&printed));
+    assert!(
+        stdout(&printed).contains("gpu-metrics = \"http://gpu-node:9400/metrics\""),
+        "{}",
+        text(&printed)
+    );
+    assert!(!text(&printed).contains("s3cret"), "{}", text(&printed));
+    for (bad, says) in [
+        (
+            "ftp://dcgm:s3cret@gpu-node/metrics",
+            "must start with http://",
+        ),
+        ("dcgm:s3cret@gpu-node:9400", "must start with http://"),
+        ("http://dcgm:s3/cret@gpu-node:99999/metrics", "is not a URL"),
+    ] {
+        let out = tokbench([
+            "sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--gpu-metrics",
+            bad,
+            "--print-config",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(stderr(&out).contains(says), "{}", text(&out));
+        assert!(!text(&out).contains("s3cret"), "{}", text(&out));
     }
 }
