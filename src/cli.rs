@@ -415,6 +415,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub no_probe: bool,
 
+    /// Read the GPUs from a DCGM exporter's Prometheus page (e.g. http://gpu-node:9400/metrics) every --probe-interval, instead of nvidia-smi on this host: utilization, memory, power, clocks, temperature, and energy from the GPUs' own counters. Credentials in the URL are sent, never shown or saved.
+    #[arg(long, value_name = "URL")]
+    pub gpu_metrics: Option<String>,
+
     /// Frames per second of the live view.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub fps: u32,

@@ -78,6 +78,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             let mut settings = settings_of("sweep", sub);
             let plan = SweepPlan::from_args(&args)?;
             settings.set("base-url", Some(Value::String(plan.display_target.clone())));
+            settings.set("gpu-metrics", gpu_metrics_setting(&plan));
             if args.print_config {
                 return print_config("sweep", &settings, args.seed);
             }
@@ -136,7 +137,8 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             if args.print_config {
                 // Checked like a run would be, against a stand-in address.
                 args.base_url = Some("http://127.0.0.1:9".into());
-                SweepPlan::from_args(&args)?;
+                let plan = SweepPlan::from_args(&args)?;
+                settings.set("gpu-metrics", gpu_metrics_setting(&plan));
                 return print_config("demo", &settings, args.seed);
             }
             // Fewer batch slots than the top level's streams, so the sweep
@@ -148,6 +150,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             let sim = sim::spawn(SocketAddr::from(([127, 0, 0, 1], 0)), config).await?;
             args.base_url = Some(format!("http://{}", sim.addr));
             let mut plan = SweepPlan::from_args(&args)?;
+            settings.set("gpu-metrics", gpu_metrics_setting(&plan));
             // The live view shows a SIMULATED SERVER badge.
             plan.simulated = true;
             tokbench::say!(
@@ -161,6 +164,14 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             code
         }
     }
+}
+
+/// `--gpu-metrics` as saved and printed: the URL without its credentials
+/// (what the flag's raw value would otherwise write).
+fn gpu_metrics_setting(plan: &SweepPlan) -> Option<Value> {
+    plan.gpu_metrics
+        .as_ref()
+        .map(|g| Value::String(g.shown.clone()))
 }
 
 /// The sweep settings of `sub` (the `sweep` or `demo` matches).

@@ -23,6 +23,18 @@ pub(crate) fn url_text(url: &reqwest::Url) -> String {
     url.into()
 }
 
+/// A URL the user gave (`--gpu-metrics`), as shown and saved: parsed and
+/// without its user name and password; one that does not parse, starred by
+/// text as [`typed_url`] does.
+pub(crate) fn url(raw: &str) -> String {
+    match reqwest::Url::parse(raw.trim()) {
+        // Only a URL with a host has a user name and password to drop:
+        // `user:pass@host` without `//` parses as scheme `user`.
+        Ok(url) if url.has_host() => url_text(&url),
+        _ => typed_url(raw),
+    }
+}
+
 /// `raw` as the user typed it, with everything between the scheme and its
 /// last `@` replaced by `***`: by text, for input refused because it does
 /// not parse. A password may hold `/`, `?` or `#` unencoded (a base64
@@ -72,6 +84,19 @@ mod tests {
         assert_eq!(base_url("http://user:secret@h:8000"), "http://h:8000");
         assert_eq!(base_url("https://h/"), "https://h");
         assert_eq!(base_url("not a url"), "<invalid url>");
+    }
+
+    #[test]
+    fn a_given_url_loses_its_credentials_parsed_or_not() {
+        assert_eq!(
+            url("http://u:secret@gpu-node:9400/metrics"),
+            "http://gpu-node:9400/metrics"
+        );
+        assert_eq!(
+            url("http://u:p/w@h:99999/metrics"),
+            "http://***@h:99999/metrics"
+        );
+        assert_eq!(url("u:secret@h:9400/metrics"), "***@h:9400/metrics");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! GPU gauges when tokbench runs on the GPU host: `nvidia-smi` once a
 //! probe interval, aggregated over the GPUs into the same named gauges the
 //! server probe sends (`gpu_power_w`, `gpu_util_pct`, ...), so the recorder's
-//! per-level min/mean/max covers them too.
+//! per-level min/mean/max covers them too. A DCGM exporter's page
+//! (`--gpu-metrics`, `probe::dcgm`) becomes the same [`GpuReading`]s and
+//! goes through the same [`gpu_gauges`].
 //!
 //! No `nvidia-smi` (or one that fails on the first call) means no GPU gauges,
 //! silently: the probe task ends without sending anything.
@@ -38,8 +40,8 @@ const MAX_MISSES_IN_A_ROW: u32 = 10;
 /// Field count of one answer line.
 const FIELDS: usize = 7;
 
-/// One GPU's line. A field the driver does not report (`[N/A]`,
-/// `[Not Supported]`, blank) is None.
+/// One GPU's reading. A field the driver does not report (`[N/A]`,
+/// `[Not Supported]`, blank, DCGM's blank values) is None.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GpuReading {
     pub utilization_pct: Option<f64>,
@@ -49,7 +51,37 @@ pub struct GpuReading {
     pub sm_clock_mhz: Option<f64>,
     pub sm_clock_max_mhz: Option<f64>,
     pub temperature_c: Option<f64>,
+    /// The GPU's energy counter since the driver loaded, mJ (DCGM's
+    /// `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`; the nvidia-smi query asks none).
+    pub energy_mj: Option<f64>,
+    /// Why the clocks are held down now: NVML's clocks-event (once
+    /// "throttle") reasons bitmask ([`CLOCKS_POWER_CAP`], ...).
+    pub clock_event_reasons: Option<u64>,
 }
+
+/// NVML's clocks-event reason bits (`nvmlClocksEventReason*`, the same in
+/// DCGM's `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`): the ones that hold a busy
+/// GPU's clock down. Idle (0x1), application clocks (0x2), sync boost
+/// (0x10) and display clock (0x100) are settings or rest, not a limit hit.
+pub(crate) const CLOCKS_SW_POWER_CAP: u64 = 0x4;
+pub(crate) const CLOCKS_HW_SLOWDOWN: u64 = 0x8;
+pub(crate) const CLOCKS_SW_THERMAL: u64 = 0x20;
+pub(crate) const CLOCKS_HW_THERMAL: u64 = 0x40;
+pub(crate) const CLOCKS_HW_POWER_BRAKE: u64 = 0x80;
+
+/// The reasons in three gauges, each the count of GPUs with any of its
+/// bits set: the power limit, heat, and the hardware's own slowdown.
+const CLOCK_EVENT_GAUGES: [(&str, u64); 3] = [
+    (
+        crate::stats::gauges::CLOCKS_POWER_CAP,
+        CLOCKS_SW_POWER_CAP | CLOCKS_HW_POWER_BRAKE,
+    ),
+    (
+        crate::stats::gauges::CLOCKS_THERMAL,
+        CLOCKS_SW_THERMAL | CLOCKS_HW_THERMAL,
+    ),
+    (crate::stats::gauges::CLOCKS_HW_SLOWDOWN, CLOCKS_HW_SLOWDOWN),
+];
 
 /// One field: Ok(Some) a number, Ok(None) not reported, Err garbage.
 fn field(text: &str) -> Result<Option<f64>, ()> {
@@ -87,6 +119,8 @@ pub(crate) fn parse_nvidia_smi(text: &str) -> Vec<GpuReading> {
                 sm_clock_mhz,
                 sm_clock_max_mhz,
                 temperature_c,
+                energy_mj: None,
+                clock_event_reasons: None,
             })
         })
         .collect()
@@ -167,8 +201,11 @@ fn run_query(program: &str, timeout: Duration) -> Option<String> {
 /// Aggregate gauges of one query over the GPUs: `gpu_count`, `gpu_util_pct`
 /// (mean), `gpu_mem_used_mib` and `gpu_mem_total_mib` (sums), `gpu_power_w`
 /// (sum), `gpu_sm_clock_ratio` (least SM clock / max SM clock among the busy
-/// GPUs; absent when none is busy), `gpu_temp_c` (max). A gauge no GPU
-/// reports is left out.
+/// GPUs; absent when none is busy), `gpu_temp_c` (max), and where the
+/// GPUs say why their clocks are held down, `gpu_clocks_power_cap`,
+/// `gpu_clocks_thermal`, `gpu_clocks_hw_slowdown` (how many GPUs have that
+/// reason now). A gauge no GPU reports is left out. The energy counter is
+/// not a gauge of one reading: `probe::dcgm::EnergyMeter` follows it.
 pub(crate) fn gpu_gauges(readings: &[GpuReading], out: &mut BTreeMap<&'static str, f64>) {
     if readings.is_empty() {
         return;
@@ -202,6 +239,16 @@ pub(crate) fn gpu_gauges(readings: &[GpuReading], out: &mut BTreeMap<&'static st
             .reduce(f64::min),
     );
     put("gpu_temp_c", values(|r| r.temperature_c).reduce(f64::max));
+    let reasons: Vec<u64> = readings
+        .iter()
+        .filter_map(|r| r.clock_event_reasons)
+        .collect();
+    if !reasons.is_empty() {
+        for (name, bits) in CLOCK_EVENT_GAUGES {
+            let gpus = reasons.iter().filter(|r| *r & bits != 0).count();
+            put(name, Some(gpus as f64));
+        }
+    }
 }
 
 /// Query `program` every `interval` and send the aggregate gauges. When the
@@ -273,6 +320,8 @@ mod tests {
                 sm_clock_mhz: Some(1755.0),
                 sm_clock_max_mhz: Some(1980.0),
                 temperature_c: Some(71.0),
+                energy_mj: None,
+                clock_event_reasons: None,
             }
         );
         assert_eq!(r[1].power_w, Some(99.5));

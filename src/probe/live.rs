@@ -20,10 +20,10 @@ use crate::engine::{Engine, GaugeSource};
 pub(crate) use crate::stats::gauges::ServerSample;
 
 /// Most bytes read of one scrape: a metrics page is a few tens of KiB.
-const SCRAPE_LIMIT: usize = 4 << 20;
+pub(super) const SCRAPE_LIMIT: usize = 4 << 20;
 
 /// The shortest wait for one scrape, whatever the interval.
-const SCRAPE_TIMEOUT_FLOOR: Duration = Duration::from_secs(1);
+pub(super) const SCRAPE_TIMEOUT_FLOOR: Duration = Duration::from_secs(1);
 
 /// Start scraping. The task ends when the receiver is dropped. Nothing is
 /// sent when the target exposes none of its engine's endpoints; the caller
@@ -169,23 +169,72 @@ enum Miss {
     NoAnswer,
 }
 
+/// Why a GET brought no body, told apart for a line that names the cause
+/// (`--gpu-metrics`). Never reqwest's own words: they quote the URL, and a
+/// URL may hold credentials.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FetchError {
+    /// Nothing within the time limit.
+    Timeout,
+    /// The connection could not be made (refused, unreachable, no such host).
+    Connect,
+    /// The connection broke before the whole answer came.
+    Broken,
+    /// An answer, with this status (not 2xx).
+    Status(u16),
+    /// An answer longer than the limit.
+    TooLarge,
+}
+
+impl FetchError {
+    fn miss(self) -> Miss {
+        match self {
+            FetchError::Status(_) | FetchError::TooLarge => Miss::Refused,
+            FetchError::Timeout | FetchError::Connect | FetchError::Broken => Miss::NoAnswer,
+        }
+    }
+}
+
 async fn scrape(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
     limit: usize,
 ) -> Result<Vec<u8>, Miss> {
+    fetch_or_why(client, url, timeout, limit)
+        .await
+        .map_err(FetchError::miss)
+}
+
+/// GET `url`, at most `limit` bytes (refused from its `Content-Length`, or
+/// as soon as that many have arrived, so an endless body costs at most
+/// `limit` of memory), within `timeout` for the whole exchange; or why not.
+pub(super) async fn fetch_or_why(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, FetchError> {
     let exchange = async {
-        let mut response = client.get(url).send().await.map_err(|_| Miss::NoAnswer)?;
-        if !response.status().is_success()
-            || response.content_length().is_some_and(|n| n > limit as u64)
-        {
-            return Err(Miss::Refused);
+        let mut response = client.get(url).send().await.map_err(|e| {
+            if e.is_timeout() {
+                FetchError::Timeout
+            } else if e.is_connect() {
+                FetchError::Connect
+            } else {
+                FetchError::Broken
+            }
+        })?;
+        if !response.status().is_success() {
+            return Err(FetchError::Status(response.status().as_u16()));
+        }
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(FetchError::TooLarge);
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|_| Miss::NoAnswer)? {
+        while let Some(chunk) = response.chunk().await.map_err(|_| FetchError::Broken)? {
             if body.len() + chunk.len() > limit {
-                return Err(Miss::Refused);
+                return Err(FetchError::TooLarge);
             }
             body.extend_from_slice(&chunk);
         }
@@ -193,7 +242,7 @@ async fn scrape(
     };
     tokio::time::timeout(timeout, exchange)
         .await
-        .unwrap_or(Err(Miss::NoAnswer))
+        .unwrap_or(Err(FetchError::Timeout))
 }
 
 /// How one engine's gauges go into a sample, given the scrape before.

@@ -2,6 +2,7 @@
 
 pub(crate) mod account;
 pub mod client;
+pub(crate) mod dcgm;
 pub mod gauges;
 pub mod gpu;
 pub(crate) mod live;

@@ -70,6 +70,9 @@ pub struct SweepPlan {
     pub decision: DecisionConfig,
     /// Scrape the server's gauges this often; None: `--no-probe`.
     pub probe_interval: Option<Duration>,
+    /// `--gpu-metrics`: the DCGM exporter the GPU figures come from, instead
+    /// of nvidia-smi on this host.
+    pub gpu_metrics: Option<GpuMetrics>,
     /// Open loop: gamma shape of the request gaps.
     pub burstiness: f64,
     /// `--probe-rate`: probe requests beside the load.
@@ -97,6 +100,32 @@ pub struct SweepPlan {
     pub traffic: Traffic,
     /// `--duration`, `--shard`, `--start-at`, `--level-gap` (issue 13).
     pub timing: TimingPlan,
+}
+
+/// `--gpu-metrics URL`: a DCGM exporter's page.
+#[derive(Clone, Debug)]
+pub struct GpuMetrics {
+    /// As given: credentials in it are sent (HTTP basic auth).
+    pub url: String,
+    /// As shown and saved: without credentials.
+    pub shown: String,
+}
+
+impl GpuMetrics {
+    fn parse(raw: &str) -> Result<GpuMetrics> {
+        // A refused URL is echoed, its credentials not.
+        let shown = crate::redact::url(raw);
+        let url = reqwest::Url::parse(raw.trim()).map_err(|e| {
+            eyre!("--gpu-metrics {shown} is not a URL ({e}); write it like http://gpu-node:9400/metrics")
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            bail!("--gpu-metrics {shown} must start with http:// or https://");
+        }
+        Ok(GpuMetrics {
+            url: url.to_string(),
+            shown,
+        })
+    }
 }
 
 impl SweepPlan {
@@ -405,6 +434,13 @@ impl SweepPlan {
                 Some(Duration::from_secs_f64(args.probe_interval))
             } else {
                 bail!("--probe-interval must be between 0.05 and 3600 seconds (or use --no-probe)");
+            },
+            gpu_metrics: match args.gpu_metrics.as_deref() {
+                None => None,
+                Some(_) if args.no_probe => bail!(
+                    "--gpu-metrics is read by the probe, which --no-probe turns off: leave one out"
+                ),
+                Some(raw) => Some(GpuMetrics::parse(raw)?),
             },
             burstiness: args.burstiness,
             probes: probe_plan(args)?,

@@ -562,9 +562,44 @@ pub(crate) fn start_probe(
         interval,
         run_start,
     );
-    // GPU gauges when tokbench runs on the GPU host; silent without nvidia-smi.
-    let gpu = probe::gpu::spawn_gpu_probe(probe::gpu::DEFAULT_PROGRAM.into(), interval, run_start);
+    let gpu = match &prepared.plan.gpu_metrics {
+        // A DCGM exporter, wherever it runs; one line if it cannot be read.
+        Some(dcgm) => match dcgm_client(&prepared.plan) {
+            Ok(client) => probe::dcgm::spawn(
+                client,
+                dcgm.url.clone(),
+                dcgm.shown.clone(),
+                interval,
+                run_start,
+                |line| crate::say!("tokbench: {line}"),
+            ),
+            Err(e) => {
+                crate::say!(
+                    "tokbench: --gpu-metrics {}: {}; the run goes on without GPU figures",
+                    dcgm.shown,
+                    super::one_line(&e)
+                );
+                tokio::sync::mpsc::unbounded_channel().1
+            }
+        },
+        // GPU gauges when tokbench runs on the GPU host; silent without nvidia-smi.
+        None => {
+            probe::gpu::spawn_gpu_probe(probe::gpu::DEFAULT_PROGRAM.into(), interval, run_start)
+        }
+    };
     merge_samples(http, gpu)
+}
+
+/// The client that reads `--gpu-metrics`: the run's TLS trust (a private CA
+/// of the cluster), but never the target's client, which sends the API key
+/// with every request.
+fn dcgm_client(plan: &SweepPlan) -> Result<reqwest::Client> {
+    TlsTrust::of(plan)?
+        .apply(reqwest::Client::builder())
+        .no_proxy()
+        .connect_timeout(h1::CONNECT_TIMEOUT)
+        .build()
+        .wrap_err("cannot build the HTTP client")
 }
 
 /// The server's own account at each level's edge, where the probe runs and

@@ -728,7 +728,14 @@ fn write_tune_config(plan: &TunePlan, args: &TuneArgs, settings: &mut Settings) 
         (!env.is_empty()).then_some(toml::Value::Array(env)),
     );
     settings.set("result-dir", None);
-    let _ = args;
+    // The flag's raw value may hold credentials; saved without them.
+    settings.set(
+        "gpu-metrics",
+        args.sweep
+            .gpu_metrics
+            .as_deref()
+            .map(|raw| toml::Value::String(crate::redact::url(raw))),
+    );
     let text = settings.to_toml(&[
         &format!(
             "tokbench {}: the effective settings of the tune in this folder.",

@@ -71,8 +71,9 @@ fn request_lines(dir: &Path) -> Vec<Value> {
 /// Validate a result folder against assets/schema/: summary.json, each level
 /// file, each line of requests.jsonl. Also fails on a key the schema does not
 /// name (in `properties` or, for the latency keys, `patternProperties`), so
-/// the schema cannot fall behind the writer.
-fn validate(dir: &Path) {
+/// the schema cannot fall behind the writer. Other files' runs (a GPU
+/// block, tests/it/gpu.rs) are checked here too.
+pub fn validate(dir: &Path) {
     let script = r#"
 import json, re, sys, glob, os
 import jsonschema
@@ -99,7 +100,11 @@ for i, l in enumerate(s.get("levels", [])):
 files = sorted(glob.glob(os.path.join(run, "sweep-*.json")))
 assert files, "no level file"
 for f in files:
-    check(level, json.load(open(f)), os.path.basename(f))
+    obj = json.load(open(f))
+    check(level, obj, os.path.basename(f))
+    # The gpu block names its keys too (docs/server-figures.md, GPU).
+    if isinstance(obj.get("gpu"), dict):
+        unnamed(level["properties"]["gpu"], obj["gpu"], os.path.basename(f) + " gpu")
 lines = open(os.path.join(run, "requests.jsonl")).read().splitlines()
 assert lines, "no request line"
 for n, line in enumerate(lines, 1):

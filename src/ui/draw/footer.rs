@@ -179,6 +179,16 @@ pub(super) fn server_text(app: &App) -> Option<String> {
     if let Some(v) = g.get("gpu_power_w") {
         words.push(format!("{:.0} W", v));
     }
+    // The GPUs' own energy counters (a DCGM exporter), since the probe's
+    // first reading: what the run has cost so far.
+    if let Some(j) = g.get(crate::stats::gauges::ENERGY_J) {
+        let wh = j / 3600.0;
+        words.push(if wh < 1000.0 {
+            format!("{wh:.1} Wh so far")
+        } else {
+            format!("{:.2} kWh so far", wh / 1000.0)
+        });
+    }
     (!words.is_empty()).then(|| format!("server: {}", words.join(" ")))
 }
 

@@ -304,6 +304,15 @@ mod server_line_tests {
             server_text(app).as_deref(),
             Some("server: running 32 waiting 3 KV 71% GPU 85% 400 W")
         );
+        // A DCGM exporter's energy counters: 9000 J = 2.5 Wh.
+        app.on_server_sample(&crate::probe::live::ServerSample::of(&[(
+            crate::stats::gauges::ENERGY_J,
+            9000.0,
+        )]));
+        assert_eq!(
+            server_text(app).as_deref(),
+            Some("server: running 32 waiting 3 KV 71% GPU 85% 400 W 2.5 Wh so far")
+        );
         app.server_missing = true;
         assert_eq!(server_text(app).as_deref(), Some("no server metrics"));
     }
