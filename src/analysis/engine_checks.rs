@@ -181,12 +181,17 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
         .map_or(slots, f64::round);
     let seen = match (server_runs, in_use) {
         (Some(r), Some(s)) => format!(
-            " (the server's own gauges: {r:.0} running{}; the client saw ~{s:.0} streaming)",
+            " (the server's own gauges: {r:.0} running{}; the client saw ~{s:.0} {})",
             levels
                 .iter()
                 .filter_map(|l| l.slots_total)
                 .reduce(f64::max)
-                .map_or_else(String::new, |t| format!(" of {t:.0} slots"))
+                .map_or_else(String::new, |t| format!(" of {t:.0} slots")),
+            if prefill_known {
+                "streaming or in prefill"
+            } else {
+                "streaming"
+            }
         ),
         (Some(r), None) => format!(" (the server's own gauges: {r:.0} running)"),
         (None, Some(s)) if prefill_known => format!(
