@@ -63,17 +63,22 @@ pub(crate) fn parse_iso8601(s: &str) -> Option<SystemTime> {
     if h > 23 || mi > 59 || sec > 60 {
         return None;
     }
+    let secs = days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60 + sec;
+    u64::try_from(secs)
+        .ok()
+        .map(|secs| UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`); `m` in 1..=12.
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let mp = if m > 2 { m - 3 } else { m + 9 };
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
-    u64::try_from(secs)
-        .ok()
-        .map(|secs| UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -451,16 +451,28 @@ fn probe_config(prepared: &Prepared, authorization: Option<HeaderValue>) -> Opti
     });
     Some(ProbeConfig {
         plan: probes,
-        target: Arc::new(Target {
-            client,
-            h1,
-            wire: wire_of(plan.backend),
-            url: plan.endpoint_url.clone(),
-            authorization,
-            request_timeout: plan.request_timeout,
-            stall_timeout: plan.stall_timeout,
-        }),
+        target: Arc::new(target_of(plan, client, h1, authorization)),
     })
+}
+
+/// The plan's endpoint, wire and timeouts, through `client` or `h1`. The
+/// client already sends the key on every request; `authorization` is what
+/// error messages are cleaned of (a server may quote it).
+fn target_of(
+    plan: &SweepPlan,
+    client: reqwest::Client,
+    h1: Option<Arc<Connections>>,
+    authorization: Option<HeaderValue>,
+) -> Target {
+    Target {
+        client,
+        h1,
+        wire: wire_of(plan.backend),
+        url: plan.endpoint_url.clone(),
+        authorization,
+        request_timeout: plan.request_timeout,
+        stall_timeout: plan.stall_timeout,
+    }
 }
 
 /// Start the driver for a prepared run.
@@ -484,17 +496,7 @@ pub(crate) fn start_driver(
     let authorization = plan.authorization();
     let h1 = lean_connections(plan, authorization.as_ref()).map(Arc::new);
     let probes = probe_config(prepared, authorization.clone());
-    let target = Target {
-        client: prepared.client.clone(),
-        h1,
-        wire: wire_of(plan.backend),
-        url: plan.endpoint_url.clone(),
-        // The prepared client already sends the key on every request; here
-        // it is what error messages are cleaned of (a server may quote it).
-        authorization,
-        request_timeout: plan.request_timeout,
-        stall_timeout: plan.stall_timeout,
-    };
+    let target = target_of(plan, prepared.client.clone(), h1, authorization);
     driver::spawn(
         DriverConfig {
             plan: plan.levels.clone(),

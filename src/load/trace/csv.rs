@@ -111,64 +111,55 @@ fn tokens(v: &str, column: &str, n: usize, zero_ok: bool) -> Result<u32> {
 }
 
 pub(super) fn parse_burstgpt(text: &str, filters: &[(String, String)]) -> Result<Vec<ReplayEntry>> {
-    let rows = rows(text, &BURSTGPT)?;
-    let mut out = Vec::new();
-    for (n, row) in &rows.lines {
-        let n = *n;
-        if !rows.keep(row, filters, n)? {
-            continue;
-        }
-        let ts = rows.field(row, "Timestamp", n)?;
-        let t = ts
-            .parse::<f64>()
-            .ok()
-            .filter(|t| t.is_finite() && *t >= 0.0)
-            .ok_or_else(|| eyre!("line {n}: \"Timestamp\" must be seconds >= 0 (it is {ts:?})"))?;
-        let input = tokens(
-            rows.field(row, "Request tokens", n)?,
-            "Request tokens",
-            n,
-            false,
-        )?;
-        // A failed request logs 0 response tokens: it still asked for one.
-        let output = tokens(
-            rows.field(row, "Response tokens", n)?,
-            "Response tokens",
-            n,
-            true,
-        )?;
-        out.push(entry(t, input, output.max(1)));
-        if out.len() > super::MAX_ENTRIES {
-            bail!("the trace has more than {} entries", super::MAX_ENTRIES);
-        }
-    }
-    Ok(out)
+    parse_rows(
+        text,
+        &BURSTGPT,
+        filters,
+        ["Request tokens", "Response tokens"],
+        |ts, n| {
+            ts.parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| eyre!("line {n}: \"Timestamp\" must be seconds >= 0 (it is {ts:?})"))
+        },
+    )
 }
 
 pub(super) fn parse_azure(text: &str, filters: &[(String, String)]) -> Result<Vec<ReplayEntry>> {
-    let rows = rows(text, &AZURE)?;
+    parse_rows(
+        text,
+        &AZURE,
+        filters,
+        ["ContextTokens", "GeneratedTokens"],
+        |ts, n| {
+            utc_seconds(ts).ok_or_else(|| {
+            eyre!("line {n}: \"TIMESTAMP\" must be a date and time like 2023-11-16 18:15:46.6805900 (it is {ts:?})")
+        })
+        },
+    )
+}
+
+/// The entries of a CSV trace whose columns are `need` (the time first),
+/// with the prompt and output token columns `lengths`, its time read by
+/// `time`. A failed request may log 0 output tokens: it still asked for one.
+fn parse_rows(
+    text: &str,
+    need: &[&str],
+    filters: &[(String, String)],
+    lengths: [&str; 2],
+    time: impl Fn(&str, usize) -> Result<f64>,
+) -> Result<Vec<ReplayEntry>> {
+    let rows = rows(text, need)?;
     let mut out = Vec::new();
     for (n, row) in &rows.lines {
         let n = *n;
         if !rows.keep(row, filters, n)? {
             continue;
         }
-        let ts = rows.field(row, "TIMESTAMP", n)?;
-        let t = utc_seconds(ts).ok_or_else(|| {
-            eyre!("line {n}: \"TIMESTAMP\" must be a date and time like 2023-11-16 18:15:46.6805900 (it is {ts:?})")
-        })?;
-        let input = tokens(
-            rows.field(row, "ContextTokens", n)?,
-            "ContextTokens",
-            n,
-            false,
-        )?;
-        let output = tokens(
-            rows.field(row, "GeneratedTokens", n)?,
-            "GeneratedTokens",
-            n,
-            true,
-        )?;
+        let t = time(rows.field(row, need[0], n)?, n)?;
+        let [input_col, output_col] = lengths;
+        let input = tokens(rows.field(row, input_col, n)?, input_col, n, false)?;
+        let output = tokens(rows.field(row, output_col, n)?, output_col, n, true)?;
         out.push(entry(t, input, output.max(1)));
         if out.len() > super::MAX_ENTRIES {
             bail!("the trace has more than {} entries", super::MAX_ENTRIES);
@@ -211,17 +202,5 @@ pub(crate) fn utc_seconds(s: &str) -> Option<f64> {
     {
         return None;
     }
-    Some((days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60) as f64 + sec)
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    Some((crate::time::days_from_civil(y, m, day) * 86_400 + h * 3600 + mi * 60) as f64 + sec)
 }
