@@ -76,6 +76,30 @@ use crate::record::{FinishReason, ServerTimings};
 
 /// A request body's start, the same for OpenAI's and Ollama's APIs: the
 /// model, and the prompt as one user message (`chat`) or bare (`prompt`).
+/// Put `nested` (Ollama's `options`, TGI's `parameters`) into `body` under
+/// `key`, then `extra_body`'s keys at the top level: they replace or add,
+/// except `key` itself when both are objects, whose keys are merged into
+/// `nested` one by one. A `key` that is not an object replaces it whole.
+fn merge_extra_body(
+    body: &mut Map<String, Value>,
+    key: &str,
+    mut nested: Map<String, Value>,
+    extra_body: Option<&Map<String, Value>>,
+) {
+    if let Some(Value::Object(extra)) = extra_body.and_then(|e| e.get(key)) {
+        for (k, v) in extra {
+            nested.insert(k.clone(), v.clone());
+        }
+    }
+    body.insert(key.into(), Value::Object(nested));
+    for (k, v) in extra_body.into_iter().flatten() {
+        if k == key && v.is_object() {
+            continue; // merged above
+        }
+        body.insert(k.clone(), v.clone());
+    }
+}
+
 fn prompt_body(model: &str, prompt: &str, chat: bool) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model));

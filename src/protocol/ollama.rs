@@ -251,22 +251,7 @@ pub(crate) fn ollama_request_body(
     let mut options = Map::new();
     options.insert("num_predict".into(), Value::from(num_predict));
     options.insert("temperature".into(), Value::from(0.0));
-    if let Some(extra) = extra_body {
-        if let Some(Value::Object(extra_options)) = extra.get("options") {
-            for (k, v) in extra_options {
-                options.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    body.insert("options".into(), Value::Object(options));
-    if let Some(extra) = extra_body {
-        for (k, v) in extra {
-            if k == "options" && v.is_object() {
-                continue; // merged above
-            }
-            body.insert(k.clone(), v.clone());
-        }
-    }
+    super::merge_extra_body(&mut body, "options", options, extra_body);
     Value::Object(body).to_string().into_bytes()
 }
 

@@ -221,22 +221,9 @@ pub(crate) fn tgi_request_body(
     let mut parameters = Map::new();
     parameters.insert("max_new_tokens".into(), Value::from(max_new_tokens));
     parameters.insert("details".into(), Value::Bool(true));
-    if let Some(Value::Object(extra)) = extra_body.and_then(|e| e.get("parameters")) {
-        for (k, v) in extra {
-            parameters.insert(k.clone(), v.clone());
-        }
-    }
     let mut body = Map::new();
     body.insert("inputs".into(), Value::from(prompt));
-    body.insert("parameters".into(), Value::Object(parameters));
-    if let Some(extra) = extra_body {
-        for (k, v) in extra {
-            if k == "parameters" && v.is_object() {
-                continue; // merged above
-            }
-            body.insert(k.clone(), v.clone());
-        }
-    }
+    super::merge_extra_body(&mut body, "parameters", parameters, extra_body);
     Value::Object(body).to_string().into_bytes()
 }
 
