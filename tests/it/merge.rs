@@ -121,9 +121,13 @@ fn a_refusal_is_one_line_and_exit_2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_shards_merged_match_one_process_and_the_exact_union() {
     // Enough batch slots for every stream of both runs: no queue, so the
-    // sharded and the single run see the same server.
+    // sharded and the single run see the same server. A step long enough
+    // that five clients and the server together stay well under two cores:
+    // at 10 ms (6,400 frames a second) the box ran out of CPU under a
+    // loaded suite, and the single process, with more streams per core,
+    // fell 6% behind the shards for want of CPU, not for the merge.
     let cfg = SimConfig {
-        step_ms: 10.0,
+        step_ms: 40.0,
         step_ms_per_seq: 0.0,
         prefill_ms_per_1k: 0.0,
         max_num_seqs: 256,
