@@ -912,7 +912,7 @@ fn a_ramp_follows_its_rate_and_finds_where_the_server_breaks() {
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", log(&out));
-    let level = read_json(&results.join("sweep-replay.json"));
+    let level = read_json(&results.join("sweep-ramp.json"));
     assert_eq!(level["completed"], 66, "{level}");
     assert_eq!(level["trace"]["format"], "ramp");
     let seconds = level["rate_series"]["seconds"]

@@ -13,8 +13,10 @@ pub(super) fn file_base(level: &LevelFile) -> String {
         .series
         .and_then(|s| usize::try_from(s).ok())
         .unwrap_or(0);
+    let ramp = level.trace.as_ref().is_some_and(|t| t["format"] == "ramp");
     level_file_base(
         mode,
+        ramp,
         rate,
         level.max_concurrency.unwrap_or(0),
         series,

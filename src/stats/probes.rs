@@ -42,6 +42,8 @@ pub(crate) struct ProbeLatency {
     pub p50: f64,
     pub p99: f64,
     pub mean: f64,
+    /// Samples it is over.
+    pub count: u64,
 }
 
 /// A level's probes, summed up.
@@ -99,6 +101,7 @@ impl ProbeTally {
                 p50: s.percentile(50.0)?,
                 p99: s.percentile(99.0)?,
                 mean: s.mean()?,
+                count: s.len(),
             })
         };
         Some(ProbeStats {

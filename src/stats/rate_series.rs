@@ -92,6 +92,24 @@ impl RateSeries {
         }
     }
 
+    /// Seconds counted so far, from second 0.
+    pub(crate) fn seconds_counted(&self) -> usize {
+        self.seconds.len()
+    }
+
+    /// Requests that finished in second `k` (completed, failed): the
+    /// achieved rate of that second once it is over.
+    pub(crate) fn finished_in(&self, k: usize) -> (u32, u32) {
+        self.seconds
+            .get(k)
+            .map_or((0, 0), |s| (s.completed, s.failed))
+    }
+
+    /// Where second 0 begins on the run's clock.
+    pub(crate) fn from(&self) -> Duration {
+        self.from
+    }
+
     /// Each second's p99 TTFT (numpy's, as every saved percentile), None
     /// for a second without one.
     fn p99s(&self) -> Vec<Option<f64>> {

@@ -170,6 +170,10 @@ pub struct ClientSide {
     /// Failed or cancelled ones (the server may still have finished them).
     pub failed: u64,
     pub ttft_mean_ms: Option<f64>,
+    /// Requests `ttft_mean_ms` is over.
+    pub ttft_count: u64,
+    /// The probes' TTFT mean and count: the server's mean holds them too.
+    pub probe_ttft: Option<(f64, u64)>,
     /// Tokens of the level's requests, its probes' included.
     pub output_tokens: u64,
     pub input_tokens: u64,
@@ -191,6 +195,20 @@ fn probes_text(client: &ClientSide) -> String {
         0 => String::new(),
         n => format!(" and {n} probes"),
     }
+}
+
+/// The client's TTFT mean over what the server's covers: the level's
+/// requests and its probes, each weighted by its count.
+fn client_ttft_mean(client: &ClientSide) -> Option<f64> {
+    let load = client.ttft_mean_ms.map(|m| (m, client.ttft_count));
+    let (sum, n) = [load, client.probe_ttft]
+        .into_iter()
+        .flatten()
+        .filter(|(m, n)| m.is_finite() && *n > 0)
+        .fold((0.0, 0u64), |(sum, total), (m, n)| {
+            (sum + m * n as f64, total + n)
+        });
+    (n > 0).then(|| sum / n as f64)
 }
 
 /// The level's account as the level file's `server_account` object and
@@ -249,7 +267,13 @@ pub fn account_json(account: &LevelAccount, client: &ClientSide) -> Value {
 /// the engine, the request count check, the token count check.
 pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String> {
     let mut lines = Vec::new();
-    if let (Some(client_ttft), Some(server_ttft)) = (client.ttft_mean_ms, account.mean_ms("ttft")) {
+    if let (Some(client_ttft), Some(server_ttft)) =
+        (client_ttft_mean(client), account.mean_ms("ttft"))
+    {
+        let over = match client.probe_ttft {
+            Some((_, n)) if n > 0 => " (requests and probes)",
+            _ => "",
+        };
         let parts: Vec<String> = [("queue", "queue"), ("prefill", "prefill")]
             .iter()
             .filter_map(|(key, word)| Some(format!("{word} {}", ms_text(account.mean_ms(key)?))))
@@ -266,13 +290,13 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
         lines.push(if shared {
             // The server's mean covers the other client's requests too.
             format!(
-                "TTFT mean: client {} ms, server {} ms{split} over another client's requests too: no gap is read",
+                "TTFT mean: client {} ms{over}, server {} ms{split} over another client's requests too: no gap is read",
                 ms_text(client_ttft),
                 ms_text(server_ttft),
             )
         } else {
             format!(
-                "TTFT mean: client {} ms, server {} ms{split}: {} ms outside the engine",
+                "TTFT mean: client {} ms{over}, server {} ms{split}: {} ms outside the engine",
                 ms_text(client_ttft),
                 ms_text(server_ttft),
                 ms_text(client_ttft - server_ttft)
@@ -430,6 +454,8 @@ mod tests {
             completed: 10,
             failed: 0,
             ttft_mean_ms: Some(212.0),
+            ttft_count: 10,
+            probe_ttft: None,
             output_tokens: 640,
             input_tokens: 980,
             probes: 0,
@@ -457,6 +483,24 @@ mod tests {
         assert_eq!(
             account_lines(&account, &near)[0],
             "TTFT mean: client 198 ms, server 198 ms (queue 120, prefill 78): 0.4 ms outside the engine"
+        );
+        // 8 of the 10 were the level's (client mean 230 ms) and 2 its probes
+        // (mean 100 ms): the server's mean is over all 10, so the client's
+        // is too: (8 * 230 + 2 * 100) / 10 = 204 ms, 6 ms outside.
+        let probed = ClientSide {
+            completed: 8,
+            ttft_mean_ms: Some(230.0),
+            ttft_count: 8,
+            probe_ttft: Some((100.0, 2)),
+            probes: 2,
+            ..client
+        };
+        assert_eq!(
+            account_lines(&account, &probed)[..2],
+            [
+                "TTFT mean: client 204 ms (requests and probes), server 198 ms (queue 120, prefill 78): 6.0 ms outside the engine",
+                "requests: the server counted 10, this client 8 and 2 probes: no other traffic",
+            ]
         );
         // Another client's 4 requests during the level: said, and marked.
         let busy = snapshot(h(14.0, 2.5), h(14.0, 1.5), h(14.0, 1.0), 14.0);

@@ -32,7 +32,7 @@ mod run_view;
 
 pub(crate) use level::{Figures, LevelRow, LevelState};
 pub(crate) use panels::{CostView, Counters, Latency, SparkPoint, OWN_COLUMN};
-pub(crate) use run_view::{knob_text, one_line, RunView};
+pub(crate) use run_view::{knob_text, one_line, RampView, RunView};
 
 /// Seconds over which 503, 429 and timeout rates are averaged.
 const RATE_WINDOW_S: u64 = 5;
@@ -205,6 +205,8 @@ pub struct App {
     /// `--probe-rate`: the probe requests of the latest level that sent
     /// any, and that level.
     pub(crate) probes: Option<(usize, crate::stats::probes::ProbeTally)>,
+    /// `--ramp`: its level, and its requests second by second.
+    pub(crate) ramp_seconds: Option<(usize, crate::stats::rate_series::RateSeries)>,
     /// The server's own gauges from the last scrape (running, waiting,
     /// kv_cache_usage, deferred, slots_busy, gpu_share, ...).
     pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
@@ -285,6 +287,7 @@ impl App {
             client_cpu: None,
             rx_lag_ms: VecDeque::new(),
             probes: None,
+            ramp_seconds: None,
             server: None,
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),

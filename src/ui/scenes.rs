@@ -265,6 +265,7 @@ pub fn article_run(simulated: bool) -> RunView {
         started_at: None,
         profile: None,
         gpus: None,
+        ramp: None,
     }
 }
 

@@ -598,3 +598,59 @@ fn a_tune_says_where_it_is_and_overlays_the_settings_before() {
     let wide = screen_text(Screen::Tune, 160, 48);
     shows(&wide, &["● np=1", "■ np=2"]);
 }
+
+/// A ramp's chart: the offered rate as a line, each second that is over as
+/// its achieved rate, and the second where p99 TTFT first failed, at both
+/// sizes; the streams chart is not drawn for it.
+#[test]
+fn a_ramp_shows_offered_against_achieved_and_where_it_broke() {
+    use crate::load::driver::{DriverEvent, LevelInfo, Mode};
+    use crate::load::ramp::{Ramp, RampKind};
+    use crate::record::RequestRecord;
+    use std::time::Duration;
+    let mut run = super::scenes::article_run(true);
+    run.plan = vec![20];
+    run.ramp = Some(super::app::RampView {
+        ramp: Ramp::new(RampKind::Linear, 2.0, 20.0, 6.0).expect("ramp"),
+        slo_ttft_p99_ms: Some(50.0),
+    });
+    let mut app = App::new(run, super::theme::Palette::new(ColorMode::None));
+    app.on_driver_event(&DriverEvent::LevelStarted(LevelInfo::new(
+        0,
+        20,
+        Mode::Replay,
+        Duration::from_secs(1),
+    )));
+    // Seconds 0..3 of the ramp: 2, 5, 8, 11 requests, TTFT 20 ms, then 300
+    // ms in second 3 (over the 50 ms SLO), offered 2 + 18 * 3.5 / 6 = 12.5
+    // req/s in its middle.
+    let mut id = 0;
+    for (second, n, ttft) in [(0u64, 2u64, 20u64), (1, 5, 20), (2, 8, 20), (3, 11, 300)] {
+        for i in 0..n {
+            let start = 1000 + second * 1000 + i * 1000 / n;
+            let mut r = RequestRecord::empty(id, 0);
+            id += 1;
+            r.start = Duration::from_millis(start);
+            r.send_lag = Some(Duration::ZERO);
+            r.ttft = Some(Duration::from_millis(ttft));
+            r.end = Duration::from_millis(start + ttft.min(900));
+            r.output_tokens = 8;
+            app.on_driver_event(&DriverEvent::Record(r));
+        }
+    }
+    app.elapsed = Duration::from_millis(5_500);
+    let wide = text(&render(&app, 160, 48));
+    shows(
+        &wide,
+        &[
+            "req/s",
+            "linear ramp",
+            "offered",
+            "achieved",
+            "broke s3 at 12.5 req/s (p99 TTFT 300 > 50 ms)",
+        ],
+    );
+    assert!(!wide.contains("vs streams"), "{wide}");
+    let small = text(&render(&app, 80, 24));
+    shows(&small, &["req/s", "broke s3"]);
+}

@@ -202,6 +202,7 @@ pub(crate) fn bare_run(target: &str, result_dir: &Path) -> RunView {
         started_at: None,
         profile: None,
         gpus: None,
+        ramp: None,
     }
 }
 
@@ -331,6 +332,8 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
                 None => shape,
             }),
         gpus: run.run.gpus,
+        // A saved ramp's seconds are in its level file and report.
+        ramp: None,
     }
     .sanitized();
 

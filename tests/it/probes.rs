@@ -146,6 +146,19 @@ fn probes_feel_the_servers_queue_and_leave_the_levels_alone() {
             Some((16 + count) as f64),
             "c{c}: the server finished the load's and the probes': {account}"
         );
+        // The server's TTFT mean holds the probes; the client's beside it
+        // is over the same requests, and on one clock no shorter.
+        let ttft_line = account["lines"][0].as_str().unwrap_or_default();
+        let gap: f64 = ttft_line
+            .strip_suffix(" ms outside the engine")
+            .and_then(|l| l.rsplit(": ").next())
+            .and_then(|g| g.parse().ok())
+            .unwrap_or_else(|| panic!("c{c}: no gap read: {ttft_line}"));
+        assert!(
+            ttft_line.contains("(requests and probes)") && gap >= 0.0,
+            "c{c}: {ttft_line}"
+        );
+        eprintln!("c{c}: {ttft_line}");
         let said = account["lines"].to_string();
         assert!(
             said.contains(&format!(
@@ -207,4 +220,77 @@ fn bad_probe_settings_are_one_line_errors() {
         assert!(err.contains(says), "{flags:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{flags:?}: one line: {err}");
     }
+}
+
+/// Under open loop with its cap full (`--request-rate` well past what two
+/// streams finish, `--max-concurrency 2`), the load's requests wait in the
+/// client for a free stream; the probes do not wait with them: they go out
+/// on schedule, far inside the time a load request holds its stream by the
+/// log, and are counted in none of the level's figures.
+#[test]
+fn probes_are_not_held_by_a_full_open_loop_cap() {
+    let log = EmissionLog::in_memory();
+    let sim = Sim::with(SimConfig {
+        emission_log: Some(log.clone()),
+        ..paced(STEP_MS, 0.0)
+    });
+    let dir = scratch("probes", "open-loop");
+    let (url, d) = (sim.url(), dir.display().to_string());
+    let out = tokbench([
+        "sweep",
+        "--base-url",
+        &url,
+        "--request-rate",
+        "40",
+        "--max-concurrency",
+        "2",
+        "--num-prompts",
+        "24",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "32",
+        "--probe-rate",
+        "20",
+        "--warmup",
+        "0",
+        "--seed",
+        "5",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let streams = log.take();
+    let load_hold_ms = streams
+        .iter()
+        .filter(|s| record_id_of_request_id(&s.request).is_some())
+        .filter_map(|s| Some((s.t_ns.last()? - s.arrived_ns) as f64 / 1e6))
+        .fold(f64::INFINITY, f64::min);
+    assert!(load_hold_ms >= 16.0 * STEP_MS, "shortest {load_hold_ms} ms");
+    let level = read_json(&dir.join("sweep-rate40.json"));
+    assert_eq!(level["completed"], 24, "{level}");
+    // The cap was full: the load's requests went out late by the client's
+    // own account, by more than a load request's time at the p99.
+    let load_lateness = level["send_lateness"]["p99_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("send lateness: {level}"));
+    assert!(
+        load_lateness > load_hold_ms,
+        "the cap was not full: load lateness p99 {load_lateness} ms: {level}"
+    );
+    let probe = &level["probe"];
+    let count = probe["count"].as_u64().expect("probe count");
+    assert!(count >= 5, "{probe}");
+    let lateness = probe["send_lateness_p99_ms"].as_f64().expect("lateness");
+    eprintln!(
+        "open loop, cap full: load send lateness p99 {load_lateness} ms, probes' {lateness} ms ({count} probes; a load request holds {load_hold_ms:.1} ms)"
+    );
+    assert!(
+        lateness < load_hold_ms / 4.0,
+        "probes held with the load: {probe}"
+    );
+    let probes = lines(&dir.join("probes.jsonl"));
+    assert_eq!(probes.len() as u64, count);
+    assert_eq!(lines(&dir.join("requests.jsonl")).len(), 24);
 }

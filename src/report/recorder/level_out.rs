@@ -204,18 +204,21 @@ impl Recorder {
 }
 
 /// `sweep-c{C}[-s{S}][-manual][-partial]` (open loop: `sweep-rate{R}`, a
-/// replay `sweep-replay`): a level file's name before its round suffix. The
+/// replay `sweep-replay`, a ramp `sweep-ramp`): a level file's name before
+/// its round suffix. The
 /// recorder names a level by its `LevelInfo`, the merge a merged level by
 /// its file; both through here, so a merged folder names its files as a
 /// shard does.
 pub(crate) fn level_file_base(
     mode: Mode,
+    ramp: bool,
     rate: Option<f64>,
     concurrency: u32,
     series: usize,
     partial: bool,
 ) -> String {
     let mut name = match (mode, rate) {
+        (Mode::Replay, _) if ramp => "sweep-ramp".to_string(),
         (Mode::Replay, _) => "sweep-replay".to_string(),
         (Mode::Rate | Mode::Manual, Some(rate)) => format!("sweep-rate{}", rate_label(rate)),
         _ => format!("sweep-c{concurrency}"),

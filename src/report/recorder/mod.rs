@@ -319,6 +319,7 @@ impl Recorder {
         let info = &level.info;
         let base = level_file_base(
             info.mode,
+            self.run().ramp.is_some(),
             info.rate,
             info.concurrency,
             info.series,
@@ -381,17 +382,20 @@ mod tests {
             (48, Mode::Search, None, false, 1, "sweep-c48.json"),
         ];
         for (streams, mode, rate, partial, nth, name) in cases {
-            let base = level_file_base(mode, rate, streams, 0, partial);
+            let base = level_file_base(mode, false, rate, streams, 0, partial);
             assert_eq!(level_file_name(&base, nth), name);
         }
         // A later series says so; series 0 is the first and says nothing.
-        let base = level_file_base(Mode::Manual, Some(4.0), 8, 2, false);
+        let base = level_file_base(Mode::Manual, false, Some(4.0), 8, 2, false);
         assert_eq!(level_file_name(&base, 1), "sweep-rate4-s3-manual.json");
-        let base = level_file_base(Mode::Planned, None, 8, 1, true);
+        let base = level_file_base(Mode::Planned, false, None, 8, 1, true);
         assert_eq!(level_file_name(&base, 2), "sweep-c8-s2-partial-r2.json");
         // A merged level's series comes from a file: the largest saturates.
-        let base = level_file_base(Mode::Planned, None, 8, usize::MAX, false);
+        let base = level_file_base(Mode::Planned, false, None, 8, usize::MAX, false);
         assert_eq!(base, format!("sweep-c8-s{}", usize::MAX));
+        // A ramp is a replay of its own schedule, named for what it is.
+        let base = level_file_base(Mode::Replay, true, None, 64, 0, false);
+        assert_eq!(level_file_name(&base, 1), "sweep-ramp.json");
         assert_eq!(rate_label(f64::INFINITY), "inf");
         assert_eq!(rate_label(1.0 / 3.0), "0.333");
     }

@@ -385,6 +385,8 @@ impl Tally {
                     // Requests the server may still have finished.
                     failed: (stats.failed + stats.cancelled) as u64 + u64::from(open.transition),
                     ttft_mean_ms: stats.ttft.as_ref().map(|d| d.mean),
+                    ttft_count: stats.ttft.as_ref().map_or(0, |d| d.count as u64),
+                    probe_ttft: probes.and_then(|p| p.ttft).map(|t| (t.mean, t.count)),
                     output_tokens: stats.total_output_tokens + probe_tokens.1,
                     input_tokens: stats.total_input_tokens + probe_tokens.0,
                     probes: probes.map_or(0, |p| p.count),

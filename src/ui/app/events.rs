@@ -32,6 +32,12 @@ impl App {
                         level.state = LevelState::Draining;
                     }
                 }
+                if self.shown.run.ramp.is_some() && info.mode == Mode::Replay {
+                    self.ramp_seconds = Some((
+                        info.index,
+                        crate::stats::rate_series::RateSeries::starting_at(info.started_at),
+                    ));
+                }
                 let mut row = LevelRow::new(info.clone());
                 if info.mode != Mode::Manual {
                     row.steady.start(info.started_at);
@@ -114,6 +120,11 @@ impl App {
             DriverEvent::Record(r) => {
                 if let Some(level) = self.shown.levels.get_mut(r.level) {
                     level.add(r);
+                }
+                if let Some((level, seconds)) = &mut self.ramp_seconds {
+                    if *level == r.level && !r.transition {
+                        seconds.add(r);
+                    }
                 }
                 if let (true, Some(ttft)) = (r.is_ok(), r.ttft) {
                     // Every level still measuring shares the server with it.

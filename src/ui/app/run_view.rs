@@ -31,6 +31,15 @@ pub struct RunView {
     pub profile: Option<String>,
     /// `--gpus`: the frontier gives its throughput per GPU.
     pub gpus: Option<u32>,
+    /// `--ramp`: the chart shows its offered and achieved rate by second.
+    pub ramp: Option<RampView>,
+}
+
+/// A ramp on screen: its schedule, and the TTFT SLO its break is judged by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RampView {
+    pub ramp: crate::load::ramp::Ramp,
+    pub slo_ttft_p99_ms: Option<f64>,
 }
 
 /// `k=v` pairs of a JSON object, one space apart; `None` when empty.
@@ -66,6 +75,15 @@ impl RunView {
                 None => format!("profile {}", p.plan.traffic.profile),
             }),
             gpus: p.plan.decision.gpus,
+            ramp: p
+                .plan
+                .replay
+                .as_ref()
+                .and_then(|r| r.ramp)
+                .map(|ramp| RampView {
+                    ramp,
+                    slo_ttft_p99_ms: p.plan.decision.slo.ttft_p99_ms,
+                }),
         }
         .sanitized()
     }

@@ -118,6 +118,9 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
     if app.frontier {
         return frontier_panel(app, area, buf);
     }
+    if super::ramp::is_ramp(app) {
+        return super::ramp::ramp_panel(app, area, buf);
+    }
     let p = &app.palette;
     let points = chart_points(app);
     let room = area.width.saturating_sub(4);

@@ -18,6 +18,7 @@ mod footer;
 mod header;
 mod help;
 mod latency;
+mod ramp;
 mod table;
 mod verdict;
 
