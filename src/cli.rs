@@ -543,6 +543,10 @@ pub struct SweepArgs {
     #[arg(long)]
     pub insecure: bool,
 
+    /// Run even when the hard open-file limit is too low for the largest level (requests that find no descriptor are counted as client_fd_limit).
+    #[arg(long)]
+    pub force: bool,
+
     /// Also trust the CA certificates in this PEM file (a private CA), with every check kept.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,

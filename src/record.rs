@@ -139,6 +139,12 @@ pub enum ErrorClass {
     ConnectRefused,
     /// Could not connect for another reason (DNS, unreachable, TLS).
     Connect,
+    /// This process had no file descriptor left for the connection
+    /// (`EMFILE`, `ENFILE`): the client's open-file limit, not the server.
+    ClientFdLimit,
+    /// No local port left to connect from (`EADDRNOTAVAIL`): the client's
+    /// ephemeral port range, spent by connection churn.
+    ClientPortsExhausted,
     /// The connection closed or was reset before the stream ended.
     ConnectionClosed,
     /// The whole request took longer than `--request-timeout`.
@@ -161,6 +167,8 @@ impl ErrorClass {
             ErrorClass::Http(code) => format!("http_{code}"),
             ErrorClass::ConnectRefused => "connect_refused".into(),
             ErrorClass::Connect => "connect_error".into(),
+            ErrorClass::ClientFdLimit => "client_fd_limit".into(),
+            ErrorClass::ClientPortsExhausted => "client_ports_exhausted".into(),
             ErrorClass::ConnectionClosed => "connection_closed".into(),
             ErrorClass::Timeout => "timeout".into(),
             ErrorClass::Stalled => "stalled".into(),
@@ -169,6 +177,35 @@ impl ErrorClass {
             ErrorClass::Truncated => "truncated".into(),
             ErrorClass::ServerRestart => "restart".into(),
         }
+    }
+}
+
+/// The client's own limits in an I/O error: out of file descriptors
+/// (`EMFILE`, `ENFILE`) or of local ports (`EADDRNOTAVAIL`).
+pub fn client_limit_class(error: &std::io::Error) -> Option<ErrorClass> {
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    const EADDRNOTAVAIL: i32 = 99;
+    match error.raw_os_error() {
+        Some(EMFILE | ENFILE) => Some(ErrorClass::ClientFdLimit),
+        Some(EADDRNOTAVAIL) => Some(ErrorClass::ClientPortsExhausted),
+        _ if error.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            Some(ErrorClass::ClientPortsExhausted)
+        }
+        _ => None,
+    }
+}
+
+/// The line for a request that hit the client's own limit: what ran out,
+/// and where to raise it.
+pub fn client_limit_message(class: ErrorClass, detail: &str) -> String {
+    match class {
+        ErrorClass::ClientFdLimit => format!(
+            "this client has no file descriptor left for a connection ({detail}): raise the open-file limit (ulimit -n) or lower --concurrency"
+        ),
+        _ => format!(
+            "this client has no local port left to connect from ({detail}): widen net.ipv4.ip_local_port_range or keep connections alive"
+        ),
     }
 }
 

@@ -143,6 +143,7 @@ pub(crate) fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
         input_len_off_target(levels, input.input_target),
         short_outputs(levels, input.output_target),
         failures(levels),
+        client_limits(levels),
         single_level(levels),
         input.warmup_requests.and_then(no_warmup),
         input
@@ -249,6 +250,49 @@ pub(crate) fn failures(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
             classes.join(", ")
         ),
         evidence: json!({"failed": failed, "total": total, "by_class": by_class}),
+    })
+}
+
+/// Requests that failed for the client's own limits, not the server's:
+/// no file descriptor (`client_fd_limit`) or no local port
+/// (`client_ports_exhausted`), by level.
+pub(crate) fn client_limits(levels: &[LevelView<'_>]) -> Option<Diagnosis> {
+    let count =
+        |level: &LevelView<'_>, key: &str| level.stats.errors.get(key).copied().unwrap_or(0);
+    let mut said = Vec::new();
+    let mut evidence = serde_json::Map::new();
+    for (key, what, fix) in [
+        (
+            "client_fd_limit",
+            "had no file descriptor for a connection",
+            "the client's open-file limit, not the server: raise it (ulimit -n; the hard limit in /etc/security/limits.conf) or lower --concurrency",
+        ),
+        (
+            "client_ports_exhausted",
+            "had no local port to connect from",
+            "the client's ephemeral ports, spent by connection churn, not the server: widen net.ipv4.ip_local_port_range, keep connections alive, or spread the load over more client addresses",
+        ),
+    ] {
+        let by_level: Vec<(u32, usize)> = levels
+            .iter()
+            .map(|l| (l.concurrency, count(l, key)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if by_level.is_empty() {
+            continue;
+        }
+        let total: usize = by_level.iter().map(|(_, n)| n).sum();
+        let at: Vec<String> = by_level
+            .iter()
+            .map(|(c, n)| format!("{n} at {}", streams(*c)))
+            .collect();
+        said.push(format!("{total} requests {what} ({}): {fix}", at.join(", ")));
+        evidence.insert(key.into(), json!(total));
+    }
+    (!said.is_empty()).then(|| Diagnosis {
+        id: "client_limits",
+        message: said.join("; "),
+        evidence: Value::Object(evidence),
     })
 }
 

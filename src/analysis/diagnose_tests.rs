@@ -67,6 +67,37 @@ fn failures_sum_classes_over_levels() {
     assert_eq!(d.message, "3 of 20 requests failed (http_503 x3)");
 }
 
+/// 170 of 400 streams' requests found no descriptor and 3 at 100 streams
+/// found no local port: both the client's, named, by level; a 503 is not.
+#[test]
+fn client_limits_are_the_clients_and_say_where_to_raise_them() {
+    let mut a = stats_with(97, 10.0, 0);
+    a.errors.insert("client_ports_exhausted".into(), 3);
+    let mut b = stats_with(230, 10.0, 0);
+    b.errors.insert("client_fd_limit".into(), 170);
+    b.errors.insert("http_503".into(), 2);
+    let levels = [view(100, &a), view(400, &b)];
+    let d = client_limits(&levels).expect("fires");
+    assert_eq!(d.id, "client_limits");
+    starts(
+        &d,
+        "170 requests had no file descriptor for a connection (170 at 400 streams): the client's open-file limit, not the server",
+    );
+    assert!(
+        d.message.contains("; 3 requests had no local port to connect from (3 at 100 streams): the client's ephemeral ports")
+            && d.message.contains("net.ipv4.ip_local_port_range"),
+        "{}",
+        d.message
+    );
+    assert_eq!(
+        d.evidence,
+        json!({"client_fd_limit": 170, "client_ports_exhausted": 3})
+    );
+    let mut only_503 = stats_with(9, 10.0, 0);
+    only_503.errors.insert("http_503".into(), 1);
+    assert!(client_limits(&[view(4, &only_503)]).is_none());
+}
+
 #[test]
 fn short_outputs_fire_below_ninety_percent_of_requested() {
     // Mean 60 of 64 asked = 93.75%: a few short answers, but quiet.

@@ -340,10 +340,16 @@ impl Connections {
                 ))
             }
             Ok(Err(e)) => {
+                if let Some(class) = crate::record::client_limit_class(&e) {
+                    return Err(H1Error::new(
+                        class,
+                        crate::record::client_limit_message(class, &e.to_string()),
+                    ));
+                }
                 return Err(H1Error::new(
                     ErrorClass::Connect,
                     format!("cannot connect to {} ({e})", self.authority),
-                ))
+                ));
             }
             Err(_) => {
                 return Err(H1Error::new(

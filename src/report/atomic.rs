@@ -1,8 +1,71 @@
-//! Writes that a crash or a Ctrl-C can never leave half done.
+//! Writes that a crash or a Ctrl-C can never leave half done, and that
+//! a run out of file descriptors does not lose: a few descriptors are held
+//! in reserve from the run's start and given up for a result file's write
+//! when the load has taken every other one.
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Descriptors held for the result files: a level file or `summary.json`
+/// needs one while written, a report or `probes.jsonl` one more.
+const RESERVE: usize = 8;
+/// Tries of a write that found no descriptor, the reserve given up.
+const TRIES: u32 = 5;
+/// Between two tries: a stream that ends gives its socket back.
+const RETRY_AFTER: Duration = Duration::from_millis(20);
+
+static HELD: Mutex<Vec<fs::File>> = Mutex::new(Vec::new());
+
+/// Hold the reserve (up to [`RESERVE`] descriptors on `/dev/null`), from
+/// before the load starts. Best effort: a process already out of them
+/// holds what it can.
+pub(crate) fn hold_descriptor_reserve() {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    while held.len() < RESERVE {
+        match fs::File::open(null_device()) {
+            Ok(file) => held.push(file),
+            Err(_) => break,
+        }
+    }
+}
+
+fn null_device() -> &'static str {
+    if cfg!(windows) {
+        "NUL"
+    } else {
+        "/dev/null"
+    }
+}
+
+/// No descriptor left in this process or the system (`EMFILE`, `ENFILE`).
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(
+        crate::record::client_limit_class(e),
+        Some(crate::record::ErrorClass::ClientFdLimit)
+    )
+}
+
+/// Run `op` (which opens a file); where it finds no descriptor, give up
+/// the reserve and try again a few times, then hold the reserve again.
+pub(crate) fn with_descriptor_reserve<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let mut result = op();
+    let mut tries = 1;
+    while matches!(&result, Err(e) if out_of_descriptors(e)) && tries < TRIES {
+        HELD.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        if tries > 1 {
+            std::thread::sleep(RETRY_AFTER);
+        }
+        result = op();
+        tries += 1;
+    }
+    if tries > 1 {
+        hold_descriptor_reserve();
+    }
+    result
+}
 
 /// Write `bytes` to `path` through a temporary file in the same folder and a
 /// rename, so readers see the old file or the new one, never a torn one.
@@ -31,7 +94,8 @@ pub(crate) fn write_atomic_with(
         .unwrap_or("tokbench-output");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut file = io::BufWriter::new(fs::File::create(&tmp)?);
+        let file = with_descriptor_reserve(|| fs::File::create(&tmp))?;
+        let mut file = io::BufWriter::new(file);
         write(&mut file)?;
         let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
@@ -46,6 +110,38 @@ pub(crate) fn write_atomic_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An open that finds no descriptor twice is tried again with the
+    /// reserve given up, and succeeds; one that never finds one fails
+    /// after [`TRIES`], with the error it got.
+    #[test]
+    fn an_open_out_of_descriptors_is_tried_again() {
+        let emfile = || io::Error::from_raw_os_error(24);
+        let mut calls = 0;
+        let got = with_descriptor_reserve(|| {
+            calls += 1;
+            if calls <= 2 {
+                Err(emfile())
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(got.ok(), Some(3));
+        let mut calls = 0;
+        let got: io::Result<()> = with_descriptor_reserve(|| {
+            calls += 1;
+            Err(emfile())
+        });
+        assert_eq!(calls, TRIES);
+        assert_eq!(got.map_err(|e| e.raw_os_error()), Err(Some(24)));
+        // Another failure is not retried.
+        let mut calls = 0;
+        let _ = with_descriptor_reserve(|| -> io::Result<()> {
+            calls += 1;
+            Err(io::Error::from(io::ErrorKind::PermissionDenied))
+        });
+        assert_eq!(calls, 1);
+    }
 
     #[test]
     fn replaces_whole_file_and_leaves_no_temporary() {

@@ -5,6 +5,7 @@
 mod cache_reset;
 pub(crate) mod clock;
 mod headless;
+mod open_files;
 mod plan;
 mod prepare;
 mod start;

@@ -90,6 +90,8 @@ pub struct SweepPlan {
     pub tx_clock: crate::record::TxClock,
     /// `--insecure`: TLS certificates are not checked.
     pub insecure: bool,
+    /// `--force`: run even when the open-file limit is too low.
+    pub force: bool,
     /// `--cacert`: a PEM file of extra trusted CA certificates.
     pub cacert: Option<PathBuf>,
     /// `--resume DIR`: the run to continue.
@@ -451,6 +453,7 @@ impl SweepPlan {
             rx_clock: args.rx_clock.clock(),
             tx_clock: args.tx_clock.clock(),
             insecure: args.insecure,
+            force: args.force,
             cacert: args.cacert.clone(),
             resume: args.resume.clone(),
             turns: args.turns,
@@ -479,6 +482,33 @@ impl SweepPlan {
         } else {
             "sweep"
         }
+    }
+
+    /// The largest number of streams a level will surely hold open, and
+    /// the level in words: a closed-loop level's streams, the search's
+    /// largest, an open-loop level's cap where one was given (the default
+    /// cap is a ceiling, not a need).
+    pub(crate) fn streams_needed(&self) -> Option<(u32, String)> {
+        let open_loop = self.replay.is_some();
+        let levels = self.levels.iter().filter_map(|l| {
+            if open_loop || l.rate.is_some() {
+                (l.concurrency < crate::load::driver::MAX_CONCURRENCY).then(|| {
+                    (
+                        l.concurrency,
+                        format!("the cap of {} requests in flight", l.concurrency),
+                    )
+                })
+            } else {
+                Some((l.concurrency, format!("level {}", l.concurrency)))
+            }
+        });
+        let search = self.search.as_ref().map(|s| {
+            (
+                s.max_concurrency,
+                format!("the search's top of {} streams", s.max_concurrency),
+            )
+        });
+        levels.chain(search).max_by_key(|(n, _)| *n)
     }
 
     pub(crate) fn max_concurrency(&self) -> u32 {

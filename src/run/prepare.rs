@@ -86,12 +86,22 @@ pub(crate) async fn prepare_continuing(
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => default_result_dir(Path::new("results"), now),
     };
+    // Before anything is sent: a hard limit too low for the largest level
+    // refuses the run here.
+    let need = plan
+        .streams_needed()
+        .map(|(streams, what)| super::open_files::Need {
+            streams,
+            what,
+            probes: plan.probes.is_some(),
+            metrics: plan.metrics_listen.is_some(),
+        });
+    let open_files = super::open_files::check(need.as_ref(), plan.force)?;
+    if let Some(line) = &open_files {
+        crate::say!("tokbench: {line}");
+    }
     // A full disk or a read-only folder is found before anything is sent.
     probe_writable(&result_dir)?;
-    let open_files = raise_open_file_limit(plan.max_concurrency());
-    if let Some(warning) = &open_files {
-        crate::say!("tokbench: {warning}");
-    }
     let mut prepared = prepare_target(plan, engine_override, result_dir.clone(), now, given).await;
     if let Ok(prepared) = &mut prepared {
         prepared.warnings.extend(open_files);
@@ -123,45 +133,6 @@ pub(crate) fn probe_writable(dir: &Path) -> Result<()> {
             dir.display()
         )
     })
-}
-
-/// Lift the soft open-file limit to the hard one: every stream holds a
-/// socket. A warning when the streams asked for still cannot fit.
-pub(crate) fn raise_open_file_limit(streams: u32) -> Option<String> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit/setrlimit only read and write the struct given.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-                limit.rlim_cur = limit.rlim_max;
-            }
-        }
-        // Sockets plus room for files, the terminal and the probe.
-        let needed = u64::from(streams) + 64;
-        if limit.rlim_cur < needed {
-            return Some(format!(
-                "the open-file limit ({}) is too low for {streams} streams: requests may fail with 'too many open files'; raise it (ulimit -n {needed}, or the hard limit in /etc/security/limits.conf)",
-                limit.rlim_cur
-            ));
-        }
-        None
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = streams;
-        None
-    }
 }
 
 async fn prepare_target(

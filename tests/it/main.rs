@@ -12,6 +12,7 @@ mod deploy;
 mod e2e;
 mod fault_matrix;
 mod faults;
+mod fd_limits;
 mod fuzz_corpus;
 mod gpu;
 mod interop;

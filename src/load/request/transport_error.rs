@@ -18,6 +18,9 @@ pub(crate) fn classify_transport_error(error: &reqwest::Error) -> ErrorClass {
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             use std::io::ErrorKind::*;
+            if let Some(class) = crate::record::client_limit_class(io) {
+                return class;
+            }
             match io.kind() {
                 ConnectionRefused => return ErrorClass::ConnectRefused,
                 ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => {
@@ -58,6 +61,9 @@ pub(crate) fn transport_message(error: &reqwest::Error, class: ErrorClass) -> St
     match class {
         ErrorClass::ConnectRefused => say_once("connection refused", &innermost),
         ErrorClass::ConnectionClosed => format!("connection closed mid-request ({innermost})"),
+        ErrorClass::ClientFdLimit | ErrorClass::ClientPortsExhausted => {
+            crate::record::client_limit_message(class, &innermost)
+        }
         _ => innermost,
     }
 }

@@ -88,6 +88,9 @@ impl Recorder {
             .open(&jsonl_path)
             .wrap_err_with(|| format!("cannot write {}", jsonl_path.display()))?;
         let append = prior.is_some();
+        // Before the load: the descriptors its result files will need when
+        // the load has taken every other one.
+        super::atomic::hold_descriptor_reserve();
         let recorder = Recorder {
             dir: dir.to_path_buf(),
             tally: Tally::new(run, prior),
@@ -206,13 +209,15 @@ impl Recorder {
         let writer = match &mut self.probes_jsonl {
             Some(writer) => writer,
             None => {
-                let file = fs::OpenOptions::new()
-                    .create(true)
-                    .write(true)
-                    .append(self.append)
-                    .truncate(!self.append)
-                    .open(&path)
-                    .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+                let file = super::atomic::with_descriptor_reserve(|| {
+                    fs::OpenOptions::new()
+                        .create(true)
+                        .write(true)
+                        .append(self.append)
+                        .truncate(!self.append)
+                        .open(&path)
+                })
+                .wrap_err_with(|| format!("cannot write {}", path.display()))?;
                 self.probes_jsonl.insert(BufWriter::new(file))
             }
         };
