@@ -17,27 +17,87 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `tokbench sweep --help` ends with these; a test parses each.
+pub const EXAMPLES_SWEEP: &str = "Examples:
+  tokbench sweep --base-url http://127.0.0.1:8000 --concurrency 1,4,16,64
+  tokbench sweep --base-url http://127.0.0.1:11434 --backend ollama-generate --concurrency 1,2,4
+  tokbench sweep --base-url http://127.0.0.1:8000 --find-capacity --slo-ttft-p99-ms 500";
+
+/// `tokbench sim --help` ends with these; a test parses each.
+pub const EXAMPLES_SIM: &str = "Examples:
+  tokbench sim --port 8000
+  tokbench sim --port 8080 --engine llamacpp --max-num-seqs 4";
+
+/// `tokbench tune --help` ends with these; a test parses each.
+pub const EXAMPLES_TUNE: &str = "Examples:
+  tokbench tune --serve-cmd 'llama-server -m model.gguf --port {port} -np {np} --metrics' --grid np=1,2,4,8 --concurrency 1,4,16
+  tokbench tune --serve-cmd 'ollama serve' --serve-env 'OLLAMA_NUM_PARALLEL={np}' --grid np=1,2,4 --backend ollama-generate --concurrency 1,4";
+
+/// `tokbench demo --help` ends with these; a test parses each.
+pub const EXAMPLES_DEMO: &str = "Examples:
+  tokbench demo
+  tokbench demo --concurrency 1,8,32 --no-tui";
+
+/// `tokbench report --help` ends with these; a test parses each.
+pub const EXAMPLES_REPORT: &str = "Examples:
+  tokbench report results/20261201-100000
+  tokbench report results/20261201-100000 --format html -o report.html";
+
+/// `tokbench compare --help` ends with these; a test parses each.
+pub const EXAMPLES_COMPARE: &str = "Examples:
+  tokbench compare results/before results/after
+  tokbench compare results/np1 results/np2 results/np4 --force";
+
+/// `tokbench view --help` ends with these; a test parses each.
+pub const EXAMPLES_VIEW: &str = "Examples:
+  tokbench view results/20261201-100000
+  tokbench view results/h100-run --follow";
+
+/// `tokbench merge --help` ends with these; a test parses each.
+pub const EXAMPLES_MERGE: &str = "Examples:
+  tokbench merge results/run-a/shard-0 results/run-a/shard-1 -o results/run-a/merged";
+
+/// `tokbench completions --help` ends with these; a test parses each.
+pub const EXAMPLES_COMPLETIONS: &str = "Examples:
+  tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench
+  tokbench completions zsh > ~/.zfunc/_tokbench";
+
+/// `tokbench man --help` ends with these; a test parses each.
+pub const EXAMPLES_MAN: &str = "Examples:
+  tokbench man | man -l -
+  tokbench man sweep | man -l -";
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a concurrency sweep against a server.
+    #[command(after_help = EXAMPLES_SWEEP)]
     Sweep(Box<SweepArgs>),
     /// Start the built-in simulated server (vLLM-like) in the foreground.
+    #[command(after_help = EXAMPLES_SIM)]
     Sim(Box<SimArgs>),
     /// Tune a server setting: start the server at each --grid setting, sweep it, stop it, and say which setting to keep.
+    #[command(after_help = EXAMPLES_TUNE)]
     Tune(Box<TuneArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
+    #[command(after_help = EXAMPLES_DEMO)]
     Demo(Box<SweepArgs>),
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
+    #[command(after_help = EXAMPLES_REPORT)]
     Report(ReportArgs),
     /// Compare result folders (or summary.json files) side by side.
+    #[command(after_help = EXAMPLES_COMPARE)]
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
+    #[command(after_help = EXAMPLES_VIEW)]
     View(ViewArgs),
     /// Merge the shards of one run (sweep --shard I/N, one folder each) into one result folder.
+    #[command(after_help = EXAMPLES_MERGE)]
     Merge(MergeArgs),
     /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
+    #[command(after_help = EXAMPLES_COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Print the manual page (roff): `tokbench man | man -l -`, or `tokbench man sweep` for one subcommand's.
+    #[command(after_help = EXAMPLES_MAN)]
     Man(ManArgs),
 }
 
@@ -224,67 +284,118 @@ pub struct SweepArgs {
     pub print_config: bool,
 
     /// Server root, e.g. http://127.0.0.1:8000 (no /v1: the backend appends its path).
-    #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Target", long, value_name = "URL")]
     pub base_url: Option<String>,
 
     /// Model name; defaults to the first model the server lists.
-    #[arg(long)]
+    #[arg(help_heading = "Target", long)]
     pub model: Option<String>,
 
-    #[arg(long, value_enum, default_value = "openai-chat")]
+    #[arg(
+        help_heading = "Target",
+        long,
+        value_enum,
+        default_value = "openai-chat"
+    )]
     pub backend: Backend,
 
     /// The engine's name (vllm, sglang, llamacpp, ollama, tgi, ...), overriding detection.
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = "Target", long, value_name = "NAME")]
     pub engine: Option<String>,
 
     /// Request path overriding the backend's default (e.g. /v1/chat/completions).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Target", long, value_name = "PATH")]
     pub endpoint: Option<String>,
 
+    /// API key sent as `Authorization: Bearer` to the target only; never printed or saved.
+    #[arg(
+        help_heading = "Target",
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+
+    /// Seconds between scrapes of the server's own gauges (/metrics, /slots, /api/ps).
+    #[arg(help_heading = "Target", long, value_name = "S", default_value_t = 1.0)]
+    pub probe_interval: f64,
+
+    /// Do not scrape the server's gauges.
+    #[arg(help_heading = "Target", long)]
+    pub no_probe: bool,
+
+    /// Read the GPUs from a DCGM exporter's Prometheus page (e.g. http://gpu-node:9400/metrics) every --probe-interval, instead of nvidia-smi on this host: utilization, memory, power, clocks, temperature, and energy from the GPUs' own counters. Credentials in the URL are sent, never shown or saved.
+    #[arg(help_heading = "Target", long, value_name = "URL")]
+    pub gpu_metrics: Option<String>,
+
     /// Prompt length in server tokens (chat template included), calibrated on the server's own count [default: 1024, or the --profile's].
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Workload", long, value_name = "N")]
     pub random_input_len: Option<u32>,
 
     /// Output length in tokens (max_tokens; with ignore_eos the server generates exactly this many) [default: 1024, or the --profile's].
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Workload", long, value_name = "N")]
     pub random_output_len: Option<u32>,
 
     // Traffic shape (issue 7): length presets, length spread, prompt text.
     /// Length preset: balanced 1024/1024, prefill-heavy 4000/50, decode-heavy 200/2000, chat 512/256 (in/out); --random-input-len/--random-output-len override its values.
-    #[arg(long, value_enum, value_name = "NAME")]
+    #[arg(help_heading = "Workload", long, value_enum, value_name = "NAME")]
     pub profile: Option<crate::workload::Profile>,
 
     /// Draw each request's input and output length uniformly in [L(1-R), L(1+R)] (vLLM's meaning), 0 <= R < 1.
-    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    #[arg(
+        help_heading = "Workload",
+        long,
+        value_name = "R",
+        default_value_t = 0.0
+    )]
     pub random_range_ratio: f64,
 
     /// Prompt text: random common words, generated English prose, or passages of --corpus; each prompt still opens with a unique nonce.
-    #[arg(long, value_enum, value_name = "SOURCE", default_value = "random")]
+    #[arg(
+        help_heading = "Workload",
+        long,
+        value_enum,
+        value_name = "SOURCE",
+        default_value = "random"
+    )]
     pub prompt_source: crate::workload::PromptSource,
 
     /// A text file to cut prompts from (implies --prompt-source corpus).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Workload", long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
 
     /// Requests from a file: JSONL ({"prompt": ...} or {"messages": [...]}, optional "output_len") or ShareGPT JSON; each level sends each record once.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Workload", long, value_name = "FILE")]
     pub dataset: Option<PathBuf>,
 
     /// Save each request's prompt text in requests.jsonl (never saved otherwise).
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     pub save_prompts: bool,
 
     /// Put the same N-token text before every prompt (vLLM's random-prefix-len), to measure a prefix cache on purpose.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(help_heading = "Workload", long, value_name = "N", default_value_t = 0)]
     pub prefix_len: u32,
 
     /// Do not send ignore_eos: outputs may end early and then are not comparable.
-    #[arg(long)]
+    #[arg(help_heading = "Workload", long)]
     pub no_ignore_eos: bool,
+
+    /// Seed for prompts (random when absent; always recorded).
+    #[arg(help_heading = "Workload", long)]
+    pub seed: Option<u64>,
+
+    /// JSON object merged into every request body, e.g. '{"block_size":32,"threshold":0.95}'.
+    #[arg(help_heading = "Workload", long, value_name = "JSON")]
+    pub extra_body: Option<String>,
+
+    /// Multi-turn conversations of K turns: each turn re-sends the history plus a new user message (prefix caches on purpose).
+    #[arg(help_heading = "Workload", long, value_name = "K", default_value_t = 1)]
+    pub turns: u32,
 
     /// Concurrency levels of the sweep, in order.
     #[arg(
+        help_heading = "Levels",
         long,
         value_delimiter = ',',
         value_name = "LIST",
@@ -293,39 +404,195 @@ pub struct SweepArgs {
     pub concurrency: Vec<u32>,
 
     /// At most N requests in flight (vLLM's meaning): one closed-loop level of N, replacing --concurrency.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Levels", long, value_name = "N")]
     pub max_concurrency: Option<u32>,
 
     /// Requests per level (default: 10 x the level's concurrency).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Levels", long, value_name = "N")]
     pub num_prompts: Option<u32>,
 
     /// Each level sends for this long (30, 30s, 2m, 1.5m, 1h) after it starts, then waits for its requests in flight, which still count; instead of --num-prompts.
-    #[arg(long, value_name = "S")]
+    #[arg(help_heading = "Levels", long, value_name = "S")]
     pub duration: Option<String>,
 
-    /// This process is shard I of N, I counted from 0: each level's concurrency (or rate, or --num-prompts) is the run's total split across the N shards, the remainder to the lowest indexes. auto/N reads JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else RANK.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
-
-    /// Start level 1 at this wall-clock time (RFC 3339 like 2026-12-01T13:00:00Z, or Unix seconds), after the warmup; with --duration, level k (from 0) starts at TIME + k x (duration + --level-gap), so shards on several machines step together.
-    #[arg(long, value_name = "TIME")]
-    pub start_at: Option<String>,
-
     /// With --start-at and --duration: time between a level's end of dispatch and the next level's start, for its requests to come back (the next level starts on time even if they have not) [default: 5s].
-    #[arg(long, value_name = "S")]
+    #[arg(help_heading = "Levels", long, value_name = "S")]
     pub level_gap: Option<String>,
 
     /// Without --num-prompts, each level sends this many requests per stream of its concurrency.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(help_heading = "Levels", long, value_name = "N", default_value_t = 10)]
     pub prompts_per_stream: u32,
 
     /// Warmup requests sent first and discarded (default: the first level's concurrency).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Levels", long, value_name = "N")]
     pub warmup: Option<u32>,
+
+    /// Repeat every level this many times back to back; the spread between rounds is checked.
+    #[arg(help_heading = "Levels", long, value_name = "N", default_value_t = 1)]
+    pub rounds: u32,
+
+    /// A hand-set level is steady after this many completed requests per stream ...
+    #[arg(help_heading = "Levels", long, value_name = "K", default_value_t = 2)]
+    pub steady_completions: u32,
+
+    /// ... and once its per-second throughput's relative standard error is below this (0.05: ±5%).
+    #[arg(
+        help_heading = "Levels",
+        long,
+        value_name = "R",
+        default_value_t = 0.05
+    )]
+    pub steady_rse: f64,
+
+    /// Give up on a request after this many seconds in total.
+    #[arg(
+        help_heading = "Levels",
+        long,
+        value_name = "S",
+        default_value_t = 600.0
+    )]
+    pub request_timeout: f64,
+
+    /// Give up on a stream that sends nothing for this many seconds.
+    #[arg(
+        help_heading = "Levels",
+        long,
+        value_name = "S",
+        default_value_t = 60.0
+    )]
+    pub stall_timeout: f64,
+
+    /// Probe requests per second beside the load, evenly spaced, on their own connections: what a new user would wait for (reported apart, per level).
+    #[arg(help_heading = "Levels", long, value_name = "R")]
+    pub probe_rate: Option<f64>,
+
+    /// Prompt length of each probe request, in tokens.
+    #[arg(help_heading = "Levels", long, value_name = "N", default_value_t = 32)]
+    pub probe_input_len: u32,
+
+    /// Output tokens each probe request asks for.
+    #[arg(help_heading = "Levels", long, value_name = "N", default_value_t = 1)]
+    pub probe_output_len: u32,
+
+    /// Search for the capacity under the SLOs (double from 1, then bisect to 10%) instead of a fixed sweep.
+    #[arg(help_heading = "Levels", long)]
+    pub find_capacity: bool,
+
+    /// Continue the run saved in DIR from its last finished level, with the same flags.
+    #[arg(help_heading = "Levels", long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+
+    /// Open loop: requests per second (a list sweeps rates), Poisson by default; --max-concurrency caps requests in flight.
+    #[arg(
+        help_heading = "Open loop and replay",
+        long,
+        value_delimiter = ',',
+        value_name = "R"
+    )]
+    pub request_rate: Vec<f64>,
+
+    /// Open loop: gamma shape of the gaps between requests (vLLM's meaning): 1 Poisson, <1 burstier, >1 more even.
+    #[arg(
+        help_heading = "Open loop and replay",
+        long,
+        value_name = "SHAPE",
+        default_value_t = 1.0
+    )]
+    pub burstiness: f64,
+
+    /// Send a request log or a production trace on its own timeline: tokbench JSONL ({"t": s, "input_len": N, "output_len": M}), Mooncake or Bailian JSONL (hash_ids become shared prompt prefixes), BurstGPT or Azure CSV.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// Replay faster (2.0) or slower (0.5) than recorded.
+    #[arg(
+        help_heading = "Open loop and replay",
+        long,
+        value_name = "X",
+        default_value_t = 1.0
+    )]
+    pub replay_speed: f64,
+
+    /// The --replay file's shape, instead of telling it from its extension and first line.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "FORMAT", value_parser = ["tokbench", "mooncake", "bailian", "burstgpt", "azure"])]
+    pub trace_format: Option<String>,
+
+    /// Prompt tokens one hash id stands for (Mooncake 512, Bailian 16).
+    #[arg(help_heading = "Open loop and replay", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub trace_block_tokens: Option<u32>,
+
+    /// Replay only the CSV trace's rows whose COLUMN has VALUE (repeat for more), e.g. model=ChatGPT.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "COLUMN=VALUE", value_parser = parse_trace_filter)]
+    pub trace_filter: Vec<(String, String)>,
+
+    /// Replay only the trace's requests from START to END seconds of its own clock (END may be left out).
+    #[arg(help_heading = "Open loop and replay", long, value_name = "START..END", value_parser = parse_replay_window)]
+    pub replay_window: Option<(f64, f64)>,
+
+    /// Replay only the first N requests (after --replay-window).
+    #[arg(help_heading = "Open loop and replay", long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_max_requests: Option<u64>,
+
+    /// Refuse a trace with requests longer than the server's context, instead of clipping them.
+    #[arg(help_heading = "Open loop and replay", long)]
+    pub strict_lengths: bool,
+
+    /// Open loop: one level whose offered rate changes continuously from --ramp-from to --ramp-to over --ramp-duration, linearly or exponentially.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "KIND", value_parser = ["linear", "exponential"])]
+    pub ramp: Option<String>,
+
+    /// The ramp's first rate, requests per second.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "R")]
+    pub ramp_from: Option<f64>,
+
+    /// The ramp's last rate, requests per second.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "R")]
+    pub ramp_to: Option<f64>,
+
+    /// The ramp's length in seconds.
+    #[arg(help_heading = "Open loop and replay", long, value_name = "S")]
+    pub ramp_duration: Option<f64>,
+
+    /// Capacity SLO: p99 time to first token, ms.
+    #[arg(help_heading = "SLO and cost", long, value_name = "MS")]
+    pub slo_ttft_p99_ms: Option<f64>,
+
+    /// Capacity SLO: an answer's decode speed (1000 / median TPOT) at least this (reading speed).
+    #[arg(
+        help_heading = "SLO and cost",
+        long,
+        value_name = "TOK_S",
+        default_value_t = 20.0
+    )]
+    pub slo_min_stream_tok_s: f64,
+
+    /// Capacity SLO: p99 time per output token, ms.
+    #[arg(help_heading = "SLO and cost", long, value_name = "MS")]
+    pub slo_tpot_p99_ms: Option<f64>,
+
+    /// Goodput SLOs, vLLM's syntax: --goodput ttft:500 tpot:50 e2el:30000 (ms).
+    #[arg(help_heading = "SLO and cost", long, value_name = "METRIC:MS", num_args = 1..)]
+    pub goodput: Vec<String>,
+
+    /// GPU price per hour, for the cost of a million output tokens at capacity.
+    #[arg(help_heading = "SLO and cost", long, value_name = "USD")]
+    pub gpu_price_per_hour: Option<f64>,
+
+    /// GPUs serving the target: recorded with the run; its charts also give throughput per GPU.
+    #[arg(help_heading = "SLO and cost", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus: Option<u32>,
+
+    /// API price per million output tokens to compare against.
+    #[arg(help_heading = "SLO and cost", long, value_name = "USD")]
+    pub api_price_per_m: Option<f64>,
+
+    /// Share of hours the GPU is busy (0-1], for the effective cost.
+    #[arg(help_heading = "SLO and cost", long, value_name = "SHARE")]
+    pub utilization: Option<f64>,
 
     /// Percentiles saved for every latency metric (50 and 99 are always included).
     #[arg(
+        help_heading = "Output",
         long,
         alias = "metric-percentiles",
         value_delimiter = ',',
@@ -334,221 +601,78 @@ pub struct SweepArgs {
     )]
     pub percentiles: Vec<f64>,
 
-    /// Seed for prompts (random when absent; always recorded).
-    #[arg(long)]
-    pub seed: Option<u64>,
-
-    /// JSON object merged into every request body, e.g. '{"block_size":32,"threshold":0.95}'.
-    #[arg(long, value_name = "JSON")]
-    pub extra_body: Option<String>,
-
     /// Free-form label saved with the result (repeatable), e.g. --label gpu=h100.
-    #[arg(long = "label", value_name = "K=V")]
+    #[arg(help_heading = "Output", long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
 
-    /// API key sent as `Authorization: Bearer` to the target only; never printed or saved.
-    #[arg(
-        long,
-        env = "OPENAI_API_KEY",
-        hide_env_values = true,
-        value_name = "KEY"
-    )]
-    pub api_key: Option<String>,
-
     /// Folder for the result files (default: `results/<UTC timestamp>/`).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Output", long, value_name = "DIR")]
     pub result_dir: Option<PathBuf>,
 
-    /// Plain progress and tables instead of the live view (automatic when stdout is not a terminal).
-    #[arg(long)]
-    pub no_tui: bool,
-
     /// Serve live figures in the Prometheus text format at http://ADDR/metrics while the run runs, e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(help_heading = "Output", long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
 
     /// Write one JSON object per line for scripts (run_started, level_finished, ...) to FILE; `-` for stdout (the plain output then goes to stderr).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output", long, value_name = "FILE")]
     pub events: Option<String>,
 
-    /// Repeat every level this many times back to back; the spread between rounds is checked.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub rounds: u32,
-
-    /// Capacity SLO: p99 time to first token, ms.
-    #[arg(long, value_name = "MS")]
-    pub slo_ttft_p99_ms: Option<f64>,
-
-    /// Capacity SLO: an answer's decode speed (1000 / median TPOT) at least this (reading speed).
-    #[arg(long, value_name = "TOK_S", default_value_t = 20.0)]
-    pub slo_min_stream_tok_s: f64,
-
-    /// Capacity SLO: p99 time per output token, ms.
-    #[arg(long, value_name = "MS")]
-    pub slo_tpot_p99_ms: Option<f64>,
-
-    /// Goodput SLOs, vLLM's syntax: --goodput ttft:500 tpot:50 e2el:30000 (ms).
-    #[arg(long, value_name = "METRIC:MS", num_args = 1..)]
-    pub goodput: Vec<String>,
-
-    /// GPU price per hour, for the cost of a million output tokens at capacity.
-    #[arg(long, value_name = "USD")]
-    pub gpu_price_per_hour: Option<f64>,
-
-    /// GPUs serving the target: recorded with the run; its charts also give throughput per GPU.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub gpus: Option<u32>,
-
-    /// API price per million output tokens to compare against.
-    #[arg(long, value_name = "USD")]
-    pub api_price_per_m: Option<f64>,
-
-    /// Share of hours the GPU is busy (0-1], for the effective cost.
-    #[arg(long, value_name = "SHARE")]
-    pub utilization: Option<f64>,
-
-    /// Seconds between scrapes of the server's own gauges (/metrics, /slots, /api/ps).
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
-    pub probe_interval: f64,
-
-    /// Do not scrape the server's gauges.
-    #[arg(long)]
-    pub no_probe: bool,
-
-    /// Read the GPUs from a DCGM exporter's Prometheus page (e.g. http://gpu-node:9400/metrics) every --probe-interval, instead of nvidia-smi on this host: utilization, memory, power, clocks, temperature, and energy from the GPUs' own counters. Credentials in the URL are sent, never shown or saved.
-    #[arg(long, value_name = "URL")]
-    pub gpu_metrics: Option<String>,
+    /// Plain progress and tables instead of the live view (automatic when stdout is not a terminal).
+    #[arg(help_heading = "Live view", long)]
+    pub no_tui: bool,
 
     /// Frames per second of the live view.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(
+        help_heading = "Live view",
+        long,
+        value_name = "N",
+        default_value_t = 10
+    )]
     pub fps: u32,
 
     /// Live view: concurrency (or rate) keys pressed within this many seconds of each other make one change.
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    #[arg(
+        help_heading = "Live view",
+        long,
+        value_name = "S",
+        default_value_t = 1.0
+    )]
     pub settle_s: f64,
 
-    /// A hand-set level is steady after this many completed requests per stream ...
-    #[arg(long, value_name = "K", default_value_t = 2)]
-    pub steady_completions: u32,
+    /// This process is shard I of N, I counted from 0: each level's concurrency (or rate, or --num-prompts) is the run's total split across the N shards, the remainder to the lowest indexes. auto/N reads JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), else RANK.
+    #[arg(help_heading = "Shards", long, value_name = "I/N")]
+    pub shard: Option<String>,
 
-    /// ... and once its per-second throughput's relative standard error is below this (0.05: ±5%).
-    #[arg(long, value_name = "R", default_value_t = 0.05)]
-    pub steady_rse: f64,
-
-    /// Give up on a request after this many seconds in total.
-    #[arg(long, value_name = "S", default_value_t = 600.0)]
-    pub request_timeout: f64,
-
-    /// Give up on a stream that sends nothing for this many seconds.
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
-    pub stall_timeout: f64,
-
-    /// Open loop: requests per second (a list sweeps rates), Poisson by default; --max-concurrency caps requests in flight.
-    #[arg(long, value_delimiter = ',', value_name = "R")]
-    pub request_rate: Vec<f64>,
-
-    /// Open loop: gamma shape of the gaps between requests (vLLM's meaning): 1 Poisson, <1 burstier, >1 more even.
-    #[arg(long, value_name = "SHAPE", default_value_t = 1.0)]
-    pub burstiness: f64,
-
-    /// Probe requests per second beside the load, evenly spaced, on their own connections: what a new user would wait for (reported apart, per level).
-    #[arg(long, value_name = "R")]
-    pub probe_rate: Option<f64>,
-
-    /// Prompt length of each probe request, in tokens.
-    #[arg(long, value_name = "N", default_value_t = 32)]
-    pub probe_input_len: u32,
-
-    /// Output tokens each probe request asks for.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub probe_output_len: u32,
-
-    /// Send a request log or a production trace on its own timeline: tokbench JSONL ({"t": s, "input_len": N, "output_len": M}), Mooncake or Bailian JSONL (hash_ids become shared prompt prefixes), BurstGPT or Azure CSV.
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
-
-    /// Replay faster (2.0) or slower (0.5) than recorded.
-    #[arg(long, value_name = "X", default_value_t = 1.0)]
-    pub replay_speed: f64,
-
-    /// The --replay file's shape, instead of telling it from its extension and first line.
-    #[arg(long, value_name = "FORMAT", value_parser = ["tokbench", "mooncake", "bailian", "burstgpt", "azure"])]
-    pub trace_format: Option<String>,
-
-    /// Prompt tokens one hash id stands for (Mooncake 512, Bailian 16).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub trace_block_tokens: Option<u32>,
-
-    /// Replay only the CSV trace's rows whose COLUMN has VALUE (repeat for more), e.g. model=ChatGPT.
-    #[arg(long, value_name = "COLUMN=VALUE", value_parser = parse_trace_filter)]
-    pub trace_filter: Vec<(String, String)>,
-
-    /// Replay only the trace's requests from START to END seconds of its own clock (END may be left out).
-    #[arg(long, value_name = "START..END", value_parser = parse_replay_window)]
-    pub replay_window: Option<(f64, f64)>,
-
-    /// Replay only the first N requests (after --replay-window).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub replay_max_requests: Option<u64>,
-
-    /// Refuse a trace with requests longer than the server's context, instead of clipping them.
-    #[arg(long)]
-    pub strict_lengths: bool,
-
-    /// Open loop: one level whose offered rate changes continuously from --ramp-from to --ramp-to over --ramp-duration, linearly or exponentially.
-    #[arg(long, value_name = "KIND", value_parser = ["linear", "exponential"])]
-    pub ramp: Option<String>,
-
-    /// The ramp's first rate, requests per second.
-    #[arg(long, value_name = "R")]
-    pub ramp_from: Option<f64>,
-
-    /// The ramp's last rate, requests per second.
-    #[arg(long, value_name = "R")]
-    pub ramp_to: Option<f64>,
-
-    /// The ramp's length in seconds.
-    #[arg(long, value_name = "S")]
-    pub ramp_duration: Option<f64>,
-
-    /// Multi-turn conversations of K turns: each turn re-sends the history plus a new user message (prefix caches on purpose).
-    #[arg(long, value_name = "K", default_value_t = 1)]
-    pub turns: u32,
-
-    /// Search for the capacity under the SLOs (double from 1, then bisect to 10%) instead of a fixed sweep.
-    #[arg(long)]
-    pub find_capacity: bool,
-
-    /// Continue the run saved in DIR from its last finished level, with the same flags.
-    #[arg(long, value_name = "DIR")]
-    pub resume: Option<PathBuf>,
+    /// Start level 1 at this wall-clock time (RFC 3339 like 2026-12-01T13:00:00Z, or Unix seconds), after the warmup; with --duration, level k (from 0) starts at TIME + k x (duration + --level-gap), so shards on several machines step together.
+    #[arg(help_heading = "Shards", long, value_name = "TIME")]
+    pub start_at: Option<String>,
 
     /// Speak HTTP/2 (prior knowledge: the server must speak it) instead of HTTP/1.1 keep-alive.
-    #[arg(long)]
+    #[arg(help_heading = "Network and TLS", long)]
     pub http2: bool,
 
     /// Client for measured requests: auto (tokbench's lean HTTP/1.1 reader on plain http://, reqwest otherwise) or reqwest (always).
-    #[arg(long, value_enum, value_name = "CLIENT", default_value_t = HttpClient::Auto)]
+    #[arg(help_heading = "Network and TLS", long, value_enum, value_name = "CLIENT", default_value_t = HttpClient::Auto)]
     pub http_client: HttpClient,
 
     /// Clock of chunk arrivals: kernel (the kernel's receive time of each read, where the lean HTTP/1.1 reader runs on Linux; reqwest's paths fall back to user) or user (when the read returned, the old behaviour). Each request records the clock it got.
-    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = RxClockArg::Kernel)]
+    #[arg(help_heading = "Network and TLS", long, value_enum, value_name = "CLOCK", default_value_t = RxClockArg::Kernel)]
     pub rx_clock: RxClockArg,
 
     /// Clock of each request's start (t0 of TTFB, TTFT, E2EL) on closed-loop sends: user (taken just before the request is written, the default) or kernel (the kernel's transmit time of its last byte, SO_TIMESTAMPING, where the lean HTTP/1.1 reader runs on Linux; its measured gain is a few microseconds, see README Performance).
-    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = TxClockArg::User)]
+    #[arg(help_heading = "Network and TLS", long, value_enum, value_name = "CLOCK", default_value_t = TxClockArg::User)]
     pub tx_clock: TxClockArg,
 
     /// Accept any TLS certificate (self-signed, wrong host). Insecure: the key could reach an impostor.
-    #[arg(long)]
+    #[arg(help_heading = "Network and TLS", long)]
     pub insecure: bool,
 
     /// Run even when the hard open-file limit is too low for the largest level (requests that find no descriptor are counted as client_fd_limit).
-    #[arg(long)]
+    #[arg(help_heading = "Network and TLS", long)]
     pub force: bool,
 
     /// Also trust the CA certificates in this PEM file (a private CA), with every check kept.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Network and TLS", long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
 }
 
