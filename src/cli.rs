@@ -659,7 +659,7 @@ pub struct SweepArgs {
     #[arg(help_heading = "Network and TLS", long, value_enum, value_name = "CLOCK", default_value_t = RxClockArg::Kernel)]
     pub rx_clock: RxClockArg,
 
-    /// Clock of each request's start (t0 of TTFB, TTFT, E2EL) on closed-loop sends: user (taken just before the request is written, the default) or kernel (the kernel's transmit time of its last byte, SO_TIMESTAMPING, where the lean HTTP/1.1 reader runs on Linux; its measured gain is a few microseconds, see README Performance).
+    /// Clock of each request's start (t0 of TTFB, TTFT, E2EL) on closed-loop sends: user (taken just before the request is written, the default) or kernel (the kernel's transmit time of its last byte, SO_TIMESTAMPING, where the lean HTTP/1.1 reader runs on Linux; its measured gain is a few microseconds, see docs/performance.md).
     #[arg(help_heading = "Network and TLS", long, value_enum, value_name = "CLOCK", default_value_t = TxClockArg::User)]
     pub tx_clock: TxClockArg,
 

@@ -1,7 +1,7 @@
 //! What the tool may show of a secret: nothing. Every place that prints,
 //! logs or saves a URL or a server's words about a request goes through
 //! here, so the rule is checked in one file: a URL loses its user name and
-//! password, a message loses the API key (README "Secrets").
+//! password, a message loses the API key (docs/measure.md, keys).
 
 /// A server root as shown and saved: no user name or password, no trailing
 /// `/`. A root that does not parse (it was checked before) shows as

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run a sharded tokbench sweep on Kubernetes and merge it (README "More than
-# one load machine"). It renders the manifests beside this script with the
+# Run a sharded tokbench sweep on Kubernetes and merge it (docs/machines.md).
+# It renders the manifests beside this script with the
 # shard count and a start time computed now (now + --margin), applies the
 # shared volume and the shards' Indexed Job, waits for that Job to finish,
 # applies the merge Job, waits for it, and prints the merged report.

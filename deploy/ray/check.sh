@@ -3,7 +3,7 @@
 # cluster (a head and a second `ray start` node, one CPU each so SPREAD must
 # use both), `tokbench sim` on 127.0.0.1, launch.py with two shards, then the
 # errors: more shards than nodes, one failing shard, no binary on the nodes. Not part of .ci/run:
-# Ray comes from PyPI, not Debian (README "More than one load machine").
+# Ray comes from PyPI, not Debian (docs/machines.md).
 #
 #   python3 -m venv /tmp/ray && /tmp/ray/bin/pip install 'ray[default]'
 #   RAY_PYTHON=/tmp/ray/bin/python deploy/ray/check.sh [target/release/tokbench]

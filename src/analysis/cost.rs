@@ -1,4 +1,4 @@
-//! Cost at capacity against an API price (README.md, "From numbers to a decision", issue 5
+//! Cost at capacity against an API price (docs/decide.md, "From numbers to a decision", issue 5
 //! item 3). From the capacity's output throughput `T` tok/s:
 //! - cost per million output tokens = `price_per_hour / (T * 3600 / 1e6)`
 //! - break-even output tok/s = `price_per_hour / price_per_m * 1e6 / 3600`

@@ -1,4 +1,4 @@
-//! The knee of the sweep and the capacity under an SLO (README.md, "From numbers to a decision",
+//! The knee of the sweep and the capacity under an SLO (docs/decide.md, "From numbers to a decision",
 //! issue 5 item 1).
 //!
 //! Rules:

@@ -20,7 +20,7 @@ fn level(c: u32, per_stream: f64, total: f64, p50: f64, p99: f64) -> LevelPoint 
     }
 }
 
-/// README.md, "From numbers to a decision", the seed article's six levels.
+/// docs/decide.md, "From numbers to a decision", the seed article's six levels.
 fn article() -> Vec<LevelPoint> {
     vec![
         level(1, 92.0, 92.0, 48.0, 61.0),

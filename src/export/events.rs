@@ -1,6 +1,6 @@
 //! `--events FILE` (or `-`): one JSON object per line for scripts and CI
-//! jobs, written and flushed as the run goes. The schema is in README.md
-//! ("Events"); every line has `event`, `time` (UTC) and `elapsed_s` (since
+//! jobs, written and flushed as the run goes. The schema is in docs/live-metrics.md
+//! ("Events for scripts"); every line has `event`, `time` (UTC) and `elapsed_s` (since
 //! the run started), and what the event carries beside them.
 
 use std::fs::File;

@@ -15,7 +15,7 @@
 //! Also `/health`, `/props`, `/slots`, `/tokenize` (`{"content"}` -> `{"tokens"}`),
 //! `/metrics` with `llamacpp:` names, `/v1/models`.
 //!
-//! Like the real server (README, "Checked by hand against a real server"), it closes
+//! Like the real server (docs/checked-by-hand.md), it closes
 //! the connection after every streamed answer although its HTTP/1.1 headers say
 //! nothing of it: a client reusing that connection finds it dead.
 

@@ -2,7 +2,7 @@
 //! an `App` fed the driver events a real sweep would produce, with fixed
 //! times and deterministic jitter, so every screen is reproducible.
 //!
-//! The shape is the seed article's illustrative sweep (README.md, "From numbers to a decision"):
+//! The shape is the seed article's illustrative sweep (docs/decide.md, "From numbers to a decision"):
 //! per-stream speed falling, total throughput rising, p99 TTFT climbing.
 
 // The scenes are test fixtures; outside tests only `article_run` is used

@@ -1,4 +1,4 @@
-//! The launchers in `deploy/` (README "More than one load machine"), checked
+//! The launchers in `deploy/` (docs/machines.md), checked
 //! offline: the Kubernetes manifests as `deploy/kubernetes/submit.sh` renders
 //! them, validated against the Kubernetes v1.33.0 API schema checked in under
 //! `tests/schemas/kubernetes/` (with `validate.py`: PyYAML and jsonschema) and

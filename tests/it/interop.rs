@@ -983,7 +983,7 @@ fn a_signal_still_ends_the_events_with_the_partial_level_and_exit_130() {
 }
 
 /// A level file as `level_finished` repeats it: all of it but the
-/// histograms and samples, which only merges read (README, `--events`).
+/// histograms and samples, which only merges read (docs/live-metrics.md, `--events`).
 fn level_as_told(path: &std::path::Path) -> Value {
     let mut level = read_json(path);
     let map = level.as_object_mut().expect("a level file is an object");

@@ -9,6 +9,7 @@ mod support;
 mod completions_man;
 mod config;
 mod deploy;
+mod docs;
 mod e2e;
 mod fault_matrix;
 mod faults;

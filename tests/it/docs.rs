@@ -1,0 +1,404 @@
+//! The docs cannot drift from the code: every `tokbench ...` command in a
+//! fenced block of README.md and docs/*.md, and every example at the end
+//! of a subcommand's `--help`, is parsed by the real command line (clap's
+//! `try_parse_from`); a renamed or removed flag fails here, naming the
+//! file and line. Blocks fenced as `sh,run` are run against the built-in
+//! simulator, and a `text,output` block right after one is checked
+//! against what the run printed.
+//!
+//! Our own small harness, not `trycmd`: what a run prints holds timings,
+//! which differ every run, and column widths that follow them. Here a
+//! shown line matches a printed one with every number a wildcard and any
+//! run of blanks the same as one; `trycmd` would need `[..]` in every
+//! such place of the page, and the page is written for people.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use tokbench::cli::Cli;
+
+use crate::support::{bin, scratch};
+
+/// One command found in a page: where it is, and its words.
+#[derive(Debug)]
+struct Found {
+    file: String,
+    line: usize,
+    text: String,
+    words: Vec<String>,
+}
+
+/// A fenced block: its info string, the line after its opening fence, and
+/// its lines.
+struct Fence {
+    info: String,
+    first_line: usize,
+    lines: Vec<String>,
+}
+
+fn fences(text: &str) -> Vec<Fence> {
+    let mut out = Vec::new();
+    let mut open: Option<Fence> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("```") {
+            match open.take() {
+                Some(f) => out.push(f),
+                None => {
+                    open = Some(Fence {
+                        info: rest.trim().to_string(),
+                        first_line: i + 2,
+                        lines: Vec::new(),
+                    })
+                }
+            }
+            continue;
+        }
+        if let Some(f) = &mut open {
+            f.lines.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// Blocks that hold commands: shell ones and untagged ones. `text` and
+/// other languages are output, config or code.
+fn is_shell(info: &str) -> bool {
+    let lang = info.split([',', ' ']).next().unwrap_or("");
+    matches!(lang, "" | "sh" | "bash" | "console" | "shell" | "zsh")
+}
+
+/// A line's command: the prompt taken off, continuations joined, and a
+/// trailing comment cut.
+fn logical_lines(fence: &Fence) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
+    for (k, raw) in fence.lines.iter().enumerate() {
+        let n = fence.first_line + k;
+        let mut line = raw.trim().to_string();
+        if pending.is_none() {
+            line = line
+                .strip_prefix("$ ")
+                .or_else(|| line.strip_prefix("# $ "))
+                .unwrap_or(&line)
+                .to_string();
+        }
+        let (start, mut text) = pending.take().unwrap_or((n, String::new()));
+        if let Some(body) = line.strip_suffix('\\') {
+            text.push_str(body);
+            text.push(' ');
+            pending = Some((start, text));
+            continue;
+        }
+        text.push_str(&line);
+        out.push((start, text));
+    }
+    out.extend(pending);
+    out
+}
+
+/// `# comment` cut where the `#` opens a word outside quotes.
+fn without_comment(line: &str) -> String {
+    let (mut single, mut double) = (false, false);
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev.is_whitespace() => return line[..i].to_string(),
+            _ => {}
+        }
+        prev = c;
+    }
+    line.to_string()
+}
+
+/// The words of the tokbench command a line opens with, up to the first
+/// shell operator; None where the line is not one (or is a sketch with
+/// `...` in it).
+fn command_words(line: &str) -> Option<Vec<String>> {
+    let line = without_comment(line);
+    let mut words = shell_words::split(&line).ok()?;
+    let head = words.first()?.clone();
+    let rest_from = match head.as_str() {
+        "tokbench" | "./tokbench" | "~/tokbench" | "target/release/tokbench" => 1,
+        "cargo" if words.get(1).map(String::as_str) == Some("run") => {
+            words.iter().position(|w| w == "--")? + 1
+        }
+        _ => return None,
+    };
+    let mut rest: Vec<String> = words.drain(rest_from..).collect();
+    if let Some(op) = rest.iter().position(|w| {
+        matches!(
+            w.as_str(),
+            "|" | "||" | "&&" | ";" | "&" | ">" | ">>" | "<" | "2>&1"
+        ) || w.starts_with('>')
+            || w.starts_with("2>")
+    }) {
+        rest.truncate(op);
+    }
+    if rest.iter().any(|w| w.contains("...") || w.contains('…')) {
+        return None;
+    }
+    let mut argv = vec!["tokbench".to_string()];
+    argv.extend(rest);
+    Some(argv)
+}
+
+fn commands_in(file: &str, text: &str) -> Vec<Found> {
+    let mut out = Vec::new();
+    for fence in fences(text).iter().filter(|f| is_shell(&f.info)) {
+        for (line, logical) in logical_lines(fence) {
+            if let Some(words) = command_words(&logical) {
+                out.push(Found {
+                    file: file.to_string(),
+                    line,
+                    text: logical.trim().to_string(),
+                    words,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `FILE:LINE: COMMAND: clap's first line` for each that does not parse.
+fn stale(found: &[Found]) -> Vec<String> {
+    found
+        .iter()
+        .filter_map(|f| match Cli::try_parse_from(&f.words) {
+            Ok(_) => None,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp
+                        | clap::error::ErrorKind::DisplayVersion
+                        | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                ) =>
+            {
+                None
+            }
+            Err(e) => Some(format!(
+                "{}:{}: {}: {}",
+                f.file,
+                f.line,
+                f.text,
+                e.to_string().lines().next().unwrap_or("")
+            )),
+        })
+        .collect()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// README.md and every page under docs/, by their names in the repo.
+fn pages() -> Vec<(String, String)> {
+    let mut paths = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|p| {
+            let name = p.strip_prefix(repo()).unwrap_or(&p).display().to_string();
+            let text = std::fs::read_to_string(&p).expect("a page");
+            (name, text)
+        })
+        .collect()
+}
+
+#[test]
+fn every_documented_command_parses() {
+    let mut found = Vec::new();
+    for (name, text) in pages() {
+        found.extend(commands_in(&name, &text));
+    }
+    assert!(
+        found.len() >= 30,
+        "the pages hold far more commands than {}: is the reader blind?",
+        found.len()
+    );
+    let bad = stale(&found);
+    assert!(
+        bad.is_empty(),
+        "{} documented commands no longer parse:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    eprintln!("{} documented commands parse", found.len());
+}
+
+#[test]
+fn a_stale_flag_in_a_page_is_named_by_file_and_line() {
+    let page = "# A page\n\nSome words.\n\n```sh\ntokbench sweep --base-url http://127.0.0.1:8000 \\\n    --concurrency-list 1,4   # renamed long ago\ntokbench report results/x --format md\n$ tokbench compare a b | less\n```\n\n```text\ntokbench sweep --not-a-command-here\n```\n";
+    let found = commands_in("docs/example.md", page);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(found[2].words, ["tokbench", "compare", "a", "b"]);
+    let bad = stale(&found);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with("docs/example.md:6: tokbench sweep --base-url")
+            && bad[0].contains("--concurrency-list"),
+        "{}",
+        bad[0]
+    );
+}
+
+#[test]
+fn every_help_example_parses() {
+    use tokbench::cli::*;
+    let all = [
+        EXAMPLES_SWEEP,
+        EXAMPLES_SIM,
+        EXAMPLES_TUNE,
+        EXAMPLES_DEMO,
+        EXAMPLES_REPORT,
+        EXAMPLES_COMPARE,
+        EXAMPLES_VIEW,
+        EXAMPLES_MERGE,
+        EXAMPLES_COMPLETIONS,
+        EXAMPLES_MAN,
+    ];
+    let mut found = Vec::new();
+    for text in all {
+        let block = format!("```sh\n{text}\n```\n");
+        let here = commands_in("--help", &block);
+        assert!(!here.is_empty(), "no example in {text}");
+        found.extend(here);
+    }
+    let bad = stale(&found);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // And they are what --help prints.
+    let out = std::process::Command::new(bin())
+        .args(["sweep", "--help"])
+        .output()
+        .expect("help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.ends_with(&format!("{EXAMPLES_SWEEP}\n")), "{help}");
+    for heading in [
+        "Target:",
+        "Workload:",
+        "Levels:",
+        "Open loop and replay:",
+        "SLO and cost:",
+        "Output:",
+        "Live view:",
+        "Shards:",
+        "Network and TLS:",
+    ] {
+        assert!(help.contains(&format!("\n{heading}\n")), "{heading}");
+    }
+}
+
+/// A shown line matches a printed one: numbers are wildcards, blanks are
+/// blanks however many.
+fn shape(line: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    let mut in_blank = false;
+    for c in line.trim().chars() {
+        if c.is_ascii_digit() || (in_number && matches!(c, '.' | ',')) {
+            if !in_number {
+                out.push('#');
+            }
+            in_number = true;
+            in_blank = false;
+            continue;
+        }
+        in_number = false;
+        if c.is_whitespace() {
+            if !in_blank {
+                out.push(' ');
+            }
+            in_blank = true;
+            continue;
+        }
+        in_blank = false;
+        out.push(c);
+    }
+    out
+}
+
+/// The shown lines in the printed ones, in order; the first missing one.
+fn first_unmatched<'a>(shown: &'a [String], printed: &str) -> Option<&'a str> {
+    let printed: Vec<String> = printed.lines().map(shape).collect();
+    let mut at = 0;
+    for line in shown.iter().filter(|l| !l.trim().is_empty()) {
+        let want = shape(line);
+        match printed[at..].iter().position(|p| *p == want) {
+            Some(k) => at += k + 1,
+            None => return Some(line),
+        }
+    }
+    None
+}
+
+#[test]
+fn output_is_matched_with_numbers_as_wildcards() {
+    let shown = vec![
+        " streams  tok/s/stream  total tok/s".to_string(),
+        "       1          61.2         61.2".to_string(),
+    ];
+    let printed =
+        "noise\n streams  tok/s/stream  total tok/s\n       1         101.0        101.0\n";
+    assert_eq!(first_unmatched(&shown, printed), None);
+    let out_of_order = vec![shown[1].clone(), shown[0].clone()];
+    assert!(first_unmatched(&out_of_order, printed).is_some());
+    assert!(first_unmatched(&["capacity: 4 streams".to_string()], printed).is_some());
+}
+
+/// Every `sh,run` block runs (the binary under test for `tokbench`, in a
+/// scratch folder), and exits 0; the `text,output` block after it is in
+/// what it printed.
+#[test]
+fn runnable_examples_run_and_print_what_the_page_shows() {
+    let mut ran = 0;
+    for (name, text) in pages() {
+        let blocks = fences(&text);
+        for (k, fence) in blocks.iter().enumerate() {
+            if fence.info.replace(' ', "") != "sh,run" {
+                continue;
+            }
+            let shown = blocks
+                .get(k + 1)
+                .filter(|next| next.info.replace(' ', "") == "text,output");
+            for (line, logical) in logical_lines(fence) {
+                let words = command_words(&logical)
+                    .unwrap_or_else(|| panic!("{name}:{line}: not a tokbench command: {logical}"));
+                let dir = scratch("docs", &format!("run{ran}"));
+                let out = std::process::Command::new(bin())
+                    .args(&words[1..])
+                    .current_dir(&dir)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .expect("runs");
+                let printed = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(
+                    out.status.success(),
+                    "{name}:{line}: {logical} failed:\n{printed}"
+                );
+                if let Some(shown) = shown {
+                    if let Some(missing) = first_unmatched(&shown.lines, &printed) {
+                        panic!(
+                            "{name}:{}: shown output not printed by {logical}: {missing:?}\nprinted:\n{printed}",
+                            shown.first_line
+                        );
+                    }
+                }
+                ran += 1;
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+    assert!(ran >= 1, "no runnable example in the pages");
+}
