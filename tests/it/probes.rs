@@ -11,6 +11,16 @@ use crate::support::{median, paced, read_json, scratch, stderr, tokbench, Sim};
 
 const STEP_MS: f64 = 5.0;
 
+/// The shortest time a load request (not a probe) spent in the server, by
+/// its log: how long a probe held behind the load's cap would wait at least.
+fn shortest_load_request_ms(streams: &[StreamEmissions]) -> f64 {
+    streams
+        .iter()
+        .filter(|s| record_id_of_request_id(&s.request).is_some())
+        .filter_map(|s| Some((s.t_ns.last()? - s.arrived_ns) as f64 / 1e6))
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn lines(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
@@ -76,11 +86,7 @@ fn probes_feel_the_servers_queue_and_leave_the_levels_alone() {
     // end: at least the shortest load request's time in the server, by the
     // log. Lateness is bounded against that, not against a fixed time a
     // loaded box's timer could miss.
-    let load_hold_ms = streams
-        .iter()
-        .filter(|s| record_id_of_request_id(&s.request).is_some())
-        .filter_map(|s| Some((s.t_ns.last()? - s.arrived_ns) as f64 / 1e6))
-        .fold(f64::INFINITY, f64::min);
+    let load_hold_ms = shortest_load_request_ms(&streams);
     assert!(
         load_hold_ms.is_finite() && load_hold_ms >= 16.0 * STEP_MS,
         "the log has the load's requests: shortest {load_hold_ms} ms"
@@ -262,11 +268,7 @@ fn probes_are_not_held_by_a_full_open_loop_cap() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let streams = log.take();
-    let load_hold_ms = streams
-        .iter()
-        .filter(|s| record_id_of_request_id(&s.request).is_some())
-        .filter_map(|s| Some((s.t_ns.last()? - s.arrived_ns) as f64 / 1e6))
-        .fold(f64::INFINITY, f64::min);
+    let load_hold_ms = shortest_load_request_ms(&streams);
     assert!(load_hold_ms >= 16.0 * STEP_MS, "shortest {load_hold_ms} ms");
     let level = read_json(&dir.join("sweep-rate40.json"));
     assert_eq!(level["completed"], 24, "{level}");
