@@ -140,6 +140,14 @@ impl Ramp {
     }
 
     /// What the level file says of it.
+    /// A ramp as [`Ramp::to_json`] wrote it (a level file's
+    /// `trace.ramp`); None for anything else.
+    pub fn from_json(v: &serde_json::Value) -> Option<Ramp> {
+        let kind = RampKind::parse(v.get("kind")?.as_str()?)?;
+        let number = |key: &str| v.get(key).and_then(serde_json::Value::as_f64);
+        Ramp::new(kind, number("from")?, number("to")?, number("duration_s")?).ok()
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "kind": self.kind.name(),

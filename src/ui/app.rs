@@ -207,6 +207,8 @@ pub struct App {
     pub(crate) probes: Option<(usize, crate::stats::probes::ProbeTally)>,
     /// `--ramp`: its level, and its requests second by second.
     pub(crate) ramp_seconds: Option<(usize, crate::stats::rate_series::RateSeries)>,
+    /// A saved ramp (`tokbench view`): its chart as its level file has it.
+    pub(crate) saved_ramp: Option<super::draw::RampFigures>,
     /// The server's own gauges from the last scrape (running, waiting,
     /// kv_cache_usage, deferred, slots_busy, gpu_share, ...).
     pub server: Option<std::collections::BTreeMap<&'static str, f64>>,
@@ -288,6 +290,7 @@ impl App {
             rx_lag_ms: VecDeque::new(),
             probes: None,
             ramp_seconds: None,
+            saved_ramp: None,
             server: None,
             server_missing: false,
             server_queue: std::collections::BTreeMap::new(),

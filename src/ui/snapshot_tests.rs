@@ -654,3 +654,47 @@ fn a_ramp_shows_offered_against_achieved_and_where_it_broke() {
     let small = text(&render(&app, 80, 24));
     shows(&small, &["req/s", "broke s3"]);
 }
+
+/// A saved ramp (`tokbench view`) draws its chart from its level file's
+/// seconds and `broke_at`: a linear ramp 1 -> 3 req/s over 2 s whose
+/// seconds finished 1, 2 and (draining after the ramp) 1 request, broken
+/// in second 1 at 2.5 req/s.
+#[test]
+fn a_saved_ramp_shows_its_seconds_and_where_it_broke() {
+    use crate::report::saved::SavedRun;
+    let second = |t: u64, completed: u64| {
+        serde_json::json!({"t": t, "offered": 2, "sent": 2, "completed": completed,
+            "failed": 0, "ttft_p99_ms": 10.0})
+    };
+    let summary = serde_json::json!({
+        "run": {"target": "http://127.0.0.1:8081", "model": "m", "engine": "llamacpp"},
+        "levels": [{
+            "max_concurrency": 64, "mode": "replay", "completed": 4, "failed": 0,
+            "trace": {"format": "ramp",
+                      "ramp": {"kind": "linear", "from": 1.0, "to": 3.0, "duration_s": 2.0}},
+            "rate_series": {
+                "seconds": [second(0, 1), second(1, 2), second(2, 1)],
+                "broke_at": {"second": 1, "offered_rate": 2.5, "ttft_p99_ms": 300.0,
+                             "limit_ms": 30.0, "rule": "baseline"}
+            }
+        }]
+    });
+    let run = SavedRun::from_value(summary, std::path::Path::new("/tmp/ramp/summary.json"))
+        .expect("reads");
+    let app = super::view::app_of(&[run], super::theme::Palette::new(ColorMode::None));
+    let figures = app.saved_ramp.clone().expect("a saved ramp");
+    assert_eq!(figures.achieved, vec![(0.5, 1.0), (1.5, 2.0), (2.5, 1.0)]);
+    assert_eq!(figures.broke, Some((1, 2.5, 300.0, 30.0)));
+    assert_eq!(figures.offered.first(), Some(&(0.0, 1.0)));
+    assert_eq!(figures.offered.last(), Some(&(2.0, 3.0)));
+    let t = text(&render(&app, 100, 30));
+    shows(
+        &t,
+        &[
+            "linear ramp",
+            "1..3 req/s over 2 s",
+            "broke s1 at 2.5 req/s",
+        ],
+    );
+    assert!(!t.contains("vs streams"), "{t}");
+}

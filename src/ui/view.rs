@@ -182,7 +182,24 @@ pub(crate) fn app_of(runs: &[SavedRun], palette: Palette) -> App {
         return App::new(bare_run("", Path::new("")), palette);
     };
     let second = sides.next();
-    App::from_saved(first, second, shape_warning(runs), palette)
+    let mut app = App::from_saved(first, second, shape_warning(runs), palette);
+    // One saved ramp: its own chart, from its level's seconds.
+    if runs.len() == 1 {
+        let ramped = runs[0].levels.iter().find_map(|level| {
+            let trace = level.raw.get("trace")?;
+            (trace["format"] == "ramp").then_some(())?;
+            let ramp = crate::load::ramp::Ramp::from_json(&trace["ramp"])?;
+            Some((ramp, level.raw.get("rate_series")?))
+        });
+        if let Some((ramp, seconds)) = ramped {
+            app.shown.run.ramp = Some(crate::ui::app::RampView {
+                ramp,
+                slo_ttft_p99_ms: None,
+            });
+            app.saved_ramp = Some(super::draw::saved_ramp_figures(&ramp, seconds));
+        }
+    }
+    app
 }
 
 /// A run known by its target and folder alone (nothing measured yet).

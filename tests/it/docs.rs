@@ -294,6 +294,30 @@ fn every_help_example_parses() {
     ] {
         assert!(help.contains(&format!("\n{heading}\n")), "{heading}");
     }
+    // The man page has the same sections, and the examples.
+    let out = std::process::Command::new(bin())
+        .args(["man", "sweep"])
+        .output()
+        .expect("man");
+    let man = String::from_utf8_lossy(&out.stdout);
+    for section in [
+        ".SH TARGET",
+        ".SH WORKLOAD",
+        ".SH LEVELS",
+        ".SH \"OPEN LOOP AND REPLAY\"",
+        ".SH \"SLO AND COST\"",
+        ".SH OUTPUT",
+        ".SH \"LIVE VIEW\"",
+        ".SH SHARDS",
+        ".SH \"NETWORK AND TLS\"",
+    ] {
+        assert!(man.contains(section), "{section} missing from the man page");
+    }
+    assert!(
+        man.contains("find\\-capacity \\-\\-slo\\-ttft\\-p99\\-ms 500")
+            || man.contains("find-capacity --slo-ttft-p99-ms 500"),
+        "the examples: {man}"
+    );
 }
 
 /// A shown line matches a printed one: numbers are wildcards, blanks are

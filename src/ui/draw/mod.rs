@@ -19,6 +19,7 @@ mod header;
 mod help;
 mod latency;
 mod ramp;
+pub(crate) use ramp::{saved_ramp_figures, RampFigures};
 mod table;
 mod verdict;
 

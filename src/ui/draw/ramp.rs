@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, BorderType, Chart, Dataset, GraphType, Widget};
 
 use super::latency::padded;
+use crate::report::recorder::rate_label;
 use crate::stats::rate_series::RateSeries;
 use crate::ui::app::{App, RampView};
 use crate::ui::widgets::{fit, Part};
@@ -17,7 +18,7 @@ use crate::ui::widgets::{fit, Part};
 const OFFERED_PER_SECOND: usize = 4;
 
 /// What the panel shows, worked out from the ramp and its seconds so far.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RampFigures {
     /// (second, requests/s offered), sampled along the ramp.
     pub offered: Vec<(f64, f64)>,
@@ -29,16 +30,65 @@ pub(crate) struct RampFigures {
     pub y_max: f64,
 }
 
-/// `now`: the run's clock; a second counts as achieved once it is over.
-pub(crate) fn ramp_figures(view: &RampView, seconds: &RateSeries, now_s: f64) -> RampFigures {
-    let ramp = view.ramp;
+/// The offered rate sampled along the ramp.
+fn offered_line(ramp: &crate::load::ramp::Ramp) -> Vec<(f64, f64)> {
     let steps = (ramp.duration_s.ceil() as usize).max(1) * OFFERED_PER_SECOND;
-    let offered: Vec<(f64, f64)> = (0..=steps)
+    (0..=steps)
         .map(|i| {
             let t = ramp.duration_s * i as f64 / steps as f64;
             (t, ramp.rate_at(t))
         })
-        .collect();
+        .collect()
+}
+
+fn y_max(offered: &[(f64, f64)], achieved: &[(f64, f64)]) -> f64 {
+    offered
+        .iter()
+        .chain(achieved)
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        * 1.1
+}
+
+/// A finished ramp as its level file saved it (`rate_series`): every
+/// second's finished requests, and its `broke_at`.
+pub(crate) fn saved_ramp_figures(
+    ramp: &crate::load::ramp::Ramp,
+    rate_series: &serde_json::Value,
+) -> RampFigures {
+    let offered = offered_line(ramp);
+    let count = |s: &serde_json::Value, key: &str| s[key].as_f64().unwrap_or(0.0);
+    let achieved: Vec<(f64, f64)> = rate_series["seconds"]
+        .as_array()
+        .map(|seconds| {
+            seconds
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (k as f64 + 0.5, count(s, "completed") + count(s, "failed")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let broke = rate_series.get("broke_at").and_then(|b| {
+        Some((
+            usize::try_from(b["second"].as_u64()?).ok()?,
+            b["offered_rate"].as_f64()?,
+            b["ttft_p99_ms"].as_f64()?,
+            b["limit_ms"].as_f64()?,
+        ))
+    });
+    let y_max = y_max(&offered, &achieved);
+    RampFigures {
+        offered,
+        achieved,
+        broke,
+        y_max,
+    }
+}
+
+/// `now`: the run's clock; a second counts as achieved once it is over.
+pub(crate) fn ramp_figures(view: &RampView, seconds: &RateSeries, now_s: f64) -> RampFigures {
+    let ramp = view.ramp;
+    let offered = offered_line(&ramp);
     let over = (now_s - seconds.from().as_secs_f64()).max(0.0).floor() as usize;
     let achieved: Vec<(f64, f64)> = (0..over.min(seconds.seconds_counted()))
         .map(|k| {
@@ -53,12 +103,7 @@ pub(crate) fn ramp_figures(view: &RampView, seconds: &RateSeries, now_s: f64) ->
             let rate = ramp.rate_at(b.second as f64 + 0.5);
             (b.second, rate, b.ttft_p99_ms, b.limit_ms)
         });
-    let y_max = offered
-        .iter()
-        .chain(&achieved)
-        .map(|p| p.1)
-        .fold(1.0, f64::max)
-        * 1.1;
+    let y_max = y_max(&offered, &achieved);
     RampFigures {
         offered,
         achieved,
@@ -67,17 +112,22 @@ pub(crate) fn ramp_figures(view: &RampView, seconds: &RateSeries, now_s: f64) ->
     }
 }
 
-/// Whether the chart panel is a ramp's: a ramp run with its level started.
+/// Whether the chart panel is a ramp's: a ramp run with its level started,
+/// or a saved one.
 pub(super) fn is_ramp(app: &App) -> bool {
-    app.shown.run.ramp.is_some() && app.ramp_seconds.is_some()
+    app.shown.run.ramp.is_some() && (app.ramp_seconds.is_some() || app.saved_ramp.is_some())
 }
 
 pub(super) fn ramp_panel(app: &App, area: Rect, buf: &mut Buffer) {
-    let (Some(view), Some((_, seconds))) = (&app.shown.run.ramp, &app.ramp_seconds) else {
+    let Some(view) = &app.shown.run.ramp else {
         return;
     };
+    let figures = match (&app.ramp_seconds, &app.saved_ramp) {
+        (Some((_, seconds)), _) => ramp_figures(view, seconds, app.elapsed.as_secs_f64()),
+        (None, Some(saved)) => saved.clone(),
+        (None, None) => return,
+    };
     let p = &app.palette;
-    let figures = ramp_figures(view, seconds, app.elapsed.as_secs_f64());
     let room = area.width.saturating_sub(4);
     let title = fit(
         vec![
@@ -86,10 +136,11 @@ pub(super) fn ramp_panel(app: &App, area: Rect, buf: &mut Buffer) {
             Part::text(
                 2,
                 format!(
-                    "{:.3}..{:.3} over {:.0} s",
-                    view.ramp.from, view.ramp.to, view.ramp.duration_s
-                )
-                .replace(".000", ""),
+                    "{}..{} req/s over {} s",
+                    rate_label(view.ramp.from),
+                    rate_label(view.ramp.to),
+                    rate_label(view.ramp.duration_s)
+                ),
                 p.dim,
             ),
         ],
@@ -142,7 +193,13 @@ pub(super) fn ramp_panel(app: &App, area: Rect, buf: &mut Buffer) {
                 .data(&broke_at),
         );
     }
-    let x_max = view.ramp.duration_s.max(1.0);
+    // The queue drains after the ramp's last second: its seconds too.
+    let x_max = figures
+        .achieved
+        .last()
+        .map_or(0.0, |p| p.0 + 0.5)
+        .max(view.ramp.duration_s)
+        .max(1.0);
     let label = |v: f64| Span::styled(format!("{v:.0}"), p.dim);
     Chart::new(datasets)
         .block(block)
