@@ -792,3 +792,54 @@ fn headless_in_a_dropped_session_saves_and_ends_130() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A ramp past a server's capacity (two slots of 160 ms: 12.5 requests a
+/// second) in the real binary at 80x24, TERM=xterm: the chart panel is the
+/// ramp's, with the offered line and the achieved seconds, and once p99
+/// TTFT passes the SLO it says where; at the end that second is the one
+/// the level file saved.
+#[test]
+fn a_ramp_shows_where_it_broke_80x24_xterm() {
+    let sim = Sim::with(SimConfig {
+        max_num_seqs: 2,
+        ..paced(5.0, 0.0)
+    });
+    let dir = scratch("ramp-live");
+    let results = dir.join("results");
+    let tmux = Tmux::start(
+        "ramp-live",
+        80,
+        24,
+        &format!(
+            "env TERM=xterm {} sweep --base-url {} --ramp linear --ramp-from 2 --ramp-to 20 \
+             --ramp-duration 6 --max-concurrency 64 --random-input-len 16 --random-output-len 32 \
+             --slo-ttft-p99-ms 100 --warmup 1 --seed 3 --result-dir {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            sim.url(),
+            results.display()
+        ),
+    );
+    tmux.wait_for("the ramp's chart", Duration::from_secs(15), |s| {
+        s.contains("linear ramp") && s.contains("offered")
+    });
+    tmux.wait_for("the break, at the end", Duration::from_secs(60), |s| {
+        s.contains("broke s") && s.contains("FINISHED")
+    });
+    let screen = tmux.screen();
+    let shown: u64 = screen
+        .split("broke s")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no second on screen:\n{screen}"));
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+    drop(tmux);
+    let level = read_json(&results.join("sweep-ramp.json"));
+    let broke = &level["rate_series"]["broke_at"];
+    assert_eq!(broke["second"], shown, "screen s{shown}, file {broke}");
+    assert_eq!(broke["rule"], "slo", "{broke}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
