@@ -951,6 +951,25 @@ fn a_ramp_follows_its_rate_and_finds_where_the_server_breaks() {
     let rate = broke["offered_rate"].as_f64().expect("rate");
     assert!((rate - 10.0).abs() <= 3.5, "{broke}");
     assert_eq!(broke["rule"], "slo");
+    // The run's answer is the break, not a capacity a ramp cannot have,
+    // and the sweep's notes on one level do not apply.
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains(&format!(
+            "ramp: p99 TTFT first failed in second {second} at "
+        )),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains("one concurrency says nothing"),
+        "{printed}"
+    );
+    let summary = read_json(&results.join("summary.json"));
+    assert!(
+        !summary["diagnoses"].to_string().contains("single_level"),
+        "{}",
+        summary["diagnoses"]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -161,23 +161,8 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     }
     // A level on its own timeline: where p99 TTFT first failed.
     if let Some(series) = level.rate_series.as_ref() {
-        let text = match series.get("broke_at").filter(|b| !b.is_null()) {
-            Some(b) => format!(
-                "second {} at {} req/s offered (p99 TTFT {:.0} ms over {:.0} ms{})",
-                b["second"],
-                b["offered_rate"]
-                    .as_f64()
-                    .map_or_else(|| "?".into(), |r| format!("{r:.1}")),
-                b["ttft_p99_ms"].as_f64().unwrap_or(0.0),
-                b["limit_ms"].as_f64().unwrap_or(0.0),
-                if b["rule"] == "slo" {
-                    ", the SLO"
-                } else {
-                    ", 3x the first seconds' best"
-                }
-            ),
-            None => "never: p99 TTFT held every second".into(),
-        };
+        let text = crate::stats::rate_series::broke_text(series)
+            .unwrap_or_else(|| "never: p99 TTFT held every second".into());
         line(&mut out, "First failed:", text);
     }
     // The client's waiting, split by the server's own prefill times.

@@ -192,6 +192,26 @@ impl RateSeries {
     }
 }
 
+/// A saved `rate_series`' break in words: `second 3 at 12.5 req/s offered
+/// (p99 TTFT 257 ms over 50 ms, the SLO)`; None where it never broke.
+pub(crate) fn broke_text(series: &Value) -> Option<String> {
+    let b = series.get("broke_at").filter(|b| !b.is_null())?;
+    Some(format!(
+        "second {} at {} req/s offered (p99 TTFT {:.0} ms over {:.0} ms{})",
+        b["second"],
+        b["offered_rate"]
+            .as_f64()
+            .map_or_else(|| "?".into(), |r| format!("{r:.1}")),
+        b["ttft_p99_ms"].as_f64().unwrap_or(0.0),
+        b["limit_ms"].as_f64().unwrap_or(0.0),
+        if b["rule"] == "slo" {
+            ", the SLO"
+        } else {
+            ", 3x the first seconds' best"
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,7 +86,7 @@ impl Tally {
     /// knee, the cost verdict when `with_cost` (the live view shows cost in
     /// its own panel), and a note a diagnosis.
     pub(crate) fn verdict_lines(&self, decision: &Decision, with_cost: bool) -> Vec<String> {
-        let mut lines = vec![decision.capacity_line()];
+        let mut lines = vec![self.ramp_line().unwrap_or_else(|| decision.capacity_line())];
         if let Some(knee) = &decision.knee {
             lines.push(format!("knee: {}", knee.reason));
         }
@@ -97,6 +97,21 @@ impl Tally {
             lines.push(format!("note: {}", diagnosis.message));
         }
         lines
+    }
+
+    /// A ramp's answer in place of the capacity line: where p99 TTFT first
+    /// failed, from its latest finished level's seconds.
+    fn ramp_line(&self) -> Option<String> {
+        self.run.ramp?;
+        let series = self
+            .saved_levels()
+            .into_iter()
+            .rev()
+            .find_map(|l| l.rate_series.as_ref())?;
+        Some(match crate::stats::rate_series::broke_text(series) {
+            Some(text) => format!("ramp: p99 TTFT first failed in {text}"),
+            None => "ramp: p99 TTFT held every second of the ramp: the server kept up; ramp higher to find where it breaks".into(),
+        })
     }
 
     /// `diagnoses` with a decision already at hand.
@@ -159,7 +174,7 @@ impl Tally {
             template_share,
         });
         // An open-loop run sets no concurrency: the sweep checks do not apply.
-        if matches!(self.run.kind.as_str(), "rate" | "replay") {
+        if matches!(self.run.kind.as_str(), "rate" | "replay" | "ramp") {
             diagnoses.retain(|d| !matches!(d.id, "single_level" | "no_rise" | "no_capacity"));
         }
         if let Some(warning) = saved
