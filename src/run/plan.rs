@@ -485,9 +485,9 @@ impl SweepPlan {
     }
 
     /// The largest number of streams a level will surely hold open, and
-    /// the level in words: a closed-loop level's streams, the search's
-    /// largest, an open-loop level's cap where one was given (the default
-    /// cap is a ceiling, not a need).
+    /// the level in words: a closed-loop level's streams; the search's top
+    /// and an open-loop level's cap only where one was given (the default,
+    /// 4096, is a ceiling, not a need: a search stops where the SLO fails).
     pub(crate) fn streams_needed(&self) -> Option<(u32, String)> {
         let open_loop = self.replay.is_some();
         let levels = self.levels.iter().filter_map(|l| {
@@ -502,12 +502,16 @@ impl SweepPlan {
                 Some((l.concurrency, format!("level {}", l.concurrency)))
             }
         });
-        let search = self.search.as_ref().map(|s| {
-            (
-                s.max_concurrency,
-                format!("the search's top of {} streams", s.max_concurrency),
-            )
-        });
+        let search = self
+            .search
+            .as_ref()
+            .filter(|s| s.max_concurrency < crate::load::driver::MAX_CONCURRENCY)
+            .map(|s| {
+                (
+                    s.max_concurrency,
+                    format!("the search's top of {} streams", s.max_concurrency),
+                )
+            });
         levels.chain(search).max_by_key(|(n, _)| *n)
     }
 

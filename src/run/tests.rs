@@ -211,3 +211,23 @@ fn a_shard_runs_its_part_of_every_level() {
         timing::Shard { index: 3, count: 4 }.seed(plan.seed)
     );
 }
+
+/// What the open-file check counts: a closed loop's largest level; an
+/// open-loop cap or a search's top only where given (the default 4096 is
+/// a ceiling, and counting it would refuse a 2 req/s run under a hard
+/// limit of 4096).
+#[test]
+fn the_streams_a_run_surely_needs() {
+    let needed = |args: &[&str]| plan_of(args).expect("plan").streams_needed();
+    assert_eq!(
+        needed(&["--concurrency", "1,400,16"]),
+        Some((400, "level 400".to_string()))
+    );
+    assert_eq!(needed(&["--request-rate", "2"]), None);
+    assert_eq!(
+        needed(&["--request-rate", "2", "--max-concurrency", "600"]),
+        Some((600, "the cap of 600 requests in flight".to_string()))
+    );
+    let search = needed(&["--find-capacity", "--slo-ttft-p99-ms", "500"]);
+    assert!(search.as_ref().is_none_or(|(n, _)| *n < 4096), "{search:?}");
+}
