@@ -41,13 +41,26 @@ fn offered_line(ramp: &crate::load::ramp::Ramp) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn y_max(offered: &[(f64, f64)], achieved: &[(f64, f64)]) -> f64 {
-    offered
-        .iter()
-        .chain(achieved)
-        .map(|p| p.1)
-        .fold(1.0, f64::max)
-        * 1.1
+impl RampFigures {
+    /// The figures, with room above the highest of both lines.
+    fn new(
+        offered: Vec<(f64, f64)>,
+        achieved: Vec<(f64, f64)>,
+        broke: Option<(usize, f64, f64, f64)>,
+    ) -> RampFigures {
+        let y_max = offered
+            .iter()
+            .chain(&achieved)
+            .map(|p| p.1)
+            .fold(1.0, f64::max)
+            * 1.1;
+        RampFigures {
+            offered,
+            achieved,
+            broke,
+            y_max,
+        }
+    }
 }
 
 /// A finished ramp as its level file saved it (`rate_series`): every
@@ -76,13 +89,7 @@ pub(crate) fn saved_ramp_figures(
             b["limit_ms"].as_f64()?,
         ))
     });
-    let y_max = y_max(&offered, &achieved);
-    RampFigures {
-        offered,
-        achieved,
-        broke,
-        y_max,
-    }
+    RampFigures::new(offered, achieved, broke)
 }
 
 /// `now`: the run's clock; a second counts as achieved once it is over.
@@ -103,13 +110,7 @@ pub(crate) fn ramp_figures(view: &RampView, seconds: &RateSeries, now_s: f64) ->
             let rate = ramp.rate_at(b.second as f64 + 0.5);
             (b.second, rate, b.ttft_p99_ms, b.limit_ms)
         });
-    let y_max = y_max(&offered, &achieved);
-    RampFigures {
-        offered,
-        achieved,
-        broke,
-        y_max,
-    }
+    RampFigures::new(offered, achieved, broke)
 }
 
 /// Whether the chart panel is a ramp's: a ramp run with its level started,
