@@ -52,10 +52,6 @@ const INT64_BLANK: f64 = 9_223_372_036_854_775_792.0;
 /// One answer may take this long: the exporter may sit on another node.
 const SCRAPE_TIMEOUT_FLOOR: Duration = Duration::from_secs(2);
 
-/// After the first good page, this many failed scrapes in a row end the
-/// probe (an exporter gone for good should not cost a request forever).
-const MAX_MISSES_IN_A_ROW: u32 = 10;
-
 /// One GPU of a page: who it is (host and UUID, else its index or device)
 /// and what it said.
 #[derive(Clone, Debug, PartialEq)]
@@ -306,8 +302,7 @@ pub(crate) fn spawn(
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut meter = EnergyMeter::default();
-        let mut seen = false;
-        let mut misses = 0u32;
+        let mut rule = super::gpu::MissRule::default();
         loop {
             ticker.tick().await;
             if tx.is_closed() {
@@ -321,10 +316,9 @@ pub(crate) fn spawn(
                 Err(_) => Err(()),
             };
             let Ok(gauges) = gauges else {
-                misses += 1;
-                if !seen || misses >= MAX_MISSES_IN_A_ROW {
+                if let Some(misses) = rule.missed() {
                     let why = why_not(fetched.as_deref().map_err(|e| *e), timeout);
-                    let line = if seen {
+                    let line = if rule.seen() {
                         format!("--gpu-metrics {shown}: {why}, {misses} times in a row; GPU figures stop here")
                     } else {
                         format!("--gpu-metrics {shown}: {why}; the run goes on without GPU figures")
@@ -334,8 +328,7 @@ pub(crate) fn spawn(
                 }
                 continue;
             };
-            seen = true;
-            misses = 0;
+            rule.read();
             let sample = ServerSample {
                 at: run_start.elapsed(),
                 gauges,

@@ -33,9 +33,37 @@ pub(crate) const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes read of one answer: a line per GPU is under 100 bytes.
 const OUTPUT_LIMIT: u64 = 64 << 10;
 
-/// After the first good answer, this many failed queries in a row end the
-/// probe (a driver gone bad should not cost a 2 s child per interval forever).
+/// After the first good answer, this many failed reads in a row end a GPU
+/// probe (a driver or an exporter gone bad should not cost a query per
+/// interval forever).
 const MAX_MISSES_IN_A_ROW: u32 = 10;
+
+/// When a GPU probe (nvidia-smi, a DCGM exporter) gives up: at its first
+/// miss before any good reading (there is nothing to read), or after
+/// [`MAX_MISSES_IN_A_ROW`] misses in a row once it has read some.
+#[derive(Debug, Default)]
+pub(crate) struct MissRule {
+    seen: bool,
+    misses: u32,
+}
+
+impl MissRule {
+    pub(crate) fn read(&mut self) {
+        self.seen = true;
+        self.misses = 0;
+    }
+
+    /// A miss: `Some(misses in a row)` when the probe gives up.
+    pub(crate) fn missed(&mut self) -> Option<u32> {
+        self.misses += 1;
+        (!self.seen || self.misses >= MAX_MISSES_IN_A_ROW).then_some(self.misses)
+    }
+
+    /// Whether any reading came in.
+    pub(crate) fn seen(&self) -> bool {
+        self.seen
+    }
+}
 
 /// Field count of one answer line.
 const FIELDS: usize = 7;
@@ -265,22 +293,19 @@ pub fn spawn_gpu_probe(
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut seen = false;
-        let mut misses = 0u32;
+        let mut rule = MissRule::default();
         loop {
             ticker.tick().await;
             if tx.is_closed() {
                 break;
             }
             let Some(readings) = read_gpus(&program).await else {
-                misses += 1;
-                if !seen || misses >= MAX_MISSES_IN_A_ROW {
+                if rule.missed().is_some() {
                     break;
                 }
                 continue;
             };
-            seen = true;
-            misses = 0;
+            rule.read();
             let mut sample = ServerSample {
                 at: run_start.elapsed(),
                 gauges: BTreeMap::new(),
@@ -305,6 +330,26 @@ mod tests {
 87, 70000, 81559, 300.50, 1755, 1980, 71
 40, 1000, 81559, 99.50, 1980, 1980, 55
 ";
+
+    /// A probe that never read gives up at its first miss; one that read
+    /// goes on through nine misses in a row and gives up at the tenth; a
+    /// good reading between starts the count again.
+    #[test]
+    fn a_gpu_probe_gives_up_at_once_or_after_ten_misses_in_a_row() {
+        let mut never = MissRule::default();
+        assert_eq!(never.missed(), Some(1));
+        let mut rule = MissRule::default();
+        rule.read();
+        for _ in 0..9 {
+            assert_eq!(rule.missed(), None);
+        }
+        rule.read();
+        for _ in 0..9 {
+            assert_eq!(rule.missed(), None);
+        }
+        assert_eq!(rule.missed(), Some(10));
+        assert!(rule.seen());
+    }
 
     #[test]
     fn two_gpus_parse_in_order() {
