@@ -415,13 +415,17 @@ pub struct SweepArgs {
     #[arg(help_heading = "Levels", long, value_name = "S")]
     pub duration: Option<String>,
 
+    /// Fit the sweep to this much time (15m, 1h, 90s), warmup included: each level ends once steady (at most --prompts-per-stream requests a stream), levels past the knee are skipped, and answers are shortened only if the first two levels could not fit otherwise. Without --num-prompts, --duration or --budget, a sweep is fitted to 20m.
+    #[arg(help_heading = "Levels", long, value_name = "DURATION")]
+    pub budget: Option<String>,
+
     /// With --start-at and --duration: time between a level's end of dispatch and the next level's start, for its requests to come back (the next level starts on time even if they have not) [default: 5s].
     #[arg(help_heading = "Levels", long, value_name = "S")]
     pub level_gap: Option<String>,
 
-    /// Without --num-prompts, each level sends this many requests per stream of its concurrency.
-    #[arg(help_heading = "Levels", long, value_name = "N", default_value_t = 10)]
-    pub prompts_per_stream: u32,
+    /// Without --num-prompts, each level sends this many requests per stream of its concurrency [default: 10]; given, the counts are fixed (no default budget), else it is the most a fitted level sends.
+    #[arg(help_heading = "Levels", long, value_name = "N")]
+    pub prompts_per_stream: Option<u32>,
 
     /// Warmup requests sent first and discarded (default: the first level's concurrency).
     #[arg(help_heading = "Levels", long, value_name = "N")]

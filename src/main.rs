@@ -131,7 +131,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             let number = |v: Option<u32>| v.map(|v| Value::Integer(i64::from(v)));
             settings.set("random-input-len", number(args.random_input_len));
             settings.set("random-output-len", number(args.random_output_len));
-            settings.set("prompts-per-stream", number(Some(args.prompts_per_stream)));
+            settings.set("prompts-per-stream", number(args.prompts_per_stream));
             // The simulator gets a new port each time: the demo sets it.
             settings.set("base-url", None);
             if args.print_config {
@@ -289,8 +289,9 @@ fn apply_demo_defaults(args: &mut SweepArgs, sub: Option<&ArgMatches>) {
     if defaulted("random_output_len") && !shaped {
         args.random_output_len = Some(128);
     }
-    if defaulted("prompts_per_stream") {
-        // 5 requests per stream keeps the whole demo near two minutes.
-        args.prompts_per_stream = 5;
+    if defaulted("prompts_per_stream") && args.budget.is_none() {
+        // 5 requests per stream keeps the whole demo near two minutes;
+        // with --budget they are the budget's to choose.
+        args.prompts_per_stream = Some(5);
     }
 }

@@ -43,6 +43,7 @@ pub(crate) mod cost;
 pub(crate) mod decide;
 pub(crate) mod diagnose;
 pub(crate) mod engine_checks;
+pub(crate) mod fit;
 pub(crate) mod goodput;
 pub(crate) mod rounds;
 pub(crate) mod search;

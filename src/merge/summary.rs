@@ -228,6 +228,7 @@ pub(super) fn merged_summary(
         resumed: None,
         target_changes: Vec::new(),
         tune: None,
+        fit: None,
         other,
     }
 }

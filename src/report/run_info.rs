@@ -55,6 +55,8 @@ pub struct RunInfo {
     pub trace: Option<Value>,
     /// `--ramp`: its rate over time, for where a ramp broke.
     pub ramp: Option<crate::load::ramp::Ramp>,
+    /// `--budget`, or the default budget: the levels are fitted to it.
+    pub fit: Option<crate::load::driver::FitConfig>,
 }
 
 impl RunInfo {
@@ -104,6 +106,8 @@ impl RunInfo {
             duration_target: self.timing.duration_s(),
             start_at: self.timing.start_at_text(),
             level_gap_s: self.timing.level_gap_s(),
+            budget_s: self.fit.map(|f| round3(f.budget.as_secs_f64())),
+            budget_default: self.fit.map(|f| f.default_budget),
             // Traffic shape: range_ratio, prompt_source, corpus, dataset, save_prompts.
             other: match self.traffic.run_json() {
                 Value::Object(traffic) => traffic,
@@ -145,6 +149,7 @@ impl RunInfo {
             timing: Default::default(),
             trace: None,
             ramp: None,
+            fit: None,
         }
     }
 }

@@ -96,6 +96,10 @@ pub struct LevelFile {
     /// Hand-set levels only: why (not) steady, a string or null.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steady_reason: Option<Value>,
+    /// Fitted runs only (`--budget`, or the default budget): why the level
+    /// ended: `steady`, `count` or `budget` (partial).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
     pub cancelled: Option<u64>,
     pub short_outputs: Option<u64>,
     pub per_stream_tok_s: Option<f64>,
@@ -343,6 +347,10 @@ pub struct SummaryFile {
     /// the setting to keep; absent in other runs.
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub tune: Option<TuneSection>,
+    /// A closed-loop plan's estimate after the warmup, and what fitting it
+    /// to its budget changed; absent when no estimate was made.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
+    pub fit: Option<FitSection>,
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -395,6 +403,13 @@ pub struct RunSection {
     /// `--level-gap`, seconds (with `--start-at` and `--duration` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub level_gap_s: Option<f64>,
+    /// A fitted run's budget, seconds (`--budget`, or the default one);
+    /// absent for a run of fixed counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<f64>,
+    /// With `budget_s`: true when the user gave no budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_default: Option<bool>,
     /// The traffic shape's keys (`range_ratio`, `prompt_source`, `corpus`,
     /// `dataset`, `save_prompts`) and any key this version does not name.
     #[serde(flatten)]
@@ -528,6 +543,42 @@ pub struct DiagnosisEntry {
     pub id: String,
     pub message: String,
     pub evidence: Value,
+}
+
+/// summary.json's `fit`: the plan's estimate after the warmup, the answer
+/// length when it was shortened to fit, and the planned levels skipped.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FitSection {
+    /// The line said after the warmup.
+    pub estimate: Option<String>,
+    /// Its expected seconds for the run after the warmup.
+    pub estimate_s: Option<f64>,
+    /// The warmup's speed the estimate rests on.
+    pub decode_tok_s: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    /// Set only when answers were shortened to fit: asked for, then used.
+    pub output_len_asked: Option<u32>,
+    pub output_len: Option<u32>,
+    /// Planned levels that did not run.
+    #[serde(deserialize_with = "entries")]
+    pub skipped: Vec<SkippedLevel>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// One planned level that did not run, and why.
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SkippedLevel {
+    pub concurrency: Option<u32>,
+    pub series: Option<u64>,
+    /// `past knee` or `budget`.
+    pub reason: Option<String>,
+    /// The line said.
+    pub line: Option<String>,
 }
 
 /// The capacity search's bounds so far.

@@ -12,7 +12,7 @@ use super::start::{start_run, Running};
 use super::timing::TimingPlan;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::export::Exports;
-use crate::load::driver::{Command, DriverEvent};
+use crate::load::driver::{Command, DriverEvent, FitEvent};
 use crate::report::recorder::Recorder;
 use crate::report::text;
 use crate::report::timing::rfc3339_ms;
@@ -105,7 +105,9 @@ async fn headless(
                     .filter(|l| l.file.is_some())
                 {
                     progress.clear();
-                    let _ = write!(out, "{}", text::level_block(level, &prepared.run));
+                    // The recorder's run: its shape is the one the levels
+                    // ran with, answers shortened to fit included.
+                    let _ = write!(out, "{}", text::level_block(level, recorder.run()));
                     let _ = out.flush();
                     // On a schedule the next level started on time anyway.
                     let overrun = level.saved.as_ref().and_then(|l| l["drain_overrun_s"].as_f64());
@@ -127,6 +129,12 @@ async fn headless(
                             calibration.tokens_per_word, calibration.overhead_tokens
                         );
                         if let Some(line) = start_at_line(&prepared.plan.timing, SystemTime::now()) {
+                            crate::say!("tokbench: {line}");
+                        }
+                    }
+                    DriverEvent::Fit(fit) => {
+                        progress.clear();
+                        for line in fit_lines(&fit) {
                             crate::say!("tokbench: {line}");
                         }
                     }
@@ -177,6 +185,34 @@ async fn headless(
     Ok(HeadlessEnd { code, stopped_by })
 }
 
+/// What a fitted run's event says on stderr as it comes: the estimate
+/// after the warmup, answers shortened to fit, the budget that would fit a
+/// long fixed plan, and planned levels skipped.
+pub(crate) fn fit_lines(event: &FitEvent) -> Vec<String> {
+    match event {
+        FitEvent::Estimate {
+            line,
+            shortened,
+            suggestion,
+            ..
+        } => {
+            let mut lines = vec![line.clone()];
+            if let Some((asked, used)) = shortened {
+                lines.push(format!(
+                    "answers shortened to {used} tokens (from {asked}) so that the first two levels fit the budget; every table and file shows {used}"
+                ));
+            }
+            lines.extend(suggestion.iter().cloned());
+            lines
+        }
+        FitEvent::Skipped {
+            concurrencies,
+            reason,
+        } => vec![reason.line(concurrencies)],
+        FitEvent::TimeLeft { .. } | FitEvent::LevelEnded { .. } => Vec::new(),
+    }
+}
+
 /// The closing lines every face prints after the run: the sweep table, the
 /// capacity, the knee, the cost verdict, the notes and the result folder.
 /// A closed stdout is not the run's failure: the files hold the same.
@@ -189,6 +225,16 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     let decision = recorder.tally().decision();
     for line in recorder.tally().verdict_lines(&decision, true) {
         let _ = writeln!(out, "{line}");
+    }
+    // Levels a fitted plan did not run, once per reason.
+    if let Some(fit) = recorder.tally().fit_section() {
+        let mut said: Vec<&str> = Vec::new();
+        for line in fit.skipped.iter().filter_map(|s| s.line.as_deref()) {
+            if !said.contains(&line) {
+                said.push(line);
+                let _ = writeln!(out, "{line}");
+            }
+        }
     }
     let _ = writeln!(out, "results: {}", recorder.dir().display());
     let _ = out.flush();
@@ -225,6 +271,8 @@ struct ProgressState {
     done_in_level: u32,
     failed_total: u64,
     warmup: bool,
+    /// The driver's last word on the time left: when (run clock), seconds.
+    time_left: Option<(Duration, f64)>,
 }
 
 impl ProgressState {
@@ -232,6 +280,9 @@ impl ProgressState {
         match event {
             DriverEvent::WarmupStarted { .. } => self.warmup = true,
             DriverEvent::WarmupFinished { .. } => self.warmup = false,
+            DriverEvent::Fit(FitEvent::TimeLeft { seconds, at }) => {
+                self.time_left = Some((*at, *seconds));
+            }
             DriverEvent::LevelStarted(info) => {
                 self.level = Some((info.index, info.concurrency, info.num_prompts));
                 self.plan_position = info.plan_index;
@@ -278,8 +329,15 @@ impl Progress {
                 .plan_position
                 .map_or_else(String::new, |p| format!("level {}/{} ", p + 1, self.levels));
             let total = total.map_or_else(|| "-".into(), |t| t.to_string());
+            let left = state
+                .time_left
+                .map(|(at, seconds)| {
+                    let left = (seconds - elapsed.saturating_sub(at).as_secs_f64()).max(0.0);
+                    format!(", ~{} left", crate::analysis::fit::duration_words(left))
+                })
+                .unwrap_or_default();
             format!(
-                "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed",
+                "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed{left}",
                 state.done_in_level, state.failed_total
             )
         } else if let Some(wait) = self

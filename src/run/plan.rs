@@ -17,7 +17,7 @@ use crate::analysis::decide::CapacitySlo;
 use crate::analysis::goodput::Slo as GoodputSlo;
 use crate::analysis::DecisionConfig;
 use crate::cli::{Backend, HttpClient, SweepArgs};
-use crate::load::driver::{self, LevelPlan, Replay, SearchPlan};
+use crate::load::driver::{self, FitConfig, LevelPlan, Replay, SearchPlan};
 use crate::load::probes::{ProbePlan, MAX_PROBE_RATE};
 use crate::load::request::Target;
 use crate::workload::{rng, Traffic, MAX_LEN_TOKENS};
@@ -102,6 +102,10 @@ pub struct SweepPlan {
     pub traffic: Traffic,
     /// `--duration`, `--shard`, `--start-at`, `--level-gap` (issue 13).
     pub timing: TimingPlan,
+    /// `--budget`, or the default budget of a sweep given no count: the
+    /// levels fitted to it (see `load::driver::FitConfig`); None for a run
+    /// of fixed counts or durations, and for open loop, replay and search.
+    pub fit: Option<FitConfig>,
 }
 
 /// `--gpu-metrics URL`: a DCGM exporter's page.
@@ -209,6 +213,9 @@ impl SweepPlan {
         if args.rounds == 0 || args.rounds > 100 {
             bail!("--rounds must be between 1 and 100");
         }
+        let per_stream = args
+            .prompts_per_stream
+            .unwrap_or(DEFAULT_PROMPTS_PER_STREAM);
         // --dataset: each level sends each usable record once by default.
         let num_prompts = args
             .num_prompts
@@ -297,7 +304,7 @@ impl SweepPlan {
                 .flat_map(|&c| {
                     let step = match num_prompts {
                         Some(n) => LevelPlan::closed(c, n),
-                        None => LevelPlan::per_stream(c, args.prompts_per_stream),
+                        None => LevelPlan::per_stream(c, per_stream),
                     };
                     std::iter::repeat_n(step, args.rounds as usize)
                 })
@@ -305,10 +312,11 @@ impl SweepPlan {
         };
         let decision = decision_config(args)?;
         let timing = TimingPlan::from_args(args, SystemTime::now()).map_err(|e| eyre!(e))?;
+        let fit = fit_of(args, &timing)?;
         let levels = timing.shard_levels(
             levels,
             num_prompts.is_some(),
-            args.prompts_per_stream,
+            per_stream,
             default_rate_prompts,
         );
 
@@ -366,7 +374,7 @@ impl SweepPlan {
             max_concurrency: args.max_concurrency.unwrap_or(driver::MAX_CONCURRENCY),
             slo: decision.slo.clone(),
             num_prompts,
-            prompts_per_stream: args.prompts_per_stream,
+            prompts_per_stream: per_stream,
         });
         Ok(SweepPlan {
             display_target: crate::redact::base_url(&base_url),
@@ -459,6 +467,7 @@ impl SweepPlan {
             turns: args.turns,
             traffic,
             timing,
+            fit,
         })
     }
 
@@ -551,6 +560,10 @@ fn probe_plan(args: &SweepArgs) -> Result<Option<ProbePlan>> {
         output_len: args.probe_output_len,
     }))
 }
+
+/// Requests a stream without `--prompts-per-stream`: a fixed plan's count,
+/// a fitted one's cap.
+pub(crate) const DEFAULT_PROMPTS_PER_STREAM: u32 = 10;
 
 fn default_rate_prompts(rate: f64) -> u32 {
     if rate.is_finite() {
@@ -678,6 +691,65 @@ fn decision_config(args: &SweepArgs) -> Result<DecisionConfig> {
         rounds: args.rounds,
         gpus: args.gpus,
     })
+}
+
+/// `--budget`, checked, or the default budget where the sweep names no
+/// count (`--num-prompts`, `--prompts-per-stream`), duration or budget. A budget fits closed-loop levels of generated
+/// prompts: every other kind of run is refused with one, and runs as
+/// before without one.
+fn fit_of(args: &SweepArgs, timing: &TimingPlan) -> Result<Option<FitConfig>> {
+    use crate::analysis::fit::{flag_words, DEFAULT_BUDGET, MIN_BUDGET};
+    let given = match args.budget.as_deref() {
+        Some(raw) => {
+            Some(crate::run::timing::parse_duration("--budget", raw).map_err(|e| eyre!(e))?)
+        }
+        None => None,
+    };
+    let counts = [
+        ("--num-prompts", args.num_prompts.is_some()),
+        ("--duration", args.duration.is_some()),
+    ];
+    let other_kinds = [
+        ("--request-rate", !args.request_rate.is_empty()),
+        ("--replay", args.replay.is_some()),
+        ("--ramp", args.ramp.is_some()),
+        ("--find-capacity", args.find_capacity),
+        ("--max-concurrency", args.max_concurrency.is_some()),
+        ("--dataset", args.dataset.is_some()),
+        ("--turns", args.turns > 1),
+        ("--shard", timing.shard.is_some()),
+        ("--start-at", timing.start_at.is_some()),
+    ];
+    let Some(budget) = given else {
+        // --prompts-per-stream alone asks for those counts; with a budget
+        // it is the most a fitted level sends.
+        let fixed = args.prompts_per_stream.is_some()
+            || counts.iter().chain(&other_kinds).any(|(_, set)| *set);
+        return Ok((!fixed).then(|| fit_config(args, DEFAULT_BUDGET, true)));
+    };
+    if let Some((flag, _)) = counts.iter().find(|(_, set)| *set) {
+        bail!("--budget and {flag} both set how long each level runs: choose one");
+    }
+    if let Some((flag, _)) = other_kinds.iter().find(|(_, set)| *set) {
+        bail!("--budget fits a sweep of closed-loop levels (--concurrency): not with {flag}");
+    }
+    if budget < MIN_BUDGET {
+        bail!(
+            "--budget {} is too short: a warmup and one level of the shortest answers need at least {}",
+            flag_words(budget),
+            flag_words(MIN_BUDGET)
+        );
+    }
+    Ok(Some(fit_config(args, budget, false)))
+}
+
+fn fit_config(args: &SweepArgs, budget: std::time::Duration, default: bool) -> FitConfig {
+    FitConfig {
+        budget,
+        default_budget: default,
+        per_stream: args.steady_completions.max(1),
+        max_rse: args.steady_rse,
+    }
 }
 
 /// `--ramp KIND --ramp-from R0 --ramp-to R1 --ramp-duration S`, all four

@@ -256,6 +256,7 @@ async fn prepare_target(
         timing,
         trace: plan.replay.as_ref().map(|r| r.to_json()),
         ramp: plan.replay.as_ref().and_then(|r| r.ramp),
+        fit: plan.fit,
     };
     if let Some(prior) = &prior {
         prior.check_same(&run.to_json())?;
@@ -514,6 +515,7 @@ pub(crate) fn start_driver(
             between_levels: plan.between_levels.clone(),
             edges: edges_of(prepared),
             probes,
+            fit: plan.fit,
         },
         run_start,
     )

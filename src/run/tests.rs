@@ -231,3 +231,57 @@ fn the_streams_a_run_surely_needs() {
     let search = needed(&["--find-capacity", "--slo-ttft-p99-ms", "500"]);
     assert!(search.as_ref().is_none_or(|(n, _)| *n < 4096), "{search:?}");
 }
+
+#[test]
+fn a_sweep_given_no_count_is_fitted_to_the_default_budget() {
+    use crate::analysis::fit::DEFAULT_BUDGET;
+    let bare = plan_of(&["--concurrency", "1,4"]).expect("plan");
+    let fit = bare.fit.expect("a bare sweep is fitted");
+    assert_eq!(fit.budget, DEFAULT_BUDGET);
+    assert!(fit.default_budget);
+    // Its levels' counts are caps: 10 a stream.
+    assert_eq!(bare.levels[1].num_prompts, 40);
+    // Any count, duration or other kind of run: the counts as given.
+    for fixed in [
+        &["--num-prompts", "8"][..],
+        &["--prompts-per-stream", "10"],
+        &["--duration", "30"],
+        &["--request-rate", "2"],
+        &["--find-capacity"],
+        &["--turns", "2"],
+    ] {
+        let plan = plan_of(fixed).expect("plan");
+        assert_eq!(plan.fit, None, "{fixed:?}");
+    }
+    let given = plan_of(&["--budget", "15m", "--prompts-per-stream", "4"]).expect("plan");
+    let fit = given.fit.expect("fitted");
+    assert_eq!(fit.budget, Duration::from_secs(900));
+    assert!(!fit.default_budget);
+    assert_eq!(given.levels[0].num_prompts, 4);
+}
+
+#[test]
+fn a_budget_is_refused_in_one_line_where_it_cannot_fit_the_run() {
+    let refused = |args: &[&str], want: &str| {
+        let err = plan_of(args).expect_err(want).to_string();
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains('\n'), "{args:?}: {err}");
+    };
+    refused(
+        &["--budget", "5s"],
+        "--budget 5s is too short: a warmup and one level of the shortest answers need at least 10s",
+    );
+    refused(
+        &["--budget", "10m", "--num-prompts", "5"],
+        "--budget and --num-prompts both set how long each level runs: choose one",
+    );
+    refused(
+        &["--budget", "10m", "--duration", "30"],
+        "--budget and --duration",
+    );
+    refused(
+        &["--budget", "10m", "--request-rate", "2"],
+        "--budget fits a sweep of closed-loop levels (--concurrency): not with --request-rate",
+    );
+    refused(&["--budget", "soon"], "--budget soon");
+}

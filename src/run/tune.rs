@@ -80,6 +80,8 @@ struct TunePlan {
     env: Vec<(String, Option<String>)>,
     port: u16,
     dir: PathBuf,
+    /// When the tune began: its budget and its time left count from here.
+    started: std::time::Instant,
 }
 
 /// A name whose value is a secret: never shown or saved.
@@ -143,12 +145,18 @@ fn check(args: &TuneArgs) -> Result<TunePlan> {
         (None, Some(d)) => saved_port(d).unwrap_or(server::free_loopback_port()?),
         (None, None) => server::free_loopback_port()?,
     };
+    // The sweep's own flags (--budget among them) refused here, before
+    // any server starts, against a stand-in address as --print-config does.
+    let mut sweep = args.sweep.clone();
+    sweep.base_url = Some("http://127.0.0.1:9".into());
+    SweepPlan::from_args(&sweep)?;
     Ok(TunePlan {
         settings,
         words,
         env,
         port,
         dir,
+        started: std::time::Instant::now(),
     })
 }
 
@@ -316,6 +324,37 @@ pub(crate) async fn run_tune<F: TuneFace>(
     Ok(code)
 }
 
+/// A setting's share of the tune's `--budget`: what is left of it over the
+/// settings left (this one included), never under the shortest budget a
+/// sweep takes. None without a budget: each setting has the default one.
+fn setting_budget(
+    args: &TuneArgs,
+    elapsed: Duration,
+    index: usize,
+    total: usize,
+) -> Option<Duration> {
+    let raw = args.sweep.budget.as_deref()?;
+    let budget = super::timing::parse_duration("--budget", raw).ok()?;
+    let settings_left = u32::try_from(total.saturating_sub(index).max(1)).unwrap_or(u32::MAX);
+    Some((budget.saturating_sub(elapsed) / settings_left).max(crate::analysis::fit::MIN_BUDGET))
+}
+
+/// The tune's time left as said when a setting starts: the settings so
+/// far took `elapsed` (server starts included); the ones left, this one
+/// included, are guessed at their mean. Empty before any setting ran.
+fn tune_time_left(elapsed: Duration, index: usize, total: usize) -> String {
+    if index == 0 {
+        return String::new();
+    }
+    let mean = elapsed.as_secs_f64() / index as f64;
+    let left = mean * total.saturating_sub(index) as f64;
+    format!(
+        " · about {} left for the tune ({} a setting so far)",
+        crate::analysis::fit::duration_words(left),
+        crate::analysis::fit::duration_words(mean)
+    )
+}
+
 enum SettingEnd {
     Done,
     Interrupted,
@@ -443,10 +482,11 @@ async fn run_setting<F: TuneFace>(
         port: plan.port,
     };
     crate::say!(
-        "tokbench tune: setting {}/{total} {label} · starting server on 127.0.0.1:{} (log {})",
+        "tokbench tune: setting {}/{total} {label} · starting server on 127.0.0.1:{} (log {}){}",
         i + 1,
         plan.port,
-        spec.log_path.display()
+        spec.log_path.display(),
+        tune_time_left(plan.started.elapsed(), i, total)
     );
     let mut process = ServerProcess::start(&spec)?;
     let timeout = Duration::from_secs_f64(args.ready_timeout.max(0.1));
@@ -535,6 +575,7 @@ async fn run_setting<F: TuneFace>(
         args,
         plan,
         (&label, &base_url),
+        setting_budget(args, plan.started.elapsed(), i, total),
         entry,
         section,
         &mut process,
@@ -556,6 +597,7 @@ async fn sweep_setting<F: TuneFace>(
     args: &TuneArgs,
     plan: &TunePlan,
     (label, base_url): (&str, &str),
+    budget: Option<Duration>,
     entry: &mut TuneSetting,
     section: &TuneSection,
     process: &mut ServerProcess,
@@ -570,6 +612,9 @@ async fn sweep_setting<F: TuneFace>(
     sweep.resume = None;
     let mut sweep_plan = SweepPlan::from_args(&sweep)?;
     sweep_plan.between_levels = between_levels;
+    if let (Some(fit), Some(budget)) = (sweep_plan.fit.as_mut(), budget) {
+        fit.budget = budget;
+    }
     if let Some(ctx) = slot_context {
         let need = u64::from(sweep_plan.input_len) + u64::from(sweep_plan.output_len);
         if need > ctx {

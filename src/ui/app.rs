@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::load::driver::{Command, DriverEvent, Mode, MAX_CONCURRENCY};
+use crate::load::driver::{Command, DriverEvent, FitEvent, Mode, MAX_CONCURRENCY};
 use crate::record::{ErrorClass, Outcome};
 use crate::report::recorder::FinishedLevel;
 use crate::stats::live::{LiveWindow, DEFAULT_WINDOW_SECS};
@@ -186,6 +186,9 @@ pub struct App {
     pub paused: bool,
     /// `--find-capacity`: where the search stands.
     pub search: Option<crate::load::driver::SearchProgress>,
+    /// The run's expected time left as the driver last said it: when (run
+    /// clock) and how many seconds then.
+    pub time_left: Option<(Duration, f64)>,
     /// Input and output tokens of the completed requests, and their count:
     /// the achieved lengths beside the asked ones in the header.
     pub achieved: (u64, u64, u64),
@@ -281,6 +284,7 @@ impl App {
             queue_disagree_since: None,
             paused: false,
             search: None,
+            time_left: None,
             achieved: (0, 0, 0),
             quitting: false,
             show_help: false,
@@ -363,6 +367,16 @@ impl App {
     /// The level dispatching now, if any.
     pub(crate) fn current(&self) -> Option<&LevelRow> {
         self.shown.levels.last().filter(|l| l.is_running())
+    }
+
+    /// Seconds the run is expected to take yet: the driver's last figure,
+    /// less the time since it said it; None once the run is over.
+    pub(crate) fn seconds_left(&self) -> Option<f64> {
+        if self.is_finished() {
+            return None;
+        }
+        let (at, seconds) = self.time_left?;
+        Some((seconds - self.elapsed.saturating_sub(at).as_secs_f64()).max(0.0))
     }
 
     pub(crate) fn is_finished(&self) -> bool {

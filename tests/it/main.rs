@@ -14,6 +14,7 @@ mod e2e;
 mod fault_matrix;
 mod faults;
 mod fd_limits;
+mod fit;
 mod fuzz_corpus;
 mod gpu;
 mod interop;

@@ -75,6 +75,7 @@ impl Driver {
             failed: 0,
             first_error: None,
             dispatch_until: None,
+            sent_enough: false,
         });
         self.set_target(concurrency);
         self.refresh_marks();
@@ -122,6 +123,10 @@ impl Driver {
                     return;
                 }
                 self.pending_start = None;
+                if !self.fit_level_may_start(index) {
+                    self.current = None;
+                    return;
+                }
                 self.next_plan += 1;
                 let mode = if step.rate.is_some() {
                     Mode::Rate
@@ -131,6 +136,8 @@ impl Driver {
                 // A timed level has no count: it sends until its window ends.
                 let num_prompts = self.cfg.duration.is_none().then_some(step.num_prompts);
                 self.start_level(step.concurrency, mode, num_prompts, Some(index), step.rate);
+                let started = self.levels.len() - 1;
+                self.pace_level_started(started);
                 if let (Some(duration), Some(level)) = (self.cfg.duration, self.levels.last_mut()) {
                     // On a schedule the window ends on the schedule, even
                     // after a late start (a warmup past --start-at), so every
@@ -160,6 +167,7 @@ impl Driver {
                     }
                 }
             }
+            self.pace_level_closed(index);
         }
     }
 
@@ -390,6 +398,7 @@ impl Driver {
                 self.continue_conversation(&record);
             }
             record.transition = meta.is_some_and(|m| m.transition);
+            self.pace_record(&record);
             self.pass_on(record);
         }
     }
@@ -407,6 +416,7 @@ impl Driver {
         }
         self.series += 1;
         self.next_plan = 0;
+        self.pace_new_series();
         self.plan_done_sent = false;
         self.next_poll = None;
         if let Some(search) = &mut self.search {

@@ -41,6 +41,8 @@ use crate::workload::dataset::flatten_messages;
 use crate::workload::{Calibration, ChatMessage, PromptSpec, Workload};
 
 mod between;
+mod fit;
+pub use fit::{FitConfig, FitEvent};
 mod replay_plan;
 pub use replay_plan::Replay;
 mod levels;
@@ -229,6 +231,9 @@ pub enum DriverEvent {
     },
     /// `--find-capacity` judged a probe: the bounds so far and what runs next.
     Search(SearchProgress),
+    /// A fitted run's estimate, time left, level ends and skipped levels
+    /// (`--budget`, or the default budget; see `fit`).
+    Fit(FitEvent),
     /// The run is over; no event follows. `error` says why it could not go on.
     Finished {
         stopped_by_user: bool,
@@ -283,6 +288,9 @@ pub(crate) struct DriverConfig {
     pub edges: Option<LevelEdges>,
     /// `--probe-rate`: probe requests beside the load, on their own pool.
     pub probes: Option<super::probes::ProbeConfig>,
+    /// `--budget` (or the default budget): planned levels end when steady,
+    /// levels past the knee are skipped, the run ends with the budget.
+    pub fit: Option<FitConfig>,
 }
 
 /// Where `--find-capacity` stands after a probe.
@@ -355,7 +363,10 @@ pub(crate) fn spawn_with(
         plan,
         probes: 0,
     });
+    let run_start = Instant::from_std(run_start);
     let driver = Driver {
+        fit: config.fit.map(|cfg| fit::FitState::new(cfg, run_start)),
+        pace: fit::Pace::default(),
         executor,
         search,
         open_loop: None,
@@ -365,7 +376,7 @@ pub(crate) fn spawn_with(
         fatal: None,
         conversations: HashMap::new(),
         ready_turns: std::collections::VecDeque::new(),
-        run_start: Instant::from_std(run_start),
+        run_start,
         events: event_tx,
         cancel: cancel_tx,
         tasks: JoinSet::new(),
@@ -445,6 +456,8 @@ struct LevelState {
     /// Timed levels: dispatch stops here; what is in flight then finishes
     /// and still counts for this level.
     dispatch_until: Option<Instant>,
+    /// A fitted level that is steady: it sends no more.
+    sent_enough: bool,
 }
 
 /// `--find-capacity` as it runs.
@@ -466,6 +479,9 @@ impl LevelState {
     }
 
     fn remaining(&self) -> u32 {
+        if self.sent_enough {
+            return 0;
+        }
         match self.info.num_prompts {
             Some(n) => n.saturating_sub(self.dispatched),
             None => u32::MAX,
@@ -535,6 +551,10 @@ struct Driver {
     between: Option<between::Edge>,
     /// The probe sender, once the warmup is over (`--probe-rate`).
     probes: Option<super::probes::ProbeGate>,
+    /// `--budget` (or the default budget), when the run is fitted.
+    fit: Option<fit::FitState>,
+    /// The server's pace as the warmup and the planned levels showed it.
+    pace: fit::Pace,
 }
 
 /// What the driver knows of a request in flight.
@@ -578,6 +598,14 @@ impl Driver {
         }
         loop {
             self.check_outage();
+            if self
+                .fit
+                .as_ref()
+                .and_then(fit::FitState::deadline)
+                .is_some_and(|at| at <= Instant::now())
+            {
+                self.budget_spent();
+            }
             // A scheduled level came due: start it (this waits no longer).
             if !self.stopping && self.pending_start.is_some_and(|at| at <= Instant::now()) {
                 self.pending_start = None;
@@ -609,6 +637,7 @@ impl Driver {
                 self.next_send_time(),
                 self.next_watch_time(),
                 self.next_level_time(),
+                self.fit.as_ref().and_then(fit::FitState::deadline),
             ]
             .into_iter()
             .flatten()
@@ -647,8 +676,9 @@ impl Driver {
         // as they are rather than lost.
         self.flush_held();
         let error = self.fatal.take();
+        let spent = self.fit.as_ref().is_some_and(|f| f.spent);
         self.emit(DriverEvent::Finished {
-            stopped_by_user: self.stopping && error.is_none(),
+            stopped_by_user: self.stopping && error.is_none() && !spent,
             error,
         });
     }

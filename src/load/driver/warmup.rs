@@ -27,7 +27,10 @@ impl Driver {
         loop {
             while sent < total && (self.tasks.len() as u32) < concurrency && !self.stopping {
                 let words = self.cfg.workload.warmup_words(sent as usize);
-                let prompt = self.cfg.workload.prompt_of_words(words);
+                let mut prompt = self.cfg.workload.prompt_of_words(words);
+                if let Some(cap) = self.warmup_output_cap() {
+                    prompt.max_tokens = prompt.max_tokens.min(cap);
+                }
                 let id = self.spawn_request(WARMUP_LEVEL, &prompt, None, None);
                 // All the words sent, the shared prefix's too: fitted on the
                 // unique part alone, the prefix would pass for template
@@ -91,6 +94,7 @@ impl Driver {
             calibration: self.cfg.workload.calibration,
             reported_prompt_tokens: samples.iter().map(|s| s.1).collect(),
         });
+        self.after_warmup(&records);
         Ok(true)
     }
 }

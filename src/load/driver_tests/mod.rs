@@ -406,6 +406,7 @@ fn config(plan: Vec<LevelPlan>) -> DriverConfig {
         between_levels: None,
         edges: None,
         probes: None,
+        fit: None,
     }
 }
 

@@ -144,6 +144,7 @@ impl Recorder {
             throughput_rse: level.throughput_rse.map(round4),
             steady: level.steadiness.as_ref().map(|s| s.steady),
             steady_reason: level.steadiness.as_ref().map(|s| json!(s.reason)),
+            end_reason: tally.end_reason(level.info.index).map(str::to_string),
             cancelled: Some(stats.cancelled as u64),
             short_outputs: Some(stats.short_outputs as u64),
             per_stream_tok_s: finite(stats.per_stream_tok_s),

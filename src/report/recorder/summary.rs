@@ -78,6 +78,7 @@ impl Recorder {
                 done: s.next.is_none(),
             }),
             tune: tally.tune().cloned(),
+            fit: tally.fit_section().cloned(),
             resumed: tally.prior().filter(|p| !p.new_series).map(|p| Resumed {
                 first_started_at: p.run.get("started_at").cloned().unwrap_or(Value::Null),
                 levels_kept: p.levels.len(),

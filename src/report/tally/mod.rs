@@ -33,6 +33,7 @@ use crate::stats::tally::{Lengths, LevelTally, ServerTimingTally};
 use crate::stats::turns::{CacheHits, TurnTally};
 use crate::workload::Calibration;
 
+mod fit;
 mod levels;
 #[cfg(test)]
 mod tests;
@@ -79,6 +80,10 @@ pub(crate) struct Tally {
     /// of the next level to begin), and each level's start and end.
     account_latest: Option<Arc<Snapshot>>,
     account_edges: BTreeMap<usize, LevelEdgeReads>,
+    /// A fitted run's estimate, skipped levels and level ends.
+    fit: fit::FitLog,
+    /// The series of the level that started last.
+    current_series: usize,
 }
 
 /// A level's start and end reads of the server's account.
@@ -114,6 +119,8 @@ impl Tally {
             tune: None,
             account_latest: None,
             account_edges: BTreeMap::new(),
+            fit: fit::FitLog::default(),
+            current_series: 0,
         }
     }
 
@@ -127,6 +134,17 @@ impl Tally {
 
     pub(crate) fn run(&self) -> &RunInfo {
         &self.run
+    }
+
+    /// A fitted run's `fit` section, once the warmup's estimate was made or
+    /// a level was skipped.
+    pub(crate) fn fit_section(&self) -> Option<&crate::report::schema::FitSection> {
+        self.fit.section()
+    }
+
+    /// Why level `index` of a fitted run ended.
+    pub(crate) fn end_reason(&self, index: usize) -> Option<&'static str> {
+        self.fit.end_reason(index)
     }
 
     /// Levels whose requests are all back, in the order they finished.
@@ -183,7 +201,15 @@ impl Tally {
                 if let Some(start) = self.account_latest.take() {
                     self.account_edges.entry(info.index).or_default().0 = Some(start);
                 }
+                self.current_series = info.series;
                 self.start_level(info, read_client());
+            }
+            DriverEvent::Fit(event) => {
+                // Answers shortened to fit: the run's shape from here on,
+                // on every table and file.
+                if let Some(output_len) = self.fit.on_event(event, self.current_series) {
+                    self.run.output_len = output_len;
+                }
             }
             DriverEvent::ServerAccount { closes, snapshot } => {
                 if let Some(index) = closes {
@@ -246,6 +272,7 @@ impl Tally {
                 }
             }
             DriverEvent::SeriesStarted { series, .. } => {
+                self.current_series = *series;
                 self.series.entry(*series).or_insert_with(|| SeriesInfo {
                     label: crate::analysis::series::default_label(*series),
                     server: Value::Null,

@@ -204,6 +204,10 @@ impl App {
             }
             DriverEvent::Paused(paused) => self.paused = *paused,
             DriverEvent::Search(progress) => self.search = Some(*progress),
+            DriverEvent::Fit(FitEvent::TimeLeft { seconds, at }) => {
+                self.time_left = Some((*at, *seconds));
+            }
+            DriverEvent::Fit(_) => {}
             DriverEvent::Finished {
                 stopped_by_user,
                 error,

@@ -92,7 +92,14 @@ pub(crate) fn render(area: Rect, buf: &mut Buffer, app: &App) {
     .areas(area);
 
     let clock = Span::styled(
-        format!("{} ", clock(app.elapsed.as_secs())),
+        match app.seconds_left() {
+            Some(left) => format!(
+                "{} ~{} left ",
+                clock(app.elapsed.as_secs()),
+                crate::analysis::fit::duration_words(left)
+            ),
+            None => format!("{} ", clock(app.elapsed.as_secs())),
+        },
         app.palette.strong,
     );
     header_line(app, &app.shown.run, None, clock, header).render(header, buf);
