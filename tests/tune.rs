@@ -159,6 +159,20 @@ fn three_settings_three_series_and_np4_is_kept() {
     assert!(summary.get("resumed").is_none_or(Value::is_null));
     let printed = stdout(&out);
     assert!(printed.contains(reason), "{printed}");
+    // Ready means a warm request loaded the model, so `/api/ps` listed it
+    // when its memory was read: all of it in GPU memory, which the table's
+    // memory column says in words.
+    for s in settings {
+        let memory = &s["memory"];
+        assert!(memory["size"].as_u64().is_some_and(|b| b > 0), "{s}");
+        assert_eq!(memory["size_vram"], memory["size"], "{s}");
+    }
+    let rows: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.trim_start().starts_with("np="))
+        .collect();
+    assert_eq!(rows.len(), 3, "{printed}");
+    assert!(rows.iter().all(|r| r.ends_with("  GPU only")), "{printed}");
     let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert!(report.contains("**Tune: which setting to keep**") && report.contains(reason));
     // The HTML report has the table and the sentence; the CSV says which

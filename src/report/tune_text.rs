@@ -40,11 +40,7 @@ pub(crate) fn tune_rows(tune: &TuneSection) -> Vec<[String; TUNE_COLUMNS]> {
                 .as_ref()
                 .and_then(|k| k.from_concurrency.zip(k.to_concurrency))
                 .map_or_else(dash, |(a, b)| format!("{a} -> {b}")),
-            if s.memory_warning.is_some() {
-                "WARNING".into()
-            } else {
-                dash()
-            },
+            memory_words(s).unwrap_or_else(dash),
         ]);
     }
     rows
@@ -136,10 +132,49 @@ pub(crate) fn setting_line(s: &TuneSetting) -> String {
     if let Some(ready) = number(&s.ready_s) {
         parts.push(format!("ready {ready:.1} s"));
     }
-    if s.memory_warning.is_some() {
-        parts.push("memory warning".into());
+    if let Some(memory) = memory_words(s) {
+        parts.push(memory);
     }
     format!("{label}: {}", parts.join(" · "))
+}
+
+/// A setting's memory in a few words, the same in the table (printed,
+/// `report.md`, HTML) and in the live view's row: vLLM's KV cache
+/// (`num_gpu_blocks` x `block_size`: `KV 23,296 tok`), llama.cpp's context
+/// per slot (`ctx 4,096/slot`), Ollama's share of the model on the CPU
+/// (`CPU 12%`, `GPU only`), as `probe::memory` saved them. A warning adds
+/// `(warning)`, its words in the notes. None when the server said nothing
+/// of its memory that is read here.
+pub(crate) fn memory_words(s: &TuneSetting) -> Option<String> {
+    let m = &s.memory;
+    let count = |k: &str| m.get(k).and_then(serde_json::Value::as_u64);
+    let words = if let (Some(blocks), Some(size)) = (count("num_gpu_blocks"), count("block_size")) {
+        Some(format!(
+            "KV {} tok",
+            crate::fmt::grouped(blocks.saturating_mul(size))
+        ))
+    } else if let Some(ctx) = count("slot_context_tokens") {
+        Some(format!("ctx {}/slot", crate::fmt::grouped(ctx)))
+    } else if let (Some(size), Some(vram)) = (count("size"), count("size_vram")) {
+        (size > 0).then(|| {
+            let on_cpu = size.saturating_sub(vram) as f64 / size as f64;
+            if on_cpu <= 0.0 {
+                "GPU only".to_string()
+            } else if on_cpu < 0.005 {
+                // Some of it is on the CPU: "0%" would read as none.
+                "CPU <1%".to_string()
+            } else {
+                format!("CPU {}", crate::fmt::percent0(on_cpu))
+            }
+        })
+    } else {
+        None
+    };
+    match (words, &s.memory_warning) {
+        (Some(w), Some(_)) => Some(format!("{w} (warning)")),
+        (None, Some(_)) => Some("memory warning".into()),
+        (words, None) => words,
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +246,81 @@ mod tests {
         assert_eq!(
             setting_line(&partial),
             "np=4: partial (skipped (n)) · ready 2.0 s · memory warning"
+        );
+    }
+
+    fn with_memory(memory: serde_json::Value, warning: Option<&str>) -> TuneSetting {
+        TuneSetting {
+            label: Some("np=1".into()),
+            status: Some("finished".into()),
+            memory,
+            memory_warning: warning.map(str::to_string),
+            ..TuneSetting::default()
+        }
+    }
+
+    /// Each engine's memory as `probe::memory` saves it, in words.
+    #[test]
+    fn memory_in_words_for_each_engine() {
+        use serde_json::json;
+        let words = |memory, warning| memory_words(&with_memory(memory, warning));
+        // vLLM: 1,456 blocks of 16 tokens = 23,296 tokens of KV.
+        let vllm = json!({"num_gpu_blocks": 1456, "block_size": 16, "kv_tokens": 23_296});
+        assert_eq!(words(vllm, None).as_deref(), Some("KV 23,296 tok"));
+        // The product, not a saved total, is what is shown.
+        let no_total = json!({"num_gpu_blocks": 100_000, "block_size": 16, "kv_tokens": null});
+        assert_eq!(words(no_total, None).as_deref(), Some("KV 1,600,000 tok"));
+        // llama.cpp: each slot's context.
+        let llama = json!({"slot_context_tokens": 4096, "total_slots": 4});
+        assert_eq!(words(llama, None).as_deref(), Some("ctx 4,096/slot"));
+        // Ollama: 0.88 GB of 1 GB in VRAM is 12% on the CPU; all of it, none.
+        let spilled = json!({"size": 1_000_000_000u64, "size_vram": 880_000_000u64});
+        assert_eq!(
+            words(spilled, Some("np=1: 12% of the model on CPU")).as_deref(),
+            Some("CPU 12% (warning)")
+        );
+        let whole = json!({"size": 1_000_000_000u64, "size_vram": 1_000_000_000u64});
+        assert_eq!(words(whole, None).as_deref(), Some("GPU only"));
+        // A sliver on the CPU is not "0%".
+        let sliver = json!({"size": 1_000_000_000u64, "size_vram": 999_000_000u64});
+        assert_eq!(words(sliver, None).as_deref(), Some("CPU <1%"));
+        // Nothing said, or nothing read: no words.
+        assert_eq!(words(serde_json::Value::Null, None), None);
+        let unread = json!({"num_gpu_blocks": null, "block_size": null, "kv_tokens": null});
+        assert_eq!(words(unread, None), None);
+        assert_eq!(words(json!({"size": null, "size_vram": null}), None), None);
+        assert_eq!(words(json!({"size": 0, "size_vram": 0}), None), None);
+    }
+
+    /// The table's memory column and the live row say the same words.
+    #[test]
+    fn the_memory_column_and_the_live_row_show_the_words() {
+        use serde_json::json;
+        let tune = TuneSection {
+            settings: vec![
+                with_memory(json!({"num_gpu_blocks": 1456, "block_size": 16}), None),
+                with_memory(json!({"slot_context_tokens": 4096}), None),
+                with_memory(json!({"size": 100, "size_vram": 100}), None),
+                with_memory(serde_json::Value::Null, None),
+            ],
+            ..TuneSection::default()
+        };
+        let rows = tune_rows(&tune);
+        let column: Vec<&str> = rows.iter().map(|r| r[TUNE_COLUMNS - 1].as_str()).collect();
+        assert_eq!(
+            column,
+            ["memory", "KV 23,296 tok", "ctx 4,096/slot", "GPU only", "-"]
+        );
+        let text = tune_block(&tune);
+        assert!(
+            text.lines()
+                .nth(2)
+                .is_some_and(|l| l.ends_with("  KV 23,296 tok")),
+            "{text}"
+        );
+        assert_eq!(
+            setting_line(&tune.settings[0]),
+            "np=1: no capacity within the SLO · KV 23,296 tok"
         );
     }
 }

@@ -111,8 +111,9 @@ pub struct SimConfig {
     /// `ollama` only: how long loading the model takes, ms. The model loads on the first
     /// generation request and again after [`SimConfig::keep_alive_s`] idle; requests
     /// arriving meanwhile wait for it (reported as `load_duration`), at most
-    /// [`SimConfig::max_queue`] of them. 0 (the default) is a model that is always
-    /// loaded.
+    /// [`SimConfig::max_queue`] of them. 0 (the default) is a load that takes no time:
+    /// no request waits, but `/api/ps` still lists the model only once a request has
+    /// loaded it, as Ollama's does after a start.
     pub load_ms: f64,
     /// `ollama` only: the model is unloaded after this many seconds with no request in
     /// flight (Ollama's `keep_alive`, default 300); negative keeps it loaded forever.

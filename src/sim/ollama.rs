@@ -15,7 +15,10 @@
 //!   without limit. While the model loads (`SimConfig::load_ms`, on the first request
 //!   and after `SimConfig::keep_alive_s` idle) at most `SimConfig::max_queue` requests
 //!   wait for it and the excess gets Ollama's 503.
-//! - `GET /api/ps` (`size_vram = size * vram_share`), `/api/version`, `/api/tags`, `/`,
+//! - `GET /api/ps` (`size_vram = size * vram_share`) lists the model only once a request
+//!   has loaded it, even when the load takes no time, and no longer once the keep-alive
+//!   has unloaded it: a new process lists nothing, as Ollama's does.
+//! - `/api/version`, `/api/tags`, `/`,
 //!   and `POST /v1/chat/completions` (OpenAI SSE, EOS applies, errors wrapped as
 //!   `{"error":{"message","type":"api_error"}}`).
 
@@ -143,7 +146,16 @@ impl ModelState {
         let mut rx = {
             let mut l = lock(&self.load);
             l.expire(t0, cfg.keep_alive_s);
-            if cfg.load_ms <= 0.0 || l.loaded {
+            if l.loaded {
+                l.active += 1;
+                return Ok((Duration::ZERO, self.guard()));
+            }
+            if cfg.load_ms <= 0.0 {
+                // A load that takes no time is still a load: from here on
+                // `/api/ps` lists the model, as Ollama's does only once a
+                // request has loaded it (the restart watch relies on a new
+                // process listing none).
+                l.loaded = true;
                 l.active += 1;
                 return Ok((Duration::ZERO, self.guard()));
             }
@@ -185,7 +197,7 @@ impl ModelState {
         let now = Instant::now();
         let mut l = lock(&self.load);
         l.expire(now, cfg.keep_alive_s);
-        if !(l.loaded || cfg.load_ms <= 0.0) {
+        if !l.loaded {
             return None;
         }
         let wall = SystemTime::now();
@@ -194,7 +206,7 @@ impl ModelState {
             return Some(wall + Duration::from_secs(292 * 365 * 86_400));
         }
         let keep = Duration::from_secs_f64(cfg.keep_alive_s.min(1e12));
-        if l.active > 0 || (cfg.load_ms <= 0.0 && l.idle_since + keep < now) {
+        if l.active > 0 {
             return Some(wall + keep);
         }
         let left = (l.idle_since + keep).saturating_duration_since(now);
@@ -655,6 +667,35 @@ mod tests {
     fn rfc3339_has_nanoseconds() {
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_749_719_643, 259_874_902);
         assert_eq!(rfc3339(t), "2025-06-12T09:14:03.259874902Z");
+    }
+
+    /// Ollama lists no model after a start until a request loads one, and
+    /// the restart watch tells a new process by that: so a load that takes
+    /// no time (the default) must still wait for a request before the model
+    /// is listed, and unload after the keep-alive like any other.
+    #[tokio::test]
+    async fn ps_lists_the_model_only_once_a_request_loaded_it() {
+        let state = ModelState::new();
+        let cfg = SimConfig {
+            keep_alive_s: 0.05,
+            ..SimConfig::default()
+        };
+        assert_eq!(cfg.load_ms, 0.0, "the default takes no time to load");
+        assert!(state.snapshot(&cfg).is_none(), "listed before any request");
+        let first = state.acquire(&cfg).await.ok().unwrap();
+        assert_eq!(first.0, Duration::ZERO);
+        assert!(state.snapshot(&cfg).is_some(), "not listed once loaded");
+        drop(first);
+        // The keep-alive is 50 ms: wait until it has unloaded the model (a
+        // state), bounded so a bug fails rather than hangs.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state.snapshot(&cfg).is_some() {
+            assert!(Instant::now() < deadline, "never unloaded");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let again = state.acquire(&cfg).await.ok().unwrap();
+        assert_eq!(again.0, Duration::ZERO);
+        assert!(state.snapshot(&cfg).is_some(), "not listed once reloaded");
     }
 
     #[tokio::test]

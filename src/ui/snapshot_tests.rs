@@ -597,6 +597,9 @@ fn a_tune_says_where_it_is_and_overlays_the_settings_before() {
     }
     let wide = screen_text(Screen::Tune, 160, 48);
     shows(&wide, &["● np=1", "■ np=2"]);
+    // A finished setting's memory, in the tune's own words (80 columns cut
+    // the row before it).
+    shows(&wide, &["ready 14.8 s · KV 272,000 tok"]);
 }
 
 /// A ramp's chart: the offered rate as a line, each second that is over as

@@ -416,11 +416,10 @@ async fn ollama_ps_reports_the_vram_share_and_it_slows_decode() {
                 .unwrap()
         }
     };
-    let models = gauges::ollama_ps(&get("/api/ps").await).unwrap();
-    assert_eq!(models.len(), 1);
-    assert_eq!(models[0].name, "llama-sim:1b");
-    assert_eq!(models[0].gpu_share(), Some(0.5));
-    assert!(models[0].expires_at.is_some());
+    // As a real Ollama after a start: no model in memory until a request
+    // loads one, even with the default load of no time. The restart watch
+    // tells a new process by this.
+    assert_eq!(gauges::ollama_ps(&get("/api/ps").await), Some(vec![]));
     let version: Value = serde_json::from_slice(&get("/api/version").await).unwrap();
     assert_eq!(version["version"], "0.0.0-tokbench-sim");
     let tags: Value = serde_json::from_slice(&get("/api/tags").await).unwrap();
@@ -429,6 +428,12 @@ async fn ollama_ps_reports_the_vram_share_and_it_slows_decode() {
     let (url, body) = generate(&base, 10, 10);
     let t = stream(url, body, true).await.timings.unwrap();
     assert!(on_schedule(t.predicted_ms.unwrap(), 110.0, 30.0), "{t:?}");
+    // The first request loaded it.
+    let models = gauges::ollama_ps(&get("/api/ps").await).unwrap();
+    assert_eq!(models.len(), 1);
+    assert_eq!(models[0].name, "llama-sim:1b");
+    assert_eq!(models[0].gpu_share(), Some(0.5));
+    assert!(models[0].expires_at.is_some());
     sim.shutdown().await;
 }
 

@@ -311,13 +311,13 @@ fn ollama_restart_starts_a_second_series() {
 /// `outage`. However short the outage, the run has two series, each
 /// judged against one server: the cut level is partial, its failures are
 /// `restart` (charged to no level), and the second series starts the plan
-/// again. `--load-ms` as a real Ollama: a new process lists no model in
-/// `/api/ps` until it loads one, which is how the watch tells a new
-/// process from dropped connections.
-fn ollama_restart_after(name: &str, outage: Duration) {
+/// again. As a real Ollama, a new process lists no model in `/api/ps`
+/// until a request loads one, whatever its load time (`load`: more of
+/// `tokbench sim`'s flags), which is how the watch tells a new process from
+/// dropped connections.
+fn ollama_restart_after(name: &str, outage: Duration, load: &[&str]) {
     let port = free_port();
-    let load = ["--load-ms", "50"];
-    let server = SimProcess::start_with(port, "ollama", 1, &load);
+    let server = SimProcess::start_with(port, "ollama", 1, load);
     let dir = scratch(name);
     let results = dir.join("results");
     // As `ollama_restart_starts_a_second_series`: one answer about 90 ms,
@@ -336,7 +336,7 @@ fn ollama_restart_after(name: &str, outage: Duration) {
     // The outage is what is tested: its length is the point, not a wait
     // for a state.
     std::thread::sleep(outage);
-    let server = SimProcess::start_with(port, "ollama", 4, &load);
+    let server = SimProcess::start_with(port, "ollama", 4, load);
     tmux.wait_for("a second series", Duration::from_secs(30), |s| {
         s.contains("series 2")
     });
@@ -381,19 +381,31 @@ fn ollama_restart_after(name: &str, outage: Duration) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A model load of 50 ms, as a small model's.
+const LOAD_50_MS: &[&str] = &["--load-ms", "50"];
+
 #[test]
 fn ollama_restart_after_half_a_second_is_a_second_series() {
-    ollama_restart_after("restart-0s5", Duration::from_millis(500));
+    ollama_restart_after("restart-0s5", Duration::from_millis(500), LOAD_50_MS);
 }
 
 #[test]
 fn ollama_restart_after_one_second_is_a_second_series() {
-    ollama_restart_after("restart-1s", Duration::from_secs(1));
+    ollama_restart_after("restart-1s", Duration::from_secs(1), LOAD_50_MS);
 }
 
 #[test]
 fn ollama_restart_after_three_seconds_is_a_second_series() {
-    ollama_restart_after("restart-3s", Duration::from_secs(3));
+    ollama_restart_after("restart-3s", Duration::from_secs(3), LOAD_50_MS);
+}
+
+/// The simulator's default load of no time: the model is still listed
+/// only once a request loads it, so a restart 0.3 s apart is told as one.
+/// (It listed its model from the start, and this run mixed both servers
+/// in one series, the cut requests counted as failures.)
+#[test]
+fn ollama_restart_at_the_default_load_after_a_third_of_a_second_is_a_second_series() {
+    ollama_restart_after("restart-0s3", Duration::from_millis(300), &[]);
 }
 
 /// llama.cpp with `-np` changed between series: the new series is labelled
