@@ -26,8 +26,9 @@ use crate::server::{self, ServerProcess, ServerSpec};
 use crate::tune::grid::{self, Setting};
 use crate::tune::view::{StartKey, TuneView, ViewEnd};
 
-use super::tune_results::judge;
+use super::tune_results::{judge, tried};
 use super::Prepared;
+use crate::tune::auto::{self, AutoGrid, Next};
 
 /// The live view of a tune, as the tune drives it: the view draws and
 /// reports keys; the servers, the words and the files stay here. (`ui`
@@ -82,6 +83,9 @@ struct TunePlan {
     dir: PathBuf,
     /// When the tune began: its budget and its time left count from here.
     started: std::time::Instant,
+    /// `--grid NAME=auto` or `NAME=LOW..HIGH`: the knob searched; its
+    /// settings are added one at a time, as the search asks for them.
+    search: Option<AutoGrid>,
 }
 
 /// A name whose value is a secret: never shown or saved.
@@ -93,7 +97,23 @@ fn is_secret_name(name: &str) -> bool {
 }
 
 fn check(args: &TuneArgs) -> Result<TunePlan> {
-    let settings = grid::settings(&args.grid, &args.grid_link)?;
+    let mut search = None;
+    for g in &args.grid {
+        if let Some(found) = AutoGrid::parse(g)? {
+            if args.grid.len() > 1 || !args.grid_link.is_empty() {
+                bail!(
+                    "--grid {g}: a searched knob goes alone (one --grid, no --grid-link); fix the other knobs' values in --serve-cmd"
+                );
+            }
+            search = Some(found);
+        }
+    }
+    let settings = match &search {
+        Some(s) => vec![Setting {
+            values: vec![(s.name.clone(), s.low.to_string())],
+        }],
+        None => grid::settings(&args.grid, &args.grid_link)?,
+    };
     let names: Vec<String> = settings
         .first()
         .map(|s| s.values.iter().map(|(k, _)| k.clone()).collect())
@@ -157,6 +177,7 @@ fn check(args: &TuneArgs) -> Result<TunePlan> {
         port,
         dir,
         started: std::time::Instant::now(),
+        search,
     })
 }
 
@@ -207,12 +228,15 @@ pub(crate) async fn run_tune<F: TuneFace>(
         .timeout(Duration::from_secs(5))
         .build()
         .wrap_err("cannot build the HTTP client")?;
-    let total = plan.settings.len();
+    let mut plan = plan;
     let mut screen = open_screen(&args, &plan, open_face);
     let mut failure: Option<String> = None;
     let mut code = EXIT_OK;
     let mut quit = false;
-    for (i, setting) in plan.settings.iter().enumerate() {
+    let mut i = 0;
+    while let Some(setting) = plan.settings.get(i).cloned() {
+        // A search's count is what it has asked for so far.
+        let total = plan.settings.len();
         let label = setting.label();
         let kept = prior_tune.as_ref().and_then(|t| {
             t.settings.iter().find(|s| {
@@ -225,6 +249,9 @@ pub(crate) async fn run_tune<F: TuneFace>(
                 i + 1
             );
             section.settings.push(done.clone());
+            judge(&plan.dir, &mut section);
+            search_step(&mut plan, &mut section);
+            i += 1;
             continue;
         }
         if *stop_rx.borrow() {
@@ -247,7 +274,7 @@ pub(crate) async fn run_tune<F: TuneFace>(
         let outcome = run_setting(
             &args,
             &plan,
-            setting,
+            &setting,
             (i, total),
             &http,
             &mut entry,
@@ -285,10 +312,14 @@ pub(crate) async fn run_tune<F: TuneFace>(
         section.settings.push(entry);
         // Saved after every setting: a stop later loses none of it.
         judge(&plan.dir, &mut section);
+        if !stop_all {
+            search_step(&mut plan, &mut section);
+        }
         save_section(&plan.dir, &section)?;
         if stop_all {
             break;
         }
+        i += 1;
     }
     judge(&plan.dir, &mut section);
     save_section(&plan.dir, &section)?;
@@ -324,6 +355,51 @@ pub(crate) async fn run_tune<F: TuneFace>(
     Ok(code)
 }
 
+/// A searched knob (`--grid np=auto`) after a setting: the next value
+/// added to the plan, or the search's end said and saved (`tune.search`).
+fn search_step(plan: &mut TunePlan, section: &mut TuneSection) {
+    let Some(grid) = &plan.search else { return };
+    // Only once every setting asked for so far has run.
+    if section.settings.len() < plan.settings.len() {
+        return;
+    }
+    let so_far = tried(&plan.dir, section, grid);
+    let (next, stopped) = match auto::next(grid, &so_far) {
+        Next::Try(value) => (Some(value), None),
+        Next::Done(why) => (None, Some(why)),
+    };
+    let range = if grid.open {
+        "auto".to_string()
+    } else {
+        format!("{}..{}", grid.low, grid.high)
+    };
+    let tried_values: Vec<Value> = so_far.iter().map(|t| Value::from(t.value)).collect();
+    let mut entry = Map::new();
+    entry.insert("knob".into(), Value::from(grid.name.as_str()));
+    entry.insert("range".into(), Value::from(range));
+    entry.insert("tried".into(), Value::Array(tried_values));
+    entry.insert(
+        "stopped".into(),
+        stopped.as_deref().map_or(Value::Null, Value::from),
+    );
+    section.other.insert("search".into(), Value::Object(entry));
+    match (next, stopped) {
+        (Some(value), _) => {
+            crate::say!(
+                "tokbench tune: searching {}: {}={value} next",
+                grid.name,
+                grid.name
+            );
+            let name = grid.name.clone();
+            plan.settings.push(Setting {
+                values: vec![(name, value.to_string())],
+            });
+        }
+        (None, Some(why)) => crate::say!("tokbench tune: search done: {why}"),
+        (None, None) => {}
+    }
+}
+
 /// A setting's share of the tune's `--budget`: what is left of it over the
 /// settings left (this one included), never under the shortest budget a
 /// sweep takes. None without a budget: each setting has the default one.
@@ -341,12 +417,19 @@ fn setting_budget(
 
 /// The tune's time left as said when a setting starts: the settings so
 /// far took `elapsed` (server starts included); the ones left, this one
-/// included, are guessed at their mean. Empty before any setting ran.
-fn tune_time_left(elapsed: Duration, index: usize, total: usize) -> String {
+/// included, are guessed at their mean; a search's count is not known
+/// ahead, so only the mean is said. Empty before any setting ran.
+fn tune_time_left(elapsed: Duration, index: usize, total: usize, searching: bool) -> String {
     if index == 0 {
         return String::new();
     }
     let mean = elapsed.as_secs_f64() / index as f64;
+    if searching {
+        return format!(
+            " · {} a setting so far; the search decides after each how many more",
+            crate::analysis::fit::duration_words(mean)
+        );
+    }
     let left = mean * total.saturating_sub(index) as f64;
     format!(
         " · about {} left for the tune ({} a setting so far)",
@@ -486,7 +569,7 @@ async fn run_setting<F: TuneFace>(
         i + 1,
         plan.port,
         spec.log_path.display(),
-        tune_time_left(plan.started.elapsed(), i, total)
+        tune_time_left(plan.started.elapsed(), i, total, plan.search.is_some())
     );
     let mut process = ServerProcess::start(&spec)?;
     let timeout = Duration::from_secs_f64(args.ready_timeout.max(0.1));

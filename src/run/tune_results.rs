@@ -8,6 +8,7 @@ use serde_json::Map;
 
 use crate::report::saved::SavedRun;
 use crate::report::schema::{TuneRecommendation, TuneSection};
+use crate::tune::auto::{AutoGrid, Tried};
 use crate::tune::recommend::{recommend, Outcome, SettingResult};
 
 /// Each setting's capacity, knee and peak from the folder, and which one
@@ -48,6 +49,55 @@ fn fill_results(dir: &Path, section: &mut TuneSection) {
             .and_then(|r| r.peak_tok_s)
             .and_then(|p| serde_json::Number::from_f64(crate::fmt::round3(p)));
     }
+}
+
+/// The settings of a searched knob as the search judges them: each one's
+/// value, its result, and what the server's own account said at its knee
+/// (its highest level when it had none): the most requests it ran at
+/// once (its `running` gauge, else llama.cpp's busy slots, else the
+/// streams the client saw streaming) and its KV cache's fullest.
+pub(super) fn tried(dir: &Path, section: &TuneSection, grid: &AutoGrid) -> Vec<Tried> {
+    let run = SavedRun::load(dir).ok();
+    let results = setting_results(dir, section);
+    section
+        .settings
+        .iter()
+        .zip(results)
+        .filter_map(|(s, result)| {
+            let value = s.values.get(&grid.name)?.as_str()?.parse::<u32>().ok()?;
+            let at = s.knee.as_ref().and_then(|k| k.to_concurrency).or_else(|| {
+                let series = s.series?;
+                let levels = run.as_ref()?.levels.iter();
+                levels
+                    .filter(|l| l.series as u64 == series && !l.partial)
+                    .filter_map(|l| l.concurrency)
+                    .max()
+            });
+            let level = match (&run, s.series, at) {
+                (Some(run), Some(series), Some(c)) => run
+                    .levels
+                    .iter()
+                    .find(|l| l.series as u64 == series && !l.partial && l.concurrency == Some(c)),
+                _ => None,
+            };
+            let max_of = |path: &[&str]| {
+                let mut v = &serde_json::Value::Object(level?.raw.clone());
+                for key in path {
+                    v = v.get(key)?;
+                }
+                v.as_f64()
+            };
+            let slots_used = max_of(&["server", "running", "max"])
+                .or_else(|| max_of(&["server", "slots_busy", "max"]))
+                .or_else(|| max_of(&["streaming", "max"]));
+            Some(Tried {
+                value,
+                result,
+                slots_used,
+                kv_usage: max_of(&["server", "kv_cache_usage", "max"]),
+            })
+        })
+        .collect()
 }
 
 /// The settings as the recommendation judges them; the rounds' spread of

@@ -3,6 +3,7 @@
 //! (`recommend`), and what its live view shows (`view`). No I/O: the face
 //! (`run::tune`) starts the servers.
 
+pub(crate) mod auto;
 pub(crate) mod grid;
 pub(crate) mod recommend;
 pub mod view;
