@@ -559,3 +559,26 @@ fn a_suspected_restart_is_said_either_way() {
         "{said}"
     );
 }
+
+/// The header's time left: the driver's last figure less the time since
+/// it said it, never below zero, and gone once the run is over. Said at
+/// 10 s as 120 s: at 40 s, 90 s are left; at 200 s, none.
+#[test]
+fn the_time_left_counts_down_from_the_drivers_last_word() {
+    use crate::load::driver::FitEvent;
+    let mut app = running_at(4);
+    assert_eq!(app.seconds_left(), None);
+    app.on_driver_event(&DriverEvent::Fit(FitEvent::TimeLeft {
+        seconds: 120.0,
+        at: Duration::from_secs(10),
+    }));
+    app.elapsed = Duration::from_secs(40);
+    assert_eq!(app.seconds_left(), Some(90.0));
+    app.elapsed = Duration::from_secs(200);
+    assert_eq!(app.seconds_left(), Some(0.0));
+    app.on_driver_event(&DriverEvent::Finished {
+        stopped_by_user: false,
+        error: None,
+    });
+    assert_eq!(app.seconds_left(), None);
+}
