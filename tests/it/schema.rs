@@ -293,13 +293,16 @@ fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>)
 /// Keys written since tests/fixtures/schema_v0: the schema's version
 /// (issue 12), what merges read, level files only (issue 13), and the
 /// server's own account of each level (its /metrics at the level's edges),
-/// and a level's probe requests (`--probe-rate`).
+/// a level's probe requests (`--probe-rate`), and whether the user gave the
+/// SLO (`run.slo.given`) and which rule judged the capacity (`rule`).
 const ADDED_SINCE_FIXTURE: &[&str] = &[
     "schema_version",
     "histograms",
     "samples",
     "server_account",
     "probe",
+    "given",
+    "rule",
 ];
 
 #[test]

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::{FinishedLevel, Tally};
 use crate::analysis::cost::{cost, Cost};
-use crate::analysis::decide::{decide, Decision, LevelPoint};
+use crate::analysis::decide::{decide_judged, Decision, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
@@ -43,7 +43,7 @@ impl Tally {
         if let Some(failing) = self.search.and_then(|s| s.failing) {
             points.retain(|p| p.concurrency < failing);
         }
-        let mut decision = decide(&points, &self.run.decision.slo);
+        let mut decision = decide_judged(&points, &self.run.decision.slo, self.run.slo_given);
         // The knee's cause from the server's own gauges, where this run
         // read them at both of its levels.
         if let Some(knee) = decision.knee.as_mut() {
