@@ -323,6 +323,15 @@ fn shown(value: &Value) -> String {
     }
 }
 
+/// Flags whose default is left out of the settings written: the default
+/// reading speed is no SLO of the user's, and written back it would read
+/// as one on a repeat (which then never judges by the knee alone, see
+/// docs/decide.md).
+const DEFAULT_NOT_WRITTEN: [&str; 1] = ["slo-min-stream-tok-s"];
+
+/// The flags that set the capacity SLO.
+const SLO_FLAGS: [&str; 3] = ["slo-ttft-p99-ms", "slo-min-stream-tok-s", "slo-tpot-p99-ms"];
+
 /// A run's effective settings, in the order `--help` lists the flags.
 #[derive(Clone, Debug, Default)]
 pub struct Settings {
@@ -332,7 +341,8 @@ pub struct Settings {
 impl Settings {
     /// Every setting flag of `sub_cmd` with its value in `matches`, defaults
     /// included: a repeat keeps today's defaults even if a later version
-    /// changes them. Flags left unset (no default) are absent.
+    /// changes them. Flags left unset (no default) are absent, and so are
+    /// those of [`DEFAULT_NOT_WRITTEN`] left at their default.
     pub fn from_matches(sub_cmd: &Command, matches: &ArgMatches) -> Settings {
         let mut entries = Vec::new();
         for arg in sub_cmd.get_arguments() {
@@ -341,6 +351,11 @@ impl Settings {
                 continue;
             }
             let id = arg.get_id().as_str();
+            if DEFAULT_NOT_WRITTEN.contains(&long)
+                && matches.value_source(id) == Some(ValueSource::DefaultValue)
+            {
+                continue;
+            }
             let raw: Vec<String> = matches
                 .get_raw(id)
                 .map(|values| values.map(|v| v.to_string_lossy().into_owned()).collect())
@@ -360,6 +375,15 @@ impl Settings {
             entries.push((long.to_string(), value));
         }
         Settings { entries }
+    }
+
+    /// Whether the user gave the capacity SLO: a `--slo-*` flag on the
+    /// command line or in a config file (the default reading speed is not
+    /// among the settings, see [`DEFAULT_NOT_WRITTEN`]).
+    pub fn gives_slo(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|(k, v)| v.is_some() && SLO_FLAGS.contains(&k.as_str()))
     }
 
     /// Set (or with `None`, leave out) one key; a key not listed is added last.
@@ -630,5 +654,24 @@ mod tests {
             Settings::from_matches(&cmd, &m2).to_toml(&[]),
             settings.to_toml(&[])
         );
+    }
+
+    /// The default reading speed is not written, so a repeat of a run
+    /// without an SLO is one without an SLO again; typed by hand, even at
+    /// its default value 20, it is the user's SLO and is written.
+    #[test]
+    fn only_a_reading_speed_the_user_gave_is_a_setting() {
+        let cmd = sweep_cmd();
+        let of = |argv: &[&str]| {
+            let m = cmd.clone().try_get_matches_from(argv).unwrap();
+            Settings::from_matches(&cmd, &m)
+        };
+        let bare = of(&["sweep"]);
+        assert!(bare.get("slo-min-stream-tok-s").is_none());
+        assert!(!bare.gives_slo());
+        let typed = of(&["sweep", "--slo-min-stream-tok-s", "20"]);
+        assert_eq!(typed.get("slo-min-stream-tok-s"), Some(&Value::Integer(20)));
+        assert!(typed.gives_slo());
+        assert!(of(&["sweep", "--slo-tpot-p99-ms", "80"]).gives_slo());
     }
 }

@@ -82,7 +82,9 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             if args.print_config {
                 return print_config("sweep", &settings, args.seed);
             }
-            let prepared = run::prepare(plan, None).await?;
+            let mut prepared = run::prepare(plan, None).await?;
+            // A reading speed typed at its default is still the user's SLO.
+            prepared.run.slo_given |= settings.gives_slo();
             write_config("sweep", settings, &prepared)?;
             run_with_a_face(prepared).await
         }
@@ -157,7 +159,8 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
                 "tokbench demo: SIMULATED SERVER (vLLM-like, 64 batch slots) at http://{}",
                 sim.addr
             );
-            let prepared = run::prepare(plan, None).await?;
+            let mut prepared = run::prepare(plan, None).await?;
+            prepared.run.slo_given |= settings.gives_slo();
             write_config("demo", settings, &prepared)?;
             let code = run_with_a_face(prepared).await;
             sim.shutdown().await;

@@ -11,7 +11,10 @@
 //!   doubles;
 //! - capacity is the highest level meeting every SLO (p99 TTFT when given,
 //!   decode speed per stream, p99 TPOT when given, error rate under 1%);
-//!   without a TTFT SLO it is also capped at the knee's `from_concurrency`.
+//!   without a TTFT SLO it is also capped at the knee's `from_concurrency`;
+//! - when the user gave no SLO and no level reaches the default reading
+//!   speed, the knee alone judges: the same choice without the decode term
+//!   ([`CapacityRule::KneeFallback`]).
 
 use serde_json::{json, Value};
 
@@ -340,6 +343,17 @@ impl Default for CapacitySlo {
     }
 }
 
+impl CapacitySlo {
+    /// True when a term differs from the defaults (a TTFT or TPOT limit, a
+    /// reading speed other than 20 or none): only a user sets that. A
+    /// default typed again by hand is told only by where the flag came from.
+    pub(crate) fn set_by_hand(&self) -> bool {
+        self.ttft_p99_ms.is_some()
+            || self.tpot_p99_ms.is_some()
+            || self.min_stream_tok_s != Some(DEFAULT_MIN_STREAM_TOK_S)
+    }
+}
+
 /// One SLO term as judged on one point.
 struct Check {
     /// "p99 TTFT <= 500 ms"
@@ -437,6 +451,28 @@ fn and_list(items: &[String]) -> String {
     }
 }
 
+/// Which rule judged a capacity (summary.json's `capacity.rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CapacityRule {
+    /// The highest level meeting the SLO (capped at the knee without a
+    /// TTFT SLO).
+    Slo,
+    /// The user gave no SLO and no level reached the default reading
+    /// speed: the highest level before the knee (errors still under the
+    /// limit), or the top level when there is no knee.
+    KneeFallback,
+}
+
+impl CapacityRule {
+    /// The name saved in summary.json.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            CapacityRule::Slo => "slo",
+            CapacityRule::KneeFallback => "knee_fallback",
+        }
+    }
+}
+
 /// The load this server can take within the SLO.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Capacity {
@@ -448,6 +484,7 @@ pub(crate) struct Capacity {
     /// output_throughput / the sweep's peak output throughput.
     pub share_of_peak: f64,
     pub reason: String,
+    pub rule: CapacityRule,
 }
 
 impl Capacity {
@@ -461,6 +498,7 @@ impl Capacity {
             "p99_ttft_ms": opt_num(self.p99_ttft_ms.map(|v| round_to(v, 3))),
             "share_of_peak": num(round_to(self.share_of_peak, 4)),
             "reason": self.reason,
+            "rule": self.rule.name(),
         })
     }
 }
@@ -475,11 +513,14 @@ pub(crate) struct NoCapacity {
 }
 
 /// The highest sweep point meeting the SLO (capped at the knee's
-/// `from_concurrency` without a TTFT SLO), or why there is none.
+/// `from_concurrency` without a TTFT SLO), or why there is none. Where the
+/// user gave no SLO (`slo_given` false) and no level reaches the default
+/// reading speed, the knee judges alone ([`CapacityRule::KneeFallback`]).
 pub(crate) fn find_capacity(
     points: &[SweepPoint],
     knee: Option<&Knee>,
     slo: &CapacitySlo,
+    slo_given: bool,
 ) -> Result<Capacity, NoCapacity> {
     let Some(lowest) = points.first() else {
         return Err(NoCapacity {
@@ -492,12 +533,31 @@ pub(crate) fn find_capacity(
     } else {
         None
     };
-    let chosen = points
-        .iter()
-        .filter(|p| cap.is_none_or(|c| p.concurrency <= c))
-        .filter(|p| checks(&p.figures, slo).iter().all(|c| c.met))
-        .max_by_key(|p| p.concurrency);
-    let Some(chosen) = chosen else {
+    let highest_meeting = |slo: &CapacitySlo| {
+        points
+            .iter()
+            .filter(|p| cap.is_none_or(|c| p.concurrency <= c))
+            .filter(|p| checks(&p.figures, slo).iter().all(|c| c.met))
+            .max_by_key(|p| p.concurrency)
+    };
+    if let Some(min) = fallback_speed(points, slo, slo_given) {
+        // The same choice with the reading speed left out: what is left is
+        // the knee's cap and the error limit.
+        let without_speed = CapacitySlo {
+            min_stream_tok_s: None,
+            ..slo.clone()
+        };
+        if let Some(chosen) = highest_meeting(&without_speed) {
+            let reason = fallback_reason(points, knee, chosen, min, slo.max_error_rate);
+            return Ok(capacity_at(
+                points,
+                chosen,
+                reason,
+                CapacityRule::KneeFallback,
+            ));
+        }
+    }
+    let Some(chosen) = highest_meeting(slo) else {
         // The lowest point is never above the cap, so it failed some term.
         let failed: Vec<Check> = checks(&lowest.figures, slo)
             .into_iter()
@@ -505,28 +565,23 @@ pub(crate) fn find_capacity(
             .collect();
         let terms: Vec<String> = failed.iter().map(|c| c.term.clone()).collect();
         let values: Vec<String> = failed.iter().map(|c| c.value.clone()).collect();
+        let closest = if slo_given {
+            closest_text(points, slo)
+                .map(|c| format!("; closest: {c}"))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
         return Err(NoCapacity {
             reason: format!(
-                "no level meets the SLO ({}): the lowest level, {}, has {}",
+                "no level meets {} ({}): the lowest level, {}, has {}{closest}",
+                if slo_given { "your SLO" } else { "the SLO" },
                 terms.join("; "),
                 streams(lowest.concurrency),
                 and_list(&values)
             ),
             slo_not_met: true,
         });
-    };
-    let peak = points
-        .iter()
-        .max_by(|a, b| {
-            a.figures
-                .output_throughput
-                .total_cmp(&b.figures.output_throughput)
-        })
-        .unwrap_or(chosen);
-    let share_of_peak = if peak.figures.output_throughput > 0.0 {
-        chosen.figures.output_throughput / peak.figures.output_throughput
-    } else {
-        0.0
     };
     let met: Vec<String> = checks(&chosen.figures, slo)
         .into_iter()
@@ -542,14 +597,43 @@ pub(crate) fn find_capacity(
         ),
         _ => format!("the highest level meeting the SLO ({})", met.join(", ")),
     };
+    let (peak, share) = peak_and_share(points, chosen);
     let reason = format!(
         "{}: {why}; {} of the peak {} tok/s at {}",
         streams(chosen.concurrency),
-        percent0(share_of_peak),
+        percent0(share),
         figure(peak.figures.output_throughput),
         streams(peak.concurrency)
     );
-    Ok(Capacity {
+    Ok(capacity_at(points, chosen, reason, CapacityRule::Slo))
+}
+
+/// The sweep's peak point, and `chosen`'s throughput as a share of it.
+fn peak_and_share<'a>(points: &'a [SweepPoint], chosen: &'a SweepPoint) -> (&'a SweepPoint, f64) {
+    let peak = points
+        .iter()
+        .max_by(|a, b| {
+            a.figures
+                .output_throughput
+                .total_cmp(&b.figures.output_throughput)
+        })
+        .unwrap_or(chosen);
+    let share = if peak.figures.output_throughput > 0.0 {
+        chosen.figures.output_throughput / peak.figures.output_throughput
+    } else {
+        0.0
+    };
+    (peak, share)
+}
+
+fn capacity_at(
+    points: &[SweepPoint],
+    chosen: &SweepPoint,
+    reason: String,
+    rule: CapacityRule,
+) -> Capacity {
+    let (_, share_of_peak) = peak_and_share(points, chosen);
+    Capacity {
         concurrency: chosen.concurrency,
         output_throughput: chosen.figures.output_throughput,
         per_stream_tok_s: chosen.figures.per_stream_tok_s,
@@ -557,7 +641,178 @@ pub(crate) fn find_capacity(
         p99_ttft_ms: chosen.figures.p99_ttft_ms,
         share_of_peak,
         reason,
-    })
+        rule,
+    }
+}
+
+/// The default reading speed, when the knee must judge instead of it: the
+/// user gave no SLO (no TTFT or TPOT limit, the reading speed not theirs)
+/// and no level reaches it. `None` when the SLO judges as usual.
+fn fallback_speed(points: &[SweepPoint], slo: &CapacitySlo, slo_given: bool) -> Option<f64> {
+    if slo_given || slo.ttft_p99_ms.is_some() || slo.tpot_p99_ms.is_some() {
+        return None;
+    }
+    let min = slo.min_stream_tok_s?;
+    let reached = points
+        .iter()
+        .any(|p| p.figures.stream_decode_tok_s.is_some_and(|v| v >= min));
+    (!reached).then_some(min)
+}
+
+/// The fallback's one line: the speed no level reached, the best seen,
+/// and how the knee (or its absence) set the capacity.
+fn fallback_reason(
+    points: &[SweepPoint],
+    knee: Option<&Knee>,
+    chosen: &SweepPoint,
+    min: f64,
+    max_error_rate: f64,
+) -> String {
+    // The fastest decode per stream, at the lowest level that had it.
+    let best = points
+        .iter()
+        .filter_map(|p| p.figures.stream_decode_tok_s.map(|v| (v, p.concurrency)))
+        .fold(None, |best: Option<(f64, u32)>, (v, c)| match best {
+            Some((b, _)) if b >= v => best,
+            _ => Some((v, c)),
+        });
+    let seen = match best {
+        Some((v, c)) => format!("{} at {}", figure(v), streams(c)),
+        None => "no level has a TPOT sample".into(),
+    };
+    let head = format!(
+        "no level reaches {} tok/s per stream ({seen})",
+        crate::fmt::threshold(min)
+    );
+    let at = streams(chosen.concurrency);
+    let errors = slo_terms::errors(max_error_rate);
+    let top = points.last().map_or(0, |p| p.concurrency);
+    match knee {
+        Some(k) if k.from_concurrency == chosen.concurrency => {
+            format!("{head}; capacity judged by the knee alone: {at}")
+        }
+        Some(k) => format!(
+            "{head}; capacity judged by the knee ({} -> {} streams) and {errors}: {at}",
+            k.from_concurrency, k.to_concurrency
+        ),
+        None if points.len() == 1 => {
+            format!("{head}; one level shows no knee: capacity is the only level measured, {at}")
+        }
+        None if chosen.concurrency == top => {
+            format!("{head}; the knee was not reached: capacity is the top level measured, {at}")
+        }
+        None => format!(
+            "{head}; the knee was not reached: capacity is the highest level with {errors}, {at}"
+        ),
+    }
+}
+
+/// How far one SLO term misses on a level, relative to its limit: the
+/// figure over the limit minus one (a ceiling), or one minus the figure
+/// over the limit (a floor); zero or below where it is met. A missing
+/// figure misses without end.
+struct Miss {
+    /// How far it misses, for ranking: positive where the term fails.
+    excess: f64,
+    /// The figure against its limit, signed: `p99 TTFT 1,240 ms over
+    /// your 1,000 ms (+24%)`.
+    text: String,
+}
+
+/// Each term of `slo` on one level, as a [`Miss`].
+fn misses(f: &Figures, slo: &CapacitySlo) -> Vec<Miss> {
+    // A ceiling is only ever the user's own (`--slo-ttft-p99-ms`, `--slo-tpot-p99-ms`).
+    let ceiling = |name: &str, value: Option<f64>, limit: f64, unit: &str| {
+        let (by, excess) = match value {
+            Some(v) if limit > 0.0 => (v / limit - 1.0, v / limit - 1.0),
+            _ => (f64::INFINITY, f64::INFINITY),
+        };
+        let text = match value {
+            Some(v) => format!(
+                "{name} {} {unit} over your {} {unit} ({})",
+                figure(v),
+                figure(limit),
+                signed_percent(by)
+            ),
+            None => format!("no {name}"),
+        };
+        Miss { excess, text }
+    };
+    let mut out = Vec::new();
+    if let Some(limit) = slo.ttft_p99_ms {
+        out.push(ceiling("p99 TTFT", f.p99_ttft_ms, limit, "ms"));
+    }
+    if let Some(min) = slo.min_stream_tok_s {
+        let (by, excess) = match f.stream_decode_tok_s {
+            Some(v) if min > 0.0 => (v / min - 1.0, 1.0 - v / min),
+            _ => (f64::NEG_INFINITY, f64::INFINITY),
+        };
+        let text = match f.stream_decode_tok_s {
+            Some(v) => format!(
+                "decode {} tok/s under {} tok/s per stream ({})",
+                figure(v),
+                crate::fmt::threshold(min),
+                signed_percent(by)
+            ),
+            None => "no TPOT sample".into(),
+        };
+        out.push(Miss { excess, text });
+    }
+    if let Some(limit) = slo.tpot_p99_ms {
+        out.push(ceiling("p99 TPOT", f.p99_tpot_ms, limit, "ms"));
+    }
+    let (by, excess) = if slo.max_error_rate > 0.0 {
+        let r = f.error_rate / slo.max_error_rate - 1.0;
+        (r, r)
+    } else {
+        (f64::INFINITY, f64::INFINITY)
+    };
+    out.push(Miss {
+        excess,
+        text: format!(
+            "{} errors over the {} limit ({})",
+            percent1(f.error_rate),
+            crate::fmt::threshold_percent(slo.max_error_rate),
+            signed_percent(by)
+        ),
+    });
+    out
+}
+
+/// A share as a signed whole percent: `0.24` -> `+24%`, `-0.35` -> `-35%`.
+fn signed_percent(share: f64) -> String {
+    // `+ 0.0` turns a rounded -0 into 0, which prints without a sign.
+    let p = (share * 100.0).round() + 0.0;
+    if p > 0.0 {
+        format!("+{p:.0}%")
+    } else {
+        format!("{p:.0}%")
+    }
+}
+
+/// The level closest to meeting the SLO, where none meets it: the one
+/// whose worst term misses least relative to its limit, with that term's
+/// figure against its limit (`4 streams, p99 TTFT 1,240 ms over your 1,000
+/// ms (+24%)`). Equal misses keep the lower level. `None` when every level
+/// misses a term without a figure.
+fn closest_text(points: &[SweepPoint], slo: &CapacitySlo) -> Option<String> {
+    let worst = |p: &SweepPoint| {
+        misses(&p.figures, slo)
+            .into_iter()
+            .max_by(|a, b| a.excess.total_cmp(&b.excess))
+    };
+    let (point, miss) = points
+        .iter()
+        .filter_map(|p| Some((p, worst(p)?)))
+        .filter(|(_, m)| m.excess.is_finite())
+        .fold(
+            None,
+            |best: Option<(&SweepPoint, Miss)>, (p, m)| match best {
+                Some((_, ref b)) if b.excess <= m.excess => best,
+                _ => Some((p, m)),
+            },
+        )?;
+    Some(format!("{}, {}", streams(point.concurrency), miss.text))
 }
 
 /// Knee and capacity of a run, from all its finished levels.
@@ -591,11 +846,21 @@ impl Decision {
 }
 
 /// Knee and capacity from every finished level of a run (any kind, partial
-/// or not: the rules above pick what counts).
+/// or not: the rules above pick what counts), judged by the SLO as the
+/// user's own: no knee fallback (see [`decide_judged`]). The tests' short
+/// form; every face says whether the SLO was given.
+#[cfg(test)]
 pub(crate) fn decide(levels: &[LevelPoint], slo: &CapacitySlo) -> Decision {
+    decide_judged(levels, slo, true)
+}
+
+/// [`decide`], saying whether the user gave the SLO (`RunInfo::slo_given`):
+/// where they gave none and no level reaches the default reading speed,
+/// the knee judges the capacity alone.
+pub(crate) fn decide_judged(levels: &[LevelPoint], slo: &CapacitySlo, slo_given: bool) -> Decision {
     let points = sweep_points(levels);
     let knee = find_knee(&points);
-    let capacity = find_capacity(&points, knee.as_ref(), slo);
+    let capacity = find_capacity(&points, knee.as_ref(), slo, slo_given);
     Decision {
         points,
         knee,

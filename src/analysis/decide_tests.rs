@@ -142,10 +142,12 @@ fn article_capacity_with_ttft_slo_is_32() {
             "p99_ttft_ms",
             "per_stream_tok_s",
             "reason",
+            "rule",
             "share_of_peak",
             "stream_decode_tok_s"
         ]
     );
+    assert_eq!(j["rule"], json!("slo"));
     assert_eq!(j["share_of_peak"], json!(0.75));
     assert_eq!(d.knee_json()["from_concurrency"], json!(64));
 }
@@ -157,24 +159,29 @@ fn an_slo_nobody_meets_gives_no_capacity() {
     let d = decide(&article(), &slo);
     let no = d.capacity.clone().expect_err("no capacity");
     assert!(no.slo_not_met);
+    // Closest: 1 stream, 61 / 50 = 1.22 (+22%); 4 streams' 96 ms is 1.92.
     assert_eq!(
         no.reason,
-        "no level meets the SLO (p99 TTFT <= 50 ms): the lowest level, 1 stream, has 61 ms"
+        "no level meets your SLO (p99 TTFT <= 50 ms): the lowest level, 1 stream, has 61 ms; \
+         closest: 1 stream, p99 TTFT 61 ms over your 50 ms (+22%)"
     );
     assert_eq!(d.capacity_json(), Value::Null);
     assert!(d
         .capacity_line()
-        .starts_with("no capacity: no level meets the SLO"));
+        .starts_with("no capacity: no level meets your SLO"));
     // Two terms failing at once are both named, in the same order.
     let slo = CapacitySlo {
         min_stream_tok_s: Some(100.0),
         ..ttft_slo(50.0)
     };
     let no = decide(&article(), &slo).capacity.expect_err("no capacity");
+    // 1 stream misses TTFT by 61 / 50 - 1 = 22% and decode by 1 - 92 / 100
+    // = 8%: its worst is 22%, 4 streams' is 96 / 50 - 1 = 92%.
     assert_eq!(
         no.reason,
-        "no level meets the SLO (p99 TTFT <= 50 ms; decode >= 100 tok/s per stream): \
-         the lowest level, 1 stream, has 61 ms and 92 tok/s"
+        "no level meets your SLO (p99 TTFT <= 50 ms; decode >= 100 tok/s per stream): \
+         the lowest level, 1 stream, has 61 ms and 92 tok/s; \
+         closest: 1 stream, p99 TTFT 61 ms over your 50 ms (+22%)"
     );
 }
 
@@ -266,9 +273,10 @@ fn errors_decode_and_tpot_slos_exclude_levels() {
         tpot_p99_ms: Some(50.0),
         ..ttft_slo(500.0)
     };
+    // No level has a TPOT to measure the miss by: no closest.
     assert_eq!(
         capacity(&article(), &slo).expect_err("no capacity"),
-        "no level meets the SLO (p99 TPOT <= 50 ms): the lowest level, 1 stream, has no p99 TPOT"
+        "no level meets your SLO (p99 TPOT <= 50 ms): the lowest level, 1 stream, has no p99 TPOT"
     );
 }
 
@@ -364,4 +372,165 @@ fn the_slo_reads_in_the_decision_as_it_was_set() {
         .capacity
         .expect_err("none");
     assert!(no.reason.contains("(p99 TTFT <= 40.5 ms)"), "{}", no.reason);
+}
+
+/// A level whose answers each decode at `decode` tok/s, `total` tok/s in
+/// all, p99 TTFT `p99` ms.
+fn slow(c: u32, decode: f64, total: f64, p99: f64) -> LevelPoint {
+    let mut l = level(c, total / f64::from(c), total, p99 / 2.0, p99);
+    l.figures.stream_decode_tok_s = Some(decode);
+    l
+}
+
+/// A 10 tok/s box with two slots: each answer decodes at 13 tok/s alone
+/// and 12 beside another; 1 -> 2 streams doubles nearly (13 -> 24 tok/s,
+/// +84.6%), 2 -> 4 adds 25 / 24 - 1 = 4.2% while p99 TTFT grows 900 / 120
+/// = 7.5x: the knee is 2 -> 4. No level reaches the default 20 tok/s (the
+/// best is 13 at 1 stream) and no SLO was given, so the knee judges
+/// alone: 2 streams, 24 / 25 = 96% of the peak.
+#[test]
+fn without_an_slo_a_slow_server_is_judged_by_the_knee() {
+    let box2 = [
+        slow(1, 13.0, 13.0, 100.0),
+        slow(2, 12.0, 24.0, 120.0),
+        slow(4, 12.0, 25.0, 900.0),
+    ];
+    let d = decide_judged(&box2, &CapacitySlo::default(), false);
+    let cap = d.capacity.clone().expect("the knee's capacity");
+    assert_eq!(cap.concurrency, 2);
+    assert_eq!(cap.rule, CapacityRule::KneeFallback);
+    assert!(close(cap.share_of_peak, 0.96, 1e-12));
+    assert_eq!(
+        cap.reason,
+        "no level reaches 20 tok/s per stream (13 at 1 stream); \
+         capacity judged by the knee alone: 2 streams"
+    );
+    assert_eq!(
+        d.capacity_line(),
+        "capacity: no level reaches 20 tok/s per stream (13 at 1 stream); \
+         capacity judged by the knee alone: 2 streams"
+    );
+    assert_eq!(d.capacity_json()["rule"], json!("knee_fallback"));
+    // The same 20 tok/s given by the user is their SLO: none meets it.
+    // Closest: 1 stream misses by 1 - 13 / 20 = 35%, 2 and 4 by 40%.
+    let no = decide_judged(&box2, &CapacitySlo::default(), true)
+        .capacity
+        .expect_err("none meets 20 tok/s");
+    assert_eq!(
+        no.reason,
+        "no level meets your SLO (decode >= 20 tok/s per stream): the lowest level, 1 stream, \
+         has 13 tok/s; closest: 1 stream, decode 13 tok/s under 20 tok/s per stream (-35%)"
+    );
+    // `decide` judges as the user's SLO (a saved run that does not say).
+    assert_eq!(decide(&box2, &CapacitySlo::default()).capacity, Err(no));
+}
+
+/// The knee's level fails the error limit: the fallback keeps the limit
+/// and goes below it. 2 streams with 5% errors: 1 stream, the highest
+/// level before the knee (2 -> 4) with errors under 1%.
+#[test]
+fn the_knee_fallback_keeps_the_error_limit() {
+    let mut box2 = vec![
+        slow(1, 13.0, 13.0, 100.0),
+        slow(2, 12.0, 24.0, 120.0),
+        slow(4, 12.0, 25.0, 900.0),
+    ];
+    box2[1].figures.error_rate = 0.05;
+    let cap = decide_judged(&box2, &CapacitySlo::default(), false)
+        .capacity
+        .expect("1 stream");
+    assert_eq!(cap.concurrency, 1);
+    assert_eq!(
+        cap.reason,
+        "no level reaches 20 tok/s per stream (13 at 1 stream); \
+         capacity judged by the knee (2 -> 4 streams) and errors < 1%: 1 stream"
+    );
+}
+
+/// No knee in the levels measured: throughput gains 10 -> 19 -> 36 tok/s
+/// (+90% and +89% per doubling) while p99 TTFT grows 1.1x and 1.2x. The
+/// top level measured is the capacity, and the line says the knee was not
+/// reached. One level alone shows no knee either.
+#[test]
+fn the_knee_fallback_without_a_knee_says_so() {
+    let rising = [
+        slow(1, 10.0, 10.0, 100.0),
+        slow(2, 9.5, 19.0, 110.0),
+        slow(4, 9.0, 36.0, 130.0),
+    ];
+    let d = decide_judged(&rising, &CapacitySlo::default(), false);
+    assert!(d.knee.is_none());
+    let cap = d.capacity.expect("the top level");
+    assert_eq!((cap.concurrency, cap.rule), (4, CapacityRule::KneeFallback));
+    assert_eq!(
+        cap.reason,
+        "no level reaches 20 tok/s per stream (10 at 1 stream); \
+         the knee was not reached: capacity is the top level measured, 4 streams"
+    );
+    let cap = decide_judged(&[slow(1, 9.0, 9.0, 100.0)], &CapacitySlo::default(), false)
+        .capacity
+        .expect("the only level");
+    assert_eq!(
+        cap.reason,
+        "no level reaches 20 tok/s per stream (9.0 at 1 stream); \
+         one level shows no knee: capacity is the only level measured, 1 stream"
+    );
+    // A level that reaches 20 tok/s keeps the SLO's rule: 1 stream at 21.
+    let mut one_fast = rising.to_vec();
+    one_fast[0].figures.stream_decode_tok_s = Some(21.0);
+    let cap = decide_judged(&one_fast, &CapacitySlo::default(), false)
+        .capacity
+        .expect("1 stream by the SLO");
+    assert_eq!((cap.concurrency, cap.rule), (1, CapacityRule::Slo));
+}
+
+/// The closest level is the one whose worst term misses least against its
+/// limit, p99 TTFT <= 1,000 ms here, decode 30 >= 20 everywhere:
+/// - 1 stream: TTFT 900 (met), 3% errors: 0.03 / 0.01 - 1 = +200%;
+/// - 2 streams: TTFT 1,100 (+10%), 2% errors (+100%): worst +100%;
+/// - 4 streams: TTFT 1,240 (+24%), no errors: worst +24%;
+/// - 8 streams: TTFT 2,600 (+160%).
+///
+/// So 4 streams, though 2 streams' TTFT misses by less.
+#[test]
+fn the_closest_level_misses_least_at_its_worst() {
+    let mut levels = vec![
+        slow(1, 30.0, 30.0, 900.0),
+        slow(2, 30.0, 60.0, 1100.0),
+        slow(4, 30.0, 120.0, 1240.0),
+        slow(8, 30.0, 240.0, 2600.0),
+    ];
+    levels[0].figures.error_rate = 0.03;
+    levels[1].figures.error_rate = 0.02;
+    let no = decide(&levels, &ttft_slo(1000.0))
+        .capacity
+        .expect_err("none meets it");
+    assert_eq!(
+        no.reason,
+        "no level meets your SLO (errors < 1%): the lowest level, 1 stream, has 3.0% errors; \
+         closest: 4 streams, p99 TTFT 1,240 ms over your 1,000 ms (+24%)"
+    );
+    // An error rate is measured against its limit too: 1 stream alone.
+    let no = decide(&levels[..1], &ttft_slo(1000.0))
+        .capacity
+        .expect_err("3% errors");
+    assert!(
+        no.reason
+            .ends_with("closest: 1 stream, 3.0% errors over the 1% limit (+200%)"),
+        "{}",
+        no.reason
+    );
+}
+
+/// Only a user sets a TTFT or TPOT limit, or a reading speed other than
+/// 20: those values tell a given SLO on their own.
+#[test]
+fn values_off_the_defaults_are_the_users() {
+    assert!(!CapacitySlo::default().set_by_hand());
+    assert!(ttft_slo(500.0).set_by_hand());
+    let no_speed = CapacitySlo {
+        min_stream_tok_s: None,
+        ..CapacitySlo::default()
+    };
+    assert!(no_speed.set_by_hand());
 }

@@ -5,13 +5,15 @@
 //!
 //! What the caller passes, and gets:
 //!
-//! - [`decide::decide`]`(&[LevelPoint], &CapacitySlo) -> Decision`: one
+//! - [`decide::decide_judged`]`(&[LevelPoint], &CapacitySlo, slo_given) -> Decision`: one
 //!   [`decide::LevelPoint`] per finished level of the run, any kind, partial
 //!   or not (build it with `LevelPoint::from_stats(concurrency,
 //!   mode, partial, &stats)`, `mode` a `record::Mode`); the SLO from
 //!   `--slo-ttft-p99-ms`, `--slo-min-stream-tok-s` (default 20),
 //!   `--slo-tpot-p99-ms` (`CapacitySlo::default()` is no TTFT/TPOT SLO, 20
-//!   tok/s, errors < 1%). The `Decision` holds the merged sweep points, the
+//!   tok/s, errors < 1%); `slo_given` false where the user set none, so that
+//!   a run no level of which reaches the default reading speed is judged by
+//!   the knee. The `Decision` holds the merged sweep points, the
 //!   knee (`Option<Knee>`) and the capacity (`Result<Capacity, NoCapacity>`,
 //!   the error being a one-line reason). summary.json: `knee_json()`,
 //!   `capacity_json()` (null when none); headless: `capacity_line()`.

@@ -59,15 +59,17 @@ use std::fmt;
 use serde_json::{json, Map, Value};
 
 use crate::analysis::cost::cost;
-use crate::analysis::decide::{decide, CapacitySlo, Decision, LevelPoint, DEFAULT_MAX_ERROR_RATE};
+use crate::analysis::decide::{
+    decide_judged, CapacitySlo, Decision, LevelPoint, DEFAULT_MAX_ERROR_RATE,
+};
 use crate::analysis::diagnose::{no_capacity, no_rise, single_round};
 use crate::analysis::rounds::rounds_spread;
 use crate::fmt::round3;
 use crate::record::Mode;
 use crate::report::recorder::{level_file_base, level_file_name};
 use crate::report::schema::{
-    self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, SeriesEntry, ShardEntry,
-    ShardSection, SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,
+    self, number, ClientLoad, DiagnosisEntry, LevelFile, MergedFrom, RunSlo, SeriesEntry,
+    ShardEntry, ShardSection, SummaryFile, LATENCY_METRICS, SCHEMA_VERSION,
 };
 use metric::{merge_metric, MergedMetric, Part};
 

@@ -34,17 +34,20 @@ pub(super) fn slo_of(run: &schema::RunSection) -> CapacitySlo {
     }
 }
 
+/// The levels of one series judged as the shards were: by the SLO the
+/// user gave, or by the knee where they gave none (`run.slo.given`).
 pub(super) fn decision_of(
     levels: &[(String, LevelFile)],
     series: u64,
     slo: &CapacitySlo,
+    slo_given: bool,
 ) -> Decision {
     let points: Vec<LevelPoint> = levels
         .iter()
         .filter(|(_, l)| l.series.unwrap_or(0) == series && l.steady != Some(false))
         .filter_map(|(_, l)| l.point())
         .collect();
-    decide(&points, slo)
+    decide_judged(&points, slo, slo_given)
 }
 
 pub(super) fn diagnosis(id: &str, message: String, evidence: Value) -> DiagnosisEntry {
@@ -90,12 +93,13 @@ pub(super) fn merged_summary(
         .min();
 
     let slo = slo_of(&run);
+    let slo_given = run.slo.as_ref().is_none_or(RunSlo::is_given);
     let latest = levels
         .iter()
         .map(|(_, l)| l.series.unwrap_or(0))
         .max()
         .unwrap_or(0);
-    let decision = decision_of(levels, latest, &slo);
+    let decision = decision_of(levels, latest, &slo, slo_given);
     let all_points: Vec<LevelPoint> = levels.iter().filter_map(|(_, l)| l.point()).collect();
     let rounds: Vec<Value> = rounds_spread(&all_points)
         .iter()
@@ -159,7 +163,7 @@ pub(super) fn merged_summary(
         .collect::<BTreeSet<u64>>()
         .into_iter()
         .map(|index| {
-            let d = decision_of(levels, index, &slo);
+            let d = decision_of(levels, index, &slo, slo_given);
             let shard0 = base.series.iter().find(|s| s.index == Some(index));
             let label = levels
                 .iter()

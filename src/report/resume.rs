@@ -23,6 +23,11 @@ pub struct PriorRun {
     pub points: Vec<LevelPoint>,
     /// The series of each point, in the same order.
     pub point_series: Vec<usize>,
+    /// What the server's gauges showed over each point, in the same order
+    /// (the level's saved `server` object: `{"running": {"min", "mean",
+    /// "max"}, ...}`), so a kept level names the knee's cause as it did
+    /// when it ran.
+    pub point_servers: Vec<Value>,
     /// The series the run was in when it stopped; it goes on there.
     pub last_series: usize,
     /// Labels of the series so far.
@@ -70,10 +75,16 @@ impl PriorRun {
             .cloned()
             .collect();
         let series_of = |l: &Value| typed(l).series.unwrap_or(0) as usize;
-        let (points, point_series) = levels
-            .iter()
-            .filter_map(|l| Some((point_of(l)?, series_of(l))))
-            .unzip();
+        let mut points = Vec::new();
+        let mut point_series = Vec::new();
+        let mut point_servers = Vec::new();
+        for l in &levels {
+            if let Some(point) = point_of(l) {
+                points.push(point);
+                point_series.push(series_of(l));
+                point_servers.push(l.get("server").cloned().unwrap_or(Value::Null));
+            }
+        }
         let last_series = levels.iter().map(series_of).max().unwrap_or(0);
         let series_labels = SeriesEntry::all_of(summary)
             .into_iter()
@@ -83,6 +94,7 @@ impl PriorRun {
             levels,
             points,
             point_series,
+            point_servers,
             last_series,
             series_labels,
             next_level_index,

@@ -34,6 +34,12 @@ pub struct RunInfo {
     pub prefix_len: u32,
     /// SLOs, prices and rounds.
     pub decision: DecisionConfig,
+    /// Whether the user gave the SLO (any `--slo-*` flag, on the command
+    /// line or in a config file). Where they gave none, the reading speed
+    /// in `decision.slo` is the default's, and a run that no level reaches
+    /// it on is judged by the knee (`analysis::decide::decide_judged`).
+    /// Saved as `run.slo.given`.
+    pub slo_given: bool,
     /// Warmup requests sent before the first level.
     pub warmup_requests: u32,
     /// Median connect + first byte of a tiny request before the run, ms.
@@ -100,6 +106,7 @@ impl RunInfo {
                 min_stream_tok_s: slo.min_stream_tok_s,
                 tpot_p99_ms: slo.tpot_p99_ms,
                 max_error_rate: Some(slo.max_error_rate),
+                given: Some(self.slo_given),
             }),
             goodput_slo: self.decision.goodput.map(GoodputSlo::to_json),
             shard: self.timing.shard.clone(),
@@ -139,6 +146,7 @@ impl RunInfo {
             percentiles: vec![50.0, 99.0],
             prefix_len: 0,
             decision: DecisionConfig::default(),
+            slo_given: false,
             warmup_requests: 0,
             connect_probe_ms: None,
             http_client: "lean-http1",

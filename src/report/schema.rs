@@ -444,6 +444,18 @@ pub struct RunSlo {
     pub min_stream_tok_s: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
     pub max_error_rate: Option<f64>,
+    /// Whether the user gave the SLO (a `--slo-*` flag); false when the
+    /// reading speed is the default alone. Files from before it lack it,
+    /// and read as given: they were judged without the knee fallback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub given: Option<bool>,
+}
+
+impl RunSlo {
+    /// `given`, with a file that does not say read as given (see above).
+    pub(crate) fn is_given(&self) -> bool {
+        self.given.unwrap_or(true)
+    }
 }
 
 // Knee, capacity and cost keep their numbers as `serde_json::Number`: the
@@ -476,8 +488,20 @@ pub struct Capacity {
     pub p99_ttft_ms: Option<Number>,
     pub share_of_peak: Option<Number>,
     pub reason: Option<String>,
+    /// Which rule judged it: `slo`, or `knee_fallback` where the user gave
+    /// no SLO and no level reached the default reading speed. Absent in
+    /// files from before it (judged by the SLO).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+impl Capacity {
+    /// Whether the knee judged it alone (`rule` is `knee_fallback`).
+    pub(crate) fn by_knee(&self) -> bool {
+        self.rule.as_deref() == Some("knee_fallback")
+    }
 }
 
 /// summary.json's `cost`.

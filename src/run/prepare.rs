@@ -246,6 +246,9 @@ async fn prepare_target(
         percentiles: plan.percentiles.clone(),
         prefix_len: plan.prefix_len,
         decision: plan.decision.clone(),
+        // What the values alone tell; the face that parsed the flags knows
+        // a default given again by hand (`config::Settings::gives_slo`).
+        slo_given: plan.decision.slo.set_by_hand(),
         warmup_requests: plan.warmup,
         connect_probe_ms: identity.connect_probe_ms,
         http_client: http_client_label(&plan),

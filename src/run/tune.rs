@@ -86,6 +86,8 @@ struct TunePlan {
     /// `--grid NAME=auto` or `NAME=LOW..HIGH`: the knob searched; its
     /// settings are added one at a time, as the search asks for them.
     search: Option<AutoGrid>,
+    /// Whether the user gave the capacity SLO (`config::Settings::gives_slo`).
+    slo_given: bool,
 }
 
 /// A name whose value is a secret: never shown or saved.
@@ -178,6 +180,8 @@ fn check(args: &TuneArgs) -> Result<TunePlan> {
         dir,
         started: std::time::Instant::now(),
         search,
+        // Told by the settings, which `run_tune` has and `check` does not.
+        slo_given: false,
     })
 }
 
@@ -202,7 +206,8 @@ pub(crate) async fn run_tune<F: TuneFace>(
     mut settings: Settings,
     open_face: impl FnOnce(&str, &Path) -> Result<F>,
 ) -> Result<i32> {
-    let plan = check(&args)?;
+    let mut plan = check(&args)?;
+    plan.slo_given = settings.gives_slo();
     server::install_panic_guard();
     super::prepare::probe_writable(&plan.dir)?;
     // One watcher for the whole tune, so a Ctrl-C between two settings
@@ -228,7 +233,6 @@ pub(crate) async fn run_tune<F: TuneFace>(
         .timeout(Duration::from_secs(5))
         .build()
         .wrap_err("cannot build the HTTP client")?;
-    let mut plan = plan;
     let mut screen = open_screen(&args, &plan, open_face);
     let mut failure: Option<String> = None;
     let mut code = EXIT_OK;
@@ -715,7 +719,8 @@ async fn sweep_setting<F: TuneFace>(
     };
     let series = prior.as_ref().map_or(0, |p| p.last_series);
     entry.series = Some(series as u64);
-    let prepared = prepare_continuing(sweep_plan, None, prior).await?;
+    let mut prepared = prepare_continuing(sweep_plan, None, prior).await?;
+    prepared.run.slo_given |= plan.slo_given;
     let mut so_far = section.clone();
     so_far.settings.push(entry.clone());
     let series_label = label.to_string();

@@ -16,11 +16,13 @@ use crate::tune::recommend::{recommend, Outcome, SettingResult};
 pub(super) fn judge(dir: &Path, section: &mut TuneSection) {
     fill_results(dir, section);
     let results = setting_results(dir, section);
-    let slo = SavedRun::load(dir)
-        .ok()
+    let saved = SavedRun::load(dir).ok();
+    let slo = saved
+        .as_ref()
         .and_then(|r| r.slo_text())
         .unwrap_or_else(|| "the SLO".into());
-    section.recommendation = recommend(&results, &slo).map(|r| TuneRecommendation {
+    let reading_speed = saved.as_ref().and_then(|r| r.slo.min_stream_tok_s);
+    section.recommendation = recommend(&results, &slo, reading_speed).map(|r| TuneRecommendation {
         label: Some(r.label),
         reason: Some(r.reason),
         tie_with: r.tie_with,
@@ -145,6 +147,7 @@ fn setting_results(dir: &Path, section: &TuneSection) -> Vec<SettingResult> {
                     _ => Outcome::Failed(s.reason.clone().unwrap_or_default()),
                 },
                 capacity,
+                by_knee: s.capacity.as_ref().is_some_and(|c| c.by_knee()),
                 tok_s_at_capacity: s
                     .capacity
                     .as_ref()
@@ -155,4 +158,159 @@ fn setting_results(dir: &Path, section: &TuneSection) -> Vec<SettingResult> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::decide::{decide_judged, CapacitySlo, Figures, LevelPoint};
+    use crate::record::Mode;
+    use crate::report::schema::{self, Capacity};
+
+    /// One setting of a tune with no SLO given, judged from its levels as
+    /// the sweep judges them and read back from its saved capacity:
+    /// `(streams, total tok/s, p99 TTFT ms)`, every answer decoding at 12
+    /// tok/s, under the default 20.
+    fn setting(np: u32, levels: &[(u32, f64, f64)]) -> SettingResult {
+        let points: Vec<LevelPoint> = levels
+            .iter()
+            .map(|&(c, total, p99)| LevelPoint {
+                concurrency: c,
+                kind: Mode::Planned,
+                partial: false,
+                figures: Figures {
+                    output_throughput: total,
+                    per_stream_tok_s: total / f64::from(c),
+                    stream_decode_tok_s: Some(12.0),
+                    p50_ttft_ms: Some(p99),
+                    p99_ttft_ms: Some(p99),
+                    ..Figures::default()
+                },
+            })
+            .collect();
+        let decision = decide_judged(&points, &CapacitySlo::default(), false);
+        let saved: Option<Capacity> = schema::typed(decision.capacity_json());
+        let number = |n: &Option<serde_json::Number>| n.as_ref().and_then(|n| n.as_f64());
+        SettingResult {
+            label: format!("np={np}"),
+            values: vec![("np".into(), np.to_string())],
+            outcome: Outcome::Finished,
+            capacity: saved.as_ref().and_then(|c| c.concurrency),
+            by_knee: saved.as_ref().is_some_and(Capacity::by_knee),
+            tok_s_at_capacity: saved.as_ref().and_then(|c| number(&c.output_throughput)),
+            p99_ttft_at_capacity_ms: saved.as_ref().and_then(|c| number(&c.p99_ttft_ms)),
+            peak_tok_s: levels.iter().map(|l| l.1).reduce(f64::max),
+            spread: None,
+        }
+    }
+
+    /// An Ollama box whose answers decode at 12 tok/s, no SLO given:
+    /// - np=1 serves 12 tok/s at 1, 2 and 4 streams while p99 TTFT grows 3x
+    ///   a level: the knee is 1 -> 2 (+0%, 3.0x), capacity 1 stream;
+    /// - np=2 serves 12, 24, 24: 1 -> 2 doubles, 2 -> 4 adds 0% while p99
+    ///   TTFT grows 1,100 / 110 = 10x: the knee is 2 -> 4, capacity 2
+    ///   streams at 24 tok/s.
+    ///
+    /// No level reaches 20 tok/s per stream, so both are judged by the
+    /// knee, and np=2 is kept.
+    #[test]
+    fn without_an_slo_the_knee_capacities_pick_the_setting() {
+        let np1 = setting(1, &[(1, 12.0, 100.0), (2, 12.0, 300.0), (4, 12.0, 900.0)]);
+        let np2 = setting(2, &[(1, 12.0, 100.0), (2, 24.0, 110.0), (4, 24.0, 1100.0)]);
+        assert_eq!((np1.capacity, np1.by_knee), (Some(1), true));
+        assert_eq!((np2.capacity, np2.by_knee), (Some(2), true));
+        let rec = recommend(
+            &[np1, np2],
+            "decode >= 20 tok/s per stream, errors < 1%",
+            Some(20.0),
+        )
+        .expect("a setting to keep");
+        assert_eq!(rec.label, "np=2");
+        assert_eq!(
+            rec.reason,
+            "keep np=2: capacity 2 streams, 24 tok/s (capacity by the knee: no setting reaches \
+             20 tok/s per stream); np=1 holds 1 stream; np=2 is the largest tried and still \
+             gains: try 4; this rests on one round (--rounds 3 measures the noise)"
+        );
+    }
+
+    /// The higher peak is not the higher capacity where the knees differ:
+    /// - np=8 serves 12, 24, 26, 40 tok/s at 1, 2, 4, 8 streams; 2 -> 4
+    ///   adds 26 / 24 - 1 = 8.3% while p99 TTFT grows 330 / 110 = 3.0x:
+    ///   the knee is 2 -> 4 (the first such step), capacity 2, peak 40;
+    /// - np=4 serves 12, 24, 36, 37: 2 -> 4 adds 50%, 4 -> 8 adds 2.8%
+    ///   while p99 TTFT grows 390 / 130 = 3.0x: capacity 4, peak 37.
+    ///
+    /// np=4 is kept for its 4 streams, though np=8 peaks higher.
+    #[test]
+    fn a_higher_peak_with_a_lower_knee_is_not_kept() {
+        let np4 = setting(
+            4,
+            &[
+                (1, 12.0, 100.0),
+                (2, 24.0, 110.0),
+                (4, 36.0, 130.0),
+                (8, 37.0, 390.0),
+            ],
+        );
+        let np8 = setting(
+            8,
+            &[
+                (1, 12.0, 100.0),
+                (2, 24.0, 110.0),
+                (4, 26.0, 330.0),
+                (8, 40.0, 400.0),
+            ],
+        );
+        assert_eq!((np4.capacity, np4.peak_tok_s), (Some(4), Some(37.0)));
+        assert_eq!((np8.capacity, np8.peak_tok_s), (Some(2), Some(40.0)));
+        let rec = recommend(
+            &[np4, np8],
+            "decode >= 20 tok/s per stream, errors < 1%",
+            Some(20.0),
+        )
+        .expect("a setting to keep");
+        assert_eq!(rec.label, "np=4");
+        assert_eq!(
+            rec.reason,
+            "keep np=4: capacity 4 streams, 36 tok/s (capacity by the knee: no setting reaches \
+             20 tok/s per stream); np=8 holds 2 streams; this rests on one round (--rounds 3 \
+             measures the noise)"
+        );
+    }
+
+    /// A setting within the SLO is kept over one the knee judged alone,
+    /// whatever their streams: np=1 reaches 20 tok/s at 1 stream, np=4
+    /// never does but holds 4 by its knee.
+    #[test]
+    fn a_capacity_within_the_slo_beats_a_knee_capacity() {
+        let within = SettingResult {
+            by_knee: false,
+            capacity: Some(1),
+            tok_s_at_capacity: Some(25.0),
+            ..setting(1, &[(1, 25.0, 100.0)])
+        };
+        let knee = setting(
+            4,
+            &[
+                (1, 12.0, 100.0),
+                (2, 24.0, 110.0),
+                (4, 36.0, 130.0),
+                (8, 37.0, 390.0),
+            ],
+        );
+        let rec = recommend(
+            &[within, knee],
+            "decode >= 20 tok/s per stream, errors < 1%",
+            Some(20.0),
+        )
+        .expect("a setting to keep");
+        assert_eq!(rec.label, "np=1");
+        assert_eq!(
+            rec.reason,
+            "keep np=1: capacity 1 stream within decode >= 20 tok/s per stream, errors < 1% \
+             (25 tok/s); np=4 reaches 20 tok/s per stream at no level (by the knee alone it \
+             holds 4 streams); this rests on one round (--rounds 3 measures the noise)"
+        );
+    }
 }

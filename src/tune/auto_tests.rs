@@ -19,6 +19,7 @@ fn tried(value: u32, capacity: u32, tok_s: f64) -> Tried {
             p99_ttft_at_capacity_ms: None,
             peak_tok_s: Some(tok_s),
             spread: None,
+            by_knee: false,
         },
         slots_used: Some(f64::from(value)),
         kv_usage: None,

@@ -21,6 +21,10 @@ pub(crate) struct SettingResult {
     pub outcome: Outcome,
     /// Streams at the SLO (the series' capacity).
     pub capacity: Option<u32>,
+    /// The capacity is the knee's alone: no SLO was given and no level of
+    /// the setting reached the default reading speed (`capacity.rule`
+    /// `knee_fallback`).
+    pub by_knee: bool,
     pub tok_s_at_capacity: Option<f64>,
     pub p99_ttft_at_capacity_ms: Option<f64>,
     pub peak_tok_s: Option<f64>,
@@ -40,13 +44,28 @@ pub(crate) struct Recommendation {
 /// The setting to keep: the most streams within the SLO, then the most
 /// output tok/s there. A rival whose throughput at the same capacity is
 /// within the rounds' spread is a tie, and the tie keeps the smaller
-/// (earlier in the grid). `slo` is the SLO in words.
-pub(crate) fn recommend(results: &[SettingResult], slo: &str) -> Option<Recommendation> {
-    let eligible: Vec<(usize, &SettingResult)> = results
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.outcome == Outcome::Finished && r.capacity.is_some())
-        .collect();
+/// (earlier in the grid). `slo` is the SLO in words, `reading_speed` its
+/// decode term (tok/s per stream).
+///
+/// A capacity the knee judged alone ([`SettingResult::by_knee`]) counts
+/// only where no setting has one within the SLO: a setting that reaches
+/// the reading speed serves its users as asked, one that does not never
+/// does, whatever its streams. Then the settings are ranked the same way
+/// by their knee capacities, and the sentence says so.
+pub(crate) fn recommend(
+    results: &[SettingResult],
+    slo: &str,
+    reading_speed: Option<f64>,
+) -> Option<Recommendation> {
+    let finished = || {
+        results
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.outcome == Outcome::Finished && r.capacity.is_some())
+    };
+    let by_knee = finished().all(|(_, r)| r.by_knee);
+    let eligible: Vec<(usize, &SettingResult)> =
+        finished().filter(|(_, r)| r.by_knee == by_knee).collect();
     let score = |r: &SettingResult| (r.capacity.unwrap_or(0), r.tok_s_at_capacity.unwrap_or(0.0));
     let &(best_at, best) = eligible.iter().max_by(|a, b| {
         let (ca, ta) = score(a.1);
@@ -88,13 +107,27 @@ pub(crate) fn recommend(results: &[SettingResult], slo: &str) -> Option<Recommen
         ties.sort_by_key(|(i, _)| *i);
     }
     let capacity = kept.capacity.unwrap_or(0);
-    let mut reason = format!(
-        "keep {}: capacity {} within {slo}{}",
-        kept.label,
-        streams(capacity),
-        kept.tok_s_at_capacity
-            .map_or_else(String::new, |t| format!(" ({} tok/s)", tok(t)))
+    let speed = reading_speed.map_or_else(
+        || "the reading speed".into(),
+        |v| format!("{} tok/s per stream", threshold(v)),
     );
+    let mut reason = if by_knee {
+        format!(
+            "keep {}: capacity {}{} (capacity by the knee: no setting reaches {speed})",
+            kept.label,
+            streams(capacity),
+            kept.tok_s_at_capacity
+                .map_or_else(String::new, |t| format!(", {} tok/s", tok(t)))
+        )
+    } else {
+        format!(
+            "keep {}: capacity {} within {slo}{}",
+            kept.label,
+            streams(capacity),
+            kept.tok_s_at_capacity
+                .map_or_else(String::new, |t| format!(" ({} tok/s)", tok(t)))
+        )
+    };
     let mut others: Vec<String> = Vec::new();
     if !ties.is_empty() {
         let noise = ties
@@ -119,6 +152,13 @@ pub(crate) fn recommend(results: &[SettingResult], slo: &str) -> Option<Recommen
                 format!("{} did not finish ({why}), so it is not judged", r.label)
             }
             Outcome::Failed(why) => format!("{} did not run ({why})", r.label),
+            // A knee capacity beside a kept one within the SLO: never
+            // compared by streams (see above).
+            Outcome::Finished if r.by_knee && !by_knee => format!(
+                "{} reaches {speed} at no level (by the knee alone it holds {})",
+                r.label,
+                streams(r.capacity.unwrap_or(0))
+            ),
             Outcome::Finished => compare(r, kept),
         });
     }
@@ -271,6 +311,7 @@ mod tests {
             values: vec![("np".into(), np.to_string())],
             outcome: Outcome::Finished,
             capacity,
+            by_knee: false,
             tok_s_at_capacity: Some(tok),
             p99_ttft_at_capacity_ms: Some(100.0),
             peak_tok_s: Some(tok),
@@ -288,7 +329,7 @@ mod tests {
             r(4, Some(4), 400.0, Some(0.02)),
             r(8, Some(4), 300.0, Some(0.02)),
         ];
-        let rec = recommend(&results, SLO).unwrap();
+        let rec = recommend(&results, SLO, Some(20.0)).unwrap();
         assert_eq!(rec.label, "np=4");
         assert!(rec.tie_with.is_empty());
         assert_eq!(
@@ -307,7 +348,7 @@ mod tests {
             r(4, Some(4), 400.0, Some(0.04)),
             r(8, Some(4), 410.0, Some(0.03)),
         ];
-        let rec = recommend(&results, SLO).unwrap();
+        let rec = recommend(&results, SLO, Some(20.0)).unwrap();
         assert_eq!(rec.label, "np=4");
         assert_eq!(rec.tie_with, vec!["np=8"]);
         assert_eq!(
@@ -321,7 +362,7 @@ mod tests {
             r(4, Some(4), 400.0, Some(0.01)),
             r(8, Some(4), 410.0, Some(0.01)),
         ];
-        let rec = recommend(&apart, SLO).unwrap();
+        let rec = recommend(&apart, SLO, Some(20.0)).unwrap();
         assert_eq!(rec.label, "np=8");
         assert!(rec.tie_with.is_empty());
     }
@@ -334,7 +375,7 @@ mod tests {
             r(2, Some(2), 190.0, Some(0.02)),
             r(4, Some(4), 380.0, Some(0.02)),
         ];
-        let rec = recommend(&results, SLO).unwrap();
+        let rec = recommend(&results, SLO, Some(20.0)).unwrap();
         assert_eq!(
             rec.reason,
             "keep np=4: capacity 4 streams within p99 TTFT 2 s (380 tok/s); np=1 holds 1 stream; \
@@ -347,7 +388,7 @@ mod tests {
     #[test]
     fn one_round_says_so() {
         let results = [r(4, Some(4), 400.0, None), r(8, Some(4), 401.0, None)];
-        let rec = recommend(&results, SLO).unwrap();
+        let rec = recommend(&results, SLO, Some(20.0)).unwrap();
         assert_eq!(rec.label, "np=8");
         assert_eq!(
             rec.reason,
@@ -377,7 +418,7 @@ mod tests {
         let mut cut = r(8, Some(8), 800.0, None);
         cut.outcome = Outcome::Partial("its server exited mid-level".into());
         let results = [r(4, Some(4), 400.0, None), cut];
-        let rec = recommend(&results, SLO).unwrap();
+        let rec = recommend(&results, SLO, Some(20.0)).unwrap();
         assert_eq!(rec.label, "np=4");
         assert!(rec
             .reason
@@ -386,6 +427,6 @@ mod tests {
             capacity: None,
             ..r(1, None, 0.0, None)
         }];
-        assert!(recommend(&none, SLO).is_none());
+        assert!(recommend(&none, SLO, Some(20.0)).is_none());
     }
 }

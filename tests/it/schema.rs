@@ -293,8 +293,9 @@ fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>)
 /// Keys written since tests/fixtures/schema_v0: the schema's version
 /// (issue 12), what merges read, level files only (issue 13), and the
 /// server's own account of each level (its /metrics at the level's edges),
-/// a level's probe requests (`--probe-rate`), and the plan's estimate
-/// after the warmup (`fit`).
+/// a level's probe requests (`--probe-rate`), the plan's estimate after
+/// the warmup (`fit`), and whether the user gave the SLO (`run.slo.given`)
+/// and which rule judged the capacity (`rule`).
 const ADDED_SINCE_FIXTURE: &[&str] = &[
     "schema_version",
     "histograms",
@@ -302,6 +303,8 @@ const ADDED_SINCE_FIXTURE: &[&str] = &[
     "server_account",
     "probe",
     "fit",
+    "given",
+    "rule",
 ];
 
 #[test]

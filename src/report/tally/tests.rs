@@ -379,6 +379,7 @@ fn a_resumed_runs_levels_still_count() {
         levels: vec![json!({"max_concurrency": 8})],
         points: vec![kept],
         point_series: vec![0],
+        point_servers: vec![Value::Null],
         last_series: 0,
         series_labels: vec![(0, "first".into())],
         next_level_index: 3,
@@ -465,4 +466,86 @@ fn the_verdict_lines_say_capacity_knee_cost_then_notes() {
     let live = tally.verdict_lines(&decision, false);
     assert_eq!(live[..2], lines[..2]);
     assert_eq!(live[2..], lines[3..]);
+}
+
+/// A level of `streams` one-request streams in `series` whose answers
+/// take `lasts_ms` (first token at `ttft_ms`), with one scrape of the
+/// server's gauges while it runs.
+fn level_with_gauges(
+    tally: &mut Tally,
+    (index, series): (usize, usize),
+    (streams, ttft_ms, lasts_ms): (u32, u64, u64),
+    gauges: &[(&'static str, f64)],
+) {
+    let start = index as u64 * 10_000;
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(index, streams, Mode::Planned, start, series)),
+        || reading(0, start, &[]),
+    );
+    tally.on_server_sample(&ServerSample::of(gauges));
+    for stream in 0..u64::from(streams) {
+        let record = answer(
+            index as u64 * 100 + stream,
+            index,
+            start,
+            ttft_ms,
+            start + lasts_ms,
+        );
+        tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+    }
+    let closed = tally
+        .close_level(index, false, reading(0, start + lasts_ms, &[]))
+        .expect("running");
+    tally.keep(closed.level);
+}
+
+/// A tune's first setting, kept in the folder while the second runs,
+/// saves the knee cause it printed, not the client's guess. Its levels:
+/// 1, 2 and 4 streams of 100-token answers; 1 and 2 last 1 s (100 and 200
+/// tok/s), 4 last 2 s (4 x 100 / 2 = 200 tok/s: +0.0%) while p99 TTFT
+/// goes 100 -> 800 ms (8.0x): the knee is 2 -> 4. The server's gauges
+/// show 2 running at 2 streams, and at 4 still 2 running with 2 waiting:
+/// the batch cap, vLLM's --max-num-seqs 2.
+#[test]
+fn a_kept_series_saves_the_knee_cause_it_printed() {
+    let gauges: [&[(&'static str, f64)]; 3] = [
+        &[("running", 1.0), ("waiting", 0.0)],
+        &[("running", 2.0), ("waiting", 0.0)],
+        &[("running", 2.0), ("waiting", 2.0)],
+    ];
+    let shape = [(1, 50, 1000), (2, 100, 1000), (4, 800, 2000)];
+    let mut first = Tally::new(run("sweep"), None);
+    for (index, (level, g)) in shape.iter().zip(gauges).enumerate() {
+        level_with_gauges(&mut first, (index, 0), *level, g);
+    }
+    let printed = first.verdict_lines(&first.decision(), false)[1].clone();
+    assert_eq!(
+        printed,
+        "knee: 2 -> 4 streams adds 0.0% throughput while p99 TTFT grows 8.0x: \
+         the server runs 2 at a time while up to 2 wait (the batch cap, --max-num-seqs 2)"
+    );
+    // The same levels as summary.json kept them, with their gauges.
+    let saved = |index: u64, streams: u64, tok_s: f64, ttft: f64, g: &[(&str, f64)]| {
+        let server: serde_json::Map<String, Value> = g
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!({"min": v, "mean": v, "max": v})))
+            .collect();
+        json!({"level_index": index, "max_concurrency": streams, "mode": "planned",
+               "partial": false, "series": 0, "output_throughput": tok_s,
+               "per_stream_tok_s": tok_s / streams as f64, "median_ttft_ms": ttft,
+               "p99_ttft_ms": ttft, "completed": streams, "failed": 0, "server": server})
+    };
+    let summary = json!({"run": {}, "series": [{"index": 0, "label": "np=1"}], "levels": [
+        saved(0, 1, 100.0, 50.0, gauges[0]),
+        saved(1, 2, 200.0, 100.0, gauges[1]),
+        saved(2, 4, 200.0, 800.0, gauges[2]),
+    ]});
+    let prior = PriorRun::from_summary(&summary)
+        .expect("a summary")
+        .into_new_series("np=2".into());
+    let mut second = Tally::new(run("sweep"), Some(prior));
+    level(&mut second, 3, 1, 50, 1);
+    let entries = second.series_entries();
+    let kept = entries[0].knee.as_ref().and_then(|k| k.reason.as_deref());
+    assert_eq!(kept, printed.strip_prefix("knee: "));
 }

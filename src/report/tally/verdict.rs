@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 
 use super::{FinishedLevel, Tally};
 use crate::analysis::cost::{cost, Cost};
-use crate::analysis::decide::{decide, Decision, LevelPoint};
+use crate::analysis::decide::{decide_judged, Decision, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
@@ -43,17 +43,33 @@ impl Tally {
         if let Some(failing) = self.search.and_then(|s| s.failing) {
             points.retain(|p| p.concurrency < failing);
         }
-        let mut decision = decide(&points, &self.run.decision.slo);
-        // The knee's cause from the server's own gauges, where this run
-        // read them at both of its levels.
+        let mut decision = decide_judged(&points, &self.run.decision.slo, self.run.slo_given);
+        // The knee's cause from the server's own gauges, where the run read
+        // them at both of its levels: a level of this run, else one kept
+        // from the folder (a resumed run, a tune's earlier setting), so a
+        // series saves the cause it printed when it ran.
         if let Some(knee) = decision.knee.as_mut() {
             let at = |c: u32| {
-                self.saved_levels()
+                let live = self
+                    .saved_levels()
                     .iter()
                     .rev()
                     .filter(|l| l.info.series == series && l.info.concurrency == c)
                     .find(|l| l.point().is_some())
-                    .map(|l| server_view(l))
+                    .map(|l| server_view(l));
+                live.or_else(|| {
+                    let prior = self.prior.as_ref()?;
+                    prior
+                        .points
+                        .iter()
+                        .zip(&prior.point_series)
+                        .zip(&prior.point_servers)
+                        .rev()
+                        .find(|((p, s), _)| {
+                            **s == series && p.concurrency == c && p.kind.is_sweep() && !p.partial
+                        })
+                        .map(|((p, _), server)| saved_gauge_view(p.concurrency, server))
+                })
             };
             if let (Some(from), Some(to)) = (at(knee.from_concurrency), at(knee.to_concurrency)) {
                 if let Some(cause) = knee_cause(&from, &to, &self.run.engine) {
@@ -219,6 +235,41 @@ impl Tally {
     }
 }
 
+/// What a level's gauges showed of the server, the engine checks' way:
+/// `min` and `max` read one gauge over the level. One reading for a level
+/// of this run ([`server_view`]) and one kept in the folder
+/// ([`saved_gauge_view`]), so both name a knee's cause alike.
+fn gauge_view(
+    concurrency: u32,
+    min: impl Fn(&str) -> Option<f64>,
+    max: impl Fn(&str) -> Option<f64>,
+) -> ServerView {
+    let preemptions = match (min("preemptions_total"), max("preemptions_total")) {
+        (Some(lo), Some(hi)) => Some(hi - lo),
+        _ => None,
+    };
+    ServerView {
+        concurrency,
+        gpu_share_min: min("gpu_share"),
+        // llama.cpp calls its queue "deferred" (requests waiting for a slot).
+        waiting_max: max("waiting").or_else(|| max("deferred")),
+        kv_cache_usage_max: max("kv_cache_usage"),
+        preemptions,
+        running_max: ["running", "slots_busy", "processing"]
+            .iter()
+            .find_map(|k| max(k)),
+        slots_total: max("slots_total"),
+        ..ServerView::default()
+    }
+}
+
+/// The gauges of a level kept from the folder: its saved `server` object
+/// (`{"running": {"min", "mean", "max"}, ...}`).
+fn saved_gauge_view(concurrency: u32, server: &Value) -> ServerView {
+    let read = |stat: &'static str| move |name: &str| server.get(name)?.get(stat)?.as_f64();
+    gauge_view(concurrency, read("min"), read("max"))
+}
+
 /// What a finished level saw of the server, for the engine checks.
 fn server_view(l: &FinishedLevel) -> ServerView {
     // Only an account the level could trust.
@@ -227,22 +278,9 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         .as_ref()
         .filter(|a| a.get("trusted").and_then(Value::as_bool) == Some(true));
     let error = |key: &str| l.stats.errors.get(key).copied().unwrap_or(0);
-    let preemptions = match (
-        l.server.min("preemptions_total"),
-        l.server.max("preemptions_total"),
-    ) {
-        (Some(lo), Some(hi)) => Some(hi - lo),
-        _ => None,
-    };
     ServerView {
-        concurrency: l.info.concurrency,
         output_throughput: l.stats.output_throughput,
         p99_ttft_ms: l.stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
-        gpu_share_min: l.server.min("gpu_share"),
-        // llama.cpp calls its queue "deferred" (requests waiting for a slot).
-        waiting_max: l.server.max("waiting").or_else(|| l.server.max("deferred")),
-        kv_cache_usage_max: l.server.max("kv_cache_usage"),
-        preemptions,
         prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate"),
         load_ms_max: l.server_timings.get("load_ms_max").and_then(Value::as_f64),
         slot_wait_ms_median: l
@@ -253,10 +291,6 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         http_429: error("http_429"),
         streaming_mean: l.occupancy.map(|o| o.streaming_mean),
         in_prefill_mean: l.occupancy.and_then(|o| o.in_prefill_mean),
-        running_max: ["running", "slots_busy", "processing"]
-            .iter()
-            .find_map(|k| l.server.max(k)),
-        slots_total: l.server.max("slots_total"),
         ttft_mean_client_ms: l.stats.ttft.as_ref().map(|d| d.mean),
         ttft_mean_server_ms: account
             .and_then(|a| a.get("ttft_ms"))
@@ -266,5 +300,10 @@ fn server_view(l: &FinishedLevel) -> ServerView {
             .and_then(|a| a.get("other_traffic"))
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        ..gauge_view(
+            l.info.concurrency,
+            |name| l.server.min(name),
+            |name| l.server.max(name),
+        )
     }
 }
