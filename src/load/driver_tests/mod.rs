@@ -31,6 +31,7 @@ use crate::record::{ErrorClass, FinishReason, Outcome, RequestRecord, TokenSourc
 use crate::workload::{Calibration, Workload};
 
 mod failures;
+mod fit;
 mod levels;
 mod open_loop;
 mod search;
