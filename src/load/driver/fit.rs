@@ -390,8 +390,11 @@ impl Driver {
         self.say_time_left();
     }
 
-    /// The budget's end: the level running is saved partial with its
-    /// reason, the plan left is skipped, and the run stops.
+    /// The budget's end. It governs the plan: a planned level still
+    /// running is cut and saved partial with its reason (one already
+    /// steady, only finishing its last requests, is whole: what it measured
+    /// is its answer), the rest of the plan is skipped, and a headless run
+    /// stops. The live view stays, as after its plan, for the user's hand.
     pub(super) fn budget_spent(&mut self) {
         let Some(fit) = &mut self.fit else { return };
         if fit.spent || self.stopping {
@@ -399,12 +402,34 @@ impl Driver {
         }
         fit.spent = true;
         let budget = fit.cfg.budget;
-        if let Some(level_fit) = self.current.and_then(|i| self.pace.levels.get_mut(&i)) {
-            level_fit.end = Some(LevelEnd::Budget);
+        let planned = self
+            .current
+            .filter(|&i| self.levels[i].info.mode == Mode::Planned);
+        let cut = planned.map(|i| self.levels[i].info.concurrency);
+        let steady = planned
+            .and_then(|i| self.pace.levels.get(&i))
+            .is_some_and(|l| l.end == Some(LevelEnd::Steady));
+        if let Some(level_fit) = planned.and_then(|i| self.pace.levels.get_mut(&i)) {
+            if !steady {
+                level_fit.end = Some(LevelEnd::Budget);
+            }
         }
-        let cut = self.current.map(|i| self.levels[i].info.concurrency);
-        self.skip_rest(self.next_plan, SkipReason::Spent { budget, cut });
-        self.handle(Command::Stop);
+        let watched = self.cfg.watch_server;
+        if planned.is_some() || !watched {
+            self.skip_rest(
+                self.next_plan,
+                SkipReason::Spent {
+                    budget,
+                    cut: cut.filter(|_| !steady),
+                },
+            );
+        }
+        if planned.is_some() {
+            self.close_current(!steady);
+        }
+        if !watched {
+            self.handle(Command::Stop);
+        }
     }
 
     /// A new series judges the knee afresh: it is another server.

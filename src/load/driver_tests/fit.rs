@@ -619,3 +619,52 @@ async fn without_fit_a_plan_of_counts_sends_exactly_its_counts() {
     assert!(run.skipped().is_empty(), "{:?}", run.skipped());
     assert_eq!(*run.last(), finished(false));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_steady_level_still_draining_at_the_deadline_stays_whole() {
+    // Two streams of 1 s answers, except request 5, which takes 5 s.
+    // Requests 0,1 go at 0 s, 2,3 at 1 s, 4,5 at 2 s. At 3 s request 4 is
+    // back: 5 completions over the floor of 4, two complete seconds (age
+    // 3 s less the longest, 1 s) with the same tokens each: steady, and its
+    // stream is not refilled. Request 5 is still out when the budget of
+    // 4 s ends: the level was steady, so what it measured stands. It is
+    // closed whole with `Steady`, request 5 is cancelled, level 4 is
+    // skipped as `Spent` with no level cut, and the run ends at 4 s.
+    let server = FakeServer::new(|sent| {
+        if sent.id == 5 {
+            ok(100, 5000)
+        } else {
+            ok(100, 1000)
+        }
+    });
+    let plan = vec![LevelPlan::closed(2, 1000), LevelPlan::closed(4, 1000)];
+    let budget = secs(4);
+    let run = Harness::start(fitted(plan, budget, 2), server)
+        .finish()
+        .await;
+
+    assert_eq!(run.levels().len(), 1, "level 4 never starts");
+    let outcomes: Vec<(Outcome, Duration)> = run
+        .level_records(0)
+        .iter()
+        .map(|r| (r.outcome, r.end))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            (Outcome::Ok, secs(1)),
+            (Outcome::Ok, secs(1)),
+            (Outcome::Ok, secs(2)),
+            (Outcome::Ok, secs(2)),
+            (Outcome::Ok, secs(3)),
+            (Outcome::Cancelled, budget),
+        ]
+    );
+    assert_eq!(run.level_finished(0), Some((budget, false)));
+    assert_eq!(run.level_ends(), vec![(0, LevelEnd::Steady)]);
+    let skipped = run.skipped();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0].2, vec![4]);
+    assert_eq!(skipped[0].3, SkipReason::Spent { budget, cut: None });
+    assert_eq!(*run.last(), finished(false));
+}
