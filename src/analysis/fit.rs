@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::record::RequestRecord;
 use crate::stats::metrics::stream_decode_tok_s;
 use crate::stats::percentile::median;
+use crate::stats::steady::MIN_RATES;
 
 /// The budget of a sweep that names no count, duration or budget: long
 /// enough that a fast server runs its whole plan as before, short enough
@@ -124,12 +125,15 @@ pub(crate) fn floor_completions(concurrency: u32, per_stream: u32) -> u32 {
         .max(MIN_LEVEL_COMPLETIONS)
 }
 
-/// Requests a fitted level is expected to complete: its floor, then the
-/// other streams' requests still in flight when the floor is reached,
-/// which finish and count (a closed loop always has its streams out);
-/// never more than its `cap` (`--prompts-per-stream`).
+/// Requests a fitted level is expected to complete: its floor, or its
+/// first wave and three requests past it (what its requests' own rates
+/// are judged on, `stats::steady::RequestRates`) where that is more; then
+/// the other streams' requests still in flight, which finish and count (a
+/// closed loop always has its streams out); never more than its `cap`
+/// (`--prompts-per-stream`).
 pub(crate) fn fitted_requests(concurrency: u32, per_stream: u32, cap: u32) -> u32 {
     floor_completions(concurrency, per_stream)
+        .max(concurrency.saturating_add(MIN_RATES))
         .saturating_add(concurrency.saturating_sub(1))
         .min(cap.max(1))
 }
@@ -181,7 +185,12 @@ pub(crate) fn fitted_output_len(
     // room = requests x (ttft + (len - 1) / decode), solved for len.
     let per_request = room / requests.max(1.0) - speed.ttft_s;
     let len = 1.0 + per_request * speed.decode_tok_s;
-    let len = if len.is_finite() { len.max(0.0) } else { 0.0 };
+    // A hair over, so that a whole number computed as 383.9999 is 384.
+    let len = if len.is_finite() {
+        (len + 1e-6).max(0.0)
+    } else {
+        0.0
+    };
     let len = ((len as u32) / 16 * 16).max(MIN_OUTPUT_LEN);
     (len < output_len).then_some(len)
 }

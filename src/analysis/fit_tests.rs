@@ -66,11 +66,13 @@ fn the_default_plan_at_ten_tokens_a_second_is_about_seventy_hours() {
 #[test]
 fn a_fitted_plan_counts_its_first_two_levels_as_they_end_steady() {
     // Floors: level 1 max(1 x 2, 3) = 3, level 4 max(4 x 2, 3) = 8; the
-    // other streams' requests in flight then finish too: 3 + 0 and 8 + 3.
-    // 14 requests, 14,336 tokens, 14 x 102.5 = 1,435 s = 24 min.
+    // requests' own rates need the first wave and three past it: 1 + 3 = 4
+    // and 4 + 3 = 7; the more of the two, then the other streams' requests
+    // in flight finish too: 4 + 0 and 8 + 3. 15 requests, 15,360 tokens,
+    // 15 x 102.5 = 1,537.5 s = 26 min.
     assert_eq!(floor_completions(1, 2), 3);
     assert_eq!(floor_completions(4, 2), 8);
-    assert_eq!(fitted_requests(1, 2, 10), 3);
+    assert_eq!(fitted_requests(1, 2, 10), 4);
     assert_eq!(fitted_requests(4, 2, 40), 11);
     // Never past the level's cap.
     assert_eq!(fitted_requests(4, 2, 6), 6);
@@ -79,34 +81,34 @@ fn a_fitted_plan_counts_its_first_two_levels_as_they_end_steady() {
         .map(|&(c, cap)| (c, fitted_requests(c, 2, cap)))
         .collect();
     let (line, seconds) = estimate_line(&fitted, 1024, SLOW, Some((DEFAULT_BUDGET, true)));
-    assert!((seconds - 1435.0).abs() < 1e-9, "{seconds}");
+    assert!((seconds - 1537.5).abs() < 1e-9, "{seconds}");
     assert_eq!(
         line,
-        "this plan: about 24 min for levels 1 and 4 (14 requests, 14,336 output tokens) at 10.0 tok/s per stream if the server serves one stream at a time, then 16, 32, 64, 128 only while throughput still gains; each level ends once steady, within the default budget of 20m"
+        "this plan: about 26 min for levels 1 and 4 (15 requests, 15,360 output tokens) at 10.0 tok/s per stream if the server serves one stream at a time, then 16, 32, 64, 128 only while throughput still gains; each level ends once steady, within the default budget of 20m"
     );
 }
 
 #[test]
 fn answers_are_shortened_only_when_the_first_two_levels_cannot_fit() {
-    let first_two = [(1, 3), (4, 11)];
-    // 1,190 s left: room 0.7 x 1190 = 833 s for 14 requests: 59.5 s each,
-    // less 0.2 s of first token, is 593 tokens at 10 tok/s, + 1 = 594,
-    // down to a multiple of 16: 592.
-    assert_eq!(fitted_output_len(&first_two, 1024, SLOW, 1190.0), Some(592));
-    // 60 s left: room 42 s, 3.0 s a request less 0.2: 28 tokens + 1 = 29,
+    let first_two = [(1, 4), (4, 11)];
+    // 1,190 s left: room 0.7 x 1190 = 833 s for 15 requests: 55.53 s each,
+    // less 0.2 s of first token, is 553.3 tokens at 10 tok/s, + 1 = 554.3,
+    // down to a multiple of 16: 544.
+    assert_eq!(fitted_output_len(&first_two, 1024, SLOW, 1190.0), Some(544));
+    // 60 s left: room 42 s, 2.8 s a request less 0.2: 26 tokens + 1 = 27,
     // below the shortest: 32.
     assert_eq!(fitted_output_len(&first_two, 1024, SLOW, 60.0), Some(32));
-    // 2,100 s left: room 1,470 s >= 1,435 s needed: unchanged.
-    assert_eq!(fitted_output_len(&first_two, 1024, SLOW, 2100.0), None);
+    // 2,200 s left: room 1,540 s >= 1,537.5 s needed: unchanged.
+    assert_eq!(fitted_output_len(&first_two, 1024, SLOW, 2200.0), None);
     // Already at the shortest: never lengthened, never below it.
     assert_eq!(fitted_output_len(&first_two, 32, SLOW, 1.0), None);
 }
 
 #[test]
 fn the_budget_suggested_covers_the_first_two_levels_with_slack() {
-    // 1,435 / 0.7 = 2,050 s: up to 7 x 300 s = 35 minutes.
-    assert_eq!(budget_that_fits(1435.0), Duration::from_secs(2100));
-    assert_eq!(flag_words(Duration::from_secs(2100)), "35m");
+    // 1,537.5 / 0.7 = 2,196 s: up to 8 x 300 s = 40 minutes.
+    assert_eq!(budget_that_fits(1537.5), Duration::from_secs(2400));
+    assert_eq!(flag_words(Duration::from_secs(2400)), "40m");
     assert_eq!(flag_words(Duration::from_secs(1800)), "30m");
     assert_eq!(flag_words(Duration::from_secs(5400)), "1h30m");
     assert_eq!(flag_words(Duration::from_secs(3600)), "1h");

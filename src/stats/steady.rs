@@ -153,6 +153,52 @@ pub(crate) fn rse_of(values: &[f64]) -> Option<(f64, f64)> {
     Some((mean, var.sqrt() / (n as f64).sqrt() / mean))
 }
 
+/// Each request's own output rate over a closed-loop level, its first
+/// wave left out: whether their mean is known to within `max_rse`.
+///
+/// Per-second throughput never settles where one stream spends most of
+/// each request in prefill (on a CPU box, seconds with no token alternate
+/// with seconds of decode), though every request takes the same time; the
+/// requests' own rates (output tokens over send-to-end) show that they
+/// do. The first wave, one request a stream, met a queue that was still
+/// filling, so it is not the level's state. [`MIN_RATES`] rates at least.
+/// Rates past the first wave that a level's requests are judged on.
+pub(crate) const MIN_RATES: u32 = 3;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RequestRates {
+    /// Completions to pass over first: the level's streams.
+    skip: u32,
+    seen: u32,
+    rates: Vec<f64>,
+}
+
+impl RequestRates {
+    pub(crate) fn new(first_wave: u32) -> RequestRates {
+        RequestRates {
+            skip: first_wave,
+            ..RequestRates::default()
+        }
+    }
+
+    /// A completed request: `tokens` out from `start` to `end`.
+    pub(crate) fn add(&mut self, tokens: u32, start: Duration, end: Duration) {
+        self.seen += 1;
+        let took = end.saturating_sub(start).as_secs_f64();
+        if self.seen > self.skip && took > 0.0 && self.rates.len() < 1_000_000 {
+            self.rates.push(f64::from(tokens) / took);
+        }
+    }
+
+    /// The relative standard error of their mean, from three rates on.
+    pub(crate) fn rse(&self) -> Option<f64> {
+        if self.rates.len() < MIN_RATES as usize {
+            return None;
+        }
+        rse_of(&self.rates).map(|(_, rse)| rse)
+    }
+}
+
 /// The verdict on a hand-set level when it is left.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Steadiness {
@@ -334,5 +380,35 @@ mod tests {
             ..moving
         };
         assert!(judge(Some(settled), 200, 128, STEADY_RSE, s(6.0)).steady);
+    }
+}
+
+#[cfg(test)]
+mod request_rate_tests {
+    use super::*;
+
+    /// One slot, four streams, requests of 1 s alone: the first wave ends
+    /// after 1, 2, 3 and 4 s of waiting and decoding, every later request
+    /// after 4 s (three ahead of it, then its own). 100 tokens each.
+    #[test]
+    fn the_first_wave_is_left_out_and_three_rates_are_needed() {
+        let s = Duration::from_secs;
+        let mut rates = RequestRates::new(4);
+        for (start, end) in [(0, 1), (0, 2), (0, 3), (0, 4)] {
+            rates.add(100, s(start), s(end));
+        }
+        // The wave's 100, 50, 33 and 25 tok/s are not the level's state.
+        assert_eq!(rates.rse(), None);
+        rates.add(100, s(1), s(5));
+        rates.add(100, s(2), s(6));
+        assert_eq!(rates.rse(), None, "two rates are too few");
+        rates.add(100, s(3), s(7));
+        // 25, 25, 25 tok/s: no spread at all.
+        assert_eq!(rates.rse(), Some(0.0));
+        // A fourth of 50 tok/s: mean 31.25, sample sd 12.5, RSE 12.5 / (2 x
+        // 31.25) = 0.2.
+        rates.add(100, s(5), s(7));
+        let rse = rates.rse().expect("an error");
+        assert!((rse - 0.2).abs() < 1e-12, "{rse}");
     }
 }

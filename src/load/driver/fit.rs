@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::analysis::decide::{find_knee, sweep_points, LevelPoint};
 use crate::analysis::fit::{self as model, Gain, LevelEnd, Measured, SkipReason, Speed};
-use crate::stats::steady::{is_steady, SteadyEstimator};
+use crate::stats::steady::{is_steady, RequestRates, SteadyEstimator};
 use crate::stats::tally::LevelTally;
 
 /// How a sweep is fitted.
@@ -58,6 +58,9 @@ pub enum FitEvent {
 /// A fitted level as it runs.
 pub(super) struct LevelFit {
     steady: SteadyEstimator,
+    /// Each request's own rate, the first wave left out: a level whose
+    /// seconds alternate between prefill and decode settles by these.
+    rates: RequestRates,
     /// Its records folded the recorder's way: its throughput and p99 TTFT
     /// are what the knee is judged on.
     tally: LevelTally,
@@ -302,6 +305,7 @@ impl Driver {
             index,
             LevelFit {
                 steady,
+                rates: RequestRates::new(level.info.concurrency),
                 tally: LevelTally::new(),
                 floor: model::floor_completions(level.info.concurrency, per_stream),
                 end: None,
@@ -329,11 +333,21 @@ impl Driver {
                 record.output_tokens,
                 true,
             );
+            level_fit
+                .rates
+                .add(record.output_tokens, record.start, record.end);
         }
         if level_fit.end.is_some() {
             return;
         }
-        let rse = level_fit.steady.estimate(now, false).map(|e| e.rse);
+        // Steady by its seconds, or by its requests' own rates: whichever
+        // is first sure of the level's throughput, past the floor.
+        let by_seconds = level_fit.steady.estimate(now, false).map(|e| e.rse);
+        let by_requests = level_fit.rates.rse();
+        let rse = match (by_seconds, by_requests) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if is_steady(
             level_fit.steady.completions,
             level_fit.floor,

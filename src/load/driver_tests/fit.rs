@@ -211,15 +211,15 @@ async fn a_fitted_level_ends_steady_at_its_floor_and_its_stragglers_count() {
 
 #[tokio::test(start_paused = true)]
 async fn a_fitted_level_that_cannot_settle_in_its_count_ends_by_its_count() {
-    // Two streams of 100 ms answers, a cap of 6: three rounds, done at
-    // 300 ms. Steady would need two complete seconds (2.1 s): never
-    // reached, so the level sends its whole count and says `Count`.
+    // Two streams of 100 ms answers, a cap of 3 under the floor of 4 (2 a
+    // stream): two go at 0, the third at 100 ms, and the count is spent
+    // before the level could be steady; done at 200 ms, it says `Count`.
     let server = FakeServer::new(|_| ok(10, 100));
-    let cfg = fitted(vec![LevelPlan::closed(2, 6)], secs(600), 2);
+    let cfg = fitted(vec![LevelPlan::closed(2, 3)], secs(600), 2);
     let run = Harness::start(cfg, server).finish().await;
 
-    assert_eq!(run.level_records(0).len(), 6);
-    assert_eq!(run.level_finished(0), Some((ms(300), false)));
+    assert_eq!(run.level_records(0).len(), 3);
+    assert_eq!(run.level_finished(0), Some((ms(200), false)));
     assert_eq!(run.level_ends(), vec![(0, LevelEnd::Count)]);
     let (ended, finished_at) = run.end_and_finish(0);
     assert_eq!(ended + 1, finished_at);
@@ -234,26 +234,28 @@ async fn a_one_slot_server_is_past_the_knee_at_four_and_sixteen_is_skipped() {
     // One slot: each request waits for the one before it, then takes 100 ms
     // (first token at 10 ms). 2 completions a stream.
     //
-    // Level 1 (index 0, from 0 s): a request every 100 ms, the longest
-    // 100 ms, so two seconds are complete at 2.1 s, the 21st completion
-    // (floor max(1 x 2, 3) = 3 long passed); each second streamed ten
-    // answers alike: error 0, steady. Nothing else is in flight: 21
-    // records, 20 tokens each over 2.1 s = 200 tok/s, every TTFT 10 ms.
+    // Level 1 (index 0, from 0 s): a request every 100 ms. Its first wave
+    // (one request) is left out of the requests' own rates; the next three,
+    // at 200, 300 and 400 ms, are alike: error 0, and the floor of
+    // max(1 x 2, 3) = 3 is passed: steady at 400 ms, long before two whole
+    // seconds of per-second throughput. Nothing else is in flight: 4
+    // records, 20 tokens each over 0.4 s = 200 tok/s, every TTFT 10 ms.
     //
-    // Level 4 (index 1, from 2.1 s; times below from its start): four go
+    // Level 4 (index 1, from 400 ms; times below from its start): four go
     // out at 0 and are served one after another, request k ending at
     // 0.1 (k + 1). Each end frees a stream, refilled at once, so request k
     // (k >= 4) is sent at 0.1 (k - 3) and waits for three before it: TTFT
     // 0.1 k + 0.01 - 0.1 (k - 3) = 310 ms (the first four: 10, 110, 210,
-    // 310), and 400 ms send to end, the longest. Two seconds are complete
-    // at 2.4 s, the 24th completion (floor 8): steady, and the stream it
-    // freed is not refilled. Requests 24, 25 and 26, sent at 2.1, 2.2 and
-    // 2.3, are still out: they end at 2.5, 2.6, 2.7 and count. 27
-    // records, 20 tokens each over 2.7 s = 200 tok/s.
+    // 310), and 400 ms send to end. The first four are the first wave; the
+    // rates from the fifth on are alike, and the floor is 8: steady at the
+    // 8th completion, 0.8 s, and the stream it freed is not refilled.
+    // Requests 8, 9 and 10, sent at 0.5, 0.6 and 0.7, are still out: they
+    // end at 0.9, 1.0, 1.1 and count. 11 records, 20 tokens each over 1.1 s
+    // = 200 tok/s.
     //
     // The step 1 -> 4: 200 / 200 tok/s, a gain of 0 per doubling (< 10%),
     // while p99 TTFT grew 310 / 10 = 31x (>= 2x): the knee. Level 16 is
-    // skipped when level 4 closes, at 2.1 + 2.7 = 4.8 s, and the run ends.
+    // skipped when level 4 closes, at 0.4 + 1.1 = 1.5 s, and the run ends.
     let server = FakeServer::new(|_| ok(10, 100)).with_slots(1);
     let plan = vec![
         LevelPlan::closed(1, 1000),
@@ -269,16 +271,16 @@ async fn a_one_slot_server_is_past_the_knee_at_four_and_sixteen_is_skipped() {
         .iter()
         .map(|l| (l.concurrency, l.started_at))
         .collect();
-    assert_eq!(levels, vec![(1, ms(0)), (4, ms(2100))], "no level 16");
-    assert_eq!(run.level_records(0).len(), 21);
+    assert_eq!(levels, vec![(1, ms(0)), (4, ms(400))], "no level 16");
+    assert_eq!(run.level_records(0).len(), 4);
     assert!(run.level_records(0).iter().all(|r| r.ttft == Some(ms(10))));
     let ttfts: Vec<Option<Duration>> = run.level_records(1).iter().map(|r| r.ttft).collect();
     let mut want = vec![Some(ms(10)), Some(ms(110)), Some(ms(210))];
-    want.extend([Some(ms(310)); 24]);
+    want.extend([Some(ms(310)); 8]);
     assert_eq!(ttfts, want, "the queue the one slot makes");
     assert_eq!(run.server.max_in_flight(1), 4);
-    assert_eq!(run.level_finished(0), Some((ms(2100), false)));
-    assert_eq!(run.level_finished(1), Some((ms(4800), false)));
+    assert_eq!(run.level_finished(0), Some((ms(400), false)));
+    assert_eq!(run.level_finished(1), Some((ms(1500), false)));
 
     assert_eq!(
         run.level_ends(),
@@ -287,14 +289,14 @@ async fn a_one_slot_server_is_past_the_knee_at_four_and_sixteen_is_skipped() {
     let skipped = run.skipped();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     let (at, place, concurrencies, reason) = &skipped[0];
-    assert_eq!(*at, ms(4800));
+    assert_eq!(*at, ms(1500));
     assert_eq!(*concurrencies, vec![16]);
     assert_eq!(*reason, SkipReason::PastKnee { from: 1, to: 4 });
     // Judged as level 4 closes: after its LevelEnded, before its
     // LevelFinished (the recorder has both before it writes the level).
     let (ended, finished_at) = run.end_and_finish(1);
     assert!(ended < *place && *place < finished_at, "{:?}", run.events);
-    assert_eq!(run.events.last().map(|e| e.0), Some(ms(4800)));
+    assert_eq!(run.events.last().map(|e| e.0), Some(ms(1500)));
     assert_eq!(*run.last(), finished(false));
 }
 
@@ -302,11 +304,15 @@ async fn a_one_slot_server_is_past_the_knee_at_four_and_sixteen_is_skipped() {
 async fn a_server_that_batches_runs_every_level() {
     // No slot limit: every request takes 100 ms (first token at 10 ms)
     // whatever runs beside it, so throughput grows with the streams.
-    // Each level is steady at 2.1 s from its start, as level 1 above: the
-    // round that ends then comes back all at once, its first record makes
-    // the level steady and the rest were already done, so nothing is left
-    // in flight: 21 rounds, 21 x c records. Levels start at 0, 2.1 and
-    // 4.2 s; throughput 200, 800, 3,200 tok/s: 100% a doubling, no knee.
+    // A level of c streams: its first wave (c requests, back at 100 ms) is
+    // left out of the requests' own rates; the second wave comes back at
+    // 200 ms, and its completions each refill their stream until the one
+    // that makes the level steady (level 1: its 4th completion, three
+    // rates past the wave; level 4 and 16: the 2c-th, the floor of 2 a
+    // stream). What it refilled, c - 1 requests, ends at 300 ms and counts:
+    // level 1 has 1 + 1 + 1 + 1 = 4 records over 0.4 s, levels 4 and 16
+    // 3c - 1 = 11 and 47 over 0.3 s. They start at 0, 0.4 and 0.7 s;
+    // throughput 200, 733, 3,133 tok/s: 91% and 107% a doubling, no knee.
     let server = FakeServer::new(|_| ok(10, 100));
     let plan = vec![
         LevelPlan::closed(1, 1000),
@@ -322,9 +328,9 @@ async fn a_server_that_batches_runs_every_level() {
         .iter()
         .map(|l| (l.concurrency, l.started_at))
         .collect();
-    assert_eq!(levels, vec![(1, ms(0)), (4, ms(2100)), (16, ms(4200))]);
-    for (index, c, end) in [(0, 1, 2100), (1, 4, 4200), (2, 16, 6300)] {
-        assert_eq!(run.level_records(index).len(), 21 * c, "level {index}");
+    assert_eq!(levels, vec![(1, ms(0)), (4, ms(400)), (16, ms(700))]);
+    for (index, records, end) in [(0, 4, 400), (1, 11, 700), (2, 47, 1000)] {
+        assert_eq!(run.level_records(index).len(), records, "level {index}");
         assert_eq!(run.level_finished(index), Some((ms(end), false)));
     }
     assert_eq!(
@@ -407,20 +413,19 @@ async fn the_budget_ends_the_run_mid_level_at_its_deadline() {
 async fn a_level_the_budget_left_cannot_hold_is_skipped_before_it_starts() {
     // Answers of 20 tokens: first at 10 ms, then 5 ms a token, 105 ms in
     // all. The warmup (2 at level 1's one stream, 0 .. 210 ms) measures
-    // TTFT 10 ms and 200 tok/s. Budget 2.5 s.
-    // Level 1 from 210 ms: an answer every 105 ms; two seconds are complete
-    // at 105 ms + 2 s, i.e. the 21st answer, 2,205 ms in. The seconds
-    // differ a little (an answer straddles each boundary: 189.5 and 190.5
-    // tokens), an error of 0.3%: steady. It ends at 2,415 ms, having made
-    // 21 x 20 tokens in 2.205 s = 190.5 tok/s.
+    // TTFT 10 ms and 200 tok/s. Budget 0.8 s.
+    // Level 1 from 210 ms: an answer every 105 ms; past its first wave the
+    // requests' own rates are alike, three of them by the 4th answer,
+    // 420 ms in: steady (floor 3). It ends at 630 ms, having made 4 x 20
+    // tokens in 0.42 s = 190.5 tok/s.
     // Level 64 needs its floor of 128 even at full gain (64 x that):
     // 0.01 + 128 x 20 / (64 x 190.5) = 0.01 + 0.21 = 0.22 s, and the
-    // budget has 2.5 - 2.415 = 0.085 s left: skipped, and the run ends.
+    // budget has 0.8 - 0.63 = 0.17 s left: skipped, and the run ends.
     let cfg = DriverConfig {
         warmup: 2,
         ..fitted(
             vec![LevelPlan::closed(1, 1000), LevelPlan::closed(64, 1000)],
-            ms(2500),
+            ms(800),
             2,
         )
     };
@@ -428,24 +433,24 @@ async fn a_level_the_budget_left_cannot_hold_is_skipped_before_it_starts() {
 
     assert_eq!(run.levels().len(), 1);
     assert_eq!(run.levels()[0].started_at, ms(210));
-    assert_eq!(run.level_records(0).len(), 21);
-    assert_eq!(run.level_finished(0), Some((ms(2415), false)));
+    assert_eq!(run.level_records(0).len(), 4);
+    assert_eq!(run.level_finished(0), Some((ms(630), false)));
     assert_eq!(run.level_ends(), vec![(0, LevelEnd::Steady)]);
     let skipped = run.skipped();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     let (at, _, concurrencies, reason) = &skipped[0];
-    assert_eq!(*at, ms(2415));
+    assert_eq!(*at, ms(630));
     assert_eq!(*concurrencies, vec![64]);
     match reason {
         SkipReason::Budget { left_s, needs_s } => {
-            assert!(close(*left_s, 0.085), "{left_s}");
+            assert!(close(*left_s, 0.17), "{left_s}");
             assert!((needs_s - 0.22).abs() < 1e-6, "{needs_s}");
         }
         other => panic!("{other:?}"),
     }
     // The plan ran out before the deadline: an ordinary end.
     assert_eq!(*run.last(), finished(false));
-    assert_eq!(run.events.last().map(|e| e.0), Some(ms(2415)));
+    assert_eq!(run.events.last().map(|e| e.0), Some(ms(630)));
 }
 
 // ---------------------------------------------------------------------------
@@ -457,13 +462,13 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
     // then 10 ms a token. Capped at 64, a warmup answer takes
     // 0.37 + 63 x 0.01 = 1 s; two at level 1's one stream end at 2 s.
     // Speed: TTFT 0.37 s, TPOT 630 / 63 = 10 ms, so 100 tok/s.
-    // The first two levels, fitted: 1 stream: max(1 x 2, 3) = 3; 4 streams:
-    // 4 x 2 + 3 = 11; 14 requests. At 1,024 tokens, one at a time, each
-    // takes 0.37 + 10.23 = 10.6 s: 148.4 s, over 70% of the 92 - 2 = 90 s
-    // left (63 s). Shortened: 63 / 14 - 0.37 = 4.13 s a request, so
-    // 1 + 4.13 x 100 = 414 tokens, down to a multiple of 16: 400.
-    // At 400: 0.37 + 3.99 = 4.36 s a request, 14 x 4.36 = 61.04 s ("61 s"),
-    // 14 x 400 = 5,600 tokens.
+    // The first two levels, fitted: 1 stream: its first wave and three
+    // past it, 4; 4 streams: 4 x 2 + 3 = 11; 15 requests. At 1,024 tokens,
+    // one at a time, each takes 0.37 + 10.23 = 10.6 s: 159 s, over 70% of
+    // the 92 - 2 = 90 s left (63 s). Shortened: 63 / 15 - 0.37 = 3.83 s a
+    // request, so 1 + 3.83 x 100 = 384 tokens, a multiple of 16.
+    // At 384: 0.37 + 3.83 = 4.2 s a request, 15 x 4.2 = 63 s,
+    // 15 x 384 = 5,760 tokens.
     let plan = vec![
         LevelPlan::closed(1, 1000),
         LevelPlan::closed(4, 1000),
@@ -473,9 +478,9 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
     cfg.warmup = 2;
     cfg.workload = Workload::new(1, 16, 1024);
     let mut h = Harness::start(cfg, paced(370, 10));
-    // The first answer of level 1: 2 s + 4.36 s.
+    // The first answer of level 1: 2 s + 4.2 s.
     h.wait_for(|e| matches!(e, DriverEvent::Record(_))).await;
-    assert_eq!(h.now(), ms(6360));
+    assert_eq!(h.now(), ms(6200));
     h.send(Command::Stop);
     let run = h.finish().await;
 
@@ -488,7 +493,7 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
         suggestion,
         speed,
     } = run.estimate();
-    assert_eq!(shortened, Some((1024, 400)));
+    assert_eq!(shortened, Some((1024, 384)));
     assert_eq!(
         speed,
         Speed {
@@ -496,10 +501,10 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
             decode_tok_s: 100.0
         }
     );
-    assert!(close(seconds, 61.04), "{seconds}");
+    assert!(close(seconds, 63.0), "{seconds}");
     assert_eq!(
         line,
-        "this plan: about 61 s for levels 1 and 4 (14 requests, 5,600 output tokens) \
+        "this plan: about 63 s for levels 1 and 4 (15 requests, 5,760 output tokens) \
          at 100.0 tok/s per stream if the server serves one stream at a time, then 16 \
          only while throughput still gains; each level ends once steady, within the \
          given budget of 92s"
@@ -516,7 +521,7 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
         })
         .collect();
     assert_eq!(time_left.len(), 1, "{time_left:?}");
-    assert!(close(time_left[0].0, 61.04), "{time_left:?}");
+    assert!(close(time_left[0].0, 63.0), "{time_left:?}");
     assert_eq!(time_left[0].1, secs(2));
     // The level asks the shortened length.
     let level_asks: Vec<u32> = run
@@ -527,7 +532,7 @@ async fn a_fitted_warmup_asks_64_tokens_and_the_answers_are_shortened_to_fit() {
         .map(|s| s.max_tokens)
         .collect();
     assert!(!level_asks.is_empty());
-    assert!(level_asks.iter().all(|&n| n == 400), "{level_asks:?}");
+    assert!(level_asks.iter().all(|&n| n == 384), "{level_asks:?}");
 }
 
 #[tokio::test(start_paused = true)]
