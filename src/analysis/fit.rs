@@ -221,16 +221,19 @@ pub(crate) fn duration_words(seconds: f64) -> String {
     }
 }
 
-/// A duration as the flags take it: `90s`, `15m`, `1h`, `1h30m`.
+/// A duration as the flags take it: `90s`, `15m`, `9m59s`, `1h`, `1h30m`
+/// (seconds alone under two minutes).
 pub(crate) fn flag_words(d: Duration) -> String {
     let s = d.as_secs();
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, 0) => format!("{m}m"),
-        (h, 0, 0) => format!("{h}h"),
-        (h, m, 0) => format!("{h}h{m}m"),
-        _ => format!("{s}s"),
+    if s < 120 {
+        return format!("{s}s");
     }
+    let parts = [(s / 3600, "h"), ((s % 3600) / 60, "m"), (s % 60, "s")];
+    parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect()
 }
 
 /// Output tokens in words: `14,336`, `2.5 M`.

@@ -113,6 +113,9 @@ fn the_budget_suggested_covers_the_first_two_levels_with_slack() {
     assert_eq!(flag_words(Duration::from_secs(5400)), "1h30m");
     assert_eq!(flag_words(Duration::from_secs(3600)), "1h");
     assert_eq!(flag_words(Duration::from_secs(90)), "90s");
+    assert_eq!(flag_words(Duration::from_secs(60)), "60s");
+    assert_eq!(flag_words(Duration::from_secs(599)), "9m59s");
+    assert_eq!(flag_words(Duration::from_secs(3661)), "1h1m1s");
 }
 
 #[test]
@@ -148,9 +151,9 @@ fn skipped_levels_say_why_in_one_line() {
     };
     assert_eq!(
         spent(Some(4)).line(&[16, 32]),
-        "the budget of 1m is spent: level 4 is saved as partial; skipped 16, 32"
+        "the budget of 60s is spent: level 4 is saved as partial; skipped 16, 32"
     );
-    assert_eq!(spent(None).line(&[]), "the budget of 1m is spent");
+    assert_eq!(spent(None).line(&[]), "the budget of 60s is spent");
 }
 
 #[test]

@@ -404,18 +404,28 @@ fn search_step(plan: &mut TunePlan, section: &mut TuneSection) {
     }
 }
 
+/// Settings a search is expected to need yet, the one starting included:
+/// it, a doubling, and the value halfway.
+const SEARCH_SETTINGS_AHEAD: usize = 3;
+
 /// A setting's share of the tune's `--budget`: what is left of it over the
-/// settings left (this one included), never under the shortest budget a
-/// sweep takes. None without a budget: each setting has the default one.
+/// settings left (this one included; a search's are not known ahead, so
+/// [`SEARCH_SETTINGS_AHEAD`]), never under the shortest budget a sweep
+/// takes. None without a budget: each setting has the default one.
 fn setting_budget(
     args: &TuneArgs,
     elapsed: Duration,
-    index: usize,
-    total: usize,
+    (index, total): (usize, usize),
+    searching: bool,
 ) -> Option<Duration> {
     let raw = args.sweep.budget.as_deref()?;
     let budget = super::timing::parse_duration("--budget", raw).ok()?;
-    let settings_left = u32::try_from(total.saturating_sub(index).max(1)).unwrap_or(u32::MAX);
+    let left = if searching {
+        SEARCH_SETTINGS_AHEAD
+    } else {
+        total.saturating_sub(index)
+    };
+    let settings_left = u32::try_from(left.max(1)).unwrap_or(u32::MAX);
     Some((budget.saturating_sub(elapsed) / settings_left).max(crate::analysis::fit::MIN_BUDGET))
 }
 
@@ -662,7 +672,12 @@ async fn run_setting<F: TuneFace>(
         args,
         plan,
         (&label, &base_url),
-        setting_budget(args, plan.started.elapsed(), i, total),
+        setting_budget(
+            args,
+            plan.started.elapsed(),
+            (i, total),
+            plan.search.is_some(),
+        ),
         entry,
         section,
         &mut process,

@@ -582,3 +582,29 @@ fn the_time_left_counts_down_from_the_drivers_last_word() {
     });
     assert_eq!(app.seconds_left(), None);
 }
+
+/// Answers shortened after the warmup: the header's shape is the one the
+/// levels run with.
+#[test]
+fn a_shortened_answer_length_is_the_headers_shape() {
+    use crate::analysis::fit::Speed;
+    use crate::load::driver::FitEvent;
+    let mut app = app();
+    let asked = app.shown.run.output_len;
+    app.on_driver_event(&DriverEvent::Fit(FitEvent::Estimate {
+        line: String::new(),
+        seconds: 60.0,
+        shortened: Some((asked, 352)),
+        suggestion: None,
+        speed: Speed {
+            ttft_s: 0.1,
+            decode_tok_s: 10.0,
+        },
+    }));
+    assert_eq!(app.shown.run.output_len, 352);
+    assert!(
+        app.shown.run.shape().ends_with("out 352"),
+        "{}",
+        app.shown.run.shape()
+    );
+}

@@ -207,6 +207,12 @@ impl App {
             DriverEvent::Fit(FitEvent::TimeLeft { seconds, at }) => {
                 self.time_left = Some((*at, *seconds));
             }
+            // Answers shortened to fit: the header shows the shape the
+            // levels run with, as every table and file does.
+            DriverEvent::Fit(FitEvent::Estimate {
+                shortened: Some((_, used)),
+                ..
+            }) => self.shown.run.output_len = *used,
             DriverEvent::Fit(_) => {}
             DriverEvent::Finished {
                 stopped_by_user,
