@@ -586,7 +586,7 @@ async fn without_fit_the_warmup_asks_the_full_length_and_nothing_is_shortened() 
 #[tokio::test(start_paused = true)]
 async fn without_fit_a_plan_of_counts_sends_exactly_its_counts() {
     // The one-slot server of the knee test: fitted, level 1 would end
-    // steady at its 21st answer and level 16 be skipped past the knee.
+    // steady at its 4th answer and level 16 be skipped past the knee.
     // Without a fit every level sends its count, one slot serving them
     // 100 ms each: warmup 2 (0 .. 0.2 s), level 1: 30 (to 3.2 s), level 4:
     // 30 (to 6.2 s), level 16: 32 (to 9.4 s).
