@@ -948,3 +948,51 @@ fn np_auto_keeps_what_the_whole_grid_keeps_in_fewer_starts() {
         ratio * 100.0
     );
 }
+
+/// A TTFT SLO of 1 ms, which no level of any setting meets (the first token
+/// alone waits for a 5 ms step): the tune still says which setting to keep,
+/// by the capacities the knees give (np=1 holds 1 stream, np=2 holds 2), and
+/// says that no setting met the SLO, naming it.
+#[test]
+fn a_tune_whose_slo_fails_everywhere_still_keeps_a_setting() {
+    let dir = scratch("slo_fails");
+    let cmd = sim_cmd();
+    let d = dir.display().to_string();
+    let mut args = vec![
+        "tune",
+        "--serve-cmd",
+        &cmd,
+        "--grid",
+        "np=1,2",
+        "--serve-env",
+        "TB_TUNE_MARK=slo_fails",
+        "--concurrency",
+        "1,2,4",
+        "--slo-ttft-p99-ms",
+        "1",
+        "--no-tui",
+        "--result-dir",
+        &d,
+    ];
+    args.extend(SHORT);
+    let out = tokbench(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tune = tune_section(&dir);
+    let capacities: Vec<Value> = tune["settings"]
+        .as_array()
+        .expect("settings")
+        .iter()
+        .map(|s| s["capacity"].clone())
+        .collect();
+    assert!(capacities.iter().all(Value::is_null), "{tune}");
+    assert_eq!(tune["recommendation"]["label"], "np=2", "{tune}");
+    let reason = tune["recommendation"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("keep np=2: capacity 2 streams, ")
+            && reason
+                .contains("(capacity by the knee: no setting meets your SLO, p99 TTFT <= 1 ms"),
+        "{reason}"
+    );
+    assert!(stdout(&out).contains(reason));
+    assert_no_server("slo_fails");
+}

@@ -9,7 +9,7 @@ use serde_json::Map;
 use crate::report::saved::SavedRun;
 use crate::report::schema::{TuneRecommendation, TuneSection};
 use crate::tune::auto::{AutoGrid, Tried};
-use crate::tune::recommend::{recommend, Outcome, SettingResult};
+use crate::tune::recommend::{recommend, recommend_past_slo, Outcome, SettingResult};
 
 /// Each setting's capacity, knee and peak from the folder, and which one
 /// to keep over those measured so far.
@@ -22,7 +22,14 @@ pub(super) fn judge(dir: &Path, section: &mut TuneSection) {
         .and_then(|r| r.slo_text())
         .unwrap_or_else(|| "the SLO".into());
     let reading_speed = saved.as_ref().and_then(|r| r.slo.min_stream_tok_s);
-    section.recommendation = recommend(&results, &slo, reading_speed).map(|r| TuneRecommendation {
+    // The user's own SLO failed at every level of every setting: still an
+    // answer, by the capacities the knees give, said as such.
+    let given = saved.as_ref().is_none_or(|r| r.slo.given != Some(false));
+    let recommendation = recommend(&results, &slo, reading_speed).or_else(|| {
+        let by_knee = knee_results(saved.as_ref()?, section, &results);
+        given.then(|| recommend_past_slo(&by_knee, &slo)).flatten()
+    });
+    section.recommendation = recommendation.map(|r| TuneRecommendation {
         label: Some(r.label),
         reason: Some(r.reason),
         tie_with: r.tie_with,
@@ -97,6 +104,46 @@ pub(super) fn tried(dir: &Path, section: &TuneSection, grid: &AutoGrid) -> Vec<T
                 result,
                 slots_used,
                 kv_usage: max_of(&["server", "kv_cache_usage", "max"]),
+            })
+        })
+        .collect()
+}
+
+/// The finished settings that met no level of the SLO, each with the
+/// capacity its knee gives (the level before the knee; the top level where
+/// there was none) and the tok/s there, for [`recommend_past_slo`].
+fn knee_results(
+    run: &SavedRun,
+    section: &TuneSection,
+    results: &[SettingResult],
+) -> Vec<SettingResult> {
+    section
+        .settings
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| r.outcome == Outcome::Finished && r.capacity.is_none())
+        .filter_map(|(s, r)| {
+            let series = s.series?;
+            let whole = || {
+                run.levels
+                    .iter()
+                    .filter(move |l| l.series as u64 == series && !l.partial && l.is_sweep_point())
+            };
+            let at = s
+                .knee
+                .as_ref()
+                .and_then(|k| k.from_concurrency)
+                .or_else(|| whole().filter_map(|l| l.concurrency).max())?;
+            let tok_s = whole()
+                .filter(|l| l.concurrency == Some(at))
+                .filter_map(|l| l.output_throughput)
+                .reduce(f64::max);
+            Some(SettingResult {
+                capacity: Some(at),
+                by_knee: true,
+                tok_s_at_capacity: tok_s,
+                p99_ttft_at_capacity_ms: None,
+                ..r.clone()
             })
         })
         .collect()

@@ -57,6 +57,43 @@ pub(crate) fn recommend(
     slo: &str,
     reading_speed: Option<f64>,
 ) -> Option<Recommendation> {
+    let speed = reading_speed.map_or_else(
+        || "the reading speed".into(),
+        |v| format!("{} tok/s per stream", threshold(v)),
+    );
+    recommend_with(
+        results,
+        slo,
+        (
+            &format!("no setting reaches {speed}"),
+            &format!("reaches {speed} at no level"),
+        ),
+    )
+}
+
+/// Where the user's own SLO failed at every level of every setting:
+/// the settings ranked by the capacities their knees give
+/// ([`SettingResult::by_knee`] on each), then by tok/s there, the sentence
+/// saying that no setting meets the SLO.
+pub(crate) fn recommend_past_slo(results: &[SettingResult], slo: &str) -> Option<Recommendation> {
+    recommend_with(
+        results,
+        slo,
+        (
+            &format!("no setting meets your SLO, {slo}"),
+            "meets your SLO at no level",
+        ),
+    )
+}
+
+/// [`recommend`], a ranking by the knee's capacities said with `knee_why`,
+/// and a setting judged by its knee beside one kept within the SLO with
+/// `misses`.
+fn recommend_with(
+    results: &[SettingResult],
+    slo: &str,
+    (knee_why, misses): (&str, &str),
+) -> Option<Recommendation> {
     let finished = || {
         results
             .iter()
@@ -107,13 +144,9 @@ pub(crate) fn recommend(
         ties.sort_by_key(|(i, _)| *i);
     }
     let capacity = kept.capacity.unwrap_or(0);
-    let speed = reading_speed.map_or_else(
-        || "the reading speed".into(),
-        |v| format!("{} tok/s per stream", threshold(v)),
-    );
     let mut reason = if by_knee {
         format!(
-            "keep {}: capacity {}{} (capacity by the knee: no setting reaches {speed})",
+            "keep {}: capacity {}{} (capacity by the knee: {knee_why})",
             kept.label,
             streams(capacity),
             kept.tok_s_at_capacity
@@ -155,7 +188,7 @@ pub(crate) fn recommend(
             // A knee capacity beside a kept one within the SLO: never
             // compared by streams (see above).
             Outcome::Finished if r.by_knee && !by_knee => format!(
-                "{} reaches {speed} at no level (by the knee alone it holds {})",
+                "{} {misses} (by the knee alone it holds {})",
                 r.label,
                 streams(r.capacity.unwrap_or(0))
             ),
@@ -428,5 +461,26 @@ mod tests {
             ..r(1, None, 0.0, None)
         }];
         assert!(recommend(&none, SLO, Some(20.0)).is_none());
+    }
+
+    /// The user's own SLO met at no level of any setting: np=1's knee gives
+    /// 1 stream at 12 tok/s, np=2's 2 at 24: np=2 is kept, and the sentence
+    /// says by which rule, naming the SLO that no setting met.
+    #[test]
+    fn past_your_slo_the_knee_capacities_still_pick_a_setting() {
+        let knee = |np: u32, capacity: u32, tok: f64| SettingResult {
+            by_knee: true,
+            ..r(np, Some(capacity), tok, None)
+        };
+        let rec = recommend_past_slo(&[knee(1, 1, 12.0), knee(2, 2, 24.0)], SLO)
+            .expect("a setting to keep");
+        assert_eq!(rec.label, "np=2");
+        assert_eq!(
+            rec.reason,
+            "keep np=2: capacity 2 streams, 24 tok/s (capacity by the knee: no setting meets \
+             your SLO, p99 TTFT 2 s); np=1 holds 1 stream; np=2 is the largest tried and still \
+             gains: try 4; this rests on one round (--rounds 3 measures the noise)"
+        );
+        assert!(recommend_past_slo(&[], SLO).is_none());
     }
 }
