@@ -457,7 +457,7 @@ pub struct SweepArgs {
     )]
     pub request_timeout: f64,
 
-    /// Give up on a stream that sends nothing for this many seconds.
+    /// Give up on a stream that, once its body has begun, sends nothing for this many seconds (the wait for the first bytes, a queue or a prefill, is bounded by --request-timeout only).
     #[arg(
         help_heading = "Levels",
         long,

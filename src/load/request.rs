@@ -448,7 +448,12 @@ async fn stream_request(
     let mut events = Vec::with_capacity(4);
     // The stall timer: one per stream, armed for the last bytes' time plus
     // the limit and re-armed only when it fires (a timer per read would cost
-    // a wheel insert and removal per chunk).
+    // a wheel insert and removal per chunk). Only once the body has begun:
+    // before its first bytes the request waits for a slot or its prefill
+    // (a server that sends its head at once, as vLLM and Ollama may, then
+    // queues), which on a slow box takes minutes and is the TTFT being
+    // measured; --request-timeout bounds that wait, as it bounds the head's.
+    let mut body_started = false;
     let mut last_bytes = Instant::now();
     let mut stall = pin!(tokio::time::sleep_until(
         (last_bytes + target.stall_timeout).into()
@@ -462,7 +467,7 @@ async fn stream_request(
             if let Poll::Ready(next) = answer.poll_body(cx) {
                 return Poll::Ready(Some(next));
             }
-            if !stall_armed || stall.is_elapsed() {
+            if body_started && (!stall_armed || stall.is_elapsed()) {
                 let due = last_bytes + target.stall_timeout;
                 if Instant::now() >= due {
                     return Poll::Ready(None);
@@ -494,6 +499,7 @@ async fn stream_request(
                 let at = arrived.saturating_duration_since(t0);
                 last_at = Some(at);
                 last_bytes = read_at;
+                body_started = true;
                 if kernel {
                     tally.kernel_reads += 1;
                     let lag = read_at.saturating_duration_since(arrived);

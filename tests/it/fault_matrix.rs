@@ -44,6 +44,9 @@ enum Fault {
     Ok,
     /// A normal answer whose headers come after this delay.
     SlowHeaders(Duration),
+    /// The headers at once, then the body after this delay: a request that
+    /// waits for a slot after its server answered the head.
+    SlowFirstBytes(Duration),
     /// The status line at once, then each header line after this delay.
     TrickleHeaders(Duration),
     /// `finish_reason` and usage, but no `[DONE]`.
@@ -428,6 +431,12 @@ async fn answer(
         Fault::SlowHeaders(delay) => {
             tokio::time::sleep(delay).await;
             socket.write_all(wire.head().as_bytes()).await?;
+            socket.write_all(&wire.body(tokens, true)).await?;
+        }
+        Fault::SlowFirstBytes(delay) => {
+            socket.write_all(wire.head().as_bytes()).await?;
+            socket.flush().await?;
+            tokio::time::sleep(delay).await;
             socket.write_all(&wire.body(tokens, true)).await?;
         }
         Fault::TrickleHeaders(delay) => {
@@ -1119,6 +1128,20 @@ async fn accepted_but_never_answered() {
     )
     .await;
     assert_messages(&run, "timeout", "--request-timeout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_the_first_token_past_the_stall_timeout_succeeds() {
+    // The head at once, then 0.6 s of silence before the body: past the
+    // 0.3 s stall timeout. A request queued for a slot after its server
+    // sent the head (vLLM and Ollama may) is waiting, not stalled: only
+    // --request-timeout bounds it, and every request succeeds.
+    all_ok(
+        "slow-first-bytes",
+        Fault::SlowFirstBytes(Duration::from_millis(600)),
+        &["--request-timeout", "5"],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
