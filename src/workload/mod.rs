@@ -479,6 +479,11 @@ impl Workload {
     /// `--save-prompts`: the driver should keep each request's
     /// `PromptSpec::text` in its `RequestRecord::prompt` (requests.jsonl
     /// then has a `prompt` field).
+    /// Prompts and lengths come from a `--dataset`, not from one length.
+    pub(crate) fn uses_dataset(&self) -> bool {
+        self.dataset.is_some()
+    }
+
     pub(crate) fn save_prompts(&self) -> bool {
         self.save_prompts
     }

@@ -137,10 +137,12 @@ impl Driver {
             .collect()
     }
 
-    /// A closed-loop plan of counted levels: what the estimate speaks of.
+    /// A closed-loop plan of counted levels of one asked length: what the
+    /// estimate speaks of (a dataset's lengths are its records').
     fn plan_is_closed(&self) -> bool {
         self.search.is_none()
             && self.cfg.replay.is_none()
+            && !self.cfg.workload.uses_dataset()
             && self.cfg.duration.is_none()
             && self.cfg.turns <= 1
             && self.cfg.plan.iter().all(|l| l.rate.is_none())
