@@ -236,6 +236,28 @@ pub(crate) fn flag_words(d: Duration) -> String {
         .collect()
 }
 
+/// Where a fitted run's budget came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetFrom {
+    /// The user gave none: the default.
+    Default,
+    /// `--budget`.
+    Given,
+    /// A tune setting's share of the tune's `--budget`.
+    TuneShare,
+}
+
+/// A fitted run's budget in words: `the default budget of 20m`, `the given
+/// budget of 4m`, `this setting's share of the tune's budget, 9m59s`.
+pub(crate) fn budget_words(budget: Duration, from: BudgetFrom) -> String {
+    let d = flag_words(budget);
+    match from {
+        BudgetFrom::Default => format!("the default budget of {d}"),
+        BudgetFrom::Given => format!("the given budget of {d}"),
+        BudgetFrom::TuneShare => format!("this setting's share of the tune's budget, {d}"),
+    }
+}
+
 /// Output tokens in words: `14,336`, `2.5 M`.
 pub(crate) fn tokens_words(tokens: u64) -> String {
     if tokens >= 1_000_000 {
@@ -325,14 +347,14 @@ impl SkipReason {
 
 /// The line said after the warmup, what the plan will cost, and its
 /// expected seconds.
-/// `fitted`: levels end when steady within `budget` (`default`: the user
-/// gave none), so only the first two levels are counted, the knee being
-/// expected there on a server that serves one stream at a time.
+/// `fitted`: levels end when steady within that budget, in words
+/// ([`budget_words`]), so only the first two levels are counted, the knee
+/// being expected there on a server that serves one stream at a time.
 pub(crate) fn estimate_line(
     levels: &[(u32, u32)],
     output_len: u32,
     speed: Speed,
-    fitted: Option<(Duration, bool)>,
+    fitted: Option<&str>,
 ) -> (String, f64) {
     let at = format!("{:.1} tok/s per stream", speed.decode_tok_s);
     match fitted {
@@ -347,7 +369,7 @@ pub(crate) fn estimate_line(
             );
             (line, cost.seconds)
         }
-        Some((budget, default)) => {
+        Some(budget) => {
             let first_two = &levels[..levels.len().min(2)];
             let cost = plan_cost(first_two, output_len, speed, None);
             let names = first_two
@@ -368,13 +390,11 @@ pub(crate) fn estimate_line(
                 })
                 .unwrap_or_default();
             let line = format!(
-                "this plan: about {} for level{} {names} ({} requests, {} output tokens) at {at} if the server serves one stream at a time{rest}; each level ends once steady, within the {} budget of {}",
+                "this plan: about {} for level{} {names} ({} requests, {} output tokens) at {at} if the server serves one stream at a time{rest}; each level ends once steady, within {budget}",
                 duration_words(cost.seconds),
                 if first_two.len() == 1 { "" } else { "s" },
                 crate::fmt::grouped(cost.requests),
                 tokens_words(cost.output_tokens),
-                if default { "default" } else { "given" },
-                flag_words(budget)
             );
             (line, cost.seconds)
         }

@@ -80,7 +80,12 @@ fn a_fitted_plan_counts_its_first_two_levels_as_they_end_steady() {
         .iter()
         .map(|&(c, cap)| (c, fitted_requests(c, 2, cap)))
         .collect();
-    let (line, seconds) = estimate_line(&fitted, 1024, SLOW, Some((DEFAULT_BUDGET, true)));
+    let (line, seconds) = estimate_line(
+        &fitted,
+        1024,
+        SLOW,
+        Some(&budget_words(DEFAULT_BUDGET, BudgetFrom::Default)),
+    );
     assert!((seconds - 1537.5).abs() < 1e-9, "{seconds}");
     assert_eq!(
         line,
@@ -179,4 +184,21 @@ fn the_speed_comes_from_the_warmups_medians() {
         ..record(1, 1)
     };
     assert_eq!(Speed::of(&[failed]), None);
+}
+
+#[test]
+fn a_budget_says_where_it_came_from() {
+    let d = Duration::from_secs;
+    assert_eq!(
+        budget_words(d(1200), BudgetFrom::Default),
+        "the default budget of 20m"
+    );
+    assert_eq!(
+        budget_words(d(240), BudgetFrom::Given),
+        "the given budget of 4m"
+    );
+    assert_eq!(
+        budget_words(d(599), BudgetFrom::TuneShare),
+        "this setting's share of the tune's budget, 9m59s"
+    );
 }

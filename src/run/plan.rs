@@ -747,6 +747,7 @@ fn fit_config(args: &SweepArgs, budget: std::time::Duration, default: bool) -> F
     FitConfig {
         budget,
         default_budget: default,
+        tune_share: false,
         per_stream: args.steady_completions.max(1),
         max_rse: args.steady_rse,
     }

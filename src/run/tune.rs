@@ -716,6 +716,7 @@ async fn sweep_setting<F: TuneFace>(
     sweep_plan.between_levels = between_levels;
     if let (Some(fit), Some(budget)) = (sweep_plan.fit.as_mut(), budget) {
         fit.budget = budget;
+        fit.tune_share = true;
     }
     if let Some(ctx) = slot_context {
         let need = u64::from(sweep_plan.input_len) + u64::from(sweep_plan.output_len);

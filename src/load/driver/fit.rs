@@ -12,7 +12,9 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::analysis::decide::{find_knee, sweep_points, LevelPoint};
-use crate::analysis::fit::{self as model, Gain, LevelEnd, Measured, SkipReason, Speed};
+use crate::analysis::fit::{
+    self as model, BudgetFrom, Gain, LevelEnd, Measured, SkipReason, Speed,
+};
 use crate::stats::steady::{is_steady, RequestRates, SteadyEstimator};
 use crate::stats::tally::LevelTally;
 
@@ -23,6 +25,8 @@ pub struct FitConfig {
     pub budget: Duration,
     /// The user gave none: this is the default budget.
     pub default_budget: bool,
+    /// A tune setting's share of the tune's `--budget`.
+    pub tune_share: bool,
     /// The steady rule: completions per stream ...
     pub per_stream: u32,
     /// ... and the largest relative standard error of per-second throughput.
@@ -168,10 +172,14 @@ impl Driver {
         self.pace.speed = Some(speed);
         let asked = self.cfg.workload.output_len;
         let levels = self.plan_left(0);
-        let fitted = self
-            .fit
-            .as_ref()
-            .map(|f| (f.cfg.budget, f.cfg.default_budget));
+        let fitted = self.fit.as_ref().map(|f| {
+            let from = match (f.cfg.default_budget, f.cfg.tune_share) {
+                (true, _) => BudgetFrom::Default,
+                (false, true) => BudgetFrom::TuneShare,
+                (false, false) => BudgetFrom::Given,
+            };
+            model::budget_words(f.cfg.budget, from)
+        });
         let mut shortened = None;
         if let Some(fit) = &self.fit {
             let first_two = &levels[..levels.len().min(2)];
@@ -181,7 +189,7 @@ impl Driver {
             }
         }
         let output_len = self.cfg.workload.output_len;
-        let (line, seconds) = model::estimate_line(&levels, output_len, speed, fitted);
+        let (line, seconds) = model::estimate_line(&levels, output_len, speed, fitted.as_deref());
         let suggestion = if fitted.is_some() {
             None
         } else {

@@ -24,6 +24,7 @@ fn fitted(plan: Vec<LevelPlan>, budget: Duration, per_stream: u32) -> DriverConf
         fit: Some(FitConfig {
             budget,
             default_budget: false,
+            tune_share: false,
             per_stream,
             max_rse: STEADY_RSE,
         }),
