@@ -31,7 +31,7 @@ pub const EXAMPLES_SIM: &str = "Examples:
 /// `tokbench tune --help` ends with these; a test parses each.
 pub const EXAMPLES_TUNE: &str = "Examples:
   tokbench tune --serve-cmd 'llama-server -m model.gguf --port {port} -np {np} --metrics' --grid np=1,2,4,8 --concurrency 1,4,16
-  tokbench tune --serve-cmd 'ollama serve' --serve-env 'OLLAMA_NUM_PARALLEL={np}' --grid np=1,2,4 --backend ollama-generate --concurrency 1,4";
+  tokbench tune --serve-cmd 'ollama serve' --serve-port 11434 --serve-env 'OLLAMA_HOST=127.0.0.1:11434' --serve-env 'OLLAMA_NUM_PARALLEL={np}' --grid np=1,2,4 --backend ollama-generate --concurrency 1,4";
 
 /// `tokbench demo --help` ends with these; a test parses each.
 pub const EXAMPLES_DEMO: &str = "Examples:
@@ -79,7 +79,11 @@ pub enum Command {
     #[command(after_help = EXAMPLES_TUNE)]
     Tune(Box<TuneArgs>),
     /// Run a short sweep against the built-in simulator, in-process. Results go under ./results/.
-    #[command(after_help = EXAMPLES_DEMO)]
+    // Its own simulator is the target: the target flags are not offered
+    // (and refused if given, `run::checks::demo_args`).
+    #[command(after_help = EXAMPLES_DEMO,
+        mut_arg("base_url", |a| a.hide(true)), mut_arg("model", |a| a.hide(true)),
+        mut_arg("api_key", |a| a.hide(true)), mut_arg("gpu_metrics", |a| a.hide(true)))]
     Demo(Box<SweepArgs>),
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
     #[command(after_help = EXAMPLES_REPORT)]

@@ -8,12 +8,11 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use color_eyre::eyre::{Result, WrapErr};
 use toml::Value;
 
-use tokbench::cli::{Cli, Command, SweepArgs};
+use tokbench::cli::{Cli, Command};
 use tokbench::config::Settings;
 use tokbench::run::{self, SweepPlan, EXIT_FAILED, EXIT_OK};
 use tokbench::sim::{self, SimConfig};
@@ -127,7 +126,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         }
         Command::Man(args) => to_stdout(&man_page(args.subcommand.as_deref())?),
         Command::Demo(mut args) => {
-            apply_demo_defaults(&mut args, sub);
+            run::checks::demo_args(&mut args, sub)?;
             let mut settings = settings_of("demo", sub);
             // The demo's own defaults are settings of its run like any other.
             let number = |v: Option<u32>| v.map(|v| Value::Integer(i64::from(v)));
@@ -138,7 +137,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
             settings.set("base-url", None);
             if args.print_config {
                 // Checked like a run would be, against a stand-in address.
-                args.base_url = Some("http://127.0.0.1:9".into());
+                args.base_url = Some(run::checks::STAND_IN.into());
                 let plan = SweepPlan::from_args(&args)?;
                 settings.set("gpu-metrics", gpu_metrics_setting(&plan));
                 return print_config("demo", &settings, args.seed);
@@ -213,7 +212,10 @@ fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) ->
     if let Some(seed) = seed {
         settings.set("seed", Some(typed_u64(seed)));
     }
-    settings.set("model", Some(Value::String(prepared.model.clone())));
+    // The demo's model is its simulator's: a repeat takes no --model.
+    if name != "demo" {
+        settings.set("model", Some(Value::String(prepared.model.clone())));
+    }
     // A repeat writes a folder of its own (two runs never share one).
     settings.set("result-dir", None);
     let text = settings.to_toml(&[
@@ -239,22 +241,7 @@ fn typed_u64(v: u64) -> Value {
 
 /// `tokbench man [SUBCOMMAND]`: roff for tokbench(1) or tokbench-SUB(1).
 fn man_page(subcommand: Option<&str>) -> Result<Vec<u8>> {
-    let mut cmd = Cli::command();
-    cmd.build();
-    let page = match subcommand {
-        None => cmd,
-        Some(name) => {
-            let names: Vec<String> = cmd
-                .get_subcommands()
-                .map(|s| s.get_name().to_string())
-                .collect();
-            let sub = cmd.find_subcommand(name).cloned().ok_or_else(|| {
-                color_eyre::eyre::eyre!("no subcommand {name:?}; pages: {}", names.join(", "))
-            })?;
-            // The page's name and title: tokbench-sweep(1).
-            sub.name(format!("tokbench-{name}"))
-        }
-    };
+    let page = run::checks::man_command(subcommand)?;
     let mut out = Vec::new();
     clap_mangen::Man::new(page)
         .render(&mut out)
@@ -274,27 +261,5 @@ async fn run_with_a_face(prepared: run::Prepared) -> Result<i32> {
         run::run_headless(prepared).await
     } else {
         tokbench::ui::run_tui(prepared).await
-    }
-}
-
-/// The demo is short: smaller lengths and fewer prompts, unless the user
-/// said otherwise on the command line.
-fn apply_demo_defaults(args: &mut SweepArgs, sub: Option<&ArgMatches>) {
-    let defaulted = |id: &str| {
-        sub.and_then(|m| m.value_source(id))
-            .is_none_or(|s| s == ValueSource::DefaultValue)
-    };
-    // A --profile or --dataset sets its own lengths.
-    let shaped = args.profile.is_some() || args.dataset.is_some();
-    if defaulted("random_input_len") && !shaped {
-        args.random_input_len = Some(128);
-    }
-    if defaulted("random_output_len") && !shaped {
-        args.random_output_len = Some(128);
-    }
-    if defaulted("prompts_per_stream") && args.budget.is_none() {
-        // 5 requests per stream keeps the whole demo near two minutes;
-        // with --budget they are the budget's to choose.
-        args.prompts_per_stream = Some(5);
     }
 }

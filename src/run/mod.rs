@@ -3,6 +3,7 @@
 //! view plugs into the same pieces.
 
 mod cache_reset;
+pub mod checks;
 pub(crate) mod clock;
 mod headless;
 mod open_files;
@@ -14,6 +15,7 @@ mod tests;
 pub(crate) mod timing;
 mod tls;
 mod tune;
+mod tune_plan;
 mod tune_results;
 mod url;
 

@@ -5,8 +5,8 @@
 //! (`crate::tune`). The load driver never learns that a server process
 //! exists.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::path::Path;
+use std::time::Duration;
 
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use serde_json::{Map, Value};
@@ -14,21 +14,20 @@ use serde_json::{Map, Value};
 use super::headless::run_headless_with;
 use super::plan::SweepPlan;
 use super::prepare::prepare_continuing;
-use super::url::default_result_dir;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::cli::{OnFail, TuneArgs};
 use crate::config::Settings;
 use crate::report::recorder::Recorder;
 use crate::report::resume::PriorRun;
-use crate::report::saved::SavedRun;
 use crate::report::schema::{TuneSection, TuneSetting};
 use crate::server::{self, ServerProcess, ServerSpec};
-use crate::tune::grid::{self, Setting};
+use crate::tune::grid::Setting;
 use crate::tune::view::{StartKey, TuneView, ViewEnd};
 
+use super::tune_plan::{check, fill_setting, mask_settings, print_config, Filled, TunePlan};
 use super::tune_results::{judge, tried};
 use super::Prepared;
-use crate::tune::auto::{self, AutoGrid, Next};
+use crate::tune::auto::{self, Next};
 
 /// The live view of a tune, as the tune drives it: the view draws and
 /// reports keys; the servers, the words and the files stay here. (`ui`
@@ -72,125 +71,6 @@ fn caches_text(reset_cache: bool) -> String {
     }
 }
 
-/// The checked command line of a tune: nothing is started before this.
-struct TunePlan {
-    settings: Vec<Setting>,
-    /// The command's words (one string with --serve-shell), unfilled.
-    words: Vec<String>,
-    /// `NAME=template`, or `NAME` alone to pass tokbench's own value on.
-    env: Vec<(String, Option<String>)>,
-    port: u16,
-    dir: PathBuf,
-    /// When the tune began: its budget and its time left count from here.
-    started: std::time::Instant,
-    /// `--grid NAME=auto` or `NAME=LOW..HIGH`: the knob searched; its
-    /// settings are added one at a time, as the search asks for them.
-    search: Option<AutoGrid>,
-    /// Whether the user gave the capacity SLO (`config::Settings::gives_slo`).
-    slo_given: bool,
-}
-
-/// A name whose value is a secret: never shown or saved.
-fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-        .iter()
-        .any(|w| upper.contains(w))
-}
-
-fn check(args: &TuneArgs) -> Result<TunePlan> {
-    let mut search = None;
-    for g in &args.grid {
-        if let Some(found) = AutoGrid::parse(g)? {
-            if args.grid.len() > 1 || !args.grid_link.is_empty() {
-                bail!(
-                    "--grid {g}: a searched knob goes alone (one --grid, no --grid-link); fix the other knobs' values in --serve-cmd"
-                );
-            }
-            search = Some(found);
-        }
-    }
-    let settings = match &search {
-        Some(s) => vec![Setting {
-            values: vec![(s.name.clone(), s.low.to_string())],
-        }],
-        None => grid::settings(&args.grid, &args.grid_link)?,
-    };
-    let names: Vec<String> = settings
-        .first()
-        .map(|s| s.values.iter().map(|(k, _)| k.clone()).collect())
-        .unwrap_or_default();
-    grid::check_template(
-        "--serve-cmd",
-        &args.serve_cmd,
-        &names,
-        args.serve_port.is_none(),
-    )?;
-    let mut env = Vec::new();
-    for item in &args.serve_env {
-        match item.split_once('=') {
-            Some((name, value)) if !name.trim().is_empty() => {
-                grid::check_template(&format!("--serve-env {name}"), value, &names, false)?;
-                env.push((name.trim().to_string(), Some(value.to_string())));
-            }
-            None if !item.trim().is_empty() => env.push((item.trim().to_string(), None)),
-            _ => {
-                bail!("--serve-env {item:?}: expected NAME=VALUE (or NAME to pass tokbench's own)")
-            }
-        }
-    }
-    if let Some(url) = &args.sweep.base_url {
-        let port = reqwest::Url::parse(url)
-            .ok()
-            .and_then(|u| u.port_or_known_default());
-        if args.serve_port.is_none() || port != args.serve_port {
-            bail!(
-                "--base-url is set by tune (it owns the server's address): leave it out, or give --serve-port with the URL's port"
-            );
-        }
-    }
-    let words = if args.serve_shell {
-        vec![args.serve_cmd.clone()]
-    } else {
-        server::split_words(&args.serve_cmd)?
-    };
-    if words.is_empty() {
-        bail!("--serve-cmd is empty: give the command that starts the server");
-    }
-    let dir = match (&args.sweep.resume, &args.sweep.result_dir) {
-        (Some(d), _) | (None, Some(d)) => d.clone(),
-        (None, None) => default_result_dir(Path::new("results"), SystemTime::now()),
-    };
-    let port = match (args.serve_port, &args.sweep.resume) {
-        (Some(p), _) => p,
-        // A resumed tune keeps its address: the saved levels name it.
-        (None, Some(d)) => saved_port(d).unwrap_or(server::free_loopback_port()?),
-        (None, None) => server::free_loopback_port()?,
-    };
-    // The sweep's own flags (--budget among them) refused here, before
-    // any server starts, against a stand-in address as --print-config does.
-    let mut sweep = args.sweep.clone();
-    sweep.base_url = Some("http://127.0.0.1:9".into());
-    SweepPlan::from_args(&sweep)?;
-    Ok(TunePlan {
-        settings,
-        words,
-        env,
-        port,
-        dir,
-        started: std::time::Instant::now(),
-        search,
-        // Told by the settings, which `run_tune` has and `check` does not.
-        slo_given: false,
-    })
-}
-
-/// The port of a saved run's target.
-fn saved_port(dir: &Path) -> Option<u16> {
-    let run = SavedRun::load(dir).ok()?;
-    reqwest::Url::parse(run.run.target.as_deref()?).ok()?.port()
-}
-
 /// The tune section a saved folder holds (for `--resume`).
 fn saved_tune(dir: &Path) -> Option<TuneSection> {
     let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
@@ -207,6 +87,9 @@ pub(crate) async fn run_tune<F: TuneFace>(
     open_face: impl FnOnce(&str, &Path) -> Result<F>,
 ) -> Result<i32> {
     let mut plan = check(&args)?;
+    if args.sweep.print_config {
+        return print_config(&plan, &args, settings);
+    }
     plan.slo_given = settings.gives_slo();
     server::install_panic_guard();
     super::prepare::probe_writable(&plan.dir)?;
@@ -548,29 +431,7 @@ async fn run_setting<F: TuneFace>(
     let label = setting.label();
     let log_name = format!("server-{}.log", setting.file_part());
     entry.log = Some(log_name.clone());
-    let words: Vec<String> = plan
-        .words
-        .iter()
-        .map(|w| grid::fill(w, setting, plan.port))
-        .collect();
-    let mut env = Vec::new();
-    for (name, value) in &plan.env {
-        match value {
-            Some(v) => env.push((name.clone(), grid::fill(v, setting, plan.port))),
-            None => {
-                if let Ok(v) = std::env::var(name) {
-                    env.push((name.clone(), v));
-                }
-            }
-        }
-    }
-    // vLLM serves its cache reset only in its development mode.
-    if args.reset_cache
-        && server::EngineHint::of_words(&words) == server::EngineHint::Vllm
-        && !env.iter().any(|(name, _)| name == "VLLM_SERVER_DEV_MODE")
-    {
-        env.push(("VLLM_SERVER_DEV_MODE".into(), "1".into()));
-    }
+    let Filled { words, env, .. } = fill_setting(plan, setting, args.reset_cache);
     let spec = ServerSpec {
         words,
         shell: args.serve_shell,
@@ -862,29 +723,8 @@ fn save_section(dir: &Path, section: &TuneSection) -> Result<()> {
 
 /// `config.toml`: the whole tune again, secrets by name only.
 fn write_tune_config(plan: &TunePlan, args: &TuneArgs, settings: &mut Settings) -> Result<()> {
-    let env: Vec<toml::Value> = plan
-        .env
-        .iter()
-        .map(|(name, value)| {
-            toml::Value::String(match value {
-                Some(v) if !is_secret_name(name) => format!("{name}={v}"),
-                _ => name.clone(),
-            })
-        })
-        .collect();
-    settings.set(
-        "serve-env",
-        (!env.is_empty()).then_some(toml::Value::Array(env)),
-    );
+    mask_settings(plan, args, settings);
     settings.set("result-dir", None);
-    // The flag's raw value may hold credentials; saved without them.
-    settings.set(
-        "gpu-metrics",
-        args.sweep
-            .gpu_metrics
-            .as_deref()
-            .map(|raw| toml::Value::String(crate::redact::url(raw))),
-    );
     let text = settings.to_toml(&[
         &format!(
             "tokbench {}: the effective settings of the tune in this folder.",
@@ -896,16 +736,4 @@ fn write_tune_config(plan: &TunePlan, args: &TuneArgs, settings: &mut Settings) 
     let path = plan.dir.join("config.toml");
     crate::report::atomic::write_atomic(&path, text.as_bytes())
         .wrap_err_with(|| format!("cannot write {}", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_names() {
-        assert!(is_secret_name("HF_TOKEN"));
-        assert!(is_secret_name("openai_api_key"));
-        assert!(!is_secret_name("OLLAMA_NUM_PARALLEL"));
-    }
 }

@@ -36,9 +36,7 @@ use crate::run::{self, EXIT_INTERRUPTED, EXIT_OK};
 const TICK: Duration = Duration::from_millis(500);
 
 pub async fn run_view(args: &ViewArgs) -> Result<i32> {
-    if !args.follow && args.runs.len() > 2 {
-        bail!("view shows one run, or two overlaid; --follow follows several shard folders of one run, merged");
-    }
+    crate::run::checks::view_args(args)?;
     let mut follow = args.follow.then(|| Following::new(&args.runs));
     let runs = match &mut follow {
         // Several shard folders: one run, merged.
