@@ -17,6 +17,8 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use color_eyre::eyre::{bail, eyre, Result, WrapErr};
 use toml::Value;
 
+mod resume;
+
 /// The subcommands that take `--config` (both carry the sweep flags).
 pub(crate) const SUBCOMMANDS: [&str; 3] = ["sweep", "demo", "tune"];
 
@@ -40,14 +42,20 @@ pub fn expand_argv(cmd: &Command, argv: &[OsString], first: &ArgMatches) -> Resu
     if !SUBCOMMANDS.contains(&name) {
         return Ok(argv.to_vec());
     }
-    let Some(path) = sub.get_one::<std::path::PathBuf>("config") else {
+    let given = sub.get_one::<std::path::PathBuf>("config").cloned();
+    // `--resume DIR` alone: the run's own config.toml.
+    let Some(path) = given.clone().or_else(|| resume::saved_config(name, sub)) else {
         return Ok(argv.to_vec());
     };
+    let path = path.as_path();
     let sub_cmd = cmd
         .find_subcommand(name)
         .ok_or_else(|| eyre!("no subcommand {name}"))?;
     let text = std::fs::read_to_string(path)
         .wrap_err_with(|| format!("cannot read the config file {}", path.display()))?;
+    if given.is_none() {
+        resume::refuse_another_target(path, &text, sub)?;
+    }
     let tokens = tokens_of_file(sub_cmd, name, path, &text, |id| {
         sub.value_source(id) == Some(ValueSource::CommandLine)
     })?;

@@ -26,6 +26,7 @@ mod panic_hook;
 mod probes;
 mod reasoning;
 mod report;
+mod resume_saved;
 mod rounds;
 mod schema;
 mod secrets;
