@@ -121,7 +121,12 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Merge(args) => tokbench::merge::files::run_merge_command(&args),
         Command::Completions(args) => {
             let mut out = Vec::new();
-            clap_complete::generate(args.shell, &mut Cli::command(), "tokbench", &mut out);
+            clap_complete::generate(
+                args.shell,
+                &mut run::checks::completion_command(),
+                "tokbench",
+                &mut out,
+            );
             to_stdout(&out)
         }
         Command::Man(args) => to_stdout(&man_page(args.subcommand.as_deref())?),

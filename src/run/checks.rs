@@ -117,6 +117,22 @@ pub fn man_command(subcommand: Option<&str>) -> Result<clap::Command> {
     Ok(sub.name(format!("tokbench-{name}")))
 }
 
+/// The command the shell completion scripts are made from: zsh and fish
+/// complete hidden flags too, so a subcommand's hidden flags (demo's
+/// target) are left out of it.
+pub fn completion_command() -> clap::Command {
+    Cli::command().mut_subcommand("demo", |demo| {
+        let mut shown = clap::Command::new(demo.get_name().to_string());
+        if let Some(about) = demo.get_about() {
+            shown = shown.about(about.clone());
+        }
+        for arg in demo.get_arguments().filter(|a| !a.is_hide_set()) {
+            shown = shown.arg(arg.clone());
+        }
+        shown
+    })
+}
+
 /// clap's complaint on one line, without its `error: ` prefix.
 fn clap_first_line(e: &clap::Error) -> String {
     let text = e.to_string();

@@ -93,6 +93,17 @@ fn demo_refuses_a_target_in_one_line_and_does_not_offer_one() {
     for flag in ["--base-url", "--model", "--api-key", "--gpu-metrics"] {
         assert!(!help.contains(flag), "demo --help offers {flag}:\n{help}");
     }
+    // Nor do the completions (zsh and fish complete hidden flags too).
+    let fish = stdout(&tokbench(["completions", "fish"]));
+    let demo: Vec<&str> = fish
+        .lines()
+        .filter(|l| l.contains("using_subcommand demo"))
+        .collect();
+    assert!(demo.iter().any(|l| l.contains("-l concurrency")), "{fish}");
+    for flag in ["base-url", "model", "api-key", "gpu-metrics"] {
+        let offered = demo.iter().any(|l| l.contains(&format!("-l {flag} ")));
+        assert!(!offered, "fish completes demo --{flag}");
+    }
     // A key in the environment is not the user asking: the demo runs.
     let out = Command::new(bin())
         .args(["demo", "--print-config"])
