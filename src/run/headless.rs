@@ -163,6 +163,7 @@ async fn headless(
     progress.clear();
     recorder.finish()?;
     if let Some(error) = run_error {
+        let error = super::failure_line(&error, recorder.run());
         crate::say!("tokbench: {error}");
         exports
             .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
