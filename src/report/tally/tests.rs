@@ -325,6 +325,20 @@ fn the_searchs_failing_bound_caps_the_capacity() {
         ClientReading::default,
     );
     assert_eq!(tally.decision().capacity.expect("passes").concurrency, 2);
+    // The table lists 4 streams at 400 tok/s: the capacity line's peak is
+    // the one below the bound, and it says so, naming the table's.
+    let reason = tally.decision().capacity.expect("passes").reason;
+    assert!(
+        reason.contains("100% of the peak below 4 streams 200 tok/s at 2 streams"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(
+            "(the search judges only the levels below 4 streams, where the SLO failed or \
+             throughput stopped growing; 4 streams made 400 tok/s)"
+        ),
+        "{reason}"
+    );
 }
 
 /// Series: a restart starts series 2 under its default label until it is
