@@ -97,9 +97,7 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
             ""
         };
         let mut cells = vec![
-            level
-                .concurrency
-                .map_or_else(|| "-".into(), |c| c.to_string()),
+            super::formats::streams_cell(level),
             fixed1(level.per_stream_tok_s),
             fixed1(level.stream_decode_tok_s),
             fixed1(level.output_throughput),

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::formats::{fixed1, level_marks};
+use super::formats::{fixed1, level_marks, streams_cell};
 use serde_json::Value;
 
 use super::saved::{SavedLevel, SavedRun};
@@ -99,29 +99,6 @@ fn goodput_cell(level: &SavedLevel) -> String {
     }
 }
 
-/// The streams cell: the concurrency, or for an open-loop level the mean
-/// requests in flight it measured (`~0.4`), `-` where not saved.
-fn streams_cell(level: &SavedLevel) -> String {
-    if !level.mode().is_open_loop() {
-        return level
-            .concurrency
-            .map_or_else(|| "-".into(), |c| c.to_string());
-    }
-    let mean = |k: &str| {
-        level
-            .raw
-            .get(k)
-            .and_then(|o| o.get("mean"))
-            .and_then(Value::as_f64)
-    };
-    match (mean("waiting"), mean("streaming")) {
-        (Some(w), Some(s)) if w + s > 0.0 && w + s < 0.995 => format!("~{:.2}", w + s),
-        (Some(w), Some(s)) if w + s > 0.0 && w + s < 9.95 => format!("~{:.1}", w + s),
-        (Some(w), Some(s)) if w + s > 0.0 => format!("~{:.0}", w + s),
-        _ => "-".into(),
-    }
-}
-
 fn table(run: &SavedRun) -> String {
     let mut out = String::new();
     let goodput = goodput_slo(run).is_some();
@@ -184,5 +161,52 @@ fn code(s: &str) -> String {
         cell(s)
     } else {
         format!("`{}`", cell(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A saved ramp: its row reads `ramp` with the mean in flight as its
+    /// streams, and a `--goodput` run's table has the goodput column and
+    /// its SLOs in words; a run without `--goodput` has neither.
+    #[test]
+    fn saved_rows_keep_their_context() {
+        let summary = |goodput_slo: serde_json::Value| {
+            json!({"run": {"model": "m", "input_len": 64, "output_len": 16, "kind": "ramp",
+                           "profile": "custom", "goodput_slo": goodput_slo},
+                   "levels": [{"max_concurrency": 4096, "mode": "replay", "partial": false,
+                               "output_throughput": 177.3, "per_stream_tok_s": 84.4,
+                               "waiting": {"mean": 0.1}, "streaming": {"mean": 2.0},
+                               "goodput": {"good": 80, "share": 0.81, "rate_per_s": 3.2}}]})
+        };
+        let run = SavedRun::from_value(
+            summary(json!({"ttft_ms": 500.0, "tpot_ms": 50.0, "e2el_ms": null})),
+            Path::new("s.json"),
+        )
+        .expect("summary");
+        let md = render_markdown(&run);
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| ~"))
+            .unwrap_or_else(|| panic!("{md}"));
+        assert_eq!(
+            row,
+            "| ~2.1 | 84.4 | - | 177.3 | - | - | - | - | 3.2 (81%) | ramp |"
+        );
+        assert!(md.contains("| goodput req/s | note |"), "{md}");
+        assert!(
+            md.contains("- **Goodput:** requests per second within TTFT<=500 ms, TPOT<=50 ms"),
+            "{md}"
+        );
+        assert!(!md.contains("profile"), "{md}");
+        let plain =
+            SavedRun::from_value(summary(json!(null)), Path::new("s.json")).expect("summary");
+        assert!(!render_markdown(&plain).to_lowercase().contains("goodput"));
     }
 }
