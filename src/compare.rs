@@ -44,8 +44,8 @@ pub(crate) fn run_name(i: usize) -> String {
     }
 }
 
-/// `in 128 / out 64 (achieved 127 / 64), profile custom`, then the range
-/// ratio when set (a dataset run's shape names its file).
+/// `in 128 / out 64 (achieved 127 / 64), profile chat` (a named profile
+/// only), then the range ratio when set (a dataset run's shape names its file).
 fn shape_of(run: &SavedRun) -> String {
     shape_text(run, run.shape())
 }
@@ -56,10 +56,10 @@ fn asked_shape_of(run: &SavedRun) -> String {
 }
 
 fn shape_text(run: &SavedRun, lengths: String) -> String {
-    let mut shape = format!(
-        "{lengths}, profile {}",
-        run.run.profile.as_deref().unwrap_or("?")
-    );
+    let mut shape = lengths;
+    if let Some(p) = crate::workload::profile::profile_words(run.run.profile.as_deref()) {
+        let _ = write!(shape, ", {p}");
+    }
     if run.range_ratio() > 0.0 {
         let _ = write!(shape, ", range ratio {}", run.range_ratio());
     }
@@ -401,7 +401,12 @@ mod tests {
         let b = run("b", 64, &[(1, 99.0, 14.0), (64, 1800.0, 200.0)], None);
         assert_eq!(shape_mismatch(&[a.clone(), b.clone()]), None);
         let text = render_compare(&[a, b]);
-        assert!(text.contains("tokbench compare: in 128 / out 64, profile custom"));
+        // No named profile: the title says the lengths and no "profile custom".
+        assert!(
+            text.contains("tokbench compare: in 128 / out 64\n"),
+            "{text}"
+        );
+        assert!(!text.contains("profile"), "{text}");
         assert!(text.contains("+10.0%"), "{text}");
         // 16 only in A, 64 only in B: a dash where a run has no level.
         assert!(
@@ -420,7 +425,7 @@ mod tests {
         let problem = shape_mismatch(&[a, b]).expect("mismatch");
         assert_eq!(
             problem,
-            "B (b.json) is in 128 / out 256, profile custom but A (a.json) is in 128 / out 64, profile custom"
+            "B (b.json) is in 128 / out 256 but A (a.json) is in 128 / out 64"
         );
     }
 
@@ -460,7 +465,7 @@ mod tests {
         let custom = shaped("c", "custom", 0.5, None, (512.0, 256.0));
         let why = shape_mismatch(&[a.clone(), custom]).expect("refused");
         assert!(
-            why.contains("profile custom") && why.contains("profile chat"),
+            why.contains("profile chat") && !why.contains("profile custom"),
             "{why}"
         );
         // Another range ratio: refused.

@@ -104,6 +104,58 @@ impl Slo {
     }
 }
 
+impl Slo {
+    /// `TTFT<=500 ms, TPOT<=50 ms`: the SLOs given, in the order vLLM
+    /// names them.
+    pub(crate) fn words(&self) -> String {
+        [
+            ("TTFT", self.ttft_ms),
+            ("TPOT", self.tpot_ms),
+            ("E2EL", self.e2el_ms),
+        ]
+        .into_iter()
+        .filter_map(|(name, ms)| ms.map(|ms| format!("{name}<={} ms", trim_ms(ms))))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+
+    /// The SLOs from a summary's `run.goodput_slo` object; None without one.
+    pub(crate) fn from_json(v: &Value) -> Option<Slo> {
+        let ms = |k: &str| v.get(k).and_then(Value::as_f64);
+        let slo = Slo {
+            ttft_ms: ms("ttft_ms"),
+            tpot_ms: ms("tpot_ms"),
+            e2el_ms: ms("e2el_ms"),
+        };
+        (slo != Slo::default()).then_some(slo)
+    }
+}
+
+/// `500`, `250.5`: milliseconds as the user would have typed them.
+fn trim_ms(ms: f64) -> String {
+    if ms.fract() == 0.0 && ms.abs() < 1e15 {
+        format!("{ms:.0}")
+    } else {
+        format!("{ms}")
+    }
+}
+
+/// `goodput 3.2 req/s (81% of requests within TTFT<=500 ms, TPOT<=50 ms)`:
+/// a level's goodput with the SLOs it was judged by. The rate is left out
+/// where the level's duration is unknown; the share is of completed and
+/// failed requests.
+pub(crate) fn goodput_text(rate_per_s: Option<f64>, share: Option<f64>, slo: &Slo) -> String {
+    let rate = rate_per_s
+        .filter(|r| r.is_finite())
+        .map(|r| format!(" {r:.1} req/s"))
+        .unwrap_or_default();
+    let share = share
+        .filter(|s| s.is_finite())
+        .map(|s| format!("{:.0}% of requests ", s * 100.0))
+        .unwrap_or_else(|| "requests ".into());
+    format!("goodput{rate} ({share}within {})", slo.words())
+}
+
 /// Goodput of one level.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Goodput {
@@ -165,6 +217,25 @@ impl Goodput {
 mod tests {
     use super::*;
     use crate::record::{ErrorClass, Outcome};
+
+    #[test]
+    fn goodput_reads_with_its_slos() {
+        let slo = Slo::parse(["ttft:500 tpot:50"]).expect("valid");
+        assert_eq!(slo.words(), "TTFT<=500 ms, TPOT<=50 ms");
+        assert_eq!(
+            goodput_text(Some(3.2), Some(0.81), &slo),
+            "goodput 3.2 req/s (81% of requests within TTFT<=500 ms, TPOT<=50 ms)"
+        );
+        // A merged level of unknown duration: the share alone.
+        let e2el = Slo::parse(["e2el:250.5"]).expect("valid");
+        assert_eq!(
+            goodput_text(None, Some(0.5), &e2el),
+            "goodput (50% of requests within E2EL<=250.5 ms)"
+        );
+        // The summary's object reads back; null everywhere is no SLO.
+        assert_eq!(Slo::from_json(&slo.to_json()), Some(slo));
+        assert_eq!(Slo::from_json(&Slo::default().to_json()), None);
+    }
 
     #[test]
     fn parses_vllm_syntax() {

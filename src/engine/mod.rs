@@ -184,6 +184,32 @@ impl Engine {
         Engine::from_name(name).unwrap_or(Engine::OpenaiCompatible)
     }
 
+    /// What a user calls it: `vLLM`, `llama.cpp's llama-server`.
+    pub(crate) fn display_name(self) -> &'static str {
+        match self {
+            Engine::Ollama => "Ollama",
+            Engine::Llamacpp => "llama.cpp's llama-server",
+            Engine::Sglang => "SGLang",
+            Engine::Tgi => "TGI",
+            Engine::TokbenchSim => "tokbench's simulator (vLLM-like)",
+            Engine::Vllm => "vLLM",
+            Engine::OpenaiCompatible => "an OpenAI-compatible server",
+        }
+    }
+
+    /// The `--backend`s it answers, the one to use first; empty for an
+    /// engine not recognised (nothing is known of its routes).
+    pub(crate) fn backends(self) -> &'static [&'static str] {
+        match self {
+            Engine::Ollama => &["ollama-chat", "ollama-generate", "openai-chat"],
+            Engine::Tgi => &["openai-chat", "tgi-generate"],
+            Engine::Llamacpp | Engine::Sglang | Engine::TokbenchSim | Engine::Vllm => {
+                &["openai-chat", "openai-completions"]
+            }
+            Engine::OpenaiCompatible => &[],
+        }
+    }
+
     pub(crate) fn gauge_sources(self) -> &'static [GaugeSource] {
         self.spec().gauges
     }

@@ -100,6 +100,12 @@ pub(crate) struct Marks {
 /// point or the far side of the knee.
 pub(crate) fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
     let mut notes = level.notes();
+    // A ramp is replayed on its own schedule: its level reads as the ramp.
+    if run.run.kind.as_deref() == Some("ramp") {
+        for note in notes.iter_mut().filter(|n| *n == "replay") {
+            *note = "ramp".into();
+        }
+    }
     // A run of several series: every row names its series, and the run's
     // capacity and knee (the latest series') mark only that series' rows.
     let latest = run.levels.iter().map(|l| l.series).max().unwrap_or(0);
@@ -128,6 +134,29 @@ pub(crate) fn level_marks(run: &SavedRun, level: &SavedLevel) -> Marks {
         }
     }
     Marks { capacity, notes }
+}
+
+/// The streams cell: the concurrency, or for an open-loop level the mean
+/// requests in flight it measured (`~0.4`), `-` where not saved.
+pub(crate) fn streams_cell(level: &SavedLevel) -> String {
+    if !level.mode().is_open_loop() {
+        return level
+            .concurrency
+            .map_or_else(|| "-".into(), |c| c.to_string());
+    }
+    let mean = |k: &str| {
+        level
+            .raw
+            .get(k)
+            .and_then(|o| o.get("mean"))
+            .and_then(Value::as_f64)
+    };
+    match (mean("waiting"), mean("streaming")) {
+        (Some(w), Some(s)) if w + s > 0.0 && w + s < 0.995 => format!("~{:.2}", w + s),
+        (Some(w), Some(s)) if w + s > 0.0 && w + s < 9.95 => format!("~{:.1}", w + s),
+        (Some(w), Some(s)) if w + s > 0.0 => format!("~{:.0}", w + s),
+        _ => "-".into(),
+    }
 }
 
 /// One decimal, or `-` for a missing figure.

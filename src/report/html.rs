@@ -33,11 +33,13 @@ footer{margin-top:32px;color:#9ca3af;font-size:12px}
 
 pub(crate) fn render_html(run: &SavedRun) -> String {
     let title = format!(
-        "tokbench: {} on {}, {}, profile {}",
+        "tokbench: {} on {}, {}{}",
         run.model_name(),
         run.engine_name(),
         run.shape(),
-        run.run.profile.as_deref().unwrap_or("?")
+        crate::workload::profile::profile_words(run.run.profile.as_deref())
+            .map(|p| format!(", {p}"))
+            .unwrap_or_default()
     );
     let mut h = String::new();
     let _ = writeln!(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>");
@@ -95,9 +97,7 @@ pub(crate) fn render_html(run: &SavedRun) -> String {
             ""
         };
         let mut cells = vec![
-            level
-                .concurrency
-                .map_or_else(|| "-".into(), |c| c.to_string()),
+            super::formats::streams_cell(level),
             fixed1(level.per_stream_tok_s),
             fixed1(level.stream_decode_tok_s),
             fixed1(level.output_throughput),

@@ -3,19 +3,24 @@
 
 use std::fmt::Write;
 
-use super::formats::{fixed1, level_marks};
-use super::saved::SavedRun;
+use super::formats::{fixed1, level_marks, streams_cell};
+use serde_json::Value;
+
+use super::saved::{SavedLevel, SavedRun};
+use crate::analysis::goodput::Slo;
 
 /// The whole Markdown report.
 pub(crate) fn render_markdown(run: &SavedRun) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "## tokbench: {} on {}, {}, profile {}",
+        "## tokbench: {} on {}, {}{}",
         cell(run.model_name()),
         cell(&run.engine_name()),
         run.shape(),
-        cell(run.run.profile.as_deref().unwrap_or("?"))
+        crate::workload::profile::profile_words(run.run.profile.as_deref())
+            .map(|p| format!(", {}", cell(&p)))
+            .unwrap_or_default()
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", meta_line(run));
@@ -44,6 +49,13 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
     if let Some(slo) = run.slo_text() {
         let _ = writeln!(out, "- **SLO:** {slo}");
     }
+    if let Some(slo) = goodput_slo(run) {
+        let _ = writeln!(
+            out,
+            "- **Goodput:** requests per second within {} (share of requests)",
+            slo.words()
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "**Diagnoses**");
     let _ = writeln!(out);
@@ -66,22 +78,51 @@ fn meta_line(run: &SavedRun) -> String {
     parts.join(" · ")
 }
 
+/// `--goodput`'s SLOs, where the run was given them.
+fn goodput_slo(run: &SavedRun) -> Option<Slo> {
+    run.run.goodput_slo.as_ref().and_then(Slo::from_json)
+}
+
+/// `3.2 (81%)`: a level's goodput rate and share, `-` where not saved.
+fn goodput_cell(level: &SavedLevel) -> String {
+    let g = level.raw.get("goodput");
+    let share = g.and_then(|g| g.get("share")).and_then(Value::as_f64);
+    let rate = g
+        .and_then(|g| g.get("rate_per_s"))
+        .and_then(Value::as_f64)
+        .or_else(|| level.raw.get("request_goodput").and_then(Value::as_f64));
+    match (rate, share) {
+        (Some(r), Some(s)) => format!("{r:.1} ({:.0}%)", s * 100.0),
+        (Some(r), None) => format!("{r:.1}"),
+        (None, Some(s)) => format!("({:.0}%)", s * 100.0),
+        (None, None) => "-".into(),
+    }
+}
+
 fn table(run: &SavedRun) -> String {
     let mut out = String::new();
+    let goodput = goodput_slo(run).is_some();
     let _ = writeln!(
         out,
         "| streams | per-stream tok/s | stream decode tok/s | total output tok/s | \
-         TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | failed | note |"
+         TTFT p50 ms | TTFT p99 ms | TPOT p50 ms | failed |{} note |",
+        if goodput { " goodput req/s |" } else { "" }
     );
-    let _ = writeln!(out, "|--:|--:|--:|--:|--:|--:|--:|--:|---|");
+    let _ = writeln!(
+        out,
+        "|--:|--:|--:|--:|--:|--:|--:|--:|{}---|",
+        if goodput { "--:|" } else { "" }
+    );
     if run.levels.is_empty() {
-        let _ = writeln!(out, "| - | - | - | - | - | - | - | - | no finished level |");
+        let _ = writeln!(
+            out,
+            "| - | - | - | - | - | - | - | - |{} no finished level |",
+            if goodput { " - |" } else { "" }
+        );
     }
     for level in &run.levels {
         let marks = level_marks(run, level);
-        let streams = level
-            .concurrency
-            .map_or_else(|| "-".into(), |c| c.to_string());
+        let streams = streams_cell(level);
         let streams = if marks.capacity {
             format!("**{streams}**")
         } else {
@@ -89,7 +130,7 @@ fn table(run: &SavedRun) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |{} {} |",
             streams,
             fixed1(level.per_stream_tok_s),
             fixed1(level.stream_decode_tok_s),
@@ -98,6 +139,11 @@ fn table(run: &SavedRun) -> String {
             fixed1(level.ttft_p99_ms),
             fixed1(level.tpot_p50_ms),
             level.failed.map_or_else(|| "-".into(), |f| f.to_string()),
+            if goodput {
+                format!(" {} |", goodput_cell(level))
+            } else {
+                String::new()
+            },
             cell(&marks.notes.join(", "))
         );
     }
@@ -115,5 +161,52 @@ fn code(s: &str) -> String {
         cell(s)
     } else {
         format!("`{}`", cell(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A saved ramp: its row reads `ramp` with the mean in flight as its
+    /// streams, and a `--goodput` run's table has the goodput column and
+    /// its SLOs in words; a run without `--goodput` has neither.
+    #[test]
+    fn saved_rows_keep_their_context() {
+        let summary = |goodput_slo: serde_json::Value| {
+            json!({"run": {"model": "m", "input_len": 64, "output_len": 16, "kind": "ramp",
+                           "profile": "custom", "goodput_slo": goodput_slo},
+                   "levels": [{"max_concurrency": 4096, "mode": "replay", "partial": false,
+                               "output_throughput": 177.3, "per_stream_tok_s": 84.4,
+                               "waiting": {"mean": 0.1}, "streaming": {"mean": 2.0},
+                               "goodput": {"good": 80, "share": 0.81, "rate_per_s": 3.2}}]})
+        };
+        let run = SavedRun::from_value(
+            summary(json!({"ttft_ms": 500.0, "tpot_ms": 50.0, "e2el_ms": null})),
+            Path::new("s.json"),
+        )
+        .expect("summary");
+        let md = render_markdown(&run);
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| ~"))
+            .unwrap_or_else(|| panic!("{md}"));
+        assert_eq!(
+            row,
+            "| ~2.1 | 84.4 | - | 177.3 | - | - | - | - | 3.2 (81%) | ramp |"
+        );
+        assert!(md.contains("| goodput req/s | note |"), "{md}");
+        assert!(
+            md.contains("- **Goodput:** requests per second within TTFT<=500 ms, TPOT<=50 ms"),
+            "{md}"
+        );
+        assert!(!md.contains("profile"), "{md}");
+        let plain =
+            SavedRun::from_value(summary(json!(null)), Path::new("s.json")).expect("summary");
+        assert!(!render_markdown(&plain).to_lowercase().contains("goodput"));
     }
 }

@@ -55,10 +55,12 @@ impl SavedLevel {
         let finite = |x: Option<f64>| x.filter(|x| x.is_finite());
         let concurrency = level.max_concurrency;
         let output_throughput = finite(level.output_throughput);
+        let open_loop = Mode::parse(level.mode_or_planned()).is_some_and(Mode::is_open_loop);
         let per_stream_tok_s = finite(level.per_stream_tok_s).or_else(|| {
-            // Older summaries: the column's definition, output throughput / streams.
+            // Older summaries: the column's definition, output throughput /
+            // streams. An open loop's concurrency is only a cap: no figure.
             match (output_throughput, concurrency) {
-                (Some(t), Some(c)) if c > 0 => Some(t / f64::from(c)),
+                (Some(t), Some(c)) if c > 0 && !open_loop => Some(t / f64::from(c)),
                 _ => None,
             }
         });

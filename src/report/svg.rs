@@ -142,8 +142,8 @@ fn throughput_chart(run: &SavedRun, open: &str) -> String {
 /// Engine, profile, EOS policy and start date, under the title.
 fn subtitle(run: &SavedRun) -> String {
     let mut parts = vec![run.engine_name()];
-    if let Some(p) = &run.run.profile {
-        parts.push(format!("profile {p}"));
+    if let Some(p) = crate::workload::profile::profile_words(run.run.profile.as_deref()) {
+        parts.push(p);
     }
     if run.run.ignore_eos == Some(true) {
         parts.push("ignore_eos".into());

@@ -15,10 +15,15 @@ pub(crate) fn shape_line(run: &RunInfo) -> String {
             "dataset {}, out {} unless the record says",
             d.name, run.output_len
         ),
-        None => format!(
-            "in {} / out {}, profile {}",
-            run.input_len, run.output_len, run.traffic.profile
-        ),
+        None => {
+            let profile = crate::workload::profile::profile_words(Some(&run.traffic.profile));
+            format!(
+                "in {} / out {}{}",
+                run.input_len,
+                run.output_len,
+                profile.map(|p| format!(", {p}")).unwrap_or_default()
+            )
+        }
     };
     format!(
         "{shape}{}",
@@ -36,14 +41,25 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
     let mut out = String::new();
     let what = match (level.info.mode, level.info.rate) {
         (Mode::Rate, Some(rate)) => format!("rate {} req/s", rate_label(rate)),
-        (Mode::Replay, _) => "replay".to_string(),
+        (Mode::Replay, _) => match run.ramp {
+            Some(r) => format!("ramp {} -> {} req/s", rate_label(r.from), rate_label(r.to)),
+            None => "replay".to_string(),
+        },
         _ => format!("concurrency {}", level.info.concurrency),
     };
-    let title = format!(
-        " {what} ({}{}) ",
-        level.info.mode.as_str(),
-        if level.partial { ", partial" } else { "" }
-    );
+    let mode = mode_word(level, run);
+    let mut tags = Vec::new();
+    if !what.starts_with(mode) {
+        tags.push(mode);
+    }
+    if level.partial {
+        tags.push("partial");
+    }
+    let title = if tags.is_empty() {
+        format!(" {what} ")
+    } else {
+        format!(" {what} ({}) ", tags.join(", "))
+    };
     let _ = writeln!(out, "{:=^50}", title);
     let line = |out: &mut String, label: &str, value: String| {
         let _ = writeln!(out, "{label:<40} {value:<10}");
@@ -101,11 +117,18 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
             );
         }
     }
-    let rows = [
+    // An open loop has no concurrency of its own (its cap is internal):
+    // the mean number in flight stands for it.
+    let concurrency = if level.info.mode.is_open_loop() {
+        ("Mean requests in flight:", in_flight(level))
+    } else {
         (
             "Maximum request concurrency:",
             level.info.concurrency.to_string(),
-        ),
+        )
+    };
+    let rows = [
+        concurrency,
         ("Benchmark duration (s):", format!("{:.2}", s.duration_s)),
         ("Total input tokens:", s.total_input_tokens.to_string()),
         ("Total generated tokens:", s.total_output_tokens.to_string()),
@@ -123,12 +146,15 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
         ),
         (
             "Per-stream output (tok/s):",
-            format!("{:.2}", s.per_stream_tok_s),
+            opt2(Some(s.per_stream_tok_s).filter(|v| v.is_finite())),
         ),
         ("Stream decode speed (tok/s):", opt2(s.stream_decode_tok_s)),
     ];
     for (label, value) in rows {
         line(&mut out, label, value);
+    }
+    if let Some(text) = goodput_words(level, run) {
+        let _ = writeln!(out, "{text}");
     }
     // What the server itself says of its decode speed, beside the client's.
     if let Some(v) = level
@@ -254,48 +280,117 @@ fn probe_line(p: &crate::stats::probes::ProbeStats) -> String {
     )
 }
 
-/// The sweep table: what the user came for.
-pub(crate) fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
+/// `replay`, `ramp` (a ramp is replayed on its own schedule), `rate`...:
+/// the kind of a level as a user asked for it.
+fn mode_word(level: &FinishedLevel, run: &RunInfo) -> &'static str {
+    match level.info.mode {
+        Mode::Replay if run.ramp.is_some() => "ramp",
+        mode => mode.as_str(),
+    }
+}
+
+/// `~0.42`, `~3.5`, `~12`: an open-loop level's mean requests in flight
+/// (time-weighted), or `-` where it is not known.
+fn in_flight(level: &FinishedLevel) -> String {
+    match level.occupancy.as_ref().map(|o| o.in_flight_mean()) {
+        Some(m) if m > 0.0 && m < 0.995 => format!("~{m:.2}"),
+        Some(m) if m > 0.0 && m < 9.95 => format!("~{m:.1}"),
+        Some(m) if m > 0.0 => format!("~{m:.0}"),
+        _ => "-".into(),
+    }
+}
+
+/// `goodput 3.2 req/s (81% of requests within TTFT<=500 ms)`: only where
+/// `--goodput` was given.
+fn goodput_words(level: &FinishedLevel, run: &RunInfo) -> Option<String> {
+    let slo = run.decision.goodput.as_ref()?;
+    let g = level.goodput.as_ref()?;
+    Some(crate::analysis::goodput::goodput_text(
+        g.rate_per_s,
+        Some(g.share),
+        slo,
+    ))
+}
+
+/// The sweep table: what the user came for. `series_label` names a
+/// series; a run of several labels every row with its own.
+pub(crate) fn sweep_table(
+    levels: &[FinishedLevel],
+    run: &RunInfo,
+    series_label: &dyn Fn(usize) -> String,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tokbench sweep, {}  ({})", shape_line(run), run.model);
+    let goodput = run.decision.goodput.as_ref();
     let _ = writeln!(
         out,
-        "{:>8} {:>13} {:>12} {:>12} {:>12} {:>7}  note",
-        "streams", "tok/s/stream", "total tok/s", "TTFT p50 ms", "TTFT p99 ms", "failed"
+        "{:>8} {:>13} {:>12} {:>12} {:>12} {:>7}{}  note",
+        "streams",
+        "tok/s/stream",
+        "total tok/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "failed",
+        if goodput.is_some() {
+            format!(" {:>14}", "goodput req/s")
+        } else {
+            String::new()
+        }
     );
     let mut saved: Vec<&FinishedLevel> = levels.iter().filter(|l| l.file.is_some()).collect();
     saved.sort_by_key(|l| l.info.index);
+    let several = saved.iter().any(|l| l.info.series != saved[0].info.series);
     for level in saved {
         let s = &level.stats;
         let ttft = |p: f64| s.ttft.as_ref().and_then(|d| d.percentile(p));
         let mut note = Vec::new();
-        let rate;
         match (level.info.mode, level.info.rate) {
             (Mode::Planned, _) => {}
-            (Mode::Rate, Some(r)) => {
-                rate = format!("rate {}/s", rate_label(r));
-                note.push(rate.as_str());
-            }
-            (mode, _) => note.push(mode.as_str()),
+            (Mode::Rate, Some(r)) => note.push(format!("rate {}/s", rate_label(r))),
+            _ => note.push(mode_word(level, run).to_string()),
         }
         if level.partial {
-            note.push("partial");
+            note.push("partial".into());
+        }
+        if several {
+            note.push(series_label(level.info.series));
         }
         // Open loop: the mean number in flight stands for the concurrency.
-        let streams = match &level.lateness {
-            Some(l) if level.info.mode.is_open_loop() => format!("~{:.0}", l.mean_in_flight),
-            _ => level.info.concurrency.to_string(),
+        let streams = if level.info.mode.is_open_loop() {
+            in_flight(level)
+        } else {
+            level.info.concurrency.to_string()
+        };
+        let per_stream = Some(s.per_stream_tok_s).filter(|v| v.is_finite());
+        let good = match (goodput, level.goodput.as_ref()) {
+            (Some(_), Some(g)) => format!(
+                " {:>14}",
+                g.rate_per_s.map_or_else(
+                    || format!("({:.0}%)", g.share * 100.0),
+                    |r| format!("{r:.1} ({:.0}%)", g.share * 100.0)
+                )
+            ),
+            (Some(_), None) => format!(" {:>14}", "-"),
+            _ => String::new(),
         };
         let _ = writeln!(
             out,
-            "{:>8} {:>13.1} {:>12.1} {:>12} {:>12} {:>7}  {}",
+            "{:>8} {:>13} {:>12.1} {:>12} {:>12} {:>7}{}  {}",
             streams,
-            s.per_stream_tok_s,
+            opt1(per_stream),
             s.output_throughput,
             opt1(ttft(50.0)),
             opt1(ttft(99.0)),
             s.failed,
+            good,
             note.join(", ")
+        );
+    }
+    if let Some(slo) = goodput {
+        let _ = writeln!(
+            out,
+            "goodput: requests per second within {} (share of requests)",
+            slo.words()
         );
     }
     out

@@ -12,7 +12,9 @@ use super::start::{start_run, Running};
 use super::timing::TimingPlan;
 use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::export::Exports;
-use crate::load::driver::{Command, DriverEvent, FitEvent};
+use crate::load::driver::{Command, DriverEvent, FitEvent, Mode};
+use crate::load::ramp::Ramp;
+use crate::report::recorder::rate_label;
 use crate::report::recorder::Recorder;
 use crate::report::text;
 use crate::report::timing::rfc3339_ms;
@@ -69,7 +71,11 @@ async fn headless(
         },
         (),
     ) = start_run(&prepared, exports, false, before_load)?;
-    let progress = Progress::new(prepared.plan.levels.len(), prepared.plan.timing.start_at);
+    let progress = Progress::new(
+        prepared.plan.levels.len(),
+        prepared.plan.timing.start_at,
+        prepared.run.ramp,
+    );
     crate::say!(
         "tokbench: {} ({}), model {}, {}; results in {}",
         prepared.plan.display_target,
@@ -163,6 +169,7 @@ async fn headless(
     progress.clear();
     recorder.finish()?;
     if let Some(error) = run_error {
+        let error = super::failure_line(&error, recorder.run());
         crate::say!("tokbench: {error}");
         exports
             .finish(&recorder, EXIT_FAILED, Some(&error), was_interrupted)
@@ -220,7 +227,9 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     let _ = write!(
         out,
         "{}",
-        text::sweep_table(recorder.finished(), recorder.run())
+        text::sweep_table(recorder.finished(), recorder.run(), &|s| recorder
+            .tally()
+            .series_label(s))
     );
     let decision = recorder.tally().decision();
     for line in recorder.tally().verdict_lines(&decision, true) {
@@ -266,7 +275,12 @@ fn start_at_line(timing: &TimingPlan, now: SystemTime) -> Option<String> {
 /// What the progress line shows, folded from driver events.
 #[derive(Default)]
 struct ProgressState {
+    /// The level now running: its index, concurrency, count, kind, rate
+    /// and start (run clock).
     level: Option<(usize, u32, Option<u32>)>,
+    mode: Option<Mode>,
+    rate: Option<f64>,
+    started_at: Duration,
     plan_position: Option<usize>,
     done_in_level: u32,
     failed_total: u64,
@@ -285,6 +299,9 @@ impl ProgressState {
             }
             DriverEvent::LevelStarted(info) => {
                 self.level = Some((info.index, info.concurrency, info.num_prompts));
+                self.mode = Some(info.mode);
+                self.rate = info.rate;
+                self.started_at = info.started_at;
                 self.plan_position = info.plan_index;
                 self.done_in_level = 0;
             }
@@ -301,10 +318,67 @@ impl ProgressState {
     }
 }
 
+/// The progress line of a running level: what it is (`level 2/5
+/// concurrency 4`, `search step 8 concurrency 20`, `rate 4 req/s`, `ramp
+/// 2 -> 20 req/s, at 7.3 req/s`, `replay`), then its count. A position
+/// `k/n` is said only where the plan has its `n` levels; a search has no
+/// fixed count and says its step, an open loop its rate.
+fn progress_line(
+    state: &ProgressState,
+    levels: usize,
+    ramp: Option<Ramp>,
+    in_flight: u32,
+    elapsed: Duration,
+) -> String {
+    let Some((_, concurrency, total)) = state.level else {
+        return String::new();
+    };
+    let step = state.plan_position.map(|p| p + 1);
+    let what = match (state.mode, ramp) {
+        (Some(Mode::Search), _) => match step {
+            Some(k) => format!("search step {k} concurrency {concurrency}"),
+            None => format!("search concurrency {concurrency}"),
+        },
+        (Some(Mode::Rate), _) => match state.rate {
+            Some(r) => format!("rate {} req/s", rate_label(r)),
+            None => "rate".into(),
+        },
+        (Some(Mode::Replay), Some(r)) => {
+            let t = elapsed.saturating_sub(state.started_at).as_secs_f64();
+            format!(
+                "ramp {} -> {} req/s, at {:.1} req/s",
+                rate_label(r.from),
+                rate_label(r.to),
+                r.rate_at(t.min(r.duration_s))
+            )
+        }
+        (Some(Mode::Replay), None) => "replay".into(),
+        _ => match step {
+            Some(k) if k <= levels => format!("level {k}/{levels} concurrency {concurrency}"),
+            Some(k) => format!("level {k} concurrency {concurrency}"),
+            None => format!("concurrency {concurrency}"),
+        },
+    };
+    let total = total.map_or_else(|| "-".into(), |t| t.to_string());
+    let left = state
+        .time_left
+        .map(|(at, seconds)| {
+            let left = (seconds - elapsed.saturating_sub(at).as_secs_f64()).max(0.0);
+            format!(", ~{} left", crate::analysis::fit::duration_words(left))
+        })
+        .unwrap_or_default();
+    format!(
+        "{what}: {}/{total} done, {in_flight} in flight, {} failed{left}",
+        state.done_in_level, state.failed_total
+    )
+}
+
 /// The one-line progress display on stderr: rewritten in place on a
 /// terminal, a line every few seconds otherwise.
 struct Progress {
     levels: usize,
+    /// `--ramp`: the replayed level is this ramp.
+    ramp: Option<Ramp>,
     /// `--start-at`: the line counts down to it before level 1.
     start_at: Option<SystemTime>,
     tty: bool,
@@ -312,9 +386,10 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(levels: usize, start_at: Option<SystemTime>) -> Progress {
+    fn new(levels: usize, start_at: Option<SystemTime>, ramp: Option<Ramp>) -> Progress {
         Progress {
             levels,
+            ramp,
             start_at,
             tty: std::io::stderr().is_terminal(),
             last_plain: std::cell::Cell::new(None),
@@ -324,22 +399,8 @@ impl Progress {
     fn show(&self, state: &ProgressState, in_flight: u32, elapsed: Duration) {
         let line = if state.warmup {
             format!("warmup: {in_flight} in flight")
-        } else if let Some((_, concurrency, total)) = state.level {
-            let position = state
-                .plan_position
-                .map_or_else(String::new, |p| format!("level {}/{} ", p + 1, self.levels));
-            let total = total.map_or_else(|| "-".into(), |t| t.to_string());
-            let left = state
-                .time_left
-                .map(|(at, seconds)| {
-                    let left = (seconds - elapsed.saturating_sub(at).as_secs_f64()).max(0.0);
-                    format!(", ~{} left", crate::analysis::fit::duration_words(left))
-                })
-                .unwrap_or_default();
-            format!(
-                "{position}concurrency {concurrency}: {}/{total} done, {in_flight} in flight, {} failed{left}",
-                state.done_in_level, state.failed_total
-            )
+        } else if state.level.is_some() {
+            progress_line(state, self.levels, self.ramp, in_flight, elapsed)
         } else if let Some(wait) = self
             .start_at
             .and_then(|at| at.duration_since(SystemTime::now()).ok())
@@ -368,5 +429,68 @@ impl Progress {
         if self.tty {
             crate::say_inline!("\r\x1b[2K");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::driver::LevelInfo;
+    use crate::load::ramp::RampKind;
+
+    fn state(info: LevelInfo) -> ProgressState {
+        let mut state = ProgressState::default();
+        state.observe(&DriverEvent::LevelStarted(info));
+        state
+    }
+
+    fn info(index: usize, concurrency: u32, mode: Mode, started_s: u64) -> LevelInfo {
+        LevelInfo {
+            num_prompts: Some(10),
+            plan_index: Some(index),
+            ..LevelInfo::new(index, concurrency, mode, Duration::from_secs(started_s))
+        }
+    }
+
+    /// A planned level says its place in the plan; a search, which has no
+    /// fixed count, its step: never `level 8/6`.
+    #[test]
+    fn a_position_is_never_past_its_count() {
+        let at = Duration::from_secs(1);
+        let planned = state(info(1, 4, Mode::Planned, 0));
+        assert_eq!(
+            progress_line(&planned, 6, None, 2, at),
+            "level 2/6 concurrency 4: 0/10 done, 2 in flight, 0 failed"
+        );
+        let search = state(info(7, 20, Mode::Search, 0));
+        let line = progress_line(&search, 6, None, 2, at);
+        assert!(line.starts_with("search step 8 concurrency 20: "), "{line}");
+        // A planned level past the plan's count (a resumed run) says no count.
+        let past = state(info(7, 20, Mode::Planned, 0));
+        assert!(progress_line(&past, 6, None, 2, at).starts_with("level 8 concurrency 20: "));
+    }
+
+    /// A ramp reads as its rates and where it is now, not as the
+    /// concurrency cap it runs under.
+    #[test]
+    fn a_ramp_says_its_rate_now() {
+        let ramp = Ramp {
+            kind: RampKind::Linear,
+            from: 2.0,
+            to: 20.0,
+            duration_s: 10.0,
+        };
+        let ramping = state(info(0, 4096, Mode::Replay, 1));
+        // 5 s into a 10 s linear ramp from 2 to 20: 11 req/s.
+        let line = progress_line(&ramping, 1, Some(ramp), 3, Duration::from_secs(6));
+        assert!(
+            line.starts_with("ramp 2 -> 20 req/s, at 11.0 req/s: "),
+            "{line}"
+        );
+        assert!(!line.contains("4096") && !line.contains("level"), "{line}");
+        let mut rate = info(0, 4096, Mode::Rate, 0);
+        rate.rate = Some(4.0);
+        let line = progress_line(&state(rate), 1, None, 3, Duration::from_secs(1));
+        assert!(line.starts_with("rate 4 req/s: "), "{line}");
     }
 }

@@ -18,6 +18,7 @@ mod tune;
 mod tune_plan;
 mod tune_results;
 mod url;
+mod wrong_backend;
 
 pub(crate) use headless::print_results;
 pub use headless::run_headless;
@@ -26,6 +27,7 @@ pub use prepare::{prepare, Prepared};
 pub(crate) use start::start_run;
 pub use start::Running;
 pub(crate) use tune::{run_tune, TuneFace};
+pub(crate) use wrong_backend::failure_line;
 
 /// Exit codes of docs/architecture.md section 5.
 pub const EXIT_OK: i32 = 0;

@@ -117,6 +117,11 @@ impl Occupancy {
             .map(|p| (self.waiting_mean - p).max(0.0))
     }
 
+    /// Requests in flight (waiting and streaming), time-weighted mean.
+    pub(crate) fn in_flight_mean(&self) -> f64 {
+        self.waiting_mean + self.streaming_mean
+    }
+
     pub(crate) fn streaming_json(&self) -> Value {
         json!({
             "mean": round3(self.streaming_mean),

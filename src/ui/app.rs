@@ -90,6 +90,27 @@ pub enum Pending {
     Rate(f64),
 }
 
+/// One concurrency key: `+`, `-`, `]`, `[`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Up,
+    Down,
+    Double,
+    Halve,
+}
+
+impl Step {
+    /// The concurrency after this key from `t` (unbounded; callers clamp).
+    pub(crate) fn apply(self, t: u32) -> u32 {
+        match self {
+            Step::Up => t.saturating_add(1),
+            Step::Down => t.saturating_sub(1),
+            Step::Double => t.saturating_mul(2),
+            Step::Halve => t / 2,
+        }
+    }
+}
+
 /// The one-line prompt of `s`: a label for the next series.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelPrompt {
@@ -226,6 +247,10 @@ pub struct App {
     /// A concurrency or rate change waiting out the settle window, and when
     /// it goes.
     pub pending: Option<(Pending, Duration)>,
+    /// The key steps of a pending concurrency change, in order: when the
+    /// target moves under it (a planned level starting at a boundary), the
+    /// change is worked out again from the new target.
+    pub pending_steps: Vec<Step>,
     /// How long after the last press a change goes (`--settle-s`).
     pub settle: Duration,
     /// Steady-state rule: completions per stream, largest relative error.
@@ -301,6 +326,7 @@ impl App {
             latency: Latency::default(),
             saved: None,
             pending: None,
+            pending_steps: Vec::new(),
             settle: Duration::from_secs(1),
             steady_per_stream: crate::stats::steady::STEADY_COMPLETIONS_PER_STREAM,
             steady_rse: crate::stats::steady::STEADY_RSE,

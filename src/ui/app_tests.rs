@@ -608,3 +608,49 @@ fn a_shortened_answer_length_is_the_headers_shape() {
         app.shown.run.shape()
     );
 }
+
+/// `+` pressed as the plan moved from 4 to 16 streams, before the view had
+/// the driver's new target: the change starts from 16 (16 -> 17), not from
+/// the level before it (4 -> 5). Steps replay in order: `] +` from 16 is 33.
+#[test]
+fn a_change_pressed_at_a_level_boundary_starts_from_the_new_level() {
+    let mut app = running_at(4);
+    app.settle = Duration::from_secs(1);
+    app.on_tick(Duration::from_millis(10_000));
+    assert_eq!(send(&mut app, '+'), None);
+    assert!(matches!(app.pending, Some((Pending::Concurrency(5), _))));
+    app.on_driver_event(&level(1, 16, Mode::Planned, 10));
+    app.on_driver_event(&DriverEvent::TargetChanged {
+        at: Duration::from_millis(10_050),
+        target: 16,
+    });
+    assert!(
+        matches!(app.pending, Some((Pending::Concurrency(17), _))),
+        "{:?}",
+        app.pending
+    );
+    app.on_tick(Duration::from_millis(11_100));
+    assert_eq!(app.due_command(), Some(Command::SetConcurrency(17)));
+
+    let mut app = running_at(4);
+    app.settle = Duration::from_secs(1);
+    app.on_tick(Duration::from_millis(10_000));
+    assert_eq!(send(&mut app, ']'), None);
+    assert_eq!(send(&mut app, '+'), None);
+    assert!(matches!(app.pending, Some((Pending::Concurrency(9), _))));
+    app.on_driver_event(&DriverEvent::TargetChanged {
+        at: Duration::from_millis(10_050),
+        target: 16,
+    });
+    assert!(matches!(app.pending, Some((Pending::Concurrency(33), _))));
+    // `-` pressed at 2, then the plan moved to 1: back to the target, so
+    // nothing is left to send.
+    let mut app = running_at(2);
+    app.settle = Duration::from_secs(1);
+    assert_eq!(send(&mut app, '-'), None);
+    app.on_driver_event(&DriverEvent::TargetChanged {
+        at: Duration::from_millis(50),
+        target: 1,
+    });
+    assert_eq!(app.pending, None);
+}

@@ -232,6 +232,7 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     finished?;
 
     if let Ending::Failed(error) = &ending {
+        let error = &run::failure_line(error, recorder.run());
         crate::say!("tokbench: {error}");
         exports
             .finish(&recorder, EXIT_FAILED, Some(error), false)

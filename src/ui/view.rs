@@ -155,8 +155,11 @@ pub(crate) fn shape_warning(runs: &[SavedRun]) -> Option<String> {
         .map(|d| match d {
             ShapeDifference::Lengths => format!("A is {}, B is {}", a.shape(), b.shape()),
             ShapeDifference::Profile => {
-                let name = |r: &SavedRun| r.run.profile.clone().unwrap_or_else(|| "?".into());
-                format!("profile {} vs {}", name(a), name(b))
+                let name = |r: &SavedRun| {
+                    crate::workload::profile::profile_words(r.run.profile.as_deref())
+                        .unwrap_or_else(|| "no profile".into())
+                };
+                format!("{} vs {}", name(a), name(b))
             }
             ShapeDifference::RangeRatio => {
                 format!("range ratio {} vs {}", a.range_ratio(), b.range_ratio())
@@ -341,7 +344,7 @@ pub(crate) fn side_of(run: &SavedRun, label: char) -> RunState {
         profile: run
             .dataset()
             .map(|d| format!("dataset {d}"))
-            .or_else(|| run.run.profile.as_ref().map(|p| format!("profile {p}")))
+            .or_else(|| crate::workload::profile::profile_words(run.run.profile.as_deref()))
             .map(|shape| match run.achieved_means() {
                 Some((input, output)) => format!("{shape} (achieved {input:.0} / {output:.0})"),
                 None => shape,

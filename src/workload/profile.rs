@@ -79,6 +79,15 @@ impl PromptSource {
     }
 }
 
+/// `profile chat`: a title's words for the run's profile, only where a
+/// named profile set its lengths. `custom` (lengths given without a
+/// profile), or a file that does not say, is no profile: the lengths
+/// beside it say all.
+pub(crate) fn profile_words(name: Option<&str>) -> Option<String> {
+    name.filter(|n| !n.is_empty() && *n != "custom" && *n != "?")
+        .map(|n| format!("profile {n}"))
+}
+
 /// Input and output lengths after the flags: a `--profile` preset, each
 /// length replaced by an explicit `--random-input-len`/`--random-output-len`.
 /// Returns `(input, output, profile name)`; the name is the preset's, or

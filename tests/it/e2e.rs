@@ -388,10 +388,8 @@ async fn default_timings_show_the_article_shape() {
     );
     // Stdout ends with the sweep table titled with the shape.
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("in 128 / out 64, profile custom, ignore_eos"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("in 128 / out 64, ignore_eos"), "{stdout}");
+    assert!(!stdout.contains("profile custom"), "{stdout}");
     assert!(stdout.contains("TTFT p99 ms"), "{stdout}");
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -1102,4 +1100,108 @@ async fn ollama_cold_start_503s_are_counted_and_explained() {
     );
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--goodput` is shown where it was given: in each level's block, as a
+/// column of the sweep table with its SLOs under it, and in `report.md`;
+/// without it, nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goodput_is_shown_only_where_it_was_asked_for() {
+    let sim = start_sim(fast_sim(2.0)).await;
+    let run = |name: &str, extra: &[&str]| {
+        let dir = scratch(name);
+        let mut args = sweep_args(
+            &sim,
+            &dir,
+            &[
+                "--concurrency",
+                "1,2",
+                "--num-prompts",
+                "4",
+                "--random-input-len",
+                "32",
+                "--random-output-len",
+                "8",
+            ],
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        (dir, args)
+    };
+    let (dir, args) = run("slo-words-on", &["--goodput", "ttft:60000 tpot:50000"]);
+    let out = tokbench_async(args).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Every request of the simulator is well within these SLOs.
+    assert!(
+        stdout.contains("(100% of requests within TTFT<=60000 ms, TPOT<=50000 ms)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("goodput req/s"), "{stdout}");
+    assert!(
+        stdout.contains("goodput: requests per second within TTFT<=60000 ms, TPOT<=50000 ms"),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(report.contains("| goodput req/s |"), "{report}");
+    assert!(report.contains("(100%) |"), "{report}");
+    assert!(
+        report.contains("**Goodput:** requests per second within TTFT<=60000 ms, TPOT<=50000 ms"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let (dir, args) = run("slo-words-off", &[]);
+    let out = tokbench_async(args).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.to_lowercase().contains("goodput"), "{stdout}");
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(!report.to_lowercase().contains("goodput"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+    sim.shutdown().await;
+}
+
+/// An open-loop level's streams column is its mean number in flight, and
+/// its per-stream figure the total over that mean: never `~0` with the
+/// total again beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_table_shows_what_was_in_flight() {
+    let sim = start_sim(fast_sim(2.0)).await;
+    let dir = scratch("open-loop-streams");
+    let args = sweep_args(
+        &sim,
+        &dir,
+        &[
+            "--request-rate",
+            "8",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "128",
+        ],
+    );
+    let out = tokbench_async(args).await;
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("rate 8/s"))
+        .unwrap_or_else(|| panic!("no rate row: {stdout}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert!(cells[0].starts_with('~') && cells[0] != "~0", "{row}");
+    let mean: f64 = cells[0][1..].parse().expect("a mean");
+    let (per_stream, total): (f64, f64) = (
+        cells[1].parse().expect("per stream"),
+        cells[2].parse().expect("total"),
+    );
+    // Per stream is the total over the mean in flight (both rounded).
+    assert!(
+        (per_stream * mean - total).abs() <= 0.06 * total + 1.0,
+        "{row}"
+    );
+    assert!(stdout.contains("Mean requests in flight:"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    sim.shutdown().await;
 }

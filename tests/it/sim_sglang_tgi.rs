@@ -585,3 +585,70 @@ async fn the_wrong_backend_is_told_which_backend_to_use() {
     vllm.shutdown().await;
     tgi_sim.shutdown().await;
 }
+
+/// An Ollama backend at a server without Ollama's API (or an OpenAI route
+/// the server lacks) gets no bare 404: the line names the server the
+/// detection found, the route it lacks and the backend to use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_404_names_the_server_and_the_backend_it_speaks() {
+    let personality = |engine: SimEngine| SimConfig {
+        engine,
+        step_ms: 2.0,
+        ..SimConfig::default()
+    };
+    let vllm = start_sim(personality(SimEngine::Vllm)).await;
+    let llamacpp = start_sim(personality(SimEngine::Llamacpp)).await;
+    let ollama = start_sim(personality(SimEngine::Ollama)).await;
+    for (sim, backend, want) in [
+        (
+            &vllm,
+            "ollama-generate",
+            "and has no /api/generate: use --backend openai-chat (or openai-completions)",
+        ),
+        (
+            &llamacpp,
+            "ollama-chat",
+            "is llama.cpp's llama-server and has no /api/chat: use --backend openai-chat",
+        ),
+        (
+            &ollama,
+            "openai-completions",
+            "is Ollama and has no /v1/completions: use --backend ollama-chat",
+        ),
+    ] {
+        let dir = scratch("sim-sglang-tgi", "404-backend");
+        let mut args = sweep_args(
+            sim,
+            &dir,
+            &[
+                "--concurrency",
+                "1",
+                "--num-prompts",
+                "2",
+                "--warmup",
+                "1",
+                "--random-output-len",
+                "8",
+            ],
+        );
+        args.extend(["--backend".to_string(), backend.to_string()]);
+        let out = tokbench_async(args).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let stderr = crate::support::stderr(&out);
+        assert!(
+            stderr.contains(want),
+            "{backend}: {want} not said: {}",
+            text(&out)
+        );
+        assert!(
+            stderr.contains(&format!("the server at {}", url(sim, ""))),
+            "{}",
+            text(&out)
+        );
+        assert!(!stderr.contains("tgi-generate"), "{}", text(&out));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    vllm.shutdown().await;
+    llamacpp.shutdown().await;
+    ollama.shutdown().await;
+}

@@ -758,6 +758,20 @@ impl Driver {
         id
     }
 
+    /// A change by hand pauses the plan: a planned level it cuts short
+    /// (saved partial) is the plan's next again, so it runs whole when the
+    /// plan resumes (`n`) unless the hand-set level was above it.
+    fn pause_the_plan(&mut self) {
+        let interrupted = self
+            .current
+            .map(|i| &self.levels[i].info)
+            .filter(|l| l.mode == Mode::Planned)
+            .and_then(|l| l.plan_index);
+        if let Some(plan_index) = interrupted {
+            self.next_plan = self.next_plan.min(plan_index);
+        }
+    }
+
     fn set_target(&mut self, target: u32) {
         if target != self.concurrency_target {
             self.concurrency_target = target;
@@ -801,6 +815,7 @@ impl Driver {
                 let cap = current.map_or(self.concurrency_target, |l| l.concurrency);
                 let index = self.current;
                 let manual = current.is_some_and(|l| l.mode == Mode::Manual);
+                self.pause_the_plan();
                 self.close_current(!manual);
                 if let Some(index) = index {
                     self.judge_probe(index);
@@ -816,6 +831,7 @@ impl Driver {
                 // A planned level cut short by the user is partial; a manual
                 // stint ended by another change is complete.
                 let index = self.current;
+                self.pause_the_plan();
                 self.close_current(current_mode.is_some_and(|m| m != Mode::Manual));
                 if let Some(index) = index {
                     self.judge_probe(index);

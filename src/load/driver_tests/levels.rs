@@ -133,6 +133,46 @@ async fn manual_takeover_then_resume_the_plan() {
     assert_eq!(*run.last(), finished(false));
 }
 
+/// A change by hand pauses the plan: the planned level it cut short (16
+/// streams, just started) is saved partial, and when the plan resumes
+/// below it, it runs again whole before the plan goes on.
+#[tokio::test(start_paused = true)]
+async fn a_planned_level_cut_short_by_hand_runs_again_when_the_plan_resumes() {
+    let server = FakeServer::new(|_| ok(10, 100));
+    let plan = vec![
+        LevelPlan::closed(2, 4),
+        LevelPlan::closed(16, 32),
+        LevelPlan::closed(32, 32),
+    ];
+    let mut h = Harness::start(config(plan), server);
+    // Level 0 ends at 200 ms and 16 starts; the change lands at 250 ms.
+    h.send_at(ms(250), Command::SetConcurrency(5)).await;
+    h.send_at(ms(1075), Command::NextLevel).await;
+    let run = h.finish().await;
+    let shape: Vec<(u32, Mode, Option<usize>)> = run
+        .levels()
+        .iter()
+        .map(|l| (l.concurrency, l.mode, l.plan_index))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (2, Mode::Planned, Some(0)),
+            (16, Mode::Planned, Some(1)),
+            (5, Mode::Manual, None),
+            (16, Mode::Planned, Some(1)),
+            (32, Mode::Planned, Some(2)),
+        ]
+    );
+    assert_eq!(run.level_finished(1).map(|f| f.1), Some(true));
+    // The second time, whole.
+    assert_eq!(run.level_records(3).len(), 32);
+    assert_eq!(run.level_finished(3).map(|f| f.1), Some(false));
+    assert_eq!(run.levels()[3].started_at, ms(1075));
+    run.assert_records_before_their_finish();
+    assert_eq!(*run.last(), finished(false));
+}
+
 #[tokio::test(start_paused = true)]
 async fn requests_across_a_change_are_transition() {
     let server = FakeServer::new(|_| ok(10, 100));

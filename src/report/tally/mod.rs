@@ -23,7 +23,7 @@ use crate::analysis::goodput::Goodput;
 use crate::fmt::round3;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
 use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
-use crate::stats::occupancy::{RequestSpan, Timeline};
+use crate::stats::occupancy::{Occupancy, RequestSpan, Timeline};
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::server_account::{account_json, ClientSide, LevelAccount, Snapshot};
 use crate::stats::steady::{
@@ -351,13 +351,9 @@ impl Tally {
     ) -> Option<ClosedLevel> {
         let open = self.open.remove(&index)?;
         let lateness = open.tally.lateness();
-        // An open loop has no set concurrency: per-stream figures divide by
-        // the mean number in flight instead of the cap.
-        let streams = match &lateness {
-            Some(l) if open.info.mode.is_open_loop() => l.mean_in_flight.round().max(1.0) as u32,
-            _ => open.info.concurrency,
-        };
-        let stats = open.tally.stats(streams, &self.run.percentiles);
+        let open_loop = open.info.mode.is_open_loop();
+        let streams = if open_loop { 1 } else { open.info.concurrency };
+        let mut stats = open.tally.stats(streams, &self.run.percentiles);
         let mut lag = client.loop_lag_ms;
         lag.sort_by(f64::total_cmp);
         let client_load = ClientLoad {
@@ -377,6 +373,15 @@ impl Tally {
         });
         let window_end = self.window_end(&open);
         let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
+        if open_loop {
+            // An open loop has no set concurrency: per-stream figures divide
+            // by the mean number in flight (time-weighted), whatever its
+            // size; unknown (NaN, saved as null) without one.
+            stats.per_stream_tok_s = match occupancy.as_ref().map(Occupancy::in_flight_mean) {
+                Some(mean) if mean > 0.0 => stats.output_throughput / mean,
+                _ => f64::NAN,
+            };
+        }
         // A level cut short (a stop closes it with requests still in
         // flight, which come back cancelled or never) lacks those requests'
         // tokens in its last seconds, which would read as throughput

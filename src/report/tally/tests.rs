@@ -325,6 +325,20 @@ fn the_searchs_failing_bound_caps_the_capacity() {
         ClientReading::default,
     );
     assert_eq!(tally.decision().capacity.expect("passes").concurrency, 2);
+    // The table lists 4 streams at 400 tok/s: the capacity line's peak is
+    // the one below the bound, and it says so, naming the table's.
+    let reason = tally.decision().capacity.expect("passes").reason;
+    assert!(
+        reason.contains("100% of the peak below 4 streams 200 tok/s at 2 streams"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(
+            "(the search judges only the levels below 4 streams, where the SLO failed or \
+             throughput stopped growing; 4 streams made 400 tok/s)"
+        ),
+        "{reason}"
+    );
 }
 
 /// Series: a restart starts series 2 under its default label until it is
@@ -548,4 +562,164 @@ fn a_kept_series_saves_the_knee_cause_it_printed() {
     let entries = second.series_entries();
     let kept = entries[0].knee.as_ref().and_then(|k| k.reason.as_deref());
     assert_eq!(kept, printed.strip_prefix("knee: "));
+}
+
+/// What the text face prints of the levels (`report::text`): the table
+/// and the level block.
+mod text_face {
+    use super::*;
+    use crate::analysis::goodput::Slo as GoodputSlo;
+    use crate::report::text::{level_block, sweep_table};
+
+    /// Keep each finished level as the recorder would after saving it.
+    fn saved(tally: &Tally) -> Vec<FinishedLevel> {
+        tally
+            .finished()
+            .iter()
+            .cloned()
+            .map(|mut l| {
+                l.file = Some("level.json".into());
+                l
+            })
+            .collect()
+    }
+
+    /// A rate level of two requests, 0-400 ms and 600-1000 ms, 100 tokens
+    /// each: 0.8 s in flight over its 1 s, a mean of 0.8 requests; 200
+    /// tok/s in all, so 250 tok/s per request in flight, more than the
+    /// total, never the total again nor `~0` streams.
+    #[test]
+    fn an_open_loop_row_shows_its_mean_in_flight() {
+        let mut tally = Tally::new(run("sweep"), None);
+        let mut level_info = info(0, 4096, Mode::Rate, 0, 0);
+        level_info.rate = Some(2.0);
+        tally.on_event(&DriverEvent::LevelStarted(level_info), || {
+            reading(0, 0, &[])
+        });
+        for (id, start) in [(1, 0), (2, 600)] {
+            let record = answer(id, 0, start, 50, start + 400);
+            tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+        }
+        let closed = tally
+            .close_level(0, false, reading(0, 1000, &[]))
+            .expect("running");
+        let level = tally.keep(closed.level).clone();
+        let mean = level
+            .occupancy
+            .as_ref()
+            .expect("occupancy")
+            .in_flight_mean();
+        assert!((mean - 0.8).abs() < 1e-9, "{mean}");
+        let s = &level.stats;
+        assert!((s.per_stream_tok_s - s.output_throughput / 0.8).abs() < 1e-6);
+        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let row = table.lines().nth(2).expect("a row");
+        assert!(row.trim_start().starts_with("~0.80"), "{table}");
+        assert!(row.contains("rate 2/s"), "{table}");
+        let block = level_block(&level, tally.run());
+        assert!(
+            block.contains("Mean requests in flight:                 ~0.80"),
+            "{block}"
+        );
+    }
+
+    /// A ramp is replayed on its own schedule: its level reads `ramp`, not
+    /// `replay`.
+    #[test]
+    fn a_ramp_reads_as_a_ramp() {
+        let mut run = run("sweep");
+        run.ramp = Some(crate::load::ramp::Ramp {
+            kind: crate::load::ramp::RampKind::Linear,
+            from: 2.0,
+            to: 20.0,
+            duration_s: 10.0,
+        });
+        let mut tally = Tally::new(run, None);
+        tally.on_event(
+            &DriverEvent::LevelStarted(info(0, 4096, Mode::Replay, 0, 0)),
+            || reading(0, 0, &[]),
+        );
+        let record = answer(1, 0, 0, 50, 400);
+        tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+        let closed = tally
+            .close_level(0, false, reading(0, 1000, &[]))
+            .expect("running");
+        let level = tally.keep(closed.level).clone();
+        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let row = table.lines().nth(2).expect("a row");
+        assert!(row.ends_with("  ramp"), "{table}");
+        assert!(!row.contains("4096"), "{table}");
+        let block = level_block(&level, tally.run());
+        assert!(block.contains("= ramp 2 -> 20 req/s ="), "{block}");
+        assert!(block.contains("Mean requests in flight:"), "{block}");
+    }
+
+    /// Two series of levels at 1 and 2 streams: every row says its series.
+    #[test]
+    fn every_row_of_a_run_of_several_series_names_its_series() {
+        let mut tally = Tally::new(run("sweep"), None);
+        sweep(&mut tally, &[(1, 50), (2, 100)]);
+        tally.on_event(
+            &DriverEvent::SeriesStarted {
+                series: 1,
+                at: Duration::from_millis(2000),
+            },
+            ClientReading::default,
+        );
+        tally.set_series(1, "slots 4".into(), json!({}));
+        level(&mut tally, 2, 1, 60, 1);
+        level(&mut tally, 3, 2, 60, 1);
+        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(rows.len(), 4, "{table}");
+        for (row, label) in rows
+            .iter()
+            .zip(["series 1", "series 1", "slots 4", "slots 4"])
+        {
+            assert!(row.ends_with(label), "{label}: {table}");
+        }
+        // One series: no label.
+        let mut one = Tally::new(super::run("sweep"), None);
+        sweep(&mut one, &[(1, 50)]);
+        let table = sweep_table(&saved(&one), one.run(), &|i| one.series_label(i));
+        assert!(!table.contains("series"), "{table}");
+    }
+
+    /// `--goodput`: the block and the table say it with its SLOs; without,
+    /// nothing of it.
+    #[test]
+    fn goodput_is_said_with_its_slos_only_when_given() {
+        let mut run = run("sweep");
+        run.decision.goodput = Some(GoodputSlo {
+            ttft_ms: Some(75.0),
+            tpot_ms: None,
+            e2el_ms: None,
+        });
+        let mut tally = Tally::new(run, None);
+        // TTFT 50 ms at 1 stream: within 75; 100 ms at 2 streams: not.
+        sweep(&mut tally, &[(1, 50), (2, 100)]);
+        let levels = saved(&tally);
+        let block = level_block(&levels[0], tally.run());
+        assert!(
+            block.contains("goodput 1.0 req/s (100% of requests within TTFT<=75 ms)"),
+            "{block}"
+        );
+        let block = level_block(&levels[1], tally.run());
+        assert!(
+            block.contains("goodput 0.0 req/s (0% of requests within TTFT<=75 ms)"),
+            "{block}"
+        );
+        let table = sweep_table(&levels, tally.run(), &|i| tally.series_label(i));
+        assert!(table.contains(" goodput req/s  note"), "{table}");
+        assert!(table.contains("1.0 (100%)"), "{table}");
+        assert!(
+            table.contains("goodput: requests per second within TTFT<=75 ms"),
+            "{table}"
+        );
+        let mut plain = Tally::new(super::run("sweep"), None);
+        sweep(&mut plain, &[(1, 50)]);
+        let levels = saved(&plain);
+        assert!(!level_block(&levels[0], plain.run()).contains("goodput"));
+        assert!(!sweep_table(&levels, plain.run(), &|i| plain.series_label(i)).contains("goodput"));
+    }
 }

@@ -13,6 +13,31 @@ use crate::analysis::engine_checks::{engine_diagnoses, knee_cause, EngineInput, 
 use crate::analysis::rounds::rounds_spread;
 use crate::report::schema::{self, SeriesEntry};
 
+/// A search judges its capacity among the probes below its failing bound,
+/// while the table lists every probe: where one at or past the bound made
+/// more throughput than the peak the capacity line names, the line says the
+/// peak is the one below the bound, and names the table's, so both read
+/// true together. `beyond` is (the bound, the concurrency and throughput of
+/// the best probe from there on).
+fn judged_below_the_bound(reason: &mut String, judged: &[LevelPoint], beyond: (u32, u32, f64)) {
+    let (bound, at, throughput) = beyond;
+    let judged_peak = judged
+        .iter()
+        .map(|p| p.figures.output_throughput)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if throughput <= judged_peak {
+        return;
+    }
+    let below = format!(" of the peak below {bound} streams ");
+    *reason = reason.replacen(" of the peak ", &below, 1);
+    reason.push_str(&format!(
+        " (the search judges only the levels below {bound} streams, where the SLO failed or \
+         throughput stopped growing; {} streams made {} tok/s)",
+        at,
+        crate::fmt::thousands(throughput)
+    ));
+}
+
 impl Tally {
     /// Knee and capacity over the levels finished so far (partial and manual
     /// ones are left out by the decision rules themselves).
@@ -40,10 +65,25 @@ impl Tally {
             .collect();
         // The search's failing bound failed the SLO or bought no throughput:
         // probes from there on are past the capacity, whatever their SLO says.
-        if let Some(failing) = self.search.and_then(|s| s.failing) {
+        let failing = self.search.and_then(|s| s.failing);
+        let beyond = failing.and_then(|failing| {
+            points
+                .iter()
+                .filter(|p| p.concurrency >= failing && p.kind.is_sweep() && !p.partial)
+                .max_by(|a, b| {
+                    a.figures
+                        .output_throughput
+                        .total_cmp(&b.figures.output_throughput)
+                })
+                .map(|p| (failing, p.concurrency, p.figures.output_throughput))
+        });
+        if let Some(failing) = failing {
             points.retain(|p| p.concurrency < failing);
         }
         let mut decision = decide_judged(&points, &self.run.decision.slo, self.run.slo_given);
+        if let (Some(beyond), Ok(capacity)) = (beyond, decision.capacity.as_mut()) {
+            judged_below_the_bound(&mut capacity.reason, &points, beyond);
+        }
         // The knee's cause from the server's own gauges, where the run read
         // them at both of its levels: a level of this run, else one kept
         // from the folder (a resumed run, a tune's earlier setting), so a

@@ -110,7 +110,11 @@ impl App {
                 ));
             }
             DriverEvent::TargetChanged { at, target } => {
+                let moved = self.target != *target;
                 self.target = *target;
+                if moved {
+                    self.rebase_pending();
+                }
                 let second = at.as_secs();
                 if self.target_changes.back() != Some(&second) {
                     self.target_changes.push_back(second);

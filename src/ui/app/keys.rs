@@ -88,12 +88,10 @@ impl App {
                 }
                 None
             }
-            KeyCode::Char('+') | KeyCode::Char('=') => self.step(|t| t.saturating_add(1), 1.1),
-            KeyCode::Char('-') | KeyCode::Char('_') => {
-                self.step(|t| t.saturating_sub(1), 1.0 / 1.1)
-            }
-            KeyCode::Char(']') => self.step(|t| t.saturating_mul(2), 2.0),
-            KeyCode::Char('[') => self.step(|t| t / 2, 0.5),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.step(Step::Up, 1.1),
+            KeyCode::Char('-') | KeyCode::Char('_') => self.step(Step::Down, 1.0 / 1.1),
+            KeyCode::Char(']') => self.step(Step::Double, 2.0),
+            KeyCode::Char('[') => self.step(Step::Halve, 0.5),
             KeyCode::Char('n') | KeyCode::Char('N') if self.tune.is_some() => {
                 if self.quitting || self.is_finished() {
                     return None;
@@ -181,7 +179,7 @@ impl App {
         true
     }
 
-    pub(super) fn step(&mut self, f: impl Fn(u32) -> u32, rate_factor: f64) -> Option<Action> {
+    pub(super) fn step(&mut self, key: Step, rate_factor: f64) -> Option<Action> {
         if !self.can_steer() {
             return None;
         }
@@ -199,9 +197,12 @@ impl App {
         }
         let from = match self.pending {
             Some((Pending::Concurrency(n), _)) => n,
-            _ => self.target,
+            _ => {
+                self.pending_steps.clear();
+                self.target
+            }
         };
-        let wanted = f(from).clamp(1, MAX_CONCURRENCY);
+        let wanted = key.apply(from).clamp(1, MAX_CONCURRENCY);
         if wanted == from {
             self.note(format!(
                 "concurrency stays at {wanted} (range 1 to {MAX_CONCURRENCY})"
@@ -210,8 +211,27 @@ impl App {
         }
         // The next key steps from here: presses within the settle window
         // add up to one change, sent when the window closes.
+        self.pending_steps.push(key);
         self.pending = Some((Pending::Concurrency(wanted), deadline));
         self.flush_if_instant()
+    }
+
+    /// The driver's target moved while a concurrency change waits (the
+    /// plan's next level started as the keys were pressed): the change
+    /// starts from the level now running, not the one before it.
+    pub(super) fn rebase_pending(&mut self) {
+        let Some((Pending::Concurrency(_), at)) = self.pending else {
+            return;
+        };
+        let wanted = self.pending_steps.iter().fold(self.target, |t, step| {
+            step.apply(t).clamp(1, MAX_CONCURRENCY)
+        });
+        self.pending = if wanted == self.target {
+            self.pending_steps.clear();
+            None
+        } else {
+            Some((Pending::Concurrency(wanted), at))
+        };
     }
 
     pub(super) fn pending_rate(&self) -> Option<f64> {

@@ -70,10 +70,10 @@ impl RunView {
             plan: p.plan.levels.iter().map(|l| l.concurrency).collect(),
             result_dir: p.result_dir.display().to_string(),
             started_at: None,
-            profile: Some(match &p.plan.traffic.dataset {
-                Some(d) => format!("dataset {}", d.name),
-                None => format!("profile {}", p.plan.traffic.profile),
-            }),
+            profile: match &p.plan.traffic.dataset {
+                Some(d) => Some(format!("dataset {}", d.name)),
+                None => crate::workload::profile::profile_words(Some(&p.plan.traffic.profile)),
+            },
             gpus: p.plan.decision.gpus,
             ramp: p
                 .plan

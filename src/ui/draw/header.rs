@@ -328,10 +328,15 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
             ));
             if let Some(level) = app.current() {
                 if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
-                    let position = if level.info.mode == Mode::Search {
-                        format!("probe {}", k + 1)
-                    } else {
-                        format!("level {}/{}", k + 1, app.shown.run.plan.len())
+                    let plan = app.shown.run.plan.len();
+                    let position = match level.info.mode {
+                        Mode::Search => format!("probe {}", k + 1),
+                        Mode::Replay if app.shown.run.ramp.is_some() => "ramp".into(),
+                        Mode::Replay => "replay".into(),
+                        Mode::Rate => "rate".into(),
+                        // Never `k/n` with k past n.
+                        _ if k < plan => format!("level {}/{plan}", k + 1),
+                        _ => format!("level {}", k + 1),
                     };
                     // One part, one space: at 80 columns every character
                     // of the status line is spoken for.
