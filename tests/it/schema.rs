@@ -295,7 +295,8 @@ fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>)
 /// server's own account of each level (its /metrics at the level's edges),
 /// a level's probe requests (`--probe-rate`), the plan's estimate after
 /// the warmup (`fit`), and whether the user gave the SLO (`run.slo.given`)
-/// and which rule judged the capacity (`rule`).
+/// and which rule judged the capacity (`rule`), and when the run ended
+/// (`run.ended_at`).
 const ADDED_SINCE_FIXTURE: &[&str] = &[
     "schema_version",
     "histograms",
@@ -305,6 +306,7 @@ const ADDED_SINCE_FIXTURE: &[&str] = &[
     "fit",
     "given",
     "rule",
+    "ended_at",
 ];
 
 #[test]
