@@ -2,15 +2,16 @@
 //! a headless sweep of the simulator writes its folder while follow reads
 //! it. Follow ends by itself once the run's summary says the run is over
 //! (`run.ended_at`), says so, exits 0, and prints each level's progress
-//! line before its "level done" line. Waits are on states (a file there, a
-//! process gone), never a fixed time.
+//! line before its "level done" line. On a terminal, the view says the run
+//! is over and stays until `q`. Waits are on states (a file there, a
+//! process gone, the screen), never a fixed time.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, paced, scratch, Sim};
+use crate::support::{bin, paced, scratch, Sim, Tmux};
 
 /// Generous: a loaded machine with three other tests beside this one.
 const LIMIT: Duration = Duration::from_secs(120);
@@ -152,4 +153,34 @@ fn follow_of_shards_ends_when_every_shard_is_over() {
     );
     // Merged: each level's streams are the shards' together.
     assert_in_order(&text, &[(1, 2), (2, 4), (3, 8)]);
+}
+
+/// On a terminal: the same line in the view, which stays up to be read,
+/// and `q` leaves it with exit 0.
+#[test]
+fn the_follow_view_says_the_run_is_over_and_stays_until_q() {
+    let sim = Sim::with(paced(5.0, 0.0));
+    let root = scratch("follow", "screen");
+    let dir = root.join("run");
+    let mut run = sweep(&sim, &dir, &["--concurrency", "1,2"]);
+    wait_for("the run's summary.json", || {
+        dir.join("summary.json").exists()
+    });
+    let tmux = Tmux::start(
+        "follow",
+        160,
+        40,
+        &format!(
+            "sh -c 'exec env TERM=xterm-256color {} view {} --follow'; echo FOLLOW_EXIT=$?; sleep 60",
+            bin(),
+            dir.display()
+        ),
+    );
+    assert!(run.wait().expect("sweep ends").success(), "the sweep");
+    tmux.wait_for("the run over line", LIMIT, |s| {
+        s.contains("run over: 2 levels") && s.contains("q to leave")
+    });
+    assert!(tmux.alternate_on(), "the view stays up after the run");
+    tmux.keys("q");
+    tmux.wait_for("follow's exit", LIMIT, |s| s.contains("FOLLOW_EXIT=0"));
 }
