@@ -157,6 +157,9 @@ fn three_settings_three_series_and_np4_is_kept() {
         .collect();
     assert_eq!(labels, vec!["np=1", "np=2", "np=4"]);
     assert!(summary.get("resumed").is_none_or(Value::is_null));
+    // The tune is over, and its summary says so (what `view --follow`
+    // waits for); a setting's own sweep does not write it.
+    assert!(summary["run"]["ended_at"].is_string(), "{}", summary["run"]);
     let printed = stdout(&out);
     assert!(printed.contains(reason), "{printed}");
     // Ready means a warm request loaded the model, so `/api/ps` listed it

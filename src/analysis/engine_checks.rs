@@ -107,6 +107,8 @@ pub(crate) struct EngineInput<'a> {
     /// The chat template's share of the prompt (overhead tokens / input tokens),
     /// from the calibration; shared by design, so not a cache problem.
     pub template_share: Option<f64>,
+    /// `--shard I/N`: (I, N). The other shards share the server by design.
+    pub shard: Option<(u32, u32)>,
 }
 
 pub(crate) fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
@@ -362,7 +364,10 @@ pub(crate) fn outside_the_engine(input: &EngineInput<'_>) -> Option<Diagnosis> {
 }
 
 /// Levels during which the server finished more requests than this
-/// client sent: another client shares the server.
+/// client sent: another client shares the server. A shard of a sharded run
+/// expects that of the other shards, and says it once, as a fact; whether
+/// a client beyond the shards used the server too cannot be told apart
+/// (`stats::server_account::other_shards` says why).
 pub(crate) fn shared_server(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let shared: Vec<u32> = input
         .levels
@@ -372,6 +377,19 @@ pub(crate) fn shared_server(input: &EngineInput<'_>) -> Option<Diagnosis> {
         .collect();
     if shared.is_empty() {
         return None;
+    }
+    if let Some((index, count)) = input.shard.filter(|(_, count)| *count > 1) {
+        let others = match count - 1 {
+            1 => "the other shard".to_string(),
+            n => format!("the other {n} shards"),
+        };
+        return Some(Diagnosis {
+            id: "shards_share_server",
+            message: format!(
+                "shard {index}/{count}: the server also serves {others}, so its own figures (its request counts and latencies, its gauges) include their load; this shard's own figures are its requests'"
+            ),
+            evidence: json!({"concurrency": shared, "shard": index, "count": count}),
+        });
     }
     let list: Vec<String> = shared.iter().map(u32::to_string).collect();
     Some(Diagnosis {
@@ -539,6 +557,22 @@ mod tests {
         assert!(shared_server(&input).is_some_and(|d| d
             .message
             .starts_with("another client used the server during the levels at 8 streams")));
+        // A shard expects the other shards there: said once, no warning.
+        let shard = EngineInput {
+            shard: Some((1, 3)),
+            ..input
+        };
+        let d = shared_server(&shard).expect("said once");
+        assert_eq!(d.id, "shards_share_server");
+        assert_eq!(
+            d.message,
+            "shard 1/3: the server also serves the other 2 shards, so its own figures (its request counts and latencies, its gauges) include their load; this shard's own figures are its requests'"
+        );
+        let single = EngineInput {
+            shard: Some((0, 1)),
+            ..shard
+        };
+        assert_eq!(shared_server(&single).map(|d| d.id), Some("shared_server"));
     }
 
     /// The server says it runs 2 at once while the client saw ~1 streaming
@@ -581,6 +615,7 @@ mod tests {
             engine: "ollama",
             levels,
             template_share: None,
+            shard: None,
         }
     }
 
@@ -665,6 +700,7 @@ mod tests {
             engine: "vllm",
             levels: &levels,
             template_share: Some(30.0 / 158.0),
+            shard: None,
         };
         let ids: Vec<&str> = engine_diagnoses(&input).iter().map(|d| d.id).collect();
         assert_eq!(
@@ -685,7 +721,8 @@ mod tests {
         assert!(prefix_cache(&EngineInput {
             engine: "vllm",
             levels: &quiet,
-            template_share: Some(0.19)
+            template_share: Some(0.19),
+            shard: None,
         })
         .is_none());
     }

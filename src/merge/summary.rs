@@ -91,6 +91,12 @@ pub(super) fn merged_summary(
         .iter()
         .filter_map(|(i, _)| runs[*i].summary.run.started_at.clone())
         .min();
+    // Over when every shard merged is over: the latest end, else none.
+    run.ended_at = held
+        .iter()
+        .map(|(i, _)| runs[*i].summary.run.ended_at.clone())
+        .collect::<Option<Vec<String>>>()
+        .and_then(|ends| ends.into_iter().max());
 
     let slo = slo_of(&run);
     let slo_given = run.slo.as_ref().is_none_or(RunSlo::is_given);

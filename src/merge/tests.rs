@@ -686,3 +686,41 @@ fn the_merged_folder_is_written_and_reads_back_as_a_run() {
     assert!(format!("{err:#}").contains("already holds a run"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Each shard says once that the server served the other shards too
+/// (`shards_share_server`), and each level's account holds their requests.
+/// The merged run's requests are all the shards': neither the note nor a
+/// shard's account is carried into it, and its report warns of no other
+/// client.
+#[test]
+fn a_merge_does_not_carry_the_shards_server_notes() {
+    let mut runs = two_shards();
+    for run in &mut runs {
+        run.summary
+            .diagnoses
+            .push(crate::report::schema::DiagnosisEntry {
+                id: "shards_share_server".into(),
+                message: "shard 0/2: the server also serves the other shard's".into(),
+                evidence: Value::Null,
+            });
+        for level in run.levels.iter_mut().chain(run.summary.levels.iter_mut()) {
+            level.server_account = Some(serde_json::json!({
+                "other_traffic": true,
+                "lines": ["requests: the server finished 10 during this level, this shard 5 (0 failed); the other shard's are in its count"],
+            }));
+        }
+    }
+    let m = merge(&runs, MergeOptions::default()).unwrap();
+    assert!(m
+        .summary
+        .diagnoses
+        .iter()
+        .all(|d| d.id != "shards_share_server"));
+    assert!(m.summary.levels.iter().all(|l| l.server_account.is_none()));
+    let run = SavedRun::from_value(m.summary.to_value(), std::path::Path::new("merged")).unwrap();
+    for format in [crate::cli::ReportFormat::Md, crate::cli::ReportFormat::Html] {
+        let report = crate::report::formats::render(&run, format);
+        assert!(!report.contains("shard"), "{report}");
+        assert!(!report.contains("another client"), "{report}");
+    }
+}

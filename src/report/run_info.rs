@@ -92,6 +92,7 @@ impl RunInfo {
             ),
             seed: Some(self.seed),
             started_at: Some(self.started_at.clone()),
+            ended_at: None,
             warmup_requests: Some(self.warmup_requests),
             prefix_len: Some(self.prefix_len),
             rounds: Some(self.decision.rounds),

@@ -376,6 +376,11 @@ pub struct RunSection {
     pub seed: Option<u64>,
     /// UTC, RFC 3339.
     pub started_at: Option<String>,
+    /// UTC, RFC 3339: when the run closed its books and wrote its last
+    /// summary (ran to its end, stopped or interrupted). Absent while it
+    /// runs: what `view --follow` waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
     pub warmup_requests: Option<u32>,
     pub prefix_len: Option<u32>,
     pub rounds: Option<u32>,

@@ -202,14 +202,14 @@ pub(crate) async fn run_tune<F: TuneFace>(
         if !stop_all {
             search_step(&mut plan, &mut section);
         }
-        save_section(&plan.dir, &section)?;
+        save_section(&plan.dir, &section, false)?;
         if stop_all {
             break;
         }
         i += 1;
     }
     judge(&plan.dir, &mut section);
-    save_section(&plan.dir, &section)?;
+    save_section(&plan.dir, &section, true)?;
     if let Some(mut screen) = screen.take() {
         // A tune that ran to its end keeps its last screen until q.
         if code == EXIT_OK && failure.is_none() && !quit {
@@ -703,8 +703,10 @@ async fn stop(process: ServerProcess, args: &TuneArgs) {
     }
 }
 
-/// Put the tune section into the folder's summary (and its reports).
-fn save_section(dir: &Path, section: &TuneSection) -> Result<()> {
+/// Put the tune section into the folder's summary (and its reports); once
+/// the tune is over, `run.ended_at` too, which each setting's sweep leaves
+/// out (the tune goes on), and which tells `view --follow` it is over.
+fn save_section(dir: &Path, section: &TuneSection, ended: bool) -> Result<()> {
     let path = dir.join("summary.json");
     let mut summary: Value = match std::fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str(&text)
@@ -717,6 +719,10 @@ fn save_section(dir: &Path, section: &TuneSection) -> Result<()> {
             "tune".into(),
             serde_json::to_value(section).wrap_err("cannot write the tune section")?,
         );
+    }
+    if let Some(run) = summary.get_mut("run").and_then(Value::as_object_mut) {
+        let now = crate::time::iso8601(std::time::SystemTime::now());
+        run.extend(ended.then(|| ("ended_at".to_string(), Value::String(now))));
     }
     crate::report::formats::write_summary_and_reports(dir, &summary)
 }

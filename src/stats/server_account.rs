@@ -180,13 +180,34 @@ pub struct ClientSide {
     /// Probe requests of the level (`--probe-rate`), however they ended:
     /// not in `completed` or `failed`, but the server counts them too.
     pub probes: u64,
+    /// `--shard I/N`: the run's N (0 or 1: not sharded). The other shards'
+    /// requests are in the server's counts by design.
+    pub shards: u32,
 }
 
 /// Requests more than the client's, over which another client is using the
 /// server (a level's request counts are exact: no tolerance is needed but
-/// a request the client gave up on that the server still finished).
+/// a request the client gave up on that the server still finished). For a
+/// shard this is the other shards' load, expected: see [`other_shards`].
 fn other_traffic(server_requests: f64, client: &ClientSide) -> bool {
     server_requests > (client.completed + client.failed + client.probes) as f64 + 0.5
+}
+
+/// A shard of a run of `shards > 1`: the server's counts hold the other
+/// shards' requests. Whether a third client used the server too is not
+/// judged: the other shards' levels need not line up with this one in time
+/// (without `--start-at` each shard steps on its own) and their pace is
+/// not known to this process, so no excess can be told from theirs.
+fn other_shards(client: &ClientSide) -> Option<u32> {
+    (client.shards > 1).then(|| client.shards - 1)
+}
+
+/// "the other shard's" or "the other N shards'".
+fn shards_text(others: u32) -> String {
+    match others {
+        1 => "the other shard's".to_string(),
+        n => format!("the other {n} shards'"),
+    }
 }
 
 /// ", and N probes" where the level had probes: the server's count holds them.
@@ -287,7 +308,15 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
             .counters
             .get("requests")
             .is_some_and(|r| other_traffic(*r, client));
-        lines.push(if shared {
+        lines.push(if let Some(others) = other_shards(client).filter(|_| shared) {
+            // The server's mean covers the other shards' requests too.
+            format!(
+                "TTFT mean: client {} ms{over}, server {} ms{split} over {} requests too: no gap is read",
+                ms_text(client_ttft),
+                ms_text(server_ttft),
+                shards_text(others),
+            )
+        } else if shared {
             // The server's mean covers the other client's requests too.
             format!(
                 "TTFT mean: client {} ms{over}, server {} ms{split} over another client's requests too: no gap is read",
@@ -305,7 +334,17 @@ pub fn account_lines(account: &LevelAccount, client: &ClientSide) -> Vec<String>
     }
     if let Some(&server) = account.counters.get("requests") {
         let ok = client.completed as f64;
-        if other_traffic(server, client) {
+        let others = other_shards(client).filter(|_| other_traffic(server, client));
+        if let Some(others) = others {
+            // Expected, not a warning: the run says it once (`shards_share_server`).
+            lines.push(format!(
+                "requests: the server finished {server:.0} during this level, this shard {}{} ({} failed); {} are in its count",
+                client.completed,
+                probes_text(client),
+                client.failed,
+                shards_text(others)
+            ));
+        } else if other_traffic(server, client) {
             lines.push(format!(
                 "the server finished {server:.0} requests during this level, this client {}{} ({} failed): another client is using the server, and its figures include that load",
                 client.completed, probes_text(client), client.failed
@@ -459,6 +498,7 @@ mod tests {
             output_tokens: 640,
             input_tokens: 980,
             probes: 0,
+            shards: 1,
         };
         assert_eq!(
             account_lines(&account, &client),
@@ -514,6 +554,35 @@ mod tests {
         assert!(json["lines"][1]
             .as_str()
             .is_some_and(|l| l.starts_with("the server finished 14 requests during this level, this client 10 (0 failed): another client")));
+        // Shard 0 of 3: the other shards' 4 requests are expected, said as
+        // a fact, no warning (the run says it once: shards_share_server).
+        let shard = ClientSide {
+            shards: 3,
+            ..client
+        };
+        let json = account_json(&shared, &shard);
+        assert_eq!(json["other_traffic"], true);
+        assert_eq!(
+            json["lines"].as_array().map(|l| l[..2].to_vec()).unwrap_or_default(),
+            [
+                "TTFT mean: client 212 ms, server 179 ms (queue 107, prefill 71) over the other 2 shards' requests too: no gap is read",
+                "requests: the server finished 14 during this level, this shard 10 (0 failed); the other 2 shards' are in its count",
+            ]
+        );
+        let text = json["lines"].to_string();
+        assert!(!text.contains("another client"), "{text}");
+        // Two shards, and nothing beyond this one's requests: as unsharded.
+        let pair = ClientSide {
+            shards: 2,
+            ..client
+        };
+        assert_eq!(
+            account_lines(&account, &pair),
+            account_lines(&account, &client)
+        );
+        assert!(account_json(&shared, &pair)["lines"][1]
+            .as_str()
+            .is_some_and(|l| l.ends_with("; the other shard's are in its count")));
         // Speculative decoding: 10 drafts of 30 tokens, 18 accepted: 60%,
         // mean acceptance length 1 + 18/10 = 2.8.
         let mut spec = account.clone();

@@ -8,6 +8,10 @@
 //! shard's summary.json, every shard is read again and merged with the
 //! same pure function `tokbench merge` uses (`merge::merge`), over the
 //! levels every shard has finished so far.
+//!
+//! A run is over when its summary says so (`run.ended_at`, written when
+//! the recorder closes its books); shards, when every shard's summary says
+//! so. [`Following::over_line`] words it.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -169,6 +173,8 @@ pub(crate) enum Following {
         problem: Option<String>,
         /// Shard folders with a summary.json at the last merge.
         merged: usize,
+        /// Shard folders whose summary said the run ended, at the last merge.
+        ended: usize,
     },
 }
 
@@ -188,6 +194,7 @@ impl Following {
                     .collect(),
                 problem: None,
                 merged: 0,
+                ended: 0,
             },
         }
     }
@@ -224,14 +231,52 @@ impl Following {
                 paths,
                 problem,
                 merged,
+                ended,
                 ..
             } => {
                 let result = merge_shards(paths);
                 *problem = result.as_ref().err().map(|e| format!("{e:#}"));
-                let (run, n) = result?;
+                let (run, n, over) = result?;
                 *merged = n;
+                *ended = over;
                 Ok(vec![run])
             }
+        }
+    }
+
+    /// The newest level any followed folder's requests.jsonl has reached.
+    pub(crate) fn level_under_way(&self) -> Option<u64> {
+        match self {
+            Following::One { follower, .. } => follower.progress.level,
+            Following::Shards { followers, .. } => {
+                followers.iter().filter_map(|f| f.progress.level).max()
+            }
+        }
+    }
+
+    /// When the run `load` gave is over (its summary says it ended; every
+    /// shard's, for shards): the line that says so.
+    pub(crate) fn over_line(&self, run: &SavedRun) -> Option<String> {
+        let levels = run.levels.len();
+        let levels = format!("{levels} level{}", if levels == 1 { "" } else { "s" });
+        match self {
+            Following::One { path, .. } => run.run.ended_at.as_ref().map(|_| {
+                format!(
+                    "run over: {levels}, summary in {}",
+                    crate::report::saved::summary_path(path).display()
+                )
+            }),
+            Following::Shards { paths, ended, .. } => (*ended == paths.len()).then(|| {
+                let summaries: Vec<String> = paths
+                    .iter()
+                    .map(|p| crate::report::saved::summary_path(p).display().to_string())
+                    .collect();
+                format!(
+                    "run over: all {} shards ended; {levels} merged, summaries in {}",
+                    paths.len(),
+                    summaries.join(", ")
+                )
+            }),
         }
     }
 
@@ -249,14 +294,19 @@ impl Following {
 }
 
 /// Every shard folder with a summary.json so far, merged over the levels
-/// all of them have; the count of shard folders in it.
-fn merge_shards(paths: &[PathBuf]) -> color_eyre::eyre::Result<(SavedRun, usize)> {
+/// all of them have; the count of shard folders in it, and of those whose
+/// run ended.
+fn merge_shards(paths: &[PathBuf]) -> color_eyre::eyre::Result<(SavedRun, usize, usize)> {
     // A shard that has not written its summary.json yet is left out, as
     // `--allow-missing` would: the others are shown meanwhile.
     let mut runs: Vec<merge::ShardRun> = paths.iter().filter_map(|p| load_shard(p).ok()).collect();
     if runs.is_empty() {
         color_eyre::eyre::bail!("no shard has a summary.json yet");
     }
+    let ended = runs
+        .iter()
+        .filter(|r| r.summary.run.ended_at.is_some())
+        .count();
     merge::keep_common_levels(&mut runs);
     let merged = merge::merge(
         &runs,
@@ -270,7 +320,7 @@ fn merge_shards(paths: &[PathBuf]) -> color_eyre::eyre::Result<(SavedRun, usize)
         merged.summary.to_value(),
         Path::new(&format!("merged {}", name.join(" + "))),
     )?;
-    Ok((run, runs.len()))
+    Ok((run, runs.len(), ended))
 }
 
 /// One line for the screen: every shard's level under way, summed.
@@ -379,6 +429,35 @@ mod tests {
         assert_eq!(
             f.status_line(t),
             "following 3 shards merged (2 with results): level 1 in 2 shards (concurrency ? in all) 4 requests back, 0 failed; no request yet"
+        );
+        // Over only when every shard's summary says its run ended; the
+        // merged summary then ends with the last of them.
+        assert_eq!(f.over_line(&runs[0]), None);
+        let pair = paths[..2].to_vec();
+        let mut two = Following::new(&pair);
+        let end = |path: &PathBuf, at: &str| {
+            let file = path.join("summary.json");
+            let mut summary: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+            summary["run"]["ended_at"] = serde_json::json!(at);
+            std::fs::write(&file, summary.to_string()).expect("write");
+        };
+        end(&pair[0], "2026-12-01T10:00:05Z");
+        let runs = two.load().expect("merged");
+        assert_eq!(
+            (two.over_line(&runs[0]), runs[0].run.ended_at.clone()),
+            (None, None)
+        );
+        end(&pair[1], "2026-12-01T10:00:07Z");
+        let runs = two.load().expect("merged");
+        let line = two.over_line(&runs[0]).expect("over");
+        assert!(
+            line.starts_with("run over: all 2 shards ended; 1 level merged, summaries in "),
+            "{line}"
+        );
+        assert_eq!(
+            runs[0].run.ended_at.as_deref(),
+            Some("2026-12-01T10:00:07Z")
         );
         // No folder left: the line says why (the screen keeps what it had).
         std::fs::remove_dir_all(&dir).ok();

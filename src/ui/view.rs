@@ -63,34 +63,111 @@ pub async fn run_view(args: &ViewArgs) -> Result<i32> {
     code
 }
 
-/// `view --follow` without a screen: a line per finished level and a
-/// progress line every few seconds, until interrupted.
+/// `view --follow` without a screen: a line per finished level (stdout)
+/// and a progress line when its counts move (stderr), until the run is
+/// over (then a line that says so, and exit 0) or interrupted.
 async fn follow_headless(mut follower: Following) -> Result<i32> {
     let mut interrupt = pin!(run::interrupted());
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
-    let mut levels_seen = 0;
-    let mut last_status = String::new();
+    let mut lines = FollowLines::default();
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             _ = &mut interrupt => return Ok(EXIT_INTERRUPTED),
         }
+        // The summary first: a level's request lines reach the disk before
+        // the summary that says it is done, so the poll after it has them.
+        let mut done = Vec::new();
+        let mut over = None;
         if follower.summary_changed() {
             if let Some(run) = follower.load().ok().and_then(|mut r| r.pop()) {
-                for level in run.levels.iter().skip(levels_seen) {
-                    println!("{}", level_line(level));
-                }
-                levels_seen = run.levels.len();
+                done = lines.new_levels(&run);
+                over = follower.over_line(&run);
             }
         }
         follower.poll_requests();
         let status = follower.status_line(std::time::SystemTime::now());
+        for line in lines.in_order(done, follower.level_under_way(), status) {
+            match line {
+                FollowLine::Done(text) => crate::console::print_output(format!("{text}\n"))
+                    .wrap_err("cannot write to stdout")?,
+                FollowLine::Status(text) => crate::say!("{text}"),
+            }
+        }
+        if let Some(over) = over {
+            crate::say!("{over}");
+            return Ok(EXIT_OK);
+        }
+    }
+}
+
+/// A line of headless `view --follow`: a level done (stdout), or where the
+/// level under way is (stderr).
+#[derive(Debug, PartialEq)]
+enum FollowLine {
+    Done(String),
+    Status(String),
+}
+
+/// What headless `view --follow` has printed: the levels done, and the
+/// last progress line's counts.
+#[derive(Debug, Default)]
+struct FollowLines {
+    levels_seen: usize,
+    /// `level_index` of each level printed as done.
+    done: std::collections::BTreeSet<u64>,
+    last_status: String,
+}
+
+impl FollowLines {
+    /// The levels of `run` not printed yet: their index, their line.
+    fn new_levels(&mut self, run: &SavedRun) -> Vec<(Option<u64>, String)> {
+        let new: Vec<(Option<u64>, String)> = run
+            .levels
+            .iter()
+            .skip(self.levels_seen)
+            .map(|l| {
+                (
+                    l.raw.get("level_index").and_then(Value::as_u64),
+                    level_line(l),
+                )
+            })
+            .collect();
+        self.levels_seen = self.levels_seen.max(run.levels.len());
+        new
+    }
+
+    /// A level's progress line before its "level done" line: the levels
+    /// done before the one under way, then its progress (when its counts
+    /// moved, and it was not already said done), then the rest.
+    fn in_order(
+        &mut self,
+        done: Vec<(Option<u64>, String)>,
+        under_way: Option<u64>,
+        status: String,
+    ) -> Vec<FollowLine> {
+        let (before, after): (Vec<_>, Vec<_>) = done
+            .into_iter()
+            .partition(|(index, _)| index.zip(under_way).is_some_and(|(i, u)| i < u));
+        let said_done = under_way.is_some_and(|u| self.done.contains(&u));
+        let mut out: Vec<FollowLine> = Vec::new();
+        let mut say_done = |out: &mut Vec<FollowLine>, list: Vec<(Option<u64>, String)>| {
+            for (index, line) in list {
+                self.done.extend(index);
+                out.push(FollowLine::Done(line));
+            }
+        };
+        say_done(&mut out, before);
         // The age in the line changes every second: print when counts move.
         let key = status.split(';').next().unwrap_or_default().to_string();
-        if key != last_status {
-            crate::say!("{status}");
+        let mut last_status = std::mem::take(&mut self.last_status);
+        if key != last_status && !said_done {
+            out.push(FollowLine::Status(status));
             last_status = key;
         }
+        say_done(&mut out, after);
+        self.last_status = last_status;
+        out
     }
 }
 
@@ -410,15 +487,24 @@ async fn view_loop(
     loop {
         if let Some(follower) = &mut follow {
             // A summary caught between writes keeps the screen as it was.
+            let mut over = None;
             if follower.summary_changed() {
                 if let Ok(runs) = follower.load() {
+                    over = runs.first().and_then(|run| follower.over_line(run));
                     *app = app_of(&runs, app.palette);
                 }
             }
             follower.poll_requests();
-            let status = follower.status_line(std::time::SystemTime::now());
-            app.shown.verdict.retain(|l| !l.starts_with("following:"));
+            let status = match &over {
+                // The screen stays, to be read: q leaves, as after a run.
+                Some(line) => format!("{line}; q to leave"),
+                None => follower.status_line(std::time::SystemTime::now()),
+            };
+            app.shown.verdict.retain(|l| !l.starts_with("following"));
             app.shown.verdict.insert(0, status);
+            if over.is_some() {
+                follow = None;
+            }
         }
         app.on_tick(start.elapsed());
         terminal
@@ -558,6 +644,36 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// A level's progress line comes before its "level done" line, and
+    /// none comes after it.
+    #[test]
+    fn follow_lines_keep_a_levels_progress_before_its_end() {
+        let done = |i: u64| (Some(i), format!("level done: {i}"));
+        let status = |i: u64, n: u32| format!("following: level {} {n} back; 0 s ago", i + 1);
+        let mut lines = FollowLines::default();
+        // Level 0 is done in the same poll that saw its last requests.
+        assert_eq!(
+            lines.in_order(vec![done(0)], Some(0), status(0, 12)),
+            [
+                FollowLine::Status(status(0, 12)),
+                FollowLine::Done("level done: 0".into())
+            ]
+        );
+        // Its progress is not said again after its end, even if it moved.
+        assert_eq!(lines.in_order(vec![], Some(0), status(0, 13)), []);
+        // Level 1 done and level 2 begun: the end, then the new progress.
+        assert_eq!(
+            lines.in_order(vec![done(1)], Some(2), status(2, 1)),
+            [
+                FollowLine::Done("level done: 1".into()),
+                FollowLine::Status(status(2, 1))
+            ]
+        );
+        // Only the age moved: nothing new to say.
+        let older = status(2, 1).replace("0 s ago", "3 s ago");
+        assert_eq!(lines.in_order(vec![], Some(2), older), []);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod fault_matrix;
 mod faults;
 mod fd_limits;
 mod fit;
+mod follow;
 mod fuzz_corpus;
 mod gpu;
 mod help_checks;

@@ -295,7 +295,8 @@ fn differences(before: &Value, after: &Value, path: &str, out: &mut Vec<String>)
 /// server's own account of each level (its /metrics at the level's edges),
 /// a level's probe requests (`--probe-rate`), the plan's estimate after
 /// the warmup (`fit`), and whether the user gave the SLO (`run.slo.given`)
-/// and which rule judged the capacity (`rule`).
+/// and which rule judged the capacity (`rule`), and when the run ended
+/// (`run.ended_at`).
 const ADDED_SINCE_FIXTURE: &[&str] = &[
     "schema_version",
     "histograms",
@@ -305,6 +306,7 @@ const ADDED_SINCE_FIXTURE: &[&str] = &[
     "fit",
     "given",
     "rule",
+    "ended_at",
 ];
 
 #[test]
@@ -416,4 +418,109 @@ fn level_files_carry_their_requests_samples_and_histograms() {
             "{keys:?}"
         );
     }
+}
+
+/// A python whose jsonschema imports `with` too (`referencing`), or one
+/// whose jsonschema lacks it (`without`).
+fn python_where(module: &str, present: bool) -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"].into_iter().find(|python| {
+        let has = |code: &str| {
+            Command::new(python)
+                .args(["-c", code])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        has("import jsonschema") && has(&format!("import {module}")) == present
+    })
+}
+
+/// The validation commands docs/results.md shows, run as shown (from the
+/// source folder, `RUN` a result folder) on the files of a real run: each
+/// passes, and each fails on a copy whose first level says `"completed":
+/// "x"`, so the level schema was reached through summary.json's `$ref`.
+/// Read from the page, so the page cannot drift from what works.
+#[test]
+fn the_documented_validation_commands_work_on_a_real_run() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results.md"))
+            .expect("docs/results.md");
+    let block = page
+        .split("```sh\n")
+        .filter_map(|b| b.split("\n```").next())
+        .find(|b| b.contains("check-jsonschema --base-uri"))
+        .expect("docs/results.md shows the validation commands");
+    let commands: Vec<&str> = block
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("RUN=") && !l.trim().is_empty())
+        .collect();
+    assert_eq!(commands.len(), 4, "{block}");
+
+    let good = seeded_run("documented");
+    let bad = scratch("schema", "documented-bad");
+    for entry in std::fs::read_dir(&good).expect("run folder") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("a name");
+        if name.to_string_lossy().ends_with(".json") {
+            let mut value = read_json(&path);
+            let level = if name == "summary.json" {
+                &mut value["levels"][0]
+            } else {
+                &mut value
+            };
+            level["completed"] = Value::from("x");
+            std::fs::write(bad.join(name), value.to_string()).expect("write");
+        }
+    }
+
+    let mut ran = 0;
+    for command in commands {
+        let line = if let Some(rest) = command.strip_prefix("python3 ") {
+            // The referencing line needs jsonschema 4.18+; the other is for
+            // versions before it (Debian 12's), run where one is installed.
+            let python = if command.contains("referencing") {
+                python_where("referencing", true).unwrap_or_else(|| {
+                    panic!("no python3 with jsonschema 4.18+ and referencing: pip install check-jsonschema brings both (.ci/run does)")
+                })
+            } else {
+                match python_where("referencing", false) {
+                    Some(python) => python,
+                    None => continue,
+                }
+            };
+            format!("{python} {rest}")
+        } else {
+            assert!(
+                command.starts_with("check-jsonschema "),
+                "an unexpected command: {command}"
+            );
+            let there = Command::new("check-jsonschema")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(
+                there,
+                "check-jsonschema is not installed: pip install check-jsonschema (.ci/run does)"
+            );
+            command.to_string()
+        };
+        for (dir, valid) in [(&good, true), (&bad, false)] {
+            let out = Command::new("bash")
+                .args(["-c", &line])
+                .env("RUN", dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .expect("bash runs");
+            assert_eq!(
+                out.status.success(),
+                valid,
+                "{line}\non {}: {}",
+                dir.display(),
+                text(&out)
+            );
+        }
+        ran += 1;
+    }
+    assert!(ran >= 3, "the referencing line and check-jsonschema's ran");
 }

@@ -59,6 +59,9 @@ pub struct Recorder {
     last_flush: Instant,
     name_uses: HashMap<String, u32>,
     meter: ClientMeter,
+    /// `run.ended_at`, set when the books close: the mark that tells a
+    /// reader (`view --follow`) the run is over.
+    ended_at: Option<String>,
 }
 
 impl Recorder {
@@ -100,6 +103,7 @@ impl Recorder {
             last_flush: Instant::now(),
             name_uses: HashMap::new(),
             meter,
+            ended_at: None,
         };
         recorder.write_summary()?;
         Ok(recorder)
@@ -161,12 +165,18 @@ impl Recorder {
         self.tally.set_steady_rule(per_stream, rse);
     }
 
-    /// Close the books: levels still open are saved as partial, every file flushed.
+    /// Close the books: levels still open are saved as partial, every file
+    /// flushed, and the last summary says the run ended (`run.ended_at`).
+    /// A tune's setting does not: the tune goes on in the same folder, and
+    /// marks it when its last setting is done (`run::tune`).
     pub(crate) fn finish(&mut self) -> Result<()> {
         for index in self.tally.open_levels() {
             self.finish_level(index, true)?;
         }
         self.flush_requests()?;
+        if self.tally.tune().is_none() {
+            self.ended_at = Some(crate::time::iso8601(std::time::SystemTime::now()));
+        }
         self.write_summary()
     }
 

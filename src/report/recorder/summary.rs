@@ -55,7 +55,10 @@ impl Recorder {
         let summary = SummaryFile {
             schema_version: Some(SCHEMA_VERSION),
             tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-            run: run.to_section(),
+            run: schema::RunSection {
+                ended_at: self.ended_at.clone(),
+                ..run.to_section()
+            },
             traffic,
             dataset: run
                 .traffic

@@ -422,6 +422,13 @@ impl Tally {
                     output_tokens: stats.total_output_tokens + probe_tokens.1,
                     input_tokens: stats.total_input_tokens + probe_tokens.0,
                     probes: probes.map_or(0, |p| p.count),
+                    shards: self
+                        .run
+                        .timing
+                        .shard
+                        .as_ref()
+                        .and_then(|s| s.count)
+                        .unwrap_or(1),
                 };
                 Some(account_json(&LevelAccount::between(&start, &end), &client))
             }

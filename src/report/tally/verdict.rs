@@ -228,6 +228,12 @@ impl Tally {
             engine: &self.run.engine,
             levels: &servers,
             template_share,
+            shard: self
+                .run
+                .timing
+                .shard
+                .as_ref()
+                .and_then(|s| s.index.zip(s.count)),
         });
         // An open-loop run sets no concurrency: the sweep checks do not apply.
         if matches!(self.run.kind.as_str(), "rate" | "replay" | "ramp") {
