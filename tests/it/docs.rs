@@ -781,3 +781,59 @@ fn every_flag_named_in_prose_is_one_tokbench_shows() {
         bad.join("\n")
     );
 }
+
+/// README's guide links every page of docs/, so a new page is found.
+#[test]
+fn the_guide_links_every_page() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let guide = &readme[readme
+        .find("## The guide")
+        .expect("README has a guide index")..];
+    let missing: Vec<String> = pages()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with("docs/"))
+        .filter(|name| !guide.contains(&format!("({name})")))
+        .collect();
+    assert!(missing.is_empty(), "not in README's guide: {missing:?}");
+}
+
+/// The first-run page shows the live view as it is (an excerpt of a real
+/// `tokbench demo`), says that `q` saves, and answers the questions a
+/// newcomer asked.
+#[test]
+fn the_first_run_page_shows_the_screen_and_answers_first_questions() {
+    let page =
+        std::fs::read_to_string(repo().join("docs/first-run.md")).expect("docs/first-run.md");
+    let screen = fences(&page)
+        .into_iter()
+        .find(|f| f.info == "text,excerpt")
+        .expect("a captured screen");
+    for panel in [
+        "TTFT ms",
+        "ITL ms",
+        "waiting",
+        "server queue",
+        "levels",
+        "so far",
+        " ok ",
+    ] {
+        assert!(
+            screen.lines.iter().any(|l| l.contains(panel)),
+            "the screen shows {panel}"
+        );
+    }
+    for words in [
+        "Excerpt of: `tokbench demo`",
+        "**`q` quits and saves**",
+        "`num_predict`",
+        "--config DIR/config.toml",
+        "`--seed N`",
+        "--follow",
+        "exits 0",
+        "`--shard I/N`",
+        "`--profile`",
+    ] {
+        assert!(page.contains(words), "first-run.md: {words}");
+    }
+}
