@@ -837,3 +837,25 @@ fn the_first_run_page_shows_the_screen_and_answers_first_questions() {
         assert!(page.contains(words), "first-run.md: {words}");
     }
 }
+
+/// The README opens with the demo and the test suite, then the line that
+/// puts tokbench on PATH, which every `tokbench ...` of the guide assumes.
+#[test]
+fn the_readme_opens_with_the_demo_the_tests_and_the_install_line() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let first = fences(&readme).into_iter().next().expect("a first block");
+    let commands: Vec<String> = first
+        .lines
+        .iter()
+        .map(|l| without_comment(l).trim().to_string())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "cargo run --release -- demo",
+            "cargo test",
+            "cargo install --path ."
+        ],
+        "README's opening block"
+    );
+}
