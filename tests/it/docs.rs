@@ -407,6 +407,14 @@ fn wait_for_port(port: u16, child: &mut Background, what: &str) {
     }
 }
 
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// The value of `--port N` in a command's words.
 fn port_of(words: &[String]) -> Option<u16> {
     words
@@ -440,7 +448,8 @@ fn path_with_bin() -> std::ffi::OsString {
 /// `text,output` block after it is in what its commands printed. A line
 /// ending in ` &` starts in the background (a `tokbench sim --port N`): the
 /// next line runs once port N accepts connections, and the server is
-/// stopped when the block is done.
+/// stopped when the block is done. N is replaced in the block's lines by a
+/// free port, so two runs of this test at once do not meet.
 #[test]
 fn runnable_examples_run_and_print_what_the_page_shows() {
     let mut ran = 0;
@@ -456,14 +465,28 @@ fn runnable_examples_run_and_print_what_the_page_shows() {
                 .filter(|next| next.info.replace(' ', "") == "text,output");
             let dir = scratch("docs", &format!("run{ran}"));
             let mut servers = Vec::new();
+            let mut ports: Vec<(String, String)> = Vec::new();
             let mut printed = String::new();
             for (line, logical) in logical_lines(fence) {
                 let (logical, background) = match logical.trim_end().strip_suffix('&') {
                     Some(head) if !head.ends_with('&') => (head.trim_end().to_string(), true),
                     _ => (logical.clone(), false),
                 };
-                let words = command_words(&logical)
+                let mut words = command_words(&logical)
                     .unwrap_or_else(|| panic!("{name}:{line}: not a tokbench command: {logical}"));
+                if background {
+                    // The page's port, taken by another run of this test
+                    // perhaps: a free one in its place, in every line after.
+                    let shown = port_of(&words).unwrap_or_else(|| {
+                        panic!("{name}:{line}: a background command needs --port N: {logical}")
+                    });
+                    ports.push((shown.to_string(), free_port().to_string()));
+                }
+                for word in &mut words {
+                    for (shown, free) in &ports {
+                        *word = word.replace(shown.as_str(), free);
+                    }
+                }
                 let mut command = std::process::Command::new(bin());
                 command
                     .args(&words[1..])
