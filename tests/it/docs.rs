@@ -710,8 +710,10 @@ fn the_man_page_loop_covers_every_subcommand() {
 }
 
 /// Flags of other programs the pages name in passing: the servers',
-/// cargo's, the launchers' (deploy/), nvidia-smi's, vLLM's bench.
-const OTHER_PROGRAMS_FLAGS: [&str; 22] = [
+/// cargo's, the launchers' (deploy/), nvidia-smi's, vLLM's bench,
+/// check-jsonschema's.
+const OTHER_PROGRAMS_FLAGS: [&str; 23] = [
+    "--base-uri",
     "--bench",
     "--dry-run",
     "--enforce-eager",
