@@ -304,6 +304,32 @@ pub(crate) fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
     })
 }
 
+/// A run with a seed the user gave, whose prompts the server's prefix cache
+/// answered more than the chat template explains: an earlier run with the
+/// same seed sent them, and TTFT reads lower than a first run's. Quiet
+/// where the server does not report its cache, or it answered no more than
+/// for new prompts.
+pub(crate) fn seed_repeat(
+    seed: u64,
+    levels: &[ServerView],
+    template_share: Option<f64>,
+) -> Option<Diagnosis> {
+    let template = template_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    let rate = levels
+        .iter()
+        .filter_map(|l| l.prefix_cache_hit_rate_mean)
+        .reduce(f64::max)?;
+    (rate > template + 0.05).then(|| Diagnosis {
+        id: "seed_repeat",
+        message: format!(
+            "--seed {seed} repeats earlier prompts: the server's prefix cache answered {:.0}% of prompt tokens, \
+             so TTFT reads lower than a first run's; leave --seed out for prompts new to the server",
+            rate * 100.0
+        ),
+        evidence: json!({"seed": seed, "hit_rate": rate, "template_share": template}),
+    })
+}
+
 /// Requests queue for KV cache: the knee, from the server's side.
 pub(crate) fn kv_cache_full(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let level = input.levels.iter().find(|l| {
@@ -648,6 +674,25 @@ mod tests {
             d.message,
             "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably about 2; effective parallel slots about 2 (slots in use ~2: requests streaming or in prefill at once, mean over the levels, from the server's own prefill times)"
         );
+    }
+
+    /// A seed the user gave: a cache that answered most prompt tokens says
+    /// the run repeated earlier prompts; one that answered only the
+    /// template, or a server that does not say, gets no line.
+    #[test]
+    fn seed_repeat_says_what_the_prefix_cache_did() {
+        let mut a = level(1, 40.0, 200.0);
+        a.prefix_cache_hit_rate_mean = Some(0.98);
+        let d = seed_repeat(42, &[a.clone()], Some(0.1)).expect("fires");
+        assert_eq!(
+            d.message,
+            "--seed 42 repeats earlier prompts: the server's prefix cache answered 98% of prompt tokens, \
+             so TTFT reads lower than a first run's; leave --seed out for prompts new to the server"
+        );
+        a.prefix_cache_hit_rate_mean = Some(0.12);
+        assert!(seed_repeat(42, &[a.clone()], Some(0.1)).is_none());
+        a.prefix_cache_hit_rate_mean = None;
+        assert!(seed_repeat(42, &[a], Some(0.1)).is_none());
     }
 
     #[test]

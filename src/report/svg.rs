@@ -145,8 +145,8 @@ fn subtitle(run: &SavedRun) -> String {
     if let Some(p) = &run.run.profile {
         parts.push(format!("profile {p}"));
     }
-    if run.run.ignore_eos == Some(true) {
-        parts.push("ignore_eos".into());
+    if let Some(ask) = run.length_ask().filter(|a| a.forced()) {
+        parts.push(ask.label());
     }
     if let Some(s) = &run.run.started_at {
         parts.push(s.replace('T', " ").trim_end_matches('Z').to_string() + " UTC");

@@ -20,14 +20,7 @@ pub(crate) fn shape_line(run: &RunInfo) -> String {
             run.input_len, run.output_len, run.traffic.profile
         ),
     };
-    format!(
-        "{shape}{}",
-        if run.ignore_eos {
-            ", ignore_eos"
-        } else {
-            ", no ignore_eos"
-        }
-    )
+    format!("{shape}, {}", run.length_ask().label())
 }
 
 /// The block `vllm bench serve` prints, plus tokbench's own lines.
