@@ -200,3 +200,102 @@ async fn a_repeat_draws_a_fresh_seed_and_a_given_seed_says_what_the_cache_did() 
         let _ = std::fs::remove_dir_all(&d);
     }
 }
+
+/// Ollama with 2 slots swept at 1, 2, 4, 8 streams: requests queue for a
+/// slot from 4 streams on. The slot diagnosis names OLLAMA_NUM_PARALLEL,
+/// and the knee's cause is the slot cap, not the KV cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_with_two_slots_is_told_its_slot_cap() {
+    let sim = start_sim(SimConfig {
+        engine: SimEngine::Ollama,
+        parallel: Some(2),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = scratch("notes", "ollama-slots");
+    let url = format!("http://{}", sim.addr);
+    let out = tokbench_async(sweep(
+        &url,
+        &dir,
+        &[
+            "--backend",
+            "ollama-generate",
+            "--concurrency",
+            "1,2,4,8",
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "32",
+            "--seed",
+            "3",
+            "--probe-interval",
+            "0.2",
+        ],
+    ))
+    .await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains(
+            "note: requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably about 2"
+        ),
+        "{all}"
+    );
+    let knee = all
+        .lines()
+        .find(|l| l.starts_with("knee: "))
+        .unwrap_or_else(|| panic!("no knee: {all}"));
+    assert!(
+        knee.contains("(the slot cap, OLLAMA_NUM_PARALLEL 2)"),
+        "{knee}"
+    );
+    assert!(!knee.contains("KV cache"), "{knee}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A vLLM-like server of 256 slots whose requests fail or stall: its
+/// throughput stalls for the failures, and nothing waits for a slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_not_told_they_wait_for_a_slot() {
+    let sim = start_sim(SimConfig {
+        fail_rate: 0.5,
+        stall_rate: 0.2,
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = scratch("notes", "faults-slots");
+    let url = format!("http://{}", sim.addr);
+    let mut args = sweep(
+        &url,
+        &dir,
+        &[
+            "--concurrency",
+            "1,2,4,8",
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "32",
+            "--seed",
+            "3",
+            "--probe-interval",
+            "0.2",
+            "--stall-timeout",
+            "1",
+        ],
+    );
+    // Three warmup requests: at least one gets through the faults.
+    if let Some(at) = args.iter().position(|a| a == "--warmup") {
+        args[at + 1] = "3".into();
+    }
+    let out = tokbench_async(args).await;
+    let all = text(&out);
+    assert!(all.contains("requests failed"), "{all}");
+    assert!(!all.contains("waiting for a slot"), "{all}");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -306,6 +306,13 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         http_429: error("http_429"),
         streaming_mean: l.occupancy.map(|o| o.streaming_mean),
         in_prefill_mean: l.occupancy.and_then(|o| o.in_prefill_mean),
+        // Queued: waiting less in prefill where the server's times tell,
+        // else all the client saw waiting.
+        queued_mean: l
+            .occupancy
+            .map(|o| o.queued_mean().unwrap_or(o.waiting_mean)),
+        failed: l.stats.failed,
+        ended: l.stats.failed + l.stats.completed,
         ttft_mean_client_ms: l.stats.ttft.as_ref().map(|d| d.mean),
         ttft_mean_server_ms: account
             .and_then(|a| a.get("ttft_ms"))
