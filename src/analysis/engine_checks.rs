@@ -377,16 +377,17 @@ pub(crate) fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
 }
 
 /// A run with a seed the user gave, whose prompts the server's prefix cache
-/// answered more than the chat template explains: an earlier run with the
+/// answered more than their design explains (`expected`: the chat
+/// template's share, and a `--prefix-len` prefix's): an earlier run with the
 /// same seed sent them, and TTFT reads lower than a first run's. Quiet
 /// where the server does not report its cache, or it answered no more than
 /// for new prompts.
 pub(crate) fn seed_repeat(
     seed: u64,
     levels: &[ServerView],
-    template_share: Option<f64>,
+    expected: Option<f64>,
 ) -> Option<Diagnosis> {
-    let template = template_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    let template = expected.unwrap_or(0.0).clamp(0.0, 1.0);
     let rate = levels
         .iter()
         .filter_map(|l| l.prefix_cache_hit_rate_mean)

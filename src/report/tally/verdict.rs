@@ -199,7 +199,11 @@ impl Tally {
         // A seed the user gave repeats its prompts on purpose: say what the
         // server's prefix cache made of them, in place of the generic note.
         if self.run.seed_given {
-            if let Some(d) = seed_repeat(self.run.seed, &servers, template_share) {
+            // The shared prefix of --prefix-len is the cache's by design.
+            let prefix = self.run.prefix_len;
+            let by_design = template_share.unwrap_or(0.0)
+                + f64::from(prefix) / f64::from((self.run.input_len + prefix).max(1));
+            if let Some(d) = seed_repeat(self.run.seed, &servers, Some(by_design)) {
                 engine_found.retain(|d| d.id != "prefix_cache");
                 engine_found.push(d);
             }
