@@ -45,6 +45,17 @@ impl LengthAsk {
         }
     }
 
+    /// The label once answers are in: `ignore_eos` sent to a server that
+    /// still ended `short` answers early is not claimed honoured.
+    pub(crate) fn label_seen(self, short: u64) -> String {
+        match self {
+            LengthAsk::IgnoreEos if short > 0 => {
+                format!("ignore_eos sent, yet {short} answers ended early")
+            }
+            _ => self.label(),
+        }
+    }
+
     /// Whether the server was asked to generate every token asked for.
     pub(crate) fn forced(self) -> bool {
         self == LengthAsk::IgnoreEos
@@ -86,5 +97,20 @@ mod tests {
         );
         assert!(of("tokbench-sim", "openai-chat", true).forced());
         assert!(!of("ollama", "openai-chat", true).forced());
+    }
+
+    /// Answers that ended early although ignore_eos was sent: the label
+    /// says so instead of claiming it was honoured.
+    #[test]
+    fn a_label_seen_does_not_claim_what_the_answers_deny() {
+        assert_eq!(LengthAsk::IgnoreEos.label_seen(0), "ignore_eos");
+        assert_eq!(
+            LengthAsk::IgnoreEos.label_seen(3),
+            "ignore_eos sent, yet 3 answers ended early"
+        );
+        assert_eq!(
+            LengthAsk::CapOnly("num_predict").label_seen(3),
+            "num_predict (a cap, not forced)"
+        );
     }
 }

@@ -251,7 +251,7 @@ impl SavedRun {
             parts.push(format!("backend {}", text(b)));
         }
         if let Some(ask) = self.length_ask() {
-            parts.push(ask.label());
+            parts.push(ask.label_seen(self.short_outputs()));
         }
         if let Some(s) = &self.run.started_at {
             parts.push(format!("started {}", text(s)));
@@ -388,6 +388,14 @@ impl SavedRun {
             self.run.backend.as_deref().unwrap_or(""),
             ignore_eos,
         ))
+    }
+
+    /// Answers that ended before the length they asked for, over the levels.
+    pub(crate) fn short_outputs(&self) -> u64 {
+        self.levels
+            .iter()
+            .filter_map(|l| l.raw.get("short_outputs").and_then(Value::as_u64))
+            .sum()
     }
 
     pub(crate) fn range_ratio(&self) -> f64 {

@@ -146,7 +146,7 @@ fn subtitle(run: &SavedRun) -> String {
         parts.push(format!("profile {p}"));
     }
     if let Some(ask) = run.length_ask().filter(|a| a.forced()) {
-        parts.push(ask.label());
+        parts.push(ask.label_seen(run.short_outputs()));
     }
     if let Some(s) = &run.run.started_at {
         parts.push(s.replace('T', " ").trim_end_matches('Z').to_string() + " UTC");

@@ -10,6 +10,12 @@ use crate::stats::summary::Distribution;
 
 /// `in 1024 / out 1024, profile balanced, ignore_eos`: written next to every table of numbers.
 pub(crate) fn shape_line(run: &RunInfo) -> String {
+    shape_line_seen(run, 0)
+}
+
+/// `shape_line` once answers are in: `short` of them ended before the
+/// length they asked for (`engine::LengthAsk::label_seen`).
+pub(crate) fn shape_line_seen(run: &RunInfo, short: u64) -> String {
     let shape = match &run.traffic.dataset {
         Some(d) => format!(
             "dataset {}, out {} unless the record says",
@@ -20,7 +26,7 @@ pub(crate) fn shape_line(run: &RunInfo) -> String {
             run.input_len, run.output_len, run.traffic.profile
         ),
     };
-    format!("{shape}, {}", run.length_ask().label())
+    format!("{shape}, {}", run.length_ask().label_seen(short))
 }
 
 /// The block `vllm bench serve` prints, plus tokbench's own lines.
@@ -227,7 +233,7 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
         }
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
-    let _ = writeln!(out, "{}", shape_line(run));
+    let _ = writeln!(out, "{}", shape_line_seen(run, s.short_outputs as u64));
     out
 }
 
@@ -250,7 +256,13 @@ fn probe_line(p: &crate::stats::probes::ProbeStats) -> String {
 /// The sweep table: what the user came for.
 pub(crate) fn sweep_table(levels: &[FinishedLevel], run: &RunInfo) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "tokbench sweep, {}  ({})", shape_line(run), run.model);
+    let short: usize = levels.iter().map(|l| l.stats.short_outputs).sum();
+    let _ = writeln!(
+        out,
+        "tokbench sweep, {}  ({})",
+        shape_line_seen(run, short as u64),
+        run.model
+    );
     let _ = writeln!(
         out,
         "{:>8} {:>13} {:>12} {:>12} {:>12} {:>7}  note",

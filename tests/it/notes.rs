@@ -299,3 +299,51 @@ async fn failures_are_not_told_they_wait_for_a_slot() {
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ignore_eos` sent to a server that still ends answers at its own end
+/// (Ollama's OpenAI API, named vLLM by `--engine`): the tables do not claim
+/// it was honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignore_eos_not_honoured_is_not_claimed() {
+    let sim = start_sim(SimConfig {
+        engine: SimEngine::Ollama,
+        eos_mean_tokens: 5.0,
+        parallel: Some(2),
+        ..SimConfig::default()
+    })
+    .await;
+    let dir = scratch("notes", "eos-ignored");
+    let url = format!("http://{}", sim.addr);
+    let out = tokbench_async(sweep(
+        &url,
+        &dir,
+        &[
+            "--engine",
+            "vllm",
+            "--concurrency",
+            "1",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "64",
+            "--seed",
+            "3",
+        ],
+    ))
+    .await;
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let table = all
+        .lines()
+        .find(|l| l.starts_with("tokbench sweep, "))
+        .unwrap_or_else(|| panic!("no table: {all}"));
+    assert!(table.contains("ignore_eos sent, yet "), "{table}");
+    assert!(
+        all.contains("ignore_eos was sent, yet the server ended answers early"),
+        "{all}"
+    );
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
