@@ -347,3 +347,34 @@ async fn ignore_eos_not_honoured_is_not_claimed() {
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A dataset and a replayed trace set each request's lengths: neither is
+/// compared with the flags' one length (`--random-input-len` 1024 by
+/// default), and short answers are not counted against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datasets_and_traces_get_no_note_of_an_asked_length() {
+    let sim = start_sim(SimConfig::default()).await;
+    let url = format!("http://{}", sim.addr);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dataset = root.join("datasets/requests.jsonl").display().to_string();
+    let trace = root.join("traces/azure_small.csv").display().to_string();
+    for (name, extra) in [
+        (
+            "dataset",
+            vec!["--dataset", &dataset, "--concurrency", "1,2"],
+        ),
+        ("trace", vec!["--replay", &trace]),
+    ] {
+        let dir = scratch("notes", name);
+        let mut args = sweep(&url, &dir, &extra);
+        // Short answers where a record does not say its own: a quick test.
+        args.extend(["--seed", "3", "--random-output-len", "16"].map(String::from));
+        let out = tokbench_async(args).await;
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{name}: {all}");
+        assert!(!all.contains("asked for"), "{name}: {all}");
+        assert!(!all.contains("ended before"), "{name}: {all}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    sim.shutdown().await;
+}
