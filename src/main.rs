@@ -203,8 +203,11 @@ fn print_config(name: &str, settings: &Settings, seed: Option<u64>) -> Result<i3
 }
 
 /// Each run's effective settings, as `config.toml` in its result folder:
-/// `tokbench sweep --config results/X/config.toml` sends the same run again
-/// (the model it resolved and the seed it drew included).
+/// `tokbench sweep --config results/X/config.toml` sends the same traffic
+/// again (the model it resolved included). A seed the run drew is written
+/// as a comment: a repeat draws its own, so its prompts are new to the
+/// server's prefix cache as the first run's were; a seed the user gave
+/// stays a setting.
 fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) -> Result<()> {
     let path = prepared.result_dir.join("config.toml");
     let seed = match &prepared.prior {
@@ -214,8 +217,14 @@ fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) ->
         Some(prior) => prior.run.get("seed").and_then(serde_json::Value::as_u64),
         None => Some(prepared.plan.seed),
     };
-    if let Some(seed) = seed {
-        settings.set("seed", Some(typed_u64(seed)));
+    let mut drawn = None;
+    match seed {
+        Some(seed) if prepared.plan.seed_given => settings.set("seed", Some(typed_u64(seed))),
+        Some(seed) => {
+            settings.set("seed", None);
+            drawn = Some(seed);
+        }
+        None => {}
     }
     // The demo's model is its simulator's: a repeat takes no --model.
     if name != "demo" {
@@ -223,7 +232,7 @@ fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) ->
     }
     // A repeat writes a folder of its own (two runs never share one).
     settings.set("result-dir", None);
-    let text = settings.to_toml(&[
+    let mut text = settings.to_toml(&[
         &format!(
             "tokbench {}: the effective settings of the run in this folder.",
             env!("CARGO_PKG_VERSION")
@@ -231,6 +240,12 @@ fn write_config(name: &str, mut settings: Settings, prepared: &run::Prepared) ->
         &format!("Repeat it with: tokbench {name} --config <this folder>/config.toml (flags given as well override it)."),
         "Never here: the API key; result-dir, so a repeat gets a folder of its own.",
     ]);
+    if let Some(seed) = drawn {
+        text.push_str(&format!(
+            "# seed = {}  (drawn; uncomment to repeat the same prompts, which a prefix cache will answer)\n",
+            typed_u64(seed)
+        ));
+    }
     tokbench::report::atomic::write_atomic(&path, text.as_bytes())
         .wrap_err_with(|| format!("cannot write {}", path.display()))
 }

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::decide::{is_flat, no_rise_message, Decision};
 use super::rounds::{RoundsSpread, ROUNDS_SPREAD_LIMIT};
 use super::words::{figure, median, num, opt_num, percent0, round_to, streams};
+use crate::engine::LengthAsk;
 use crate::record::RequestRecord;
 use crate::stats::summary::LevelStats;
 
@@ -95,9 +96,11 @@ impl StreamShape {
 pub(crate) struct DiagnoseInput<'a> {
     /// The levels to judge (the recorder passes the complete ones).
     pub levels: &'a [LevelView<'a>],
-    /// Requested prompt and output lengths, in server tokens (0: unknown).
-    pub input_target: u32,
-    pub output_target: u32,
+    /// Where the run's lengths came from: the length notes speak only of
+    /// lengths the user asked for.
+    pub lengths: AskedLengths,
+    /// What the bodies asked of the answer's length, as the engine honours it.
+    pub length_ask: Option<LengthAsk>,
     /// Warmup requests sent before the first level; `None`: unknown.
     pub warmup_requests: Option<u32>,
     /// Median connect + first byte of a tiny request before the run, ms.
@@ -124,8 +127,10 @@ pub(crate) fn diagnose(
 ) -> Vec<Diagnosis> {
     diagnose_run(&DiagnoseInput {
         levels,
-        input_target,
-        output_target,
+        lengths: AskedLengths::One {
+            input: input_target,
+            output: output_target,
+        },
         ..DiagnoseInput::default()
     })
 }
@@ -140,8 +145,17 @@ pub(crate) fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
         .min_by_key(|(c, _)| *c)
         .map(|(_, p50)| p50);
     [
-        input_len_off_target(levels, input.input_target),
-        short_outputs(levels, input.output_target),
+        input
+            .lengths
+            .input()
+            .and_then(|target| input_len_off_target(levels, target)),
+        input.lengths.output().and_then(|target| {
+            short_outputs(
+                levels,
+                target,
+                input.length_ask.unwrap_or(LengthAsk::IgnoreEos),
+            )
+        }),
         failures(levels),
         client_limits(levels),
         single_level(levels),
@@ -165,6 +179,56 @@ pub(crate) fn diagnose_run(input: &DiagnoseInput<'_>) -> Vec<Diagnosis> {
     .into_iter()
     .flatten()
     .collect()
+}
+
+/// Where a run's lengths came from: the one rule every note about an
+/// asked-for length consults, so none is said of a run that asked for none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum AskedLengths {
+    /// The user asked for one prompt and one answer length (drawn around
+    /// them with a range ratio): the notes compare the means with them.
+    One { input: u32, output: u32 },
+    /// Each request's lengths came from a dataset, a trace or earlier turns:
+    /// no one length was asked for, and the notes say nothing.
+    PerRequest,
+    /// Not known (a made-up test input): the notes say nothing.
+    #[default]
+    Unknown,
+}
+
+impl AskedLengths {
+    /// A run's lengths: one asked length unless a dataset, a replayed trace
+    /// or `--turns` (prompts that carry earlier turns) set them per request.
+    pub(crate) fn of_run(input: u32, output: u32, dataset: bool, replay: bool, turns: u32) -> Self {
+        if dataset || replay || turns > 1 {
+            AskedLengths::PerRequest
+        } else {
+            AskedLengths::One { input, output }
+        }
+    }
+
+    /// The one prompt length asked for, if any (0: unknown).
+    pub(crate) fn input(self) -> Option<u32> {
+        match self {
+            AskedLengths::One { input, .. } if input > 0 => Some(input),
+            _ => None,
+        }
+    }
+
+    /// The one answer length asked for, if any (0: unknown).
+    pub(crate) fn output(self) -> Option<u32> {
+        match self {
+            AskedLengths::One { output, .. } if output > 0 => Some(output),
+            _ => None,
+        }
+    }
+
+    /// Prompts share earlier prompts' text by design (turns carry the
+    /// conversation, a trace its own prefixes): a prefix cache answering
+    /// them is what real traffic of this shape sees.
+    pub(crate) fn prompts_repeat_by_design(self) -> bool {
+        self == AskedLengths::PerRequest
+    }
 }
 
 /// The server saw prompts of a different length than asked for.
@@ -198,8 +262,13 @@ pub(crate) fn input_len_off_target(levels: &[LevelView<'_>], target: u32) -> Opt
 }
 
 /// Answers averaged under 90% of the requested length (EOS without
-/// ignore_eos, or a server limit). The evidence keeps the count of short ones.
-pub(crate) fn short_outputs(levels: &[LevelView<'_>], target: u32) -> Option<Diagnosis> {
+/// ignore_eos, an engine that cannot force lengths, or a server limit). The
+/// evidence keeps the count of short ones.
+pub(crate) fn short_outputs(
+    levels: &[LevelView<'_>],
+    target: u32,
+    ask: LengthAsk,
+) -> Option<Diagnosis> {
     if target == 0 {
         return None;
     }
@@ -216,13 +285,24 @@ pub(crate) fn short_outputs(levels: &[LevelView<'_>], target: u32) -> Option<Dia
         return None;
     }
     let mean = sum / n as f64;
+    let why = match ask {
+        LengthAsk::CapOnly(field) => format!(
+            "this engine cannot force an answer's length ({field} is a cap): answers end at the model's own end, \
+             so output tokens per request vary; per-token figures (ITL, TPOT, tok/s per stream) hold, \
+             request throughput and E2E latency compare only with runs of the same answer lengths"
+        ),
+        LengthAsk::IgnoreEos => "ignore_eos was sent, yet the server ended answers early (it does not honour it, \
+             or a limit of its own cut them): numbers at different output lengths are not comparable"
+            .into(),
+        LengthAsk::NoIgnoreEos => "numbers at different output lengths are not comparable; \
+             send ignore_eos (drop --no-ignore-eos) where the server supports it"
+            .into(),
+    };
     (mean < SHORT_OUTPUT_SHARE * f64::from(target)).then(|| Diagnosis {
         id: "short_outputs",
-        message: format!(
-            "{short} of {completed} answers ended before {target} tokens (mean {mean:.0}): \
-             numbers at different output lengths are not comparable; use ignore_eos where the server supports it"
-        ),
-        evidence: json!({"short": short, "completed": completed, "mean_output_len": mean, "target": target}),
+        message: format!("{short} of {completed} answers ended before {target} tokens (mean {mean:.0}): {why}"),
+        evidence: json!({"short": short, "completed": completed, "mean_output_len": mean, "target": target,
+            "length_ask": ask.label()}),
     })
 }
 

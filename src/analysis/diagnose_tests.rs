@@ -1,6 +1,7 @@
 //! The diagnoses, each on levels worked by hand.
 
 use super::*;
+use crate::engine::LengthAsk;
 use crate::stats::summary::{level_stats, MinMeanMax};
 
 fn view(concurrency: u32, stats: &LevelStats) -> LevelView<'_> {
@@ -43,14 +44,14 @@ fn input_length_fires_only_past_five_percent() {
 fn short_outputs_and_single_level() {
     let a = stats_with(20, 128.0, 3);
     let levels = [view(4, &a)];
-    let d = short_outputs(&levels, 64).expect("fires");
+    let d = short_outputs(&levels, 64, LengthAsk::NoIgnoreEos).expect("fires");
     starts(&d, "3 of 20 answers ended before 64 tokens (mean 50)");
     assert_eq!(single_level(&levels).map(|d| d.id), Some("single_level"));
     // Full-length answers (mean 64 of 64): quiet.
     let mut b = stats_with(20, 128.0, 0);
     b.output_len = Some(spread(64.0, 64.0, 64.0));
     let two = [view(4, &b), view(8, &b)];
-    assert!(short_outputs(&two, 64).is_none());
+    assert!(short_outputs(&two, 64, LengthAsk::NoIgnoreEos).is_none());
     assert!(single_level(&two).is_none());
 }
 
@@ -104,11 +105,11 @@ fn short_outputs_fire_below_ninety_percent_of_requested() {
     let mut a = stats_with(20, 128.0, 3);
     a.output_len = Some(spread(30.0, 60.0, 64.0));
     let levels = [view(4, &a)];
-    assert!(short_outputs(&levels, 64).is_none());
+    assert!(short_outputs(&levels, 64, LengthAsk::NoIgnoreEos).is_none());
     // Mean 57 of 64 = 89.1% < 90%: fires, still counting the short ones.
     a.output_len = Some(spread(30.0, 57.0, 64.0));
     let levels = [view(4, &a)];
-    let d = short_outputs(&levels, 64).expect("fires");
+    let d = short_outputs(&levels, 64, LengthAsk::NoIgnoreEos).expect("fires");
     assert_eq!(d.evidence["short"], json!(3));
     assert_eq!(d.evidence["mean_output_len"], json!(57.0));
 }
@@ -358,8 +359,10 @@ fn diagnose_run_composes_everything() {
     }];
     let input = DiagnoseInput {
         levels: &views,
-        input_target: 128,
-        output_target: 64,
+        lengths: AskedLengths::One {
+            input: 128,
+            output: 64,
+        },
         warmup_requests: Some(0),
         connect_probe_ms: Some(20.0),
         client_loads: &loads,
@@ -384,4 +387,60 @@ fn diagnose_run_composes_everything() {
     // The old three-argument entry point runs only the level checks.
     let ids: Vec<&str> = diagnose(&views, 128, 64).iter().map(|d| d.id).collect();
     assert_eq!(ids, ["short_outputs", "single_level"]);
+}
+
+/// A run that asked for no one length (a dataset, a trace, turns) gets no
+/// note about an asked-for length, however far its means are from the
+/// flags' defaults; one that asked gets both.
+#[test]
+fn length_notes_only_where_one_length_was_asked_for() {
+    // Mixed lengths: prompts of mean 34 tokens, answers of mean 13.
+    let mut a = stats_with(3, 34.0, 0);
+    a.output_len = Some(spread(4.0, 13.0, 16.0));
+    let views = [view(1, &a)];
+    let ids = |lengths: AskedLengths| -> Vec<&'static str> {
+        diagnose_run(&DiagnoseInput {
+            levels: &views,
+            lengths,
+            ..DiagnoseInput::default()
+        })
+        .iter()
+        .map(|d| d.id)
+        .filter(|id| matches!(*id, "input_len_off_target" | "short_outputs"))
+        .collect()
+    };
+    // Replay, dataset, turns: each request's own lengths.
+    for (dataset, replay, turns) in [(false, true, 1), (true, false, 1), (false, false, 4)] {
+        let lengths = AskedLengths::of_run(64, 16, dataset, replay, turns);
+        assert_eq!(lengths, AskedLengths::PerRequest);
+        assert!(ids(lengths).is_empty(), "{dataset} {replay} {turns}");
+        assert!(lengths.prompts_repeat_by_design());
+    }
+    let one = AskedLengths::of_run(64, 16, false, false, 1);
+    assert!(!one.prompts_repeat_by_design());
+    assert_eq!(ids(one), ["input_len_off_target", "short_outputs"]);
+}
+
+/// The short-answer note says what the engine could do: an engine that
+/// cannot force lengths is told apart from one that ignored ignore_eos.
+#[test]
+fn short_outputs_say_what_the_engine_could_force() {
+    let mut a = stats_with(20, 128.0, 12);
+    a.output_len = Some(spread(10.0, 30.0, 64.0));
+    let levels = [view(4, &a)];
+    let cap = short_outputs(&levels, 64, LengthAsk::CapOnly("num_predict")).expect("fires");
+    assert!(
+        cap.message
+            .contains("cannot force an answer's length (num_predict is a cap)"),
+        "{}",
+        cap.message
+    );
+    assert!(cap.message.contains("per-token figures"), "{}", cap.message);
+    assert!(!cap.message.contains("use ignore_eos"), "{}", cap.message);
+    let sent = short_outputs(&levels, 64, LengthAsk::IgnoreEos).expect("fires");
+    assert!(
+        sent.message.contains("ignore_eos was sent, yet"),
+        "{}",
+        sent.message
+    );
 }

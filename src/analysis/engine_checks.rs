@@ -46,6 +46,48 @@ pub(crate) struct ServerView {
     /// The server finished more requests during the level than this
     /// client sent.
     pub other_traffic: bool,
+    /// Mean requests the client had queued (in flight, neither streaming
+    /// nor in prefill), where the level says.
+    pub queued_mean: Option<f64>,
+    /// Requests that failed, and all that ended (failed or completed).
+    pub failed: usize,
+    pub ended: usize,
+}
+
+/// A median slot wait (Ollama's own durations) at least this share of the
+/// level's p99 TTFT, and this many ms, is requests queued for a slot.
+const SLOT_WAIT_TTFT_SHARE: f64 = 0.2;
+const SLOT_WAIT_MIN_MS: f64 = 5.0;
+/// Failures above this share of a level's requests: its throughput fell to
+/// failures, not to requests waiting for a slot.
+const SLOT_FAILED_SHARE: f64 = 0.05;
+
+impl ServerView {
+    /// Whether requests queued at this level, by the server's own account
+    /// where it gives one (its waiting gauge; else Ollama's slot waits),
+    /// else the client's queued count; None where nothing says.
+    fn queued(&self) -> Option<bool> {
+        if let Some(w) = self.waiting_max {
+            return Some(w >= 1.0);
+        }
+        if let Some(ms) = self.slot_wait_ms_median {
+            let floor =
+                SLOT_WAIT_MIN_MS.max(SLOT_WAIT_TTFT_SHARE * self.p99_ttft_ms.unwrap_or(0.0));
+            return Some(ms >= floor);
+        }
+        self.queued_mean.map(|q| q >= 0.5)
+    }
+
+    /// Failures took more than a few of this level's requests.
+    fn failing(&self) -> bool {
+        self.ended > 0 && self.failed as f64 > SLOT_FAILED_SHARE * self.ended as f64
+    }
+
+    /// Requests the server runs at once by the client's count: streaming,
+    /// and in prefill where the server's times tell.
+    fn in_use(&self) -> Option<f64> {
+        Some(self.streaming_mean? + self.in_prefill_mean.unwrap_or(0.0))
+    }
 }
 
 /// Why throughput stopped rising at a knee, from what the server said at
@@ -68,6 +110,26 @@ pub(crate) fn knee_cause(from: &ServerView, to: &ServerView, engine: &str) -> Op
             "the KV cache is full ({}); requests wait for KV space or are recomputed",
             seen.join(", ")
         ));
+    }
+    // No running gauge (Ollama): its own slot waits, with the client's
+    // count of what ran, say the slot cap.
+    if to.running_max.is_none()
+        && to.slot_wait_ms_median.is_some()
+        && to.queued() == Some(true)
+        && !to.failing()
+    {
+        if let (Some(in_use), Some(slots)) = (to.in_use(), Engine::of(engine).advice().slots) {
+            if in_use < f64::from(to.concurrency) - 0.5 {
+                let n = in_use.round().max(1.0);
+                let waiting = to
+                    .queued_mean
+                    .map_or_else(String::new, |q| format!(" while about {q:.0} wait"));
+                return Some(format!(
+                    "the server runs {n:.0} at a time{waiting} (the slot cap, {} {n:.0})",
+                    slots.setting
+                ));
+            }
+        }
     }
     let (run_from, run_to) = (from.running_max?, to.running_max?);
     let waiting = to.waiting_max.unwrap_or(0.0);
@@ -127,24 +189,30 @@ pub(crate) fn engine_diagnoses(input: &EngineInput<'_>) -> Vec<Diagnosis> {
     .collect()
 }
 
-/// Throughput does not grow from the lowest level to the next while p99 TTFT
-/// does: requests wait for a slot. Effective slots from how far throughput
-/// rose at most over the single-stream figure.
+/// Throughput does not grow from one level to the next while p99 TTFT
+/// does, and the server's own account (its waiting gauge, else its slot
+/// waits, else the client's queued count) says requests queued there:
+/// requests wait for a slot. Levels that failed are not slots. Effective
+/// slots from how far throughput rose at most over the lowest level's.
 pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let mut levels: Vec<&ServerView> = input.levels.iter().collect();
     levels.sort_by_key(|l| l.concurrency);
-    let (first, second) = (levels.first()?, levels.get(1)?);
-    if first.output_throughput <= 0.0 {
+    let first = *levels.first()?;
+    if first.output_throughput <= 0.0 || levels.iter().any(|l| l.failing()) {
         return None;
     }
-    let gain = second.output_throughput / first.output_throughput - 1.0;
-    let growth = match (first.p99_ttft_ms, second.p99_ttft_ms) {
-        (Some(a), Some(b)) if a > 0.0 => b / a,
-        _ => return None,
-    };
-    if gain >= 0.20 || growth <= 1.2 {
-        return None;
-    }
+    let (from, second, gain, growth) = levels.windows(2).find_map(|pair| {
+        let (a, b) = (pair[0], pair[1]);
+        if a.output_throughput <= 0.0 {
+            return None;
+        }
+        let gain = b.output_throughput / a.output_throughput - 1.0;
+        let growth = match (a.p99_ttft_ms, b.p99_ttft_ms) {
+            (Some(x), Some(y)) if x > 0.0 => y / x,
+            _ => return None,
+        };
+        (gain < 0.20 && growth > 1.2 && b.queued() != Some(false)).then_some((a, b, gain, growth))
+    })?;
     let peak = levels
         .iter()
         .map(|l| l.output_throughput)
@@ -215,13 +283,17 @@ pub(crate) fn slot_queueing(input: &EngineInput<'_>) -> Option<Diagnosis> {
             if slots <= 1.0 { "1".to_string() } else { format!("about {slots:.0}") }
         )
     } else {
-        format!("requests are waiting for a slot: the server runs about {slots:.0} at a time (parallel slots, max-num-seqs or -np){seen}")
+        let knob = Engine::of(input.engine)
+            .advice()
+            .slots
+            .map_or("parallel slots, max-num-seqs or -np", |s| s.setting);
+        format!("requests are waiting for a slot: the server runs about {slots:.0} at a time ({knob}){seen}")
     };
     Some(Diagnosis {
         id: "slot_queueing",
         message,
         evidence: json!({
-            "from_concurrency": first.concurrency, "to_concurrency": second.concurrency,
+            "from_concurrency": from.concurrency, "to_concurrency": second.concurrency,
             "throughput_gain": gain, "p99_ttft_growth": growth, "effective_slots": slots,
             "slot_wait_ms_median": second.slot_wait_ms_median,
             "slots_in_use": in_use,
@@ -303,6 +375,33 @@ pub(crate) fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
             template * 100.0
         ),
         evidence: json!({"hit_rate": rate, "template_share": template}),
+    })
+}
+
+/// A run with a seed the user gave, whose prompts the server's prefix cache
+/// answered more than their design explains (`expected`: the chat
+/// template's share, and a `--prefix-len` prefix's): an earlier run with the
+/// same seed sent them, and TTFT reads lower than a first run's. Quiet
+/// where the server does not report its cache, or it answered no more than
+/// for new prompts.
+pub(crate) fn seed_repeat(
+    seed: u64,
+    levels: &[ServerView],
+    expected: Option<f64>,
+) -> Option<Diagnosis> {
+    let template = expected.unwrap_or(0.0).clamp(0.0, 1.0);
+    let rate = levels
+        .iter()
+        .filter_map(|l| l.prefix_cache_hit_rate_mean)
+        .reduce(f64::max)?;
+    (rate > template + 0.05).then(|| Diagnosis {
+        id: "seed_repeat",
+        message: format!(
+            "--seed {seed} repeats earlier prompts: the server's prefix cache answered {:.0}% of prompt tokens, \
+             so TTFT reads lower than a first run's; leave --seed out for prompts new to the server",
+            rate * 100.0
+        ),
+        evidence: json!({"seed": seed, "hit_rate": rate, "template_share": template}),
     })
 }
 
@@ -603,7 +702,7 @@ mod tests {
         let d = slot_queueing(&input).expect("fires");
         assert_eq!(
             d.message,
-            "requests are waiting for a slot: the server runs about 2 at a time (parallel slots, max-num-seqs or -np) \
+            "requests are waiting for a slot: the server runs about 2 at a time (-np) \
              (the server's own gauges: 2 running of 2 slots; the client saw ~1 streaming)"
         );
         assert_eq!(d.evidence["server_running"], 2.0);
@@ -637,6 +736,87 @@ mod tests {
         // Four slots: throughput 40 -> 150 at 4 streams: gain 275%, quiet.
         let levels = [level(1, 40.0, 200.0), level(4, 150.0, 230.0)];
         assert!(slot_queueing(&ollama(&levels)).is_none());
+    }
+
+    /// The level files of Ollama with 2 slots swept at 1, 2, 4, 8: throughput
+    /// doubles from 1 to 2, then stays at ~176 tok/s while p99 TTFT grows
+    /// 14x; Ollama's own slot waits (median 360 ms at 4, 1,082 ms at 8) and
+    /// the client's queued count (1.8, 4.6) say requests queue, ~1.93 run.
+    /// The slot check names OLLAMA_NUM_PARALLEL at about 2, and the knee's
+    /// cause is the slot cap, not the KV cache.
+    #[test]
+    fn ollama_with_two_slots_queued_is_the_slot_cap() {
+        let rows = [
+            (1, 91.3, 13.9, 0.225, 0.962, 0.004, 0.033),
+            (2, 172.0, 27.3, 10.378, 1.871, 0.007, 0.117),
+            (4, 176.5, 383.8, 359.984, 1.921, 0.008, 1.811),
+            (8, 176.6, 1106.8, 1081.75, 1.921, 0.008, 4.557),
+        ];
+        let levels: Vec<ServerView> = rows
+            .iter()
+            .map(
+                |&(c, t, p99, wait, streaming, prefill, queued)| ServerView {
+                    slot_wait_ms_median: Some(wait),
+                    streaming_mean: Some(streaming),
+                    in_prefill_mean: Some(prefill),
+                    queued_mean: Some(queued),
+                    ended: 16,
+                    ..level(c, t, p99)
+                },
+            )
+            .collect();
+        let d = slot_queueing(&ollama(&levels)).expect("fires");
+        assert!(
+            d.message.starts_with(
+                "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably about 2; effective parallel slots about 2"
+            ),
+            "{}",
+            d.message
+        );
+        assert_eq!(d.evidence["from_concurrency"], 2);
+        assert_eq!(
+            knee_cause(&levels[1], &levels[2], "ollama").as_deref(),
+            Some("the server runs 2 at a time while about 2 wait (the slot cap, OLLAMA_NUM_PARALLEL 2)")
+        );
+    }
+
+    /// A vLLM-like server of 256 slots whose requests fail: throughput
+    /// stalls and TTFT grows, but the server says nothing waits and the
+    /// levels failed: no slot diagnosis.
+    #[test]
+    fn failures_are_not_slots() {
+        let rows = [
+            (1, 90.9, 13.3, 9),
+            (2, 92.7, 23.6, 12),
+            (4, 124.6, 26.1, 9),
+            (8, 152.9, 31.0, 11),
+        ];
+        let mut levels: Vec<ServerView> = rows
+            .iter()
+            .map(|&(c, t, p99, failed)| ServerView {
+                running_max: Some(f64::from(c)),
+                waiting_max: Some(0.0),
+                failed,
+                ended: 16,
+                ..level(c, t, p99)
+            })
+            .collect();
+        let input = EngineInput {
+            engine: "tokbench-sim",
+            levels: &levels,
+            ..EngineInput::default()
+        };
+        assert!(slot_queueing(&input).is_none());
+        // The failures alone keep it quiet, whatever the gauges say.
+        for l in &mut levels {
+            l.waiting_max = None;
+        }
+        let input = EngineInput {
+            engine: "tokbench-sim",
+            levels: &levels,
+            ..EngineInput::default()
+        };
+        assert!(slot_queueing(&input).is_none());
     }
 
     /// Worked by hand. One slot: mean streaming 0.98, 0.99, 0.94, 0.97 at
@@ -683,6 +863,25 @@ mod tests {
             d.message,
             "requests are waiting for a slot: OLLAMA_NUM_PARALLEL is probably about 2; effective parallel slots about 2 (slots in use ~2: requests streaming or in prefill at once, mean over the levels, from the server's own prefill times)"
         );
+    }
+
+    /// A seed the user gave: a cache that answered most prompt tokens says
+    /// the run repeated earlier prompts; one that answered only the
+    /// template, or a server that does not say, gets no line.
+    #[test]
+    fn seed_repeat_says_what_the_prefix_cache_did() {
+        let mut a = level(1, 40.0, 200.0);
+        a.prefix_cache_hit_rate_mean = Some(0.98);
+        let d = seed_repeat(42, &[a.clone()], Some(0.1)).expect("fires");
+        assert_eq!(
+            d.message,
+            "--seed 42 repeats earlier prompts: the server's prefix cache answered 98% of prompt tokens, \
+             so TTFT reads lower than a first run's; leave --seed out for prompts new to the server"
+        );
+        a.prefix_cache_hit_rate_mean = Some(0.12);
+        assert!(seed_repeat(42, &[a.clone()], Some(0.1)).is_none());
+        a.prefix_cache_hit_rate_mean = None;
+        assert!(seed_repeat(42, &[a], Some(0.1)).is_none());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! given with `--engine` that no engine here has is kept as given and behaves
 //! as [`Engine::OpenaiCompatible`] ([`Engine::of`]).
 
+mod length;
 mod llamacpp;
 mod ollama;
 mod openai_compatible;
@@ -27,6 +28,7 @@ use serde_json::Value;
 
 use crate::sim::SimEngine;
 
+pub(crate) use self::length::LengthAsk;
 pub(crate) use self::tgi::CONCURRENCY_CAP;
 
 /// A server tokbench knows.

@@ -177,8 +177,13 @@ fn load(
         "input_seq_len".into(),
         input.unwrap_or_else(|| json!({"distribution": "other", "value": 0})),
     );
-    // An output length is enforced only with ignore_eos.
-    if run["ignore_eos"].as_bool() == Some(true) {
+    // An output length is enforced only with ignore_eos, on an engine that has it.
+    let ask = crate::engine::LengthAsk::of(
+        run["engine"].as_str().unwrap_or(""),
+        run["backend"].as_str().unwrap_or(""),
+        run["ignore_eos"].as_bool() == Some(true),
+    );
+    if ask.forced() {
         if let Some(l) = run["output_len"].as_u64() {
             standardized.insert("output_seq_len".into(), seq_len(l, ratio));
         }

@@ -25,6 +25,9 @@ pub struct RunInfo {
     pub extra_body: Option<Value>,
     pub labels: BTreeMap<String, String>,
     pub seed: u64,
+    /// The user gave the seed (`--seed`, or a config file's `seed`): its
+    /// prompts may repeat an earlier run's, which a prefix cache answers.
+    pub seed_given: bool,
     /// ISO 8601 UTC.
     pub started_at: String,
     /// vLLM's `date` format (`20261129-191400`).
@@ -66,6 +69,22 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
+    /// Where this run's lengths came from (`analysis::diagnose::AskedLengths`).
+    pub(crate) fn asked_lengths(&self) -> crate::analysis::diagnose::AskedLengths {
+        crate::analysis::diagnose::AskedLengths::of_run(
+            self.input_len + self.prefix_len,
+            self.output_len,
+            self.traffic.dataset.is_some(),
+            self.kind == "replay" || self.trace.is_some(),
+            self.turns,
+        )
+    }
+
+    /// What the bodies asked of the answers' length, as the engine honours it.
+    pub(crate) fn length_ask(&self) -> crate::engine::LengthAsk {
+        crate::engine::LengthAsk::of(&self.engine, &self.backend, self.ignore_eos)
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         serde_json::to_value(self.to_section()).unwrap_or(Value::Null)
     }
@@ -142,6 +161,7 @@ impl RunInfo {
             extra_body: None,
             labels: BTreeMap::new(),
             seed: 1,
+            seed_given: false,
             started_at: "2026-12-01T10:00:00Z".into(),
             date: "20261201-100000".into(),
             percentiles: vec![50.0, 99.0],

@@ -252,10 +252,8 @@ impl SavedRun {
         if let Some(b) = &self.run.backend {
             parts.push(format!("backend {}", text(b)));
         }
-        match self.run.ignore_eos {
-            Some(true) => parts.push("ignore_eos".into()),
-            Some(false) => parts.push("no ignore_eos".into()),
-            None => {}
+        if let Some(ask) = self.length_ask() {
+            parts.push(ask.label_seen(self.short_outputs()));
         }
         if let Some(s) = &self.run.started_at {
             parts.push(format!("started {}", text(s)));
@@ -383,6 +381,25 @@ impl SavedRun {
     }
 
     /// `--random-range-ratio` of the run (0 when the file predates it).
+    /// What the run's bodies asked of the answers' length, as its engine
+    /// honours it (`engine::LengthAsk`); None for a file that does not say.
+    pub(crate) fn length_ask(&self) -> Option<crate::engine::LengthAsk> {
+        let ignore_eos = self.run.ignore_eos?;
+        Some(crate::engine::LengthAsk::of(
+            self.run.engine.as_deref().unwrap_or(""),
+            self.run.backend.as_deref().unwrap_or(""),
+            ignore_eos,
+        ))
+    }
+
+    /// Answers that ended before the length they asked for, over the levels.
+    pub(crate) fn short_outputs(&self) -> u64 {
+        self.levels
+            .iter()
+            .filter_map(|l| l.raw.get("short_outputs").and_then(Value::as_u64))
+            .sum()
+    }
+
     pub(crate) fn range_ratio(&self) -> f64 {
         self.raw
             .get("run")

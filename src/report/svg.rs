@@ -145,8 +145,8 @@ fn subtitle(run: &SavedRun) -> String {
     if let Some(p) = crate::workload::profile::profile_words(run.run.profile.as_deref()) {
         parts.push(p);
     }
-    if run.run.ignore_eos == Some(true) {
-        parts.push("ignore_eos".into());
+    if let Some(ask) = run.length_ask().filter(|a| a.forced()) {
+        parts.push(ask.label_seen(run.short_outputs()));
     }
     if let Some(s) = &run.run.started_at {
         parts.push(s.replace('T', " ").trim_end_matches('Z').to_string() + " UTC");

@@ -10,6 +10,12 @@ use crate::stats::summary::Distribution;
 
 /// `in 1024 / out 1024, profile balanced, ignore_eos`: written next to every table of numbers.
 pub(crate) fn shape_line(run: &RunInfo) -> String {
+    shape_line_seen(run, 0)
+}
+
+/// `shape_line` once answers are in: `short` of them ended before the
+/// length they asked for (`engine::LengthAsk::label_seen`).
+pub(crate) fn shape_line_seen(run: &RunInfo, short: u64) -> String {
     let shape = match &run.traffic.dataset {
         Some(d) => format!(
             "dataset {}, out {} unless the record says",
@@ -25,14 +31,7 @@ pub(crate) fn shape_line(run: &RunInfo) -> String {
             )
         }
     };
-    format!(
-        "{shape}{}",
-        if run.ignore_eos {
-            ", ignore_eos"
-        } else {
-            ", no ignore_eos"
-        }
-    )
+    format!("{shape}, {}", run.length_ask().label_seen(short))
 }
 
 /// The block `vllm bench serve` prints, plus tokbench's own lines.
@@ -260,7 +259,7 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
         }
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
-    let _ = writeln!(out, "{}", shape_line(run));
+    let _ = writeln!(out, "{}", shape_line_seen(run, s.short_outputs as u64));
     out
 }
 
@@ -320,7 +319,13 @@ pub(crate) fn sweep_table(
     series_label: &dyn Fn(usize) -> String,
 ) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "tokbench sweep, {}  ({})", shape_line(run), run.model);
+    let short: usize = levels.iter().map(|l| l.stats.short_outputs).sum();
+    let _ = writeln!(
+        out,
+        "tokbench sweep, {}  ({})",
+        shape_line_seen(run, short as u64),
+        run.model
+    );
     let goodput = run.decision.goodput.as_ref();
     let _ = writeln!(
         out,

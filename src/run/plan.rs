@@ -41,6 +41,9 @@ pub struct SweepPlan {
     pub ignore_eos: bool,
     pub percentiles: Vec<f64>,
     pub seed: u64,
+    /// The user gave `--seed` (on the command line or in a config file):
+    /// the run repeats those prompts on purpose.
+    pub seed_given: bool,
     pub extra_body: Option<Map<String, Value>>,
     pub labels: BTreeMap<String, String>,
     pub api_key: Option<Secret>,
@@ -391,6 +394,7 @@ impl SweepPlan {
             ignore_eos: !args.no_ignore_eos,
             percentiles,
             seed: args.seed.unwrap_or_else(rng::random_seed),
+            seed_given: args.seed.is_some(),
             extra_body,
             labels,
             api_key: match args.api_key.as_deref().filter(|k| !k.is_empty()) {

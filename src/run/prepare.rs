@@ -241,6 +241,7 @@ async fn prepare_target(
         extra_body: plan.extra_body.clone().map(Value::Object),
         labels: plan.labels.clone(),
         seed: plan.seed,
+        seed_given: plan.seed_given,
         started_at: time::iso8601(now),
         date: time::compact(now),
         percentiles: plan.percentiles.clone(),

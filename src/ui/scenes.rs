@@ -257,7 +257,7 @@ pub fn article_run(simulated: bool) -> RunView {
         model: "Qwen/Qwen3-8B".into(),
         input_len: 1024,
         output_len: 1024,
-        ignore_eos: Some(true),
+        length_ask: Some(crate::engine::LengthAsk::IgnoreEos),
         knobs: None,
         simulated,
         plan: ARTICLE.iter().map(|s| s.concurrency).collect(),

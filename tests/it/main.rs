@@ -23,6 +23,7 @@ mod help_checks;
 mod interop;
 mod merge;
 mod module_graph;
+mod notes;
 mod panic_hook;
 mod probes;
 mod reasoning;

@@ -9,7 +9,9 @@ use crate::analysis::decide::{decide_judged, Decision, LevelPoint};
 use crate::analysis::diagnose::{
     diagnose_run, ClientLevelLoad, DiagnoseInput, Diagnosis, LevelView, StreamShape,
 };
-use crate::analysis::engine_checks::{engine_diagnoses, knee_cause, EngineInput, ServerView};
+use crate::analysis::engine_checks::{
+    engine_diagnoses, knee_cause, seed_repeat, EngineInput, ServerView,
+};
 use crate::analysis::rounds::rounds_spread;
 use crate::report::schema::{self, SeriesEntry};
 
@@ -209,8 +211,8 @@ impl Tally {
         let spreads = rounds_spread(&points);
         let mut diagnoses = diagnose_run(&DiagnoseInput {
             levels: &views,
-            input_target: self.run.input_len + self.run.prefix_len,
-            output_target: self.run.output_len,
+            lengths: self.run.asked_lengths(),
+            length_ask: Some(self.run.length_ask()),
             warmup_requests: Some(self.run.warmup_requests),
             connect_probe_ms: self.run.connect_probe_ms,
             client_loads: &loads,
@@ -224,7 +226,7 @@ impl Tally {
             let overhead = w.get("template_overhead_tokens")?.as_f64()?;
             (self.run.input_len > 0).then(|| overhead / f64::from(self.run.input_len))
         });
-        let engine_found = engine_diagnoses(&EngineInput {
+        let mut engine_found = engine_diagnoses(&EngineInput {
             engine: &self.run.engine,
             levels: &servers,
             template_share,
@@ -235,6 +237,23 @@ impl Tally {
                 .as_ref()
                 .and_then(|s| s.index.zip(s.count)),
         });
+        // Turns and traces repeat earlier prompts by design: their cache
+        // hits are the traffic's own.
+        if self.run.asked_lengths().prompts_repeat_by_design() {
+            engine_found.retain(|d| d.id != "prefix_cache");
+        }
+        // A seed the user gave repeats its prompts on purpose: say what the
+        // server's prefix cache made of them, in place of the generic note.
+        if self.run.seed_given {
+            // The shared prefix of --prefix-len is the cache's by design.
+            let prefix = self.run.prefix_len;
+            let by_design = template_share.unwrap_or(0.0)
+                + f64::from(prefix) / f64::from((self.run.input_len + prefix).max(1));
+            if let Some(d) = seed_repeat(self.run.seed, &servers, Some(by_design)) {
+                engine_found.retain(|d| d.id != "prefix_cache");
+                engine_found.push(d);
+            }
+        }
         // An open-loop run sets no concurrency: the sweep checks do not apply.
         if matches!(self.run.kind.as_str(), "rate" | "replay" | "ramp") {
             diagnoses.retain(|d| !matches!(d.id, "single_level" | "no_rise" | "no_capacity"));
@@ -337,6 +356,13 @@ fn server_view(l: &FinishedLevel) -> ServerView {
         http_429: error("http_429"),
         streaming_mean: l.occupancy.map(|o| o.streaming_mean),
         in_prefill_mean: l.occupancy.and_then(|o| o.in_prefill_mean),
+        // Queued: waiting less in prefill where the server's times tell,
+        // else all the client saw waiting.
+        queued_mean: l
+            .occupancy
+            .map(|o| o.queued_mean().unwrap_or(o.waiting_mean)),
+        failed: l.stats.failed,
+        ended: l.stats.failed + l.stats.completed,
         ttft_mean_client_ms: l.stats.ttft.as_ref().map(|d| d.mean),
         ttft_mean_server_ms: account
             .and_then(|a| a.get("ttft_ms"))

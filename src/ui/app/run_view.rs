@@ -15,8 +15,10 @@ pub struct RunView {
     pub input_len: u32,
     /// 0 when unknown.
     pub output_len: u32,
-    /// `None` when a saved summary does not say.
-    pub ignore_eos: Option<bool>,
+    /// What the bodies asked of the answers' length, as the engine honours
+    /// it (`ignore_eos`, `num_predict (a cap, not forced)`); `None` when a
+    /// saved summary does not say.
+    pub(crate) length_ask: Option<crate::engine::LengthAsk>,
     /// `--extra-body` knobs (and labels) as `k=v` pairs, when given.
     pub knobs: Option<String>,
     /// The target is the built-in simulator (demo).
@@ -64,7 +66,11 @@ impl RunView {
             model: p.model.clone(),
             input_len: p.plan.input_len,
             output_len: p.plan.output_len,
-            ignore_eos: Some(p.plan.ignore_eos),
+            length_ask: Some(crate::engine::LengthAsk::of(
+                &p.identity.engine,
+                p.plan.backend.as_str(),
+                p.plan.ignore_eos,
+            )),
             knobs,
             simulated: p.plan.simulated,
             plan: p.plan.levels.iter().map(|l| l.concurrency).collect(),

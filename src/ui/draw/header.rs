@@ -179,14 +179,10 @@ fn header_parts(
         ));
     }
 
-    if let Some(ignore_eos) = run.ignore_eos {
+    if let Some(ask) = run.length_ask {
         parts.push(Part::text(
-            prio(4, 10, |r| format!("{:?}", r.ignore_eos)),
-            if ignore_eos {
-                "ignore_eos"
-            } else {
-                "no ignore_eos"
-            },
+            prio(4, 10, |r| format!("{:?}", r.length_ask)),
+            ask.label(),
             p.dim,
         ));
     }
