@@ -20,6 +20,7 @@ mod gpu;
 mod interop;
 mod merge;
 mod module_graph;
+mod notes_audit;
 mod panic_hook;
 mod probes;
 mod reasoning;
