@@ -24,6 +24,7 @@ mod interop;
 mod merge;
 mod module_graph;
 mod notes;
+mod notes_audit;
 mod panic_hook;
 mod probes;
 mod reasoning;

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::audit::{assert_true_to_the_run, Asked};
 use crate::support::{self, bin, paced, read_json, Sim, Tmux};
 
 fn scratch(name: &str) -> PathBuf {
@@ -285,6 +286,16 @@ fn ollama_restart_starts_a_second_series() {
     tmux.wait_for("exit", Duration::from_secs(10), |s| {
         s.contains("TOKBENCH_EXIT=")
     });
+    // The notes audit's restart: what was printed on quitting, its table
+    // with both series, read against what the run asked (Ollama: no
+    // ignore_eos honoured).
+    let printed = tmux.screen_with_history();
+    let asked = Asked {
+        ignore_eos_honoured: false,
+        series: 2,
+        ..Asked::fixed()
+    };
+    assert_true_to_the_run("a restart with two series", &printed, &asked);
 
     let summary = read_json(&results.join("summary.json"));
     let series = summary["series"].as_array().expect("series").clone();

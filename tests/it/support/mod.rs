@@ -3,6 +3,8 @@
 //! a tmux server to drive the live view. Each test module takes what it
 //! needs (`use crate::support::...`).
 
+pub mod audit;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::net::SocketAddr;
