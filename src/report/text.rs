@@ -312,7 +312,8 @@ fn goodput_words(level: &FinishedLevel, run: &RunInfo) -> Option<String> {
 }
 
 /// The sweep table: what the user came for. `series_label` names a
-/// series; a run of several labels every row with its own.
+/// series; a run of several, or a series named apart from its number,
+/// labels every row with its own.
 pub(crate) fn sweep_table(
     levels: &[FinishedLevel],
     run: &RunInfo,
@@ -344,7 +345,13 @@ pub(crate) fn sweep_table(
     );
     let mut saved: Vec<&FinishedLevel> = levels.iter().filter(|l| l.file.is_some()).collect();
     saved.sort_by_key(|l| l.info.index);
-    let several = saved.iter().any(|l| l.info.series != saved[0].info.series);
+    // Rows of several series each say theirs; so do the rows of one series
+    // named apart from its number (a tune's setting, `np=2`): the folder
+    // holds others, and the table alone would not say which this is.
+    let several = saved.iter().any(|l| l.info.series != saved[0].info.series)
+        || saved.iter().any(|l| {
+            series_label(l.info.series) != crate::analysis::series::default_label(l.info.series)
+        });
     for level in saved {
         let s = &level.stats;
         let ttft = |p: f64| s.ttft.as_ref().and_then(|d| d.percentile(p));

@@ -376,7 +376,7 @@ async fn a_tune_of_two_settings() {
     assert!(out.status.success(), "{}", text(&out));
     let asked = Asked {
         ignore_eos_honoured: false,
-        series: 2,
+        series: &["np=1", "np=2"],
         ..Asked::fixed()
     };
     assert_true_to_the_run("tune np=1,2", &printed(&out), &asked);
@@ -448,7 +448,7 @@ fn the_audit_reads_tables_by_their_columns() {
     assert_eq!(found.len(), 3, "{found:?}");
 
     let two = Asked {
-        series: 2,
+        series: &["series 1", "series 2"],
         ..Asked::fixed()
     };
     assert_eq!(contradictions(TABLE, &two).len(), 2, "two rows unlabelled");

@@ -292,7 +292,7 @@ fn ollama_restart_starts_a_second_series() {
     let printed = tmux.screen_with_history();
     let asked = Asked {
         ignore_eos_honoured: false,
-        series: 2,
+        series: &["series 1", "series 2"],
         ..Asked::fixed()
     };
     assert_true_to_the_run("a restart with two series", &printed, &asked);

@@ -683,6 +683,15 @@ mod text_face {
         sweep(&mut one, &[(1, 50)]);
         let table = sweep_table(&saved(&one), one.run(), &|i| one.series_label(i));
         assert!(!table.contains("series"), "{table}");
+        // One series named apart from its number, as a tune's setting is:
+        // its rows say it, the folder holding the other settings' too.
+        one.set_series(0, "np=2".into(), json!({}));
+        let table = sweep_table(&saved(&one), one.run(), &|i| one.series_label(i));
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert!(
+            !rows.is_empty() && rows.iter().all(|r| r.ends_with("np=2")),
+            "{table}"
+        );
     }
 
     /// `--goodput`: the block and the table say it with its SLOs; without,

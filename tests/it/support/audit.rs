@@ -20,8 +20,9 @@ pub struct Asked {
     pub repeats_by_design: bool,
     /// Replayed traffic (`--replay`): the only run whose rows say `replay`.
     pub replay: bool,
-    /// How many series the run has.
-    pub series: usize,
+    /// The labels of the run's series, where it has several (a tune's
+    /// settings, `np=1`; a restart's `series 2`); empty for one.
+    pub series: &'static [&'static str],
 }
 
 impl Asked {
@@ -34,7 +35,7 @@ impl Asked {
             ignore_eos_honoured: true,
             repeats_by_design: false,
             replay: false,
-            series: 1,
+            series: &[],
         }
     }
 }
@@ -153,10 +154,11 @@ fn table_contradictions(lines: &[&str], asked: &Asked) -> Vec<String> {
                     found.push(format!("{streams} streams, yet per stream = total: {row}"));
                 }
             }
-            if asked.series > 1 && !by_column && !under_heading && !row.contains("series") {
+            let labelled = asked.series.iter().any(|label| row.contains(label));
+            if asked.series.len() > 1 && !by_column && !under_heading && !labelled {
                 found.push(format!(
                     "a row of a {}-series run without its series: {row}",
-                    asked.series
+                    asked.series.len()
                 ));
             }
             if !asked.replay
@@ -172,7 +174,7 @@ fn table_contradictions(lines: &[&str], asked: &Asked) -> Vec<String> {
             i += 1;
         }
     }
-    if asked.series == 1 {
+    if asked.series.len() <= 1 {
         if let Some(table_peak) = peak_in_tables {
             for line in lines.iter().filter(|l| l.starts_with("capacity")) {
                 let Some(at) = line.find("of the peak ") else {
