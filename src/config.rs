@@ -35,6 +35,15 @@ const INPUT_PATHS: [&str; 4] = ["dataset", "corpus", "replay", "cacert"];
 /// The argv to parse: `argv` with the `--config` file's keys inserted after
 /// the subcommand, leaving out those the command line sets itself. `first`
 /// is `argv` parsed as is. Unchanged when there is no `--config`.
+/// The command line as read to find a config file: a tune's flags that
+/// the file may hold (`--serve-cmd`, `--grid`) are not required yet.
+pub fn lenient(cmd: Command) -> Command {
+    cmd.mut_subcommand("tune", |tune| {
+        tune.mut_arg("serve_cmd", |a| a.required(false))
+            .mut_arg("grid", |a| a.required(false))
+    })
+}
+
 pub fn expand_argv(cmd: &Command, argv: &[OsString], first: &ArgMatches) -> Result<Vec<OsString>> {
     let Some((name, sub)) = first.subcommand() else {
         return Ok(argv.to_vec());
@@ -48,7 +57,9 @@ pub fn expand_argv(cmd: &Command, argv: &[OsString], first: &ArgMatches) -> Resu
         return Ok(argv.to_vec());
     };
     let path = path.as_path();
-    let sub_cmd = cmd
+    // Keys are checked one by one: none of them alone is all a tune needs.
+    let lenient = lenient(cmd.clone());
+    let sub_cmd = lenient
         .find_subcommand(name)
         .ok_or_else(|| eyre!("no subcommand {name}"))?;
     let text = std::fs::read_to_string(path)

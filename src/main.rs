@@ -62,11 +62,19 @@ fn main() -> ExitCode {
 /// user's own flags (src/config.rs). clap's own errors exit as clap does.
 fn parse_with_config(argv: &[OsString]) -> Result<ArgMatches> {
     let cmd = Cli::command();
-    let first = cmd.clone().get_matches_from(argv);
+    // A tune's required flags may come from the file (`--config`, or the
+    // folder's own config.toml with `--resume DIR`): the first reading,
+    // which only finds the file, does not require them; the second does.
+    let first = match cmd.clone().try_get_matches_from(argv) {
+        Ok(first) => first,
+        Err(strict) if strict.kind() == clap::error::ErrorKind::MissingRequiredArgument => {
+            tokbench::config::lenient(cmd.clone())
+                .try_get_matches_from(argv)
+                .unwrap_or_else(|_| strict.exit())
+        }
+        Err(e) => e.exit(),
+    };
     let expanded = tokbench::config::expand_argv(&cmd, argv, &first)?;
-    if expanded.as_slice() == argv {
-        return Ok(first);
-    }
     Ok(cmd.get_matches_from(expanded))
 }
 

@@ -210,6 +210,18 @@ fn three_settings_three_series_and_np4_is_kept() {
         "{config}"
     );
     assert_no_server("grid");
+    // `--resume DIR` alone takes the server command and the grid from the
+    // folder's config.toml: every setting finished, none is started again.
+    let again = tokbench(["tune", "--resume", &d, "--no-tui"]);
+    let said = stderr(&again);
+    assert!(again.status.success(), "{said}");
+    for label in ["1/3 np=1", "2/3 np=2", "3/3 np=4"] {
+        assert!(
+            said.contains(&format!("setting {label} finished earlier; kept")),
+            "{said}"
+        );
+    }
+    assert!(!said.contains("starting server"), "{said}");
 }
 
 /// The same tune in the live view, as a person sees it, at 80x24 and

@@ -11,9 +11,9 @@ use clap::ArgMatches;
 use color_eyre::eyre::{bail, Result};
 
 /// The saved settings `--resume DIR` reads: `DIR/config.toml`, for a
-/// sweep given no `--config` of its own, where the folder has one.
+/// sweep or a tune given no `--config` of its own, where the folder has one.
 pub(crate) fn saved_config(name: &str, sub: &ArgMatches) -> Option<PathBuf> {
-    if name != "sweep" {
+    if !["sweep", "tune"].contains(&name) {
         return None;
     }
     let path = sub.get_one::<PathBuf>("resume")?.join("config.toml");

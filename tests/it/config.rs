@@ -393,3 +393,47 @@ fn a_dataset_named_in_a_file_is_found_beside_it_from_any_directory() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A tune's own flags, `--serve-cmd` and `--grid`, may come from the file:
+/// the file is found before they are required. Without them anywhere, the
+/// tune is still refused for want of them.
+#[test]
+fn a_tune_takes_its_server_command_and_grid_from_the_file() {
+    let dir = scratch("tune-file");
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let file = dir.join("tune.toml");
+    std::fs::write(
+        &file,
+        "serve-cmd = \"llama-server -m m.gguf --port {port} -np {np}\"\ngrid = [\"np=1,2\"]\n",
+    )
+    .expect("config");
+    let out = tokbench(&[
+        "tune",
+        "--config",
+        &file.display().to_string(),
+        "--print-config",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let printed = stdout(&out);
+    for np in ["1", "2"] {
+        assert!(
+            printed.contains(&format!("np={np}: llama-server -m m.gguf --port ")),
+            "{printed}"
+        );
+    }
+    let bare = dir.join("bare.toml");
+    std::fs::write(&bare, "concurrency = [1]\n").expect("config");
+    let refused = tokbench(&[
+        "tune",
+        "--config",
+        &bare.display().to_string(),
+        "--print-config",
+    ]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        stderr(&refused).contains("--serve-cmd"),
+        "{}",
+        text(&refused)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
