@@ -361,9 +361,11 @@ pub(crate) fn estimate_line(
         None => {
             let cost = plan_cost(levels, output_len, speed, None);
             let line = format!(
-                "this plan: {} levels, {} requests, {} output tokens: about {} at {at} if the server serves one stream at a time",
+                "this plan: {} {}, {} {}, {} output tokens: about {} at {at} if the server serves one stream at a time",
                 cost.levels,
+                if cost.levels == 1 { "level" } else { "levels" },
                 crate::fmt::grouped(cost.requests),
+                if cost.requests == 1 { "request" } else { "requests" },
                 tokens_words(cost.output_tokens),
                 duration_words(cost.seconds)
             );

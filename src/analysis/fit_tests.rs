@@ -49,6 +49,17 @@ fn a_level_after_a_measured_one_gains_nothing_or_in_proportion() {
 }
 
 #[test]
+fn one_level_of_one_request_is_said_in_the_singular() {
+    // One request of 64 tokens: 0.1 s to its first token, 6.4 s of decode.
+    let (line, seconds) = estimate_line(&[(1, 1)], 64, SLOW, None);
+    assert!((seconds - 6.5).abs() < 1e-9, "{seconds}");
+    assert_eq!(
+        line,
+        "this plan: 1 level, 1 request, 64 output tokens: about 6 s at 10.0 tok/s per stream if the server serves one stream at a time"
+    );
+}
+
+#[test]
 fn the_default_plan_at_ten_tokens_a_second_is_about_seventy_hours() {
     // 10 + 40 + 160 + 320 + 640 + 1280 = 2,450 requests; x 1,024 =
     // 2,508,800 tokens; 2,450 x 102.5 s = 251,125 s = 69.8 h.

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::recorder::{rate_label, FinishedLevel, RunInfo};
+use crate::analysis::decide::LevelPoint;
 use crate::load::driver::Mode;
 use crate::stats::percentile::percentile_label;
 use crate::stats::summary::Distribution;
@@ -314,8 +315,13 @@ fn goodput_words(level: &FinishedLevel, run: &RunInfo) -> Option<String> {
 /// The sweep table: what the user came for. `series_label` names a
 /// series; a run of several, or a series named apart from its number,
 /// labels every row with its own.
+///
+/// `kept`: the levels a resumed run kept from its folder (series, figures),
+/// listed first and marked `kept`, so the table holds every level the
+/// capacity and the knee were judged on.
 pub(crate) fn sweep_table(
     levels: &[FinishedLevel],
+    kept: &[(usize, &LevelPoint)],
     run: &RunInfo,
     series_label: &dyn Fn(usize) -> String,
 ) -> String {
@@ -348,10 +354,41 @@ pub(crate) fn sweep_table(
     // Rows of several series each say theirs; so do the rows of one series
     // named apart from its number (a tune's setting, `np=2`): the folder
     // holds others, and the table alone would not say which this is.
-    let several = saved.iter().any(|l| l.info.series != saved[0].info.series)
-        || saved.iter().any(|l| {
-            series_label(l.info.series) != crate::analysis::series::default_label(l.info.series)
-        });
+    let series: Vec<usize> = kept
+        .iter()
+        .map(|(s, _)| *s)
+        .chain(saved.iter().map(|l| l.info.series))
+        .collect();
+    let several = series.iter().any(|s| *s != series[0])
+        || series
+            .iter()
+            .any(|s| series_label(*s) != crate::analysis::series::default_label(*s));
+    for (index, point) in kept {
+        let f = &point.figures;
+        let mut note = vec!["kept".to_string()];
+        if point.partial {
+            note.push("partial".into());
+        }
+        if several {
+            note.push(series_label(*index));
+        }
+        let _ = writeln!(
+            out,
+            "{:>8} {:>13} {:>12.1} {:>12} {:>12} {:>7}{}  {}",
+            point.concurrency,
+            opt1(Some(f.per_stream_tok_s).filter(|v| v.is_finite())),
+            f.output_throughput,
+            opt1(f.p50_ttft_ms),
+            opt1(f.p99_ttft_ms),
+            "-",
+            if goodput.is_some() {
+                format!(" {:>14}", "-")
+            } else {
+                String::new()
+            },
+            note.join(", ")
+        );
+    }
     for level in saved {
         let s = &level.stats;
         let ttft = |p: f64| s.ttft.as_ref().and_then(|d| d.percentile(p));

@@ -227,9 +227,12 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     let _ = write!(
         out,
         "{}",
-        text::sweep_table(recorder.finished(), recorder.run(), &|s| recorder
-            .tally()
-            .series_label(s))
+        text::sweep_table(
+            recorder.finished(),
+            &recorder.tally().kept_levels(),
+            recorder.run(),
+            &|s| recorder.tally().series_label(s)
+        )
     );
     let decision = recorder.tally().decision();
     for line in recorder.tally().verdict_lines(&decision, true) {

@@ -156,6 +156,17 @@ impl Tally {
         self.prior.as_ref()
     }
 
+    /// The levels a resumed run kept from its folder, (series, figures) in
+    /// run order; none for a tune's later setting, whose earlier levels are
+    /// other settings' series, not this run's.
+    pub(crate) fn kept_levels(&self) -> Vec<(usize, &crate::analysis::decide::LevelPoint)> {
+        self.prior
+            .iter()
+            .filter(|p| !p.new_series)
+            .flat_map(|p| p.point_series.iter().copied().zip(&p.points))
+            .collect()
+    }
+
     pub(crate) fn warmup(&self) -> Option<&Value> {
         self.warmup.as_ref()
     }

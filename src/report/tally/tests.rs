@@ -400,7 +400,7 @@ fn a_resumed_runs_levels_still_count() {
         run: json!({}),
         new_series: false,
     };
-    let mut tally = Tally::new(run("sweep"), Some(prior));
+    let mut tally = Tally::new(run("sweep"), Some(prior.clone()));
     assert_eq!(tally.level_offset(), 3);
     assert_eq!(tally.series_label(0), "first");
     sweep(&mut tally, &[(1, 50), (2, 100)]);
@@ -409,6 +409,25 @@ fn a_resumed_runs_levels_still_count() {
         (capacity.concurrency, capacity.output_throughput),
         (8, 500.0)
     );
+    // The table the run prints holds the kept level, first, marked (and
+    // with its series, named "first"): the capacity above is one of its rows.
+    let table = crate::report::text::sweep_table(
+        tally.finished(),
+        &tally.kept_levels(),
+        tally.run(),
+        &|i| tally.series_label(i),
+    );
+    let first_row = table.lines().nth(2).expect("a row");
+    assert_eq!(
+        first_row.split_whitespace().collect::<Vec<_>>(),
+        ["8", "62.5", "500.0", "100.0", "140.0", "-", "kept,", "first"],
+        "{table}"
+    );
+    // One concurrency resumed beside a kept other is not a one-level run.
+    let mut one_more = Tally::new(run("sweep"), Some(prior));
+    sweep(&mut one_more, &[(2, 100)]);
+    let ids: Vec<&str> = one_more.diagnoses().iter().map(|d| d.id).collect();
+    assert!(!ids.contains(&"single_level"), "{ids:?}");
 }
 
 /// The warmup's figures, rounded to the thousandth, as summary.json has them.
@@ -612,7 +631,7 @@ mod text_face {
         assert!((mean - 0.8).abs() < 1e-9, "{mean}");
         let s = &level.stats;
         assert!((s.per_stream_tok_s - s.output_throughput / 0.8).abs() < 1e-6);
-        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let table = sweep_table(&saved(&tally), &[], tally.run(), &|i| tally.series_label(i));
         let row = table.lines().nth(2).expect("a row");
         assert!(row.trim_start().starts_with("~0.80"), "{table}");
         assert!(row.contains("rate 2/s"), "{table}");
@@ -645,7 +664,7 @@ mod text_face {
             .close_level(0, false, reading(0, 1000, &[]))
             .expect("running");
         let level = tally.keep(closed.level).clone();
-        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let table = sweep_table(&saved(&tally), &[], tally.run(), &|i| tally.series_label(i));
         let row = table.lines().nth(2).expect("a row");
         assert!(row.ends_with("  ramp"), "{table}");
         assert!(!row.contains("4096"), "{table}");
@@ -669,7 +688,7 @@ mod text_face {
         tally.set_series(1, "slots 4".into(), json!({}));
         level(&mut tally, 2, 1, 60, 1);
         level(&mut tally, 3, 2, 60, 1);
-        let table = sweep_table(&saved(&tally), tally.run(), &|i| tally.series_label(i));
+        let table = sweep_table(&saved(&tally), &[], tally.run(), &|i| tally.series_label(i));
         let rows: Vec<&str> = table.lines().skip(2).collect();
         assert_eq!(rows.len(), 4, "{table}");
         for (row, label) in rows
@@ -681,12 +700,12 @@ mod text_face {
         // One series: no label.
         let mut one = Tally::new(super::run("sweep"), None);
         sweep(&mut one, &[(1, 50)]);
-        let table = sweep_table(&saved(&one), one.run(), &|i| one.series_label(i));
+        let table = sweep_table(&saved(&one), &[], one.run(), &|i| one.series_label(i));
         assert!(!table.contains("series"), "{table}");
         // One series named apart from its number, as a tune's setting is:
         // its rows say it, the folder holding the other settings' too.
         one.set_series(0, "np=2".into(), json!({}));
-        let table = sweep_table(&saved(&one), one.run(), &|i| one.series_label(i));
+        let table = sweep_table(&saved(&one), &[], one.run(), &|i| one.series_label(i));
         let rows: Vec<&str> = table.lines().skip(2).collect();
         assert!(
             !rows.is_empty() && rows.iter().all(|r| r.ends_with("np=2")),
@@ -718,7 +737,7 @@ mod text_face {
             block.contains("goodput 0.0 req/s (0% of requests within TTFT<=75 ms)"),
             "{block}"
         );
-        let table = sweep_table(&levels, tally.run(), &|i| tally.series_label(i));
+        let table = sweep_table(&levels, &[], tally.run(), &|i| tally.series_label(i));
         assert!(table.contains(" goodput req/s  note"), "{table}");
         assert!(table.contains("1.0 (100%)"), "{table}");
         assert!(
@@ -729,6 +748,8 @@ mod text_face {
         sweep(&mut plain, &[(1, 50)]);
         let levels = saved(&plain);
         assert!(!level_block(&levels[0], plain.run()).contains("goodput"));
-        assert!(!sweep_table(&levels, plain.run(), &|i| plain.series_label(i)).contains("goodput"));
+        assert!(
+            !sweep_table(&levels, &[], plain.run(), &|i| plain.series_label(i)).contains("goodput")
+        );
     }
 }

@@ -254,6 +254,16 @@ impl Tally {
                 engine_found.push(d);
             }
         }
+        // A resumed run judges its kept levels too: one concurrency of its
+        // own is not all it measured.
+        let kept_another = self.kept_levels().iter().any(|(s, p)| {
+            *s == latest
+                && p.kind.is_sweep()
+                && views.iter().all(|v| v.concurrency != p.concurrency)
+        });
+        if kept_another {
+            diagnoses.retain(|d| d.id != "single_level");
+        }
         // An open-loop run sets no concurrency: the sweep checks do not apply.
         if matches!(self.run.kind.as_str(), "rate" | "replay" | "ramp") {
             diagnoses.retain(|d| !matches!(d.id, "single_level" | "no_rise" | "no_capacity"));
