@@ -430,6 +430,43 @@ fn a_resumed_runs_levels_still_count() {
     assert!(!ids.contains(&"single_level"), "{ids:?}");
 }
 
+/// A seed given again, on a server that keeps no cache gauge but counts
+/// each answer's cached prompt tokens (llama-server): 511 of 512 prompt
+/// tokens cached is 99.8%, and the note says so.
+#[test]
+fn a_given_seed_is_told_the_cache_from_the_answers_own_count() {
+    let mut run = run("sweep");
+    run.seed_given = true;
+    run.seed = 42;
+    run.input_len = 512;
+    let mut tally = Tally::new(run, None);
+    tally.on_event(
+        &DriverEvent::LevelStarted(info(0, 1, Mode::Planned, 0, 0)),
+        || reading(0, 0, &[]),
+    );
+    let mut record = answer(1, 0, 0, 40, 1000);
+    record.input_tokens_reported = Some(512);
+    record.cached_tokens = Some(511);
+    tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+    let closed = tally
+        .close_level(0, false, reading(0, 1000, &[]))
+        .expect("running");
+    tally.keep(closed.level);
+    let told: Vec<String> = tally
+        .diagnoses()
+        .into_iter()
+        .filter(|d| d.id == "seed_repeat")
+        .map(|d| d.message)
+        .collect();
+    assert_eq!(
+        told,
+        ["--seed 42 repeats earlier prompts: the server's prefix cache answered 100% of prompt tokens, \
+          so TTFT reads lower than a first run's; leave --seed out for prompts new to the server"],
+        "{:?}",
+        tally.diagnoses()
+    );
+}
+
 /// The warmup's figures, rounded to the thousandth, as summary.json has them.
 #[test]
 fn warmup_is_kept_rounded() {

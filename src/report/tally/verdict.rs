@@ -356,7 +356,9 @@ fn server_view(l: &FinishedLevel) -> ServerView {
     ServerView {
         output_throughput: l.stats.output_throughput,
         p99_ttft_ms: l.stats.ttft.as_ref().and_then(|d| d.percentile(99.0)),
-        prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate"),
+        // The gauge where the server keeps one (vLLM, SGLang), else its
+        // answers' own count (llama-server's `cached_tokens`).
+        prefix_cache_hit_rate_mean: l.server.mean("prefix_cache_hit_rate").or(l.cache_hit_rate),
         load_ms_max: l.server_timings.get("load_ms_max").and_then(Value::as_f64),
         slot_wait_ms_median: l
             .server_timings
