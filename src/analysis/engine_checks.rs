@@ -169,6 +169,9 @@ pub(crate) struct EngineInput<'a> {
     /// The chat template's share of the prompt (overhead tokens / input tokens),
     /// from the calibration; shared by design, so not a cache problem.
     pub template_share: Option<f64>,
+    /// `--prefix-len`'s share of the prompt (prefix / (prefix + input)):
+    /// the same text before every prompt, cached by design too.
+    pub prefix_share: f64,
     /// `--shard I/N`: (I, N). The other shards share the server by design.
     pub shard: Option<(u32, u32)>,
 }
@@ -362,19 +365,28 @@ pub(crate) fn cold_model(input: &EngineInput<'_>) -> Option<Diagnosis> {
 /// were not unique, and TTFT is flattered.
 pub(crate) fn prefix_cache(input: &EngineInput<'_>) -> Option<Diagnosis> {
     let template = input.template_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    let prefix = input.prefix_share.clamp(0.0, 1.0);
     let rate = input
         .levels
         .iter()
         .filter_map(|l| l.prefix_cache_hit_rate_mean)
         .fold(0.0, f64::max);
-    (rate > template + 0.05).then(|| Diagnosis {
+    let by_design = if prefix > 0.0 {
+        format!(
+            "the chat template's {:.0}% and the shared prefix's {:.0}% (--prefix-len)",
+            template * 100.0,
+            prefix * 100.0
+        )
+    } else {
+        format!("the chat template's {:.0}%", template * 100.0)
+    };
+    (rate > template + prefix + 0.05).then(|| Diagnosis {
         id: "prefix_cache",
         message: format!(
-            "the prefix cache answered {:.0}% of prompt tokens, more than the chat template's {:.0}%: prompts repeat, and TTFT reads lower than real traffic would see",
+            "the prefix cache answered {:.0}% of prompt tokens, more than {by_design}: prompts repeat, and TTFT reads lower than real traffic would see",
             rate * 100.0,
-            template * 100.0
         ),
-        evidence: json!({"hit_rate": rate, "template_share": template}),
+        evidence: json!({"hit_rate": rate, "template_share": template, "prefix_share": prefix}),
     })
 }
 
@@ -714,6 +726,7 @@ mod tests {
             engine: "ollama",
             levels,
             template_share: None,
+            prefix_share: 0.0,
             shard: None,
         }
     }
@@ -899,6 +912,7 @@ mod tests {
             engine: "vllm",
             levels: &levels,
             template_share: Some(30.0 / 158.0),
+            prefix_share: 0.0,
             shard: None,
         };
         let ids: Vec<&str> = engine_diagnoses(&input).iter().map(|d| d.id).collect();
@@ -921,9 +935,36 @@ mod tests {
             engine: "vllm",
             levels: &quiet,
             template_share: Some(0.19),
+            prefix_share: 0.0,
             shard: None,
         })
         .is_none());
+        // --prefix-len 16 before 32 tokens: a third of each prompt is the
+        // same text, so a third cached is the workload; half is not.
+        let mut d = level(1, 40.0, 200.0);
+        d.prefix_cache_hit_rate_mean = Some(1.0 / 3.0);
+        fn with_prefix(levels: &[ServerView]) -> EngineInput<'_> {
+            EngineInput {
+                engine: "vllm",
+                levels,
+                template_share: Some(0.0),
+                prefix_share: 16.0 / 48.0,
+                shard: None,
+            }
+        }
+        let third = [d.clone()];
+        assert!(prefix_cache(&with_prefix(&third)).is_none());
+        d.prefix_cache_hit_rate_mean = Some(0.5);
+        let half = [d];
+        assert_eq!(
+            prefix_cache(&with_prefix(&half)).map(|d| d.message),
+            Some(
+                "the prefix cache answered 50% of prompt tokens, more than the chat template's 0% \
+                 and the shared prefix's 33% (--prefix-len): prompts repeat, and TTFT reads lower \
+                 than real traffic would see"
+                    .into()
+            )
+        );
     }
 
     #[test]

@@ -226,10 +226,14 @@ impl Tally {
             let overhead = w.get("template_overhead_tokens")?.as_f64()?;
             (self.run.input_len > 0).then(|| overhead / f64::from(self.run.input_len))
         });
+        // The shared prefix of --prefix-len is the cache's by design.
+        let prefix = self.run.prefix_len;
+        let prefix_share = f64::from(prefix) / f64::from((self.run.input_len + prefix).max(1));
         let mut engine_found = engine_diagnoses(&EngineInput {
             engine: &self.run.engine,
             levels: &servers,
             template_share,
+            prefix_share,
             shard: self
                 .run
                 .timing
@@ -245,10 +249,7 @@ impl Tally {
         // A seed the user gave repeats its prompts on purpose: say what the
         // server's prefix cache made of them, in place of the generic note.
         if self.run.seed_given {
-            // The shared prefix of --prefix-len is the cache's by design.
-            let prefix = self.run.prefix_len;
-            let by_design = template_share.unwrap_or(0.0)
-                + f64::from(prefix) / f64::from((self.run.input_len + prefix).max(1));
+            let by_design = template_share.unwrap_or(0.0) + prefix_share;
             if let Some(d) = seed_repeat(self.run.seed, &servers, Some(by_design)) {
                 engine_found.retain(|d| d.id != "prefix_cache");
                 engine_found.push(d);
