@@ -791,6 +791,17 @@ async fn sweep_diagnoses(
     cfg: SimConfig,
     extra: &[&str],
 ) -> serde_json::Map<String, Value> {
+    let summary = sweep_summary(name, cfg, extra).await;
+    summary["diagnoses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| Some((d["id"].as_str()?.to_owned(), d["evidence"].clone())))
+        .collect()
+}
+
+/// A headless sweep of the simulator with `extra` flags: its summary.
+async fn sweep_summary(name: &str, cfg: SimConfig, extra: &[&str]) -> Value {
     let (sim, base) = start(cfg).await;
     let dir = std::env::temp_dir().join(format!("tokbench-simdiag-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -831,12 +842,7 @@ async fn sweep_diagnoses(
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
-    summary["diagnoses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|d| Some((d["id"].as_str()?.to_owned(), d["evidence"].clone())))
-        .collect()
+    summary
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -871,8 +877,12 @@ async fn kv_full_is_diagnosed_at_the_first_level_that_preempts_and_no_prefix_cac
     );
 }
 
+/// `--prefix-len 64` before 16-token prompts: four fifths of every prompt
+/// is the same text, on purpose, and the cache answers it. That is the
+/// workload the user asked for, not prompts that repeat by mistake: no
+/// prefix-cache note, and no seed line for the seed the run was given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forced_shared_prefix_is_diagnosed() {
+async fn a_forced_shared_prefix_is_the_workload_not_a_flaw() {
     let cfg = SimConfig {
         step_ms: 2.0,
         step_ms_per_seq: 0.0,
@@ -890,7 +900,18 @@ async fn a_forced_shared_prefix_is_diagnosed() {
         "--prefix-len",
         "64",
     ];
-    let d = sweep_diagnoses("prefix", cfg, &extra).await;
-    assert!(d.contains_key("prefix_cache"), "no prefix_cache in {d:?}");
-    assert!(!d.contains_key("kv_cache_full"), "{d:?}");
+    let summary = sweep_summary("prefix", cfg, &extra).await;
+    let hit = summary["levels"][0]["prefix_cache_hit_rate"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(hit > 0.5, "the cache answered the prefix: {hit}");
+    let ids: Vec<&str> = summary["diagnoses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    for id in ["prefix_cache", "seed_repeat", "kv_cache_full"] {
+        assert!(!ids.contains(&id), "{id} in {ids:?}");
+    }
 }
