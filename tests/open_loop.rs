@@ -397,7 +397,8 @@ fn an_unwritable_result_folder_fails_before_any_load() {
 }
 
 /// `view --follow` from another process: a line per level as the run
-/// writes it, and exit 130 on SIGTERM.
+/// writes it, exit 0 on its own once the run's summary says it is over,
+/// and 130 on SIGTERM while it still waits.
 #[test]
 fn view_follow_shows_levels_as_they_finish() {
     let _serial = serial();
@@ -453,14 +454,25 @@ fn view_follow_shows_levels_as_they_finish() {
             Err(_) => panic!("the viewer printed {seen:?} in 10 s"),
         }
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &viewer.id().to_string()])
-        .status();
+    // The run is over and its summary says so: the viewer ends on its own.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while viewer.try_wait().expect("viewer state").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "follow still running after the run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let out = viewer.wait_with_output().expect("viewer ends");
     reader.join().expect("reader");
     seen.extend(lines.try_iter());
     let stdout = seen.join("\n");
-    assert_eq!(out.status.code(), Some(130), "{}", log(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", log(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run over: 3 levels"),
+        "{}",
+        log(&out)
+    );
     for c in [1, 2, 4] {
         assert!(
             stdout.contains(&format!("level done: concurrency {c} planned")),
@@ -468,6 +480,37 @@ fn view_follow_shows_levels_as_they_finish() {
         );
     }
     assert_eq!(stdout.lines().count(), 3, "each level once: {stdout}");
+
+    // A run whose last save never came (killed with -9) has no end in its
+    // summary: follow waits for it, and a signal ends the wait with 130.
+    let summary_path = results.join("summary.json");
+    let mut summary = read_json(&summary_path);
+    summary["run"]
+        .as_object_mut()
+        .map(|run| run.remove("ended_at"));
+    std::fs::write(&summary_path, summary.to_string()).expect("summary");
+    let mut waiting = Command::new(bin())
+        .args(["view", "--follow"])
+        .arg(&results)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("viewer starts");
+    let waiting_out = waiting.stdout.take().expect("piped stdout");
+    let first_line = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(waiting_out).read_line(&mut line);
+        line
+    });
+    // It has read the folder once it has printed the levels there.
+    let line = first_line.join().expect("reader");
+    assert!(line.starts_with("level done"), "{line}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &waiting.id().to_string()])
+        .status();
+    let out = waiting.wait_with_output().expect("viewer ends");
+    assert_eq!(out.status.code(), Some(130), "{}", log(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
