@@ -91,4 +91,15 @@ fn resume_alone_continues_from_the_saved_settings() {
         .collect();
     assert_eq!(levels, vec![(1, false, 0), (2, false, 0)], "{}", text(&out));
     assert_eq!(summary["resumed"]["levels_kept"], 1);
+    // The table it prints is the whole run: the kept level first, marked.
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = printed
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("streams"))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let shown: Vec<(&str, Option<&str>)> = rows.iter().map(|r| (r[0], r.get(6).copied())).collect();
+    assert_eq!(shown, [("1", Some("kept")), ("2", None)], "{printed}");
 }
