@@ -329,7 +329,7 @@ fn the_searchs_failing_bound_caps_the_capacity() {
     // the one below the bound, and it says so, naming the table's.
     let reason = tally.decision().capacity.expect("passes").reason;
     assert!(
-        reason.contains("100% of the peak below 4 streams 200 tok/s at 2 streams"),
+        reason.contains("100% of the best below 4 streams, 200 tok/s at 2 streams"),
         "{reason}"
     );
     assert!(

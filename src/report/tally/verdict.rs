@@ -30,7 +30,7 @@ fn judged_below_the_bound(reason: &mut String, judged: &[LevelPoint], beyond: (u
     if throughput <= judged_peak {
         return;
     }
-    let below = format!(" of the peak below {bound} streams ");
+    let below = format!(" of the best below {bound} streams, ");
     *reason = reason.replacen(" of the peak ", &below, 1);
     reason.push_str(&format!(
         " (the search judges only the levels below {bound} streams, where the SLO failed or \
