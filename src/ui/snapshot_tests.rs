@@ -143,6 +143,37 @@ fn screen_text(screen: Screen, w: u16, h: u16) -> String {
     text(&render(&screen.build(ColorMode::None), w, h))
 }
 
+/// With the server's running count, the status line splits the waiting
+/// into in prefill (running, not streaming yet) and queued (the rest):
+/// 16 in flight, 8 streaming, the server running 12: 4 in prefill, 4
+/// queued. Without one (Ollama), the single count stays.
+#[test]
+fn the_waiting_are_split_by_the_servers_running_count() {
+    let mut app = Screen::FirstLevel.build(ColorMode::None);
+    app.set_queue(16, 8);
+    assert_eq!(app.waiting_split(), None);
+    let t = text(&render(&app, 80, 24));
+    shows(&t, &["streaming 8 · waiting 8"]);
+    app.server = Some([("running", 12.0)].into_iter().collect());
+    assert_eq!(app.waiting_split(), Some((4, 4)));
+    for (w, h) in SIZES {
+        let t = text(&render(&app, w, h));
+        let prefill = if w >= 120 {
+            "in prefill 4"
+        } else {
+            "prefill 4"
+        };
+        shows(&t, &[&format!("streaming 8 · {prefill} · queued 4")]);
+    }
+    // At 100 columns the level's position still fits beside the split.
+    let t = text(&render(&app, 100, 30));
+    shows(&t, &["streaming 8 · prefill 4 · queued 4", "level 1/6"]);
+    // More running than in flight (another client's requests): none of
+    // this client's is queued.
+    app.server = Some([("slots_busy", 30.0)].into_iter().collect());
+    assert_eq!(app.waiting_split(), Some((8, 0)));
+}
+
 #[test]
 fn first_level_running() {
     for (w, h) in SIZES {

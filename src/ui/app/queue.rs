@@ -25,6 +25,26 @@ impl App {
         self.in_flight.saturating_sub(self.streaming)
     }
 
+    /// The waiting requests as the server's latest scrape accounts for
+    /// them: (in prefill, queued). In prefill are the requests the server
+    /// runs that have not streamed to the client yet: its running count
+    /// less the client's streaming, never below 0 nor above the waiting;
+    /// queued, the rest. None where the server reports no running count
+    /// (Ollama): that split comes at the level's end, from its timings.
+    pub(crate) fn waiting_split(&self) -> Option<(u32, u32)> {
+        let gauges = self.server.as_ref()?;
+        let running = ["running", "processing", "slots_busy"]
+            .iter()
+            .find_map(|k| gauges.get(k))
+            .copied()
+            .filter(|r| r.is_finite())?;
+        // A gauge is a count: at most the u32 the cast saturates to.
+        let running = running.round().max(0.0) as u32;
+        let waiting = self.waiting();
+        let in_prefill = running.saturating_sub(self.streaming).min(waiting);
+        Some((in_prefill, waiting - in_prefill))
+    }
+
     /// Failures per second of 503, 429 and timeouts over the last
     /// `RATE_WINDOW_S` complete seconds; None for a class with none.
     pub(crate) fn failure_rates(&self) -> [Option<f64>; 3] {

@@ -304,24 +304,36 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
             // What is in flight, split: streaming, and waiting for a first
             // token (the client's view of the server's queue).
             // Narrow screens drop the total: it is the sum of the two.
-            let wide = area.width >= 100;
+            // The split is longer: it keeps the level's position beside it
+            // at 100 columns by dropping the total there too.
+            let split = app.waiting_split();
+            let wide = area.width >= if split.is_some() { 120 } else { 100 };
             let (open, close) = if wide {
                 (format!("(in flight {}: ", app.in_flight), ")")
             } else {
                 (String::new(), "")
             };
-            parts.push(Part::new(
-                0,
-                vec![
-                    Span::styled(format!("{open}streaming {}", app.streaming), p.text),
-                    Span::styled(" · ", p.dim),
-                    Span::styled(
-                        format!("waiting {}", app.waiting()),
-                        if app.waiting() > 0 { p.strong } else { p.text },
-                    ),
-                    Span::styled(close, p.text),
-                ],
-            ));
+            // Where the server counts what it runs, the waiting are split
+            // each scrape: in prefill inside it, or queued before it.
+            let mut spans = vec![
+                Span::styled(format!("{open}streaming {}", app.streaming), p.text),
+                Span::styled(" · ", p.dim),
+            ];
+            let busy = |n: u32| if n > 0 { p.strong } else { p.text };
+            match split {
+                Some((in_prefill, queued)) => {
+                    let prefill = if wide { "in prefill" } else { "prefill" };
+                    spans.push(Span::styled(format!("{prefill} {in_prefill}"), p.text));
+                    spans.push(Span::styled(" · ", p.dim));
+                    spans.push(Span::styled(format!("queued {queued}"), busy(queued)));
+                }
+                None => spans.push(Span::styled(
+                    format!("waiting {}", app.waiting()),
+                    busy(app.waiting()),
+                )),
+            }
+            spans.push(Span::styled(close, p.text));
+            parts.push(Part::new(0, spans));
             if let Some(level) = app.current() {
                 if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
                     let plan = app.shown.run.plan.len();
