@@ -12,9 +12,11 @@ use std::time::Duration;
 /// Descriptors held for the result files: a level file or `summary.json`
 /// needs one while written, a report or `probes.jsonl` one more.
 const RESERVE: usize = 8;
-/// Tries of a write that found no descriptor, the reserve given up.
-const TRIES: u32 = 5;
-/// Between two tries: a stream that ends gives its socket back.
+/// Tries of a write that found no descriptor: one a descriptor of the
+/// reserve given up, then one a pause.
+const TRIES: u32 = RESERVE as u32 + 25;
+/// Between two tries once the reserve is spent: a stream that ends gives
+/// its socket back.
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 static HELD: Mutex<Vec<fs::File>> = Mutex::new(Vec::new());
@@ -49,22 +51,32 @@ fn out_of_descriptors(e: &io::Error) -> bool {
 }
 
 /// Run `op` (which opens a file); where it finds no descriptor, give up
-/// the reserve and try again a few times, then hold the reserve again.
+/// one descriptor of the reserve and try at once, so the load can take no
+/// more than that one before the open; the rest stay held for the next
+/// try. A reserve spent, tries go on a little while, as streams end. Before
+/// and after, the reserve is taken back as far as it can be (the load may
+/// have taken what an earlier write gave up).
 pub(crate) fn with_descriptor_reserve<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    hold_descriptor_reserve();
     let mut result = op();
     let mut tries = 1;
     while matches!(&result, Err(e) if out_of_descriptors(e)) && tries < TRIES {
-        HELD.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        if tries > 1 {
-            std::thread::sleep(RETRY_AFTER);
+        let given_up = HELD.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match given_up {
+            Some(file) => drop(file),
+            None => std::thread::sleep(RETRY_AFTER),
         }
         result = op();
         tries += 1;
     }
-    if tries > 1 {
-        hold_descriptor_reserve();
-    }
+    hold_descriptor_reserve();
     result
+}
+
+/// How many descriptors the reserve holds now.
+#[cfg(test)]
+fn held() -> usize {
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 
 /// Write `bytes` to `path` through a temporary file in the same folder and a
@@ -127,6 +139,30 @@ mod tests {
             }
         });
         assert_eq!(got.ok(), Some(3));
+        // The reserve is given up one descriptor a try, the open right
+        // after it, and taken back after the write.
+        let mut calls = 0;
+        let got = with_descriptor_reserve(|| {
+            calls += 1;
+            assert!(
+                held() + calls > RESERVE,
+                "try {calls}: the reserve holds {} of {RESERVE}",
+                held()
+            );
+            if calls <= 3 {
+                Err(emfile())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(got.is_ok());
+        assert_eq!(held(), RESERVE, "the reserve is taken back");
+        // A reserve the load emptied is taken back before the next write.
+        HELD.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let _ = with_descriptor_reserve(|| {
+            assert_eq!(held(), RESERVE, "held again before the open");
+            Ok(())
+        });
         let mut calls = 0;
         let got: io::Result<()> = with_descriptor_reserve(|| {
             calls += 1;

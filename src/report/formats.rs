@@ -5,7 +5,7 @@
 //! ([`SavedRun`]), so a report made today from last month's folder is the
 //! same as the one the run wrote itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use color_eyre::eyre::{Result, WrapErr};
 use serde_json::Value;
@@ -63,9 +63,7 @@ pub fn write_run_reports(dir: &Path) -> Result<()> {
 /// `chart.svg` that ride with every summary: the recorder's and the merge's
 /// last step alike. A failure of either is as fatal as the other.
 pub(crate) fn write_summary_and_reports(dir: &Path, summary: &Value) -> Result<()> {
-    let path = dir.join("summary.json");
-    write_json_atomic(&path, summary)
-        .wrap_err_with(|| format!("cannot write {}", path.display()))?;
+    write_summary_json(dir, summary)?;
     write_run_reports_from(dir, summary)
         .wrap_err_with(|| format!("cannot write the reports in {}", dir.display()))
 }
@@ -74,6 +72,40 @@ pub(crate) fn write_summary_and_reports(dir: &Path, summary: &Value) -> Result<(
 pub(crate) fn write_run_reports_from(dir: &Path, summary: &Value) -> Result<()> {
     let run = SavedRun::from_value(summary.clone(), &dir.join("summary.json"))?;
     write_reports_of(dir, &run)
+}
+
+/// The summary alone: a result file, whose failure ends the run.
+pub(crate) fn write_summary_json(dir: &Path, summary: &Value) -> Result<()> {
+    let path = dir.join("summary.json");
+    write_json_atomic(&path, summary).wrap_err_with(|| format!("cannot write {}", path.display()))
+}
+
+/// The reports beside a summary (`report.md`, `chart.svg`), each tried
+/// whatever became of the other: the ones not written, with why. They are
+/// drawn from the summary, so a failed one loses nothing the run measured.
+pub(crate) fn try_run_reports(dir: &Path, summary: &Value) -> Vec<(PathBuf, String)> {
+    let reports = [
+        (REPORT_MD, ReportFormat::Md),
+        (CHART_SVG, ReportFormat::Svg),
+    ];
+    let run = match SavedRun::from_value(summary.clone(), &dir.join("summary.json")) {
+        Ok(run) => run,
+        Err(e) => {
+            return reports
+                .iter()
+                .map(|(name, _)| (dir.join(name), format!("{e}")))
+                .collect()
+        }
+    };
+    reports
+        .into_iter()
+        .filter_map(|(name, format)| {
+            let path = dir.join(name);
+            write_atomic(&path, render(&run, format).as_bytes())
+                .err()
+                .map(|e| (path, e.to_string()))
+        })
+        .collect()
 }
 
 fn write_reports_of(dir: &Path, run: &SavedRun) -> Result<()> {

@@ -170,3 +170,105 @@ fn under_force_every_request_without_a_descriptor_is_the_clients_and_no_result_i
     }
     eprintln!("20 runs under a hard limit of 64: {failed_in_all} requests were client_fd_limit, every file written");
 }
+
+/// Twenty runs in a row of two levels under a hard limit of 64 with
+/// `--force`: the first level fits, the second (100 streams) takes every
+/// descriptor the load can find while its reports are rewritten. Every run
+/// exits 0 with both level files, `summary.json` and `requests.jsonl`
+/// whole; a chart or report that could not be rewritten during the run is
+/// said and written at the end. About 1 s a run.
+#[test]
+fn two_levels_under_force_never_lose_a_result_file_to_the_limit() {
+    let sim = Sim::with(SimConfig {
+        max_num_seqs: 512,
+        ..paced(1.0, 0.0)
+    });
+    let url = sim.url();
+    for run in 0..20 {
+        let dir = scratch_path("fd_limits", &format!("two{run}"));
+        let d = dir.display().to_string();
+        let mut args = sweep_args(&url, &d, "8,100", "200");
+        args.push("--force");
+        let out = under_ulimit("ulimit -Sn 64 && ulimit -Hn 64", &args);
+        assert_eq!(out.status.code(), Some(0), "run {run}: {}", text(&out));
+        let summary = read_json(&dir.join("summary.json"));
+        assert_eq!(
+            summary["levels"].as_array().map(Vec::len),
+            Some(2),
+            "run {run}: {summary}"
+        );
+        assert!(summary["run"]["ended_at"].is_string(), "run {run}");
+        for (file, prompts) in [("sweep-c8.json", 200), ("sweep-c100.json", 200)] {
+            let level = read_json(&dir.join(file));
+            let completed = level["completed"].as_u64().expect("completed");
+            let failed = level["failed"].as_u64().expect("failed");
+            assert_eq!(completed + failed, prompts, "run {run} {file}: {level}");
+        }
+        let lines = std::fs::read_to_string(dir.join("requests.jsonl")).expect("requests.jsonl");
+        assert_eq!(lines.lines().count(), 400, "run {run}");
+        // A report the run could not rewrite is said, and then done at the end.
+        let err = stderr(&out);
+        if err.contains("could not rewrite") {
+            assert!(
+                err.contains("it will be written at the end"),
+                "run {run}: {err}"
+            );
+        }
+        for report in ["chart.svg", "report.md"] {
+            assert!(
+                dir.join(report).is_file()
+                    || err.contains(&format!("could not write {d}/{report}")),
+                "run {run}: {report} neither written nor said: {err}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Only the chart's write fails (`chart.svg` is a folder, which a rename
+/// cannot replace): the run completes with every result file, and the
+/// failure is named once while it runs, and once more at the end, where
+/// it still fails.
+#[test]
+fn a_chart_that_cannot_be_written_does_not_end_the_run() {
+    let sim = Sim::with(paced(1.0, 0.0));
+    let url = sim.url();
+    let dir = scratch_path("fd_limits", "chart_dir");
+    std::fs::create_dir_all(dir.join("chart.svg")).expect("chart.svg as a folder");
+    let d = dir.display().to_string();
+    let out = Command::new(bin())
+        .args(sweep_args(&url, &d, "1,2", "8"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("tokbench runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let err = stderr(&out);
+    let chart = format!("{d}/chart.svg");
+    let during: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains(&format!("could not rewrite {chart}")))
+        .collect();
+    assert_eq!(during.len(), 1, "said once while it runs: {err}");
+    assert!(during[0].contains("it will be written at the end"), "{err}");
+    let at_end: Vec<_> = err
+        .lines()
+        .filter(|l| l.contains(&format!("could not write {chart}")))
+        .collect();
+    assert_eq!(at_end.len(), 1, "said once at the end: {err}");
+    assert!(dir.join("chart.svg").is_dir());
+    for file in [
+        "sweep-c1.json",
+        "sweep-c2.json",
+        "summary.json",
+        "report.md",
+    ] {
+        assert!(dir.join(file).is_file(), "{file}: {err}");
+    }
+    assert_eq!(
+        read_json(&dir.join("summary.json"))["levels"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

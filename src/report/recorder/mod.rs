@@ -62,6 +62,9 @@ pub struct Recorder {
     /// `run.ended_at`, set when the books close: the mark that tells a
     /// reader (`view --follow`) the run is over.
     ended_at: Option<String>,
+    /// A report (`chart.svg`, `report.md`) could not be rewritten during
+    /// the run, and that was said: once is enough, the end writes it.
+    reports_said: std::cell::Cell<bool>,
 }
 
 impl Recorder {
@@ -104,8 +107,9 @@ impl Recorder {
             name_uses: HashMap::new(),
             meter,
             ended_at: None,
+            reports_said: std::cell::Cell::new(false),
         };
-        recorder.write_summary()?;
+        recorder.write_summary(false)?;
         Ok(recorder)
     }
 
@@ -177,7 +181,7 @@ impl Recorder {
         if self.tally.tune().is_none() {
             self.ended_at = Some(crate::time::iso8601(std::time::SystemTime::now()));
         }
-        self.write_summary()
+        self.write_summary(true)
     }
 
     /// Flush `requests.jsonl` when a second has passed since the last flush:
@@ -323,7 +327,7 @@ impl Recorder {
         }
         self.tally.keep(level);
         self.flush_requests()?;
-        self.write_summary()?;
+        self.write_summary(false)?;
         self.tally
             .finished()
             .last()

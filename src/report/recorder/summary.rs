@@ -1,11 +1,14 @@
 //! `summary.json`, rewritten atomically after every level, with the
-//! report pair (`report.md`, `chart.svg`) beside it.
+//! report pair (`report.md`, `chart.svg`) beside it, best effort until the
+//! run's end.
 
 // More of the recorder: the parent's items, private ones included.
 use super::*;
 
 impl Recorder {
-    pub(super) fn write_summary(&self) -> Result<()> {
+    /// `summary.json`, and the reports beside it; `at_end`, the run's last
+    /// write, says each report it still cannot write.
+    pub(super) fn write_summary(&self, at_end: bool) -> Result<()> {
         let tally = &self.tally;
         let run = tally.run();
         let saved = tally.saved_levels();
@@ -97,8 +100,29 @@ impl Recorder {
             other: Map::new(),
         }
         .to_value();
+        crate::report::formats::write_summary_json(&self.dir, &summary)?;
         // The human-readable pair rides with every summary: report.md to
-        // paste, chart.svg to look at.
-        crate::report::formats::write_summary_and_reports(&self.dir, &summary)
+        // paste, chart.svg to look at. Drawn from the summary just saved,
+        // they are best effort while the run goes on: a failed rewrite is
+        // said once and done again at the end, never the run's end.
+        let failed = crate::report::formats::try_run_reports(&self.dir, &summary);
+        if at_end {
+            for (path, why) in &failed {
+                let format = path.extension().and_then(|e| e.to_str()).unwrap_or("md");
+                crate::say!(
+                    "tokbench: could not write {} ({why}); the results are saved: `tokbench report {} --format {format} -o FILE` draws it",
+                    path.display(),
+                    self.dir.display()
+                );
+            }
+        } else if let Some((path, why)) = failed.first() {
+            if !self.reports_said.replace(true) {
+                crate::say!(
+                    "tokbench: could not rewrite {} ({why}); it will be written at the end",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
     }
 }
