@@ -24,20 +24,30 @@ fn ok_count(screen: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Requests in flight on the status line: `streaming S · waiting W`.
+/// Requests in flight on the status line: `streaming S · waiting W`, or
+/// where the server counts what it runs `streaming S · prefill P · queued
+/// Q` (`in prefill` on a wide screen).
 fn in_flight(screen: &str) -> Option<u64> {
-    let at = screen.find("streaming ")?;
-    let rest = &screen[at + "streaming ".len()..];
-    let number = |t: &str| -> Option<u64> {
-        t.chars()
+    status_counts(screen).map(|(s, w, q)| s + w + q.unwrap_or(0))
+}
+
+/// (streaming, waiting or in prefill, queued where split) on the status line.
+fn status_counts(screen: &str) -> Option<(u64, u64, Option<u64>)> {
+    let line = screen.lines().find(|l| l.contains("streaming "))?;
+    let after = |word: &str| -> Option<u64> {
+        let at = line.find(word)? + word.len();
+        line[at..]
+            .chars()
             .take_while(|c| c.is_ascii_digit())
             .collect::<String>()
             .parse()
             .ok()
     };
-    let streaming = number(rest)?;
-    let w = rest.find("waiting ")?;
-    Some(streaming + number(&rest[w + "waiting ".len()..])?)
+    let streaming = after("streaming ")?;
+    match after("queued ") {
+        Some(queued) => Some((streaming, after("prefill ")?, Some(queued))),
+        None => Some((streaming, after("waiting ")?, None)),
+    }
 }
 
 /// A simulator whose requests take about 0.2 s (64 tokens at 3 ms a step).
@@ -363,6 +373,62 @@ fn engine_gauges_live(engine: tokbench::sim::SimEngine, width: u16, height: u16,
             .is_some_and(|k| k > 0.0 && k <= 1.0),
         "{server}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A long prefill under a cap of 8 at 16 streams: the status line splits
+/// the waiting into in prefill (the server runs them, no token yet) and
+/// queued (the rest), and streaming + in prefill + queued is in flight.
+#[test]
+fn the_live_waiting_splits_into_in_prefill_and_queued() {
+    let sim = Sim::with(SimConfig {
+        max_num_seqs: 8,
+        // 1,024-token prompts: 400 ms of prefill for each admitted one.
+        prefill_ms_per_1k: 400.0,
+        ..paced(5.0, 0.0)
+    });
+    let dir = scratch("split");
+    let tmux = Tmux::start(
+        "split",
+        160,
+        48,
+        &format!(
+            "env TERM=xterm-256color {} sweep --base-url {} --concurrency 16 \
+             --num-prompts 100000 --warmup 1 --random-input-len 1024 --random-output-len 32 \
+             --probe-interval 0.2 --seed 3 --result-dir {}; echo TOKBENCH_EXIT=$?; sleep 60",
+            bin(),
+            sim.url(),
+            dir.join("results").display()
+        ),
+    );
+    // The screen that met the wait, as read then (a later read may differ).
+    let told = std::cell::Cell::new((0, 0, 0, 0));
+    tmux.wait_for(
+        "some in prefill, some queued",
+        Duration::from_secs(60),
+        |s| {
+            let Some((streaming, prefill, Some(queued))) = status_counts(s) else {
+                return false;
+            };
+            let line = s.lines().find(|l| l.contains("in flight ")).unwrap_or("");
+            let total = line
+                .split("in flight ")
+                .nth(1)
+                .and_then(|r| r.split(':').next())
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            told.set((total, streaming, prefill, queued));
+            prefill > 0 && queued > 0
+        },
+    );
+    let (total, streaming, prefill, queued) = told.get();
+    eprintln!("in flight {total}: streaming {streaming}, in prefill {prefill}, queued {queued}");
+    assert_eq!(streaming + prefill + queued, total, "{}", tmux.screen());
+    tmux.keys("q");
+    tmux.wait_for("exit", Duration::from_secs(10), |s| {
+        s.contains("TOKBENCH_EXIT=0")
+    });
+    drop(tmux);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
