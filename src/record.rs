@@ -354,6 +354,10 @@ pub struct RequestRecord {
     pub end: Duration,
     /// First response byte (headers), relative to t0.
     pub ttfb: Option<Duration>,
+    /// Opening the request's connection (TCP connect), inside the time
+    /// from t0 to the first byte; zero on a reused keep-alive connection.
+    /// `None` where the client cannot tell (reqwest: TLS, HTTP/2).
+    pub connect: Option<Duration>,
     /// First output-carrying chunk, relative to t0.
     pub ttft: Option<Duration>,
     /// Last output-carrying chunk, relative to t0.
@@ -430,6 +434,18 @@ impl RequestRecord {
         self.input_tokens_reported
             .unwrap_or(self.input_tokens_target)
     }
+    /// TTFT less the connect time: what the server took once the request
+    /// could be sent. With the kernel's send clock t0 is already past the
+    /// connect (the request's departure), so TTFT is returned as it is.
+    /// `None` without a TTFT or a known connect time.
+    pub(crate) fn ttft_after_connect(&self) -> Option<Duration> {
+        let ttft = self.ttft?;
+        let connect = self.connect?;
+        Some(match self.tx_clock {
+            TxClock::Kernel => ttft,
+            _ => ttft.saturating_sub(connect),
+        })
+    }
     /// A record with every field empty, for tests and builders.
     pub fn empty(id: u64, level: usize) -> RequestRecord {
         RequestRecord {
@@ -438,6 +454,7 @@ impl RequestRecord {
             start: Duration::ZERO,
             end: Duration::ZERO,
             ttfb: None,
+            connect: None,
             ttft: None,
             e2el: None,
             tpot: None,
@@ -467,5 +484,31 @@ impl RequestRecord {
             prompt: None,
             transition: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod connect_tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn ttft_after_connect_takes_the_connect_off_a_user_clock_t0() {
+        let mut r = RequestRecord::empty(0, 0);
+        r.ttft = Some(ms(63));
+        assert_eq!(r.ttft_after_connect(), None, "connect unknown (reqwest)");
+        r.connect = Some(ms(13));
+        assert_eq!(r.ttft_after_connect(), Some(ms(50)));
+        r.connect = Some(Duration::ZERO);
+        assert_eq!(r.ttft_after_connect(), Some(ms(63)), "a reused connection");
+        // The kernel's send clock starts t0 at the departure: already past it.
+        r.connect = Some(ms(13));
+        r.tx_clock = TxClock::Kernel;
+        assert_eq!(r.ttft_after_connect(), Some(ms(63)));
+        r.ttft = None;
+        assert_eq!(r.ttft_after_connect(), None);
     }
 }

@@ -228,9 +228,14 @@ impl Connections {
         fresh: bool,
     ) -> Result<Response, H1Error> {
         let pooled = if fresh { None } else { self.take_idle() };
-        let mut conn = match pooled {
-            Some(conn) => conn,
-            None => self.connect().await?,
+        // The connect's own time: zero on a pooled connection.
+        let (mut conn, connect) = match pooled {
+            Some(conn) => (conn, Duration::ZERO),
+            None => {
+                let asked = Instant::now();
+                let conn = self.connect().await?;
+                (conn, asked.elapsed())
+            }
         };
         let mut request = Vec::with_capacity(self.head.len() + 96 + body.len());
         request.extend_from_slice(&self.head);
@@ -245,7 +250,11 @@ impl Connections {
             // The server may have answered (401, 413) and closed before
             // reading it all: its answer can still be in the socket.
             Err(e) => match conn.read_head().await {
-                Ok(head) => return Ok(Response::new(head, conn, false, self)),
+                Ok(head) => {
+                    let mut response = Response::new(head, conn, false, self);
+                    response.connect = connect;
+                    return Ok(response);
+                }
                 Err(_) => return Err(H1Error::closed("writing the request", &e)),
             },
         };
@@ -254,6 +263,7 @@ impl Connections {
         let departed = conn.departure();
         let mut response = Response::new(head, conn, whole, self);
         response.departed = departed;
+        response.connect = connect;
         Ok(response)
     }
 
@@ -397,6 +407,9 @@ pub(crate) struct Response {
     /// When the request's last byte left, by the kernel's transmit
     /// timestamp (`--tx-clock kernel`); None without one.
     departed: Option<Instant>,
+    /// How long opening its connection took (TCP connect); zero when a
+    /// pooled keep-alive connection carried the request.
+    connect: Duration,
 }
 
 /// What one poll of the body gave.
@@ -431,7 +444,13 @@ impl Response {
             conn: Some(conn),
             pool: Arc::clone(pool),
             departed: None,
+            connect: Duration::ZERO,
         }
+    }
+
+    /// How long opening the request's connection took; zero on a reused one.
+    pub(crate) fn connect_time(&self) -> Duration {
+        self.connect
     }
 
     /// When the request left by the kernel's clock (`--tx-clock kernel`):

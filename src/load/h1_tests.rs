@@ -239,6 +239,39 @@ async fn keep_alive_connections_are_reused_and_closed_ones_are_not() {
     }
 }
 
+/// The connect time of each request: what opening its connection took on
+/// the first, 0 on the requests a kept-alive connection carried after it,
+/// and again a connect on each request of a server that closes.
+#[tokio::test]
+async fn a_reused_connection_connects_in_zero() {
+    for (answer, reused) in [
+        (&b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"[..], true),
+        (
+            b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok",
+            false,
+        ),
+    ] {
+        let (base, _) = server(answer).await;
+        let c = connections(&base, 4);
+        for i in 0..3 {
+            let asked = Instant::now();
+            let mut response = c.send(b"{}", "tokbench-test-1", false).await.unwrap();
+            let whole = asked.elapsed();
+            read_out(&mut response).await;
+            let connect = response.connect_time();
+            if i > 0 && reused {
+                assert_eq!(connect, Duration::ZERO, "request {i}");
+            } else {
+                // A loopback connect: more than nothing, within the send.
+                assert!(
+                    connect > Duration::ZERO && connect <= whole,
+                    "request {i}: {connect:?}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn nothing_listening_is_connect_refused_in_one_line() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

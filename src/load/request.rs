@@ -420,6 +420,7 @@ async fn stream_request(
             Err((class, message)) => return Some(Stop::Failed(class, message)),
         }
     };
+    record.connect = answer.connect_time();
     // The request's departure by the kernel's clock, where there is one and
     // t0 is the send's: every latency starts there (never after the head's
     // read). Not after a retry: t0 stays the first attempt's.

@@ -113,6 +113,14 @@ pub struct LevelFile {
     pub output_len: Option<Value>,
     /// `{p50, p99, max}`: how late the client read (null without kernel times).
     pub client_rx_lag_ms: Option<Value>,
+    /// `{p50, p99, mean}` of the completed requests' connect times, ms
+    /// (0 on a reused connection); absent when no request's is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<Value>,
+    /// `{p50, p99, mean}` of TTFT less each request's connect time, ms;
+    /// absent when no request's connect time is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_after_connect_ms: Option<Value>,
     /// `{kernel, user}`: requests timed by each receive clock.
     pub rx_clock: Option<Value>,
     pub client: Option<ClientLoad>,
@@ -721,6 +729,10 @@ pub(crate) struct RequestLine {
     pub chunks: Option<u64>,
     pub coalesced_reads: Option<u64>,
     pub concurrency: Option<u32>,
+    /// Opening the connection (TCP connect), ms: 0 on a reused keep-alive
+    /// connection; absent where the client cannot tell (reqwest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<f64>,
     pub e2el_ms: Option<f64>,
     pub end_s: Option<f64>,
     /// The error class (`http_503`, `timeout`, `cancelled`, ...), null when ok.

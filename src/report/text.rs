@@ -238,6 +238,10 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
             None => line(&mut out, &format!("{short}:"), "no samples".into()),
         }
     }
+    // Connecting as a share of TTFT, when it is a noticeable one.
+    if let Some(note) = s.connect.as_ref().and_then(|c| c.note()) {
+        let _ = writeln!(out, "{note}");
+    }
     if let Some(p) = &level.probes {
         let _ = writeln!(out, "{}", probe_line(p));
     }

@@ -9,6 +9,7 @@
 //! - [`summary`]: one level's [`LevelStats`] and its result-file keys;
 //! - [`live`]: hdrhistogram one-second buckets over the last minute (live view).
 
+pub(crate) mod connect;
 pub(crate) mod gauges;
 pub mod hdr;
 pub(crate) mod lateness;

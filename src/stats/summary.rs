@@ -146,6 +146,9 @@ pub(crate) struct LevelStats {
     /// the kernel's receive time, pooled over every kernel-timed body read.
     /// `None` when no read had a kernel time (`--rx-clock user`, reqwest).
     pub client_rx_lag: Option<RxLag>,
+    /// Connect times and TTFT after connect (`stats::connect`); `None` when
+    /// no completed request's connect time is known (reqwest).
+    pub connect: Option<super::connect::ConnectStats>,
     /// Requests (completed and failed) timed by the kernel and by user space.
     pub rx_kernel: usize,
     pub rx_user: usize,

@@ -98,6 +98,7 @@ pub(crate) struct LevelTally {
     e2el: Samples,
     ttfc: Samples,
     itl: Samples,
+    connect: super::connect::ConnectTally,
     errors: BTreeMap<String, usize>,
     token_source_counts: BTreeMap<TokenSource, usize>,
     input_len: RunningRange,
@@ -138,6 +139,7 @@ impl LevelTally {
             e2el: Samples::latency_ms(EXACT_CAP),
             ttfc: Samples::latency_ms(EXACT_CAP),
             itl: Samples::latency_ms(EXACT_CAP_ITL),
+            connect: super::connect::ConnectTally::default(),
             errors: BTreeMap::new(),
             token_source_counts: BTreeMap::new(),
             input_len: RunningRange::default(),
@@ -220,6 +222,7 @@ impl LevelTally {
         for &gap in &r.itl_ms {
             self.itl.add(gap);
         }
+        self.connect.add(r);
         *self.token_source_counts.entry(r.token_source).or_insert(0) += 1;
         self.input_len.add(f64::from(input));
         self.output_len.add(f64::from(r.output_tokens));
@@ -313,6 +316,7 @@ impl LevelTally {
             short_outputs: self.short_outputs,
             ttfc: self.ttfc.distribution(percentiles),
             client_rx_lag,
+            connect: self.connect.stats(),
             rx_kernel: self.rx_kernel,
             rx_user: self.rx_user,
         }

@@ -8,6 +8,7 @@ mod support;
 
 mod completions_man;
 mod config;
+mod connect;
 mod deploy;
 mod docs;
 mod dry_run;

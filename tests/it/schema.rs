@@ -307,6 +307,8 @@ const ADDED_SINCE_FIXTURE: &[&str] = &[
     "given",
     "rule",
     "ended_at",
+    "connect_ms",
+    "ttft_after_connect_ms",
 ];
 
 #[test]

@@ -104,6 +104,15 @@ impl Answer {
         }
     }
 
+    /// How long opening the connection took (zero on a reused one); `None`
+    /// from reqwest, whose pool does not say.
+    pub(super) fn connect_time(&self) -> Option<Duration> {
+        match self {
+            Answer::H1(response) => Some(response.connect_time()),
+            Answer::Reqwest { .. } => None,
+        }
+    }
+
     /// When the request left by the kernel's transmit timestamp (the lean
     /// reader with `--tx-clock kernel` only).
     pub(super) fn departed(&self) -> Option<Instant> {

@@ -160,6 +160,8 @@ impl Recorder {
             input_len: stats.input_len.map(|m| m.to_json()),
             output_len: stats.output_len.map(|m| m.to_json()),
             client_rx_lag_ms: stats.client_rx_lag.map(|l| l.to_json()),
+            connect_ms: stats.connect.map(|c| c.connect.to_json()),
+            ttft_after_connect_ms: stats.connect.map(|c| c.ttft_after_connect.to_json()),
             rx_clock: Some(json!({"kernel": stats.rx_kernel, "user": stats.rx_user})),
             client: Some(ClientLoadJson {
                 cpu_percent: level.client.cpu_percent.map(round3),

@@ -256,6 +256,7 @@ impl Recorder {
             start_s: Some(round3(r.start.as_secs_f64())),
             end_s: Some(round3(r.end.as_secs_f64())),
             ttfb_ms: ms(r.ttfb),
+            connect_ms: ms(r.connect),
             ttft_ms: ms(r.ttft),
             e2el_ms: ms(r.e2el),
             tpot_ms: ms(r.tpot),

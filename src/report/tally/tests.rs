@@ -679,6 +679,49 @@ mod text_face {
         );
     }
 
+    /// A level whose requests opened their connections: the block says
+    /// connecting's share of TTFT once connect p99 is over 10% of TTFT p99,
+    /// and names the cure; with reused connections it says nothing.
+    #[test]
+    fn the_level_block_gives_the_share_of_ttft_that_was_connecting() {
+        let block_of = |connects: [u64; 2]| {
+            let mut tally = Tally::new(run("sweep"), None);
+            tally.on_event(
+                &DriverEvent::LevelStarted(info(0, 2, Mode::Planned, 0, 0)),
+                || reading(0, 0, &[]),
+            );
+            // TTFT 60 and 80 ms; connects as given.
+            for (id, (ttft, connect)) in [(60, connects[0]), (80, connects[1])]
+                .into_iter()
+                .enumerate()
+            {
+                let mut record = answer(id as u64, 0, 0, ttft, 1000);
+                record.connect = Some(Duration::from_millis(connect));
+                tally.on_event(&DriverEvent::Record(record), ClientReading::default);
+            }
+            let closed = tally
+                .close_level(0, false, reading(0, 1000, &[]))
+                .expect("running");
+            let level = tally.keep(closed.level).clone();
+            level_block(&level, tally.run())
+        };
+        // Connect 10 and 30 ms: p99 at rank 0.99 of 10..30 = 29.8 ms; TTFT
+        // p99 60 + 0.99 * 20 = 79.8 ms; 29.8 / 79.8 = 37.3%, said as 37%.
+        // After connect 50 and 50 ms.
+        let block = block_of([10, 30]);
+        assert!(
+            block.contains(
+                "Connecting was 37% of TTFT: connect p99 29.80 ms of TTFT p99 79.80 ms \
+                 (TTFT after connect p99 50.00 ms). Warmed keep-alive connections"
+            ),
+            "{block}"
+        );
+        // Reused connections (0 ms): no share to speak of.
+        assert!(!block_of([0, 0]).contains("Connecting was"));
+        // Connect 0 and 8 ms: p99 7.92 ms, 9.9% of 79.8 ms: not over 10%.
+        assert!(!block_of([0, 8]).contains("Connecting was"));
+    }
+
     /// A ramp is replayed on its own schedule: its level reads `ramp`, not
     /// `replay`.
     #[test]
