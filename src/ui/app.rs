@@ -198,6 +198,9 @@ pub struct App {
     /// Second of the run -> (sum, frames) of the waiting count sampled each
     /// frame, for the queue bars; the last two minutes only.
     waiting_seconds: BTreeMap<u64, (f64, u32)>,
+    /// The most in flight in each recent second: a scrape of the server's
+    /// running count is up to a probe interval old.
+    in_flight_seconds: BTreeMap<u64, u32>,
     /// Second of the run -> failures of the classes shown as rates
     /// (503, 429, timeout), the last minute only.
     failure_seconds: BTreeMap<u64, [u32; 3]>,
@@ -305,6 +308,7 @@ impl App {
             in_flight: 0,
             streaming: 0,
             waiting_seconds: BTreeMap::new(),
+            in_flight_seconds: BTreeMap::new(),
             failure_seconds: BTreeMap::new(),
             queue_disagree_since: None,
             paused: false,

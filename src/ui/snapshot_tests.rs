@@ -172,6 +172,19 @@ fn the_waiting_are_split_by_the_servers_running_count() {
     // this client's is queued.
     app.server = Some([("slots_busy", 30.0)].into_iter().collect());
     assert_eq!(app.waiting_split(), Some((8, 0)));
+    let t = text(&render(&app, 160, 48));
+    shows(
+        &t,
+        &[
+            "in prefill 8 · queued 0",
+            "server runs 30: 14 not this sweep's",
+        ],
+    );
+    // A level that just drained, the scrape still counting its requests:
+    // not another client.
+    app.server = Some([("running", 16.0)].into_iter().collect());
+    app.set_queue(2, 2);
+    assert_eq!(app.other_traffic(), None);
 }
 
 #[test]

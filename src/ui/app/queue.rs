@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Seconds of in-flight counts a server's running count is read against.
+const OTHER_TRAFFIC_WINDOW_S: u64 = 3;
+
 impl App {
     /// The driver's gauges before a frame: in flight, and of those the ones
     /// streaming. Samples the waiting count for this second's bar.
@@ -18,6 +21,12 @@ impl App {
             let keep_from = second.saturating_sub(120);
             self.waiting_seconds = self.waiting_seconds.split_off(&keep_from);
         }
+        let most = self.in_flight_seconds.entry(second).or_insert(0);
+        *most = (*most).max(in_flight);
+        if self.in_flight_seconds.len() > OTHER_TRAFFIC_WINDOW_S as usize + 1 {
+            let keep_from = second.saturating_sub(OTHER_TRAFFIC_WINDOW_S);
+            self.in_flight_seconds = self.in_flight_seconds.split_off(&keep_from);
+        }
     }
 
     /// Requests sent that have not had their first token.
@@ -32,6 +41,14 @@ impl App {
     /// queued, the rest. None where the server reports no running count
     /// (Ollama): that split comes at the level's end, from its timings.
     pub(crate) fn waiting_split(&self) -> Option<(u32, u32)> {
+        let running = self.server_running()?;
+        let waiting = self.waiting();
+        let in_prefill = running.saturating_sub(self.streaming).min(waiting);
+        Some((in_prefill, waiting - in_prefill))
+    }
+
+    /// The requests the server runs, by its latest scrape, where it says.
+    pub(crate) fn server_running(&self) -> Option<u32> {
         let gauges = self.server.as_ref()?;
         let running = ["running", "processing", "slots_busy"]
             .iter()
@@ -39,10 +56,28 @@ impl App {
             .copied()
             .filter(|r| r.is_finite())?;
         // A gauge is a count: at most the u32 the cast saturates to.
-        let running = running.round().max(0.0) as u32;
-        let waiting = self.waiting();
-        let in_prefill = running.saturating_sub(self.streaming).min(waiting);
-        Some((in_prefill, waiting - in_prefill))
+        Some(running.round().max(0.0) as u32)
+    }
+
+    /// The server runs more than this sweep had in flight at any moment
+    /// of the last few seconds (a scrape lags: a level that just drained
+    /// is not another client): (its running count, how many of those are
+    /// not this sweep's: another client's, or this run's own probes).
+    pub(crate) fn other_traffic(&self) -> Option<(u32, u32)> {
+        let from = self
+            .elapsed
+            .as_secs()
+            .saturating_sub(OTHER_TRAFFIC_WINDOW_S);
+        let most = self
+            .in_flight_seconds
+            .range(from..)
+            .map(|(_, n)| *n)
+            .max()
+            .unwrap_or(self.in_flight)
+            .max(self.in_flight);
+        self.server_running()
+            .filter(|running| *running > most)
+            .map(|running| (running, running - most))
     }
 
     /// Failures per second of 503, 429 and timeouts over the last

@@ -334,6 +334,15 @@ pub(super) fn status_line(app: &App, area: Rect) -> Line<'static> {
             }
             spans.push(Span::styled(close, p.text));
             parts.push(Part::new(0, spans));
+            // The split caps in prefill at this client's waiting; the rest
+            // the server runs is someone else's.
+            if let Some((running, others)) = app.other_traffic() {
+                parts.push(Part::text(
+                    2,
+                    format!("server runs {running}: {others} not this sweep's"),
+                    p.dim,
+                ));
+            }
             if let Some(level) = app.current() {
                 if let (Some(k), Some(total)) = (level.info.plan_index, level.info.num_prompts) {
                     let plan = app.shown.run.plan.len();
