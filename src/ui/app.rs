@@ -201,6 +201,9 @@ pub struct App {
     /// The most in flight in each recent second: a scrape of the server's
     /// running count is up to a probe interval old.
     in_flight_seconds: BTreeMap<u64, u32>,
+    /// Second of the run -> (sum, frames) of the waiting's in-prefill part,
+    /// where the server counts what it runs; the last two minutes only.
+    prefill_seconds: BTreeMap<u64, (f64, u32)>,
     /// Second of the run -> failures of the classes shown as rates
     /// (503, 429, timeout), the last minute only.
     failure_seconds: BTreeMap<u64, [u32; 3]>,
@@ -309,6 +312,7 @@ impl App {
             streaming: 0,
             waiting_seconds: BTreeMap::new(),
             in_flight_seconds: BTreeMap::new(),
+            prefill_seconds: BTreeMap::new(),
             failure_seconds: BTreeMap::new(),
             queue_disagree_since: None,
             paused: false,

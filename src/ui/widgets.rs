@@ -208,12 +208,20 @@ const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '
 /// scaled to the largest value shown. A second in which the concurrency
 /// target changed gets a `│` marker in its column, so a latency step can be
 /// matched to the keypress that caused it.
+///
+/// `lower`, where given, is a part of each bar drawn at its foot in its own
+/// style (the waiting's in-prefill part under its queued part): cells whose
+/// middle lies within it take `lower`'s style.
 pub(crate) struct Spark<'a> {
     pub points: &'a [SparkPoint],
-    pub value: fn(&SparkPoint) -> Option<u64>,
+    pub value: SparkValue,
     pub style: Style,
     pub marker_style: Style,
+    pub lower: Option<(SparkValue, Style)>,
 }
+
+/// What a bar of a point shows.
+pub(crate) type SparkValue = fn(&SparkPoint) -> Option<u64>;
 
 impl Widget for Spark<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
@@ -236,11 +244,20 @@ impl Widget for Spark<'_> {
                 // Any sample shows at least a sliver: "no data" stays blank.
                 ((v as f64 / max as f64 * (rows * 8) as f64).round() as u64).max(1)
             });
+            let lower = self.lower.map(|(value, style)| {
+                let part = value(p).unwrap_or(0).min((self.value)(p).unwrap_or(0));
+                let eighths = (part as f64 / max as f64 * (rows * 8) as f64).round() as u64;
+                (eighths, style)
+            });
             for r in 0..rows {
                 let y = area.bottom() - 1 - r as u16;
                 let fill = eighths.saturating_sub(r * 8).min(8) as usize;
                 if fill > 0 {
-                    buf[(x, y)].set_char(BARS[fill]).set_style(self.style);
+                    let style = match lower {
+                        Some((under, style)) if r * 8 + 4 < under => style,
+                        _ => self.style,
+                    };
+                    buf[(x, y)].set_char(BARS[fill]).set_style(style);
                 }
             }
             if p.marker {

@@ -57,6 +57,7 @@ fn render_spark(points: &[SparkPoint], w: u16, h: u16) -> Vec<String> {
         value: |p| p.ttft_p99_us,
         style: Style::default(),
         marker_style: Style::default(),
+        lower: None,
     }
     .render(area, &mut buf);
     (0..h)
@@ -69,6 +70,7 @@ fn spark_bars_markers_and_gaps() {
     let pt = |second, v: Option<u64>, marker| SparkPoint {
         server_queue: None,
         waiting: None,
+        in_prefill: None,
         second,
         ttft_p99_us: v,
         itl_p99_us: None,
@@ -369,4 +371,46 @@ fn throughput_is_a_line_and_p99_its_marks() {
         line_rows.iter().all(|y| (y64..=y1).contains(y)) && !line_rows.is_empty(),
         "one line in column {x_mid}: {line_rows:?}\n{text}"
     );
+}
+
+/// The waiting bars stacked: 8 waiting of which 4 in prefill, in a panel
+/// 4 rows high scaled to 8: the bar fills all 4 rows, the lower 2 in the
+/// in-prefill style, the upper 2 in the bar's own.
+#[test]
+fn a_stacked_bar_draws_its_lower_part_at_the_foot() {
+    use ratatui::style::Color;
+    let points = [SparkPoint {
+        second: 0,
+        ttft_p99_us: None,
+        itl_p99_us: None,
+        marker: false,
+        server_queue: None,
+        waiting: Some(8),
+        in_prefill: Some(4),
+    }];
+    let area = Rect::new(0, 0, 1, 4);
+    let mut buf = Buffer::empty(area);
+    let (queued, prefill) = (
+        Style::default().fg(Color::Red),
+        Style::default().fg(Color::Blue),
+    );
+    Spark {
+        points: &points,
+        value: |p| p.waiting,
+        style: queued,
+        marker_style: Style::default(),
+        lower: Some((|p| p.in_prefill, prefill)),
+    }
+    .render(area, &mut buf);
+    let colours: Vec<Option<Color>> = (0..4).map(|y| Some(buf[(0, y)].fg)).collect();
+    assert_eq!(
+        colours,
+        [
+            Some(Color::Red),
+            Some(Color::Red),
+            Some(Color::Blue),
+            Some(Color::Blue)
+        ]
+    );
+    assert!((0..4).all(|y| buf[(0, y)].symbol() == "█"));
 }

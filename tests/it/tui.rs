@@ -424,6 +424,10 @@ fn the_live_waiting_splits_into_in_prefill_and_queued() {
     let (total, streaming, prefill, queued) = told.get();
     eprintln!("in flight {total}: streaming {streaming}, in prefill {prefill}, queued {queued}");
     assert_eq!(streaming + prefill + queued, total, "{}", tmux.screen());
+    // The waiting panel stacks them: in prefill at each bar's foot.
+    tmux.wait_for("the stacked waiting panel", Duration::from_secs(10), |s| {
+        s.contains("foot: in prefill")
+    });
     tmux.keys("q");
     tmux.wait_for("exit", Duration::from_secs(10), |s| {
         s.contains("TOKBENCH_EXIT=0")

@@ -156,6 +156,10 @@ impl App {
                         .waiting_seconds
                         .get(&s.second)
                         .map(|(sum, n)| (sum / f64::from((*n).max(1))).round() as u64),
+                    in_prefill: self
+                        .prefill_seconds
+                        .get(&s.second)
+                        .map(|(sum, n)| (sum / f64::from((*n).max(1))).round() as u64),
                 })
                 .collect(),
             ttft_p50_ms: ttft.map(|q| ms(q.p50_us)),

@@ -57,6 +57,9 @@ pub struct SparkPoint {
     /// Requests sent that had no first token yet (the client's view of the
     /// queue), mean over the frames of this second.
     pub waiting: Option<u64>,
+    /// Of the waiting, those the server runs (in prefill), mean over the
+    /// frames of this second, where the server counts what it runs.
+    pub in_prefill: Option<u64>,
 }
 
 /// The latency panels: the per-second series and the window-wide quantiles.

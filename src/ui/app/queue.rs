@@ -21,6 +21,15 @@ impl App {
             let keep_from = second.saturating_sub(120);
             self.waiting_seconds = self.waiting_seconds.split_off(&keep_from);
         }
+        if let Some((in_prefill, _)) = self.waiting_split() {
+            let slot = self.prefill_seconds.entry(second).or_insert((0.0, 0));
+            slot.0 += f64::from(in_prefill);
+            slot.1 += 1;
+            if self.prefill_seconds.len() > 120 {
+                let keep_from = second.saturating_sub(120);
+                self.prefill_seconds = self.prefill_seconds.split_off(&keep_from);
+            }
+        }
         let most = self.in_flight_seconds.entry(second).or_insert(0);
         *most = (*most).max(in_flight);
         if self.in_flight_seconds.len() > OTHER_TRAFFIC_WINDOW_S as usize + 1 {
@@ -104,10 +113,16 @@ impl App {
     }
 
     pub(super) fn track_queue_disagreement(&mut self, second: u64) {
+        // Set beside the server's queue, the client's queued part: its
+        // waiting less those the server runs, where it says.
+        let prefill = self
+            .prefill_seconds
+            .get(&second)
+            .map_or(0.0, |(sum, n)| sum / f64::from((*n).max(1)));
         let client = self
             .waiting_seconds
             .get(&second)
-            .map(|(sum, n)| sum / f64::from((*n).max(1)));
+            .map(|(sum, n)| sum / f64::from((*n).max(1)) - prefill);
         let server = self.server_queue.get(&second).copied();
         match (client, server) {
             (Some(c), Some(s)) if (c - s).abs() > QUEUE_DISAGREE_BY => {

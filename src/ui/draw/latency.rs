@@ -72,6 +72,7 @@ pub(super) fn latency_panels(app: &App, area: Rect, buf: &mut Buffer) {
             value,
             style,
             marker_style: p.marker,
+            lower: None,
         }
         .render(inner, buf);
     }
@@ -107,10 +108,19 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
         .filter_map(|pt| pt.waiting)
         .max()
         .unwrap_or(0) as f64;
+    // Where the server counts what it runs, each bar's foot is the part
+    // in prefill, the rest queued.
+    let split = app.latency.points.iter().any(|pt| pt.in_prefill.is_some());
+    let lower: Option<fn(&SparkPoint) -> Option<u64>> = split.then_some(|pt| pt.in_prefill);
     if app.server_queue.is_empty() {
         let client: fn(&SparkPoint) -> Option<u64> = |pt| pt.waiting;
         let now = f64::from(app.waiting());
         let peak = client_peak.max(now);
+        let caption = if split {
+            "foot: in prefill"
+        } else {
+            "sent, no token yet"
+        };
         bars_panel(
             app,
             rect,
@@ -118,7 +128,8 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
             "waiting",
             (now, peak),
             client,
-            "sent, no token yet",
+            caption,
+            lower,
         );
         return;
     }
@@ -127,6 +138,8 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
     let client: fn(&SparkPoint) -> Option<u64> = |pt| pt.waiting;
     let caption = if app.queue_disagrees() {
         "≠ server by >2"
+    } else if split {
+        "foot: in prefill"
     } else {
         "client"
     };
@@ -139,6 +152,7 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
         (now, client_peak.max(now)),
         client,
         caption,
+        lower,
     );
     let server: fn(&SparkPoint) -> Option<u64> = |pt| pt.server_queue;
     let now = app
@@ -156,6 +170,7 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
         (now, peak),
         server,
         "server",
+        None,
     );
 }
 
@@ -169,6 +184,7 @@ fn bars_panel(
     (now, peak): (f64, f64),
     value: fn(&SparkPoint) -> Option<u64>,
     caption: &str,
+    lower: Option<fn(&SparkPoint) -> Option<u64>>,
 ) {
     let p = &app.palette;
     let title = fit(
@@ -199,6 +215,7 @@ fn bars_panel(
         value,
         style: p.itl,
         marker_style: p.marker,
+        lower: lower.map(|value| (value, p.strong)),
     }
     .render(inner, buf);
 }
