@@ -51,3 +51,17 @@ pub const EXAMPLES_COMPLETIONS: &str = "Examples:
 pub const EXAMPLES_MAN: &str = "Examples:
   tokbench man | man -l -
   tokbench man sweep | man -l -";
+
+/// Every subcommand's examples, for the tests that parse and check them.
+pub const ALL_EXAMPLES: [&str; 10] = [
+    EXAMPLES_SWEEP,
+    EXAMPLES_SIM,
+    EXAMPLES_TUNE,
+    EXAMPLES_DEMO,
+    EXAMPLES_REPORT,
+    EXAMPLES_COMPARE,
+    EXAMPLES_VIEW,
+    EXAMPLES_MERGE,
+    EXAMPLES_COMPLETIONS,
+    EXAMPLES_MAN,
+];

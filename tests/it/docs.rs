@@ -253,18 +253,7 @@ fn a_stale_flag_in_a_page_is_named_by_file_and_line() {
 #[test]
 fn every_help_example_parses() {
     use tokbench::cli::*;
-    let all = [
-        EXAMPLES_SWEEP,
-        EXAMPLES_SIM,
-        EXAMPLES_TUNE,
-        EXAMPLES_DEMO,
-        EXAMPLES_REPORT,
-        EXAMPLES_COMPARE,
-        EXAMPLES_VIEW,
-        EXAMPLES_MERGE,
-        EXAMPLES_COMPLETIONS,
-        EXAMPLES_MAN,
-    ];
+    let all = ALL_EXAMPLES;
     let mut found = Vec::new();
     for text in all {
         let block = format!("```sh\n{text}\n```\n");

@@ -8,18 +8,7 @@ use tokbench::run::checks::check_command_line;
 /// The examples of each `--help`, as argv (`tokbench` first), cut at the
 /// first shell operator (`| man -l -`, `> file`).
 fn examples() -> Vec<(String, Vec<String>)> {
-    let all = [
-        EXAMPLES_SWEEP,
-        EXAMPLES_SIM,
-        EXAMPLES_TUNE,
-        EXAMPLES_DEMO,
-        EXAMPLES_REPORT,
-        EXAMPLES_COMPARE,
-        EXAMPLES_VIEW,
-        EXAMPLES_MERGE,
-        EXAMPLES_COMPLETIONS,
-        EXAMPLES_MAN,
-    ];
+    let all = ALL_EXAMPLES;
     let mut out = Vec::new();
     for block in all {
         let mut here = 0;
@@ -75,5 +64,20 @@ fn the_check_refuses_what_the_command_refuses() {
         let e = check_command_line(&argv(line)).expect_err(line);
         let said = tokbench::run::one_line(&e);
         assert!(said.contains(why), "{line}: {said}");
+    }
+}
+
+/// Every subcommand's `--help` ends with examples, and they are among the
+/// ones checked here: a new subcommand's examples cannot be left out.
+#[test]
+fn every_subcommands_examples_are_checked() {
+    use clap::CommandFactory;
+    for sub in Cli::command().get_subcommands() {
+        let after = sub.get_after_help().map(|h| h.to_string());
+        assert!(
+            after.as_deref().is_some_and(|h| ALL_EXAMPLES.contains(&h)),
+            "tokbench {}: its --help examples are not in cli::ALL_EXAMPLES",
+            sub.get_name()
+        );
     }
 }

@@ -62,6 +62,8 @@ fn quick() -> SimConfig {
     paced(2.0, 0.0)
 }
 
+const LENGTHS: [&str; 4] = ["--random-input-len", "32", "--random-output-len", "16"];
+
 const SHORT: [&str; 6] = [
     "--random-input-len",
     "32",
@@ -71,42 +73,40 @@ const SHORT: [&str; 6] = [
     "1,2",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fixed_lengths() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("fixed");
-    let out = sweep(&sim, &dir, &[&SHORT[..], &["--num-prompts", "6"]].concat()).await;
-    assert_true_to_the_run("fixed lengths", &out, &Asked::fixed());
+/// One sweep of `flags` against a fresh simulator of `config`, what it
+/// printed audited against `asked`; the simulator and the folder gone after.
+async fn audit_sweep(what: &str, name: &str, config: SimConfig, flags: &[&str], asked: Asked) {
+    let sim = support::start_sim(config).await;
+    let dir = scratch(name);
+    let out = sweep(&sim, &dir, flags).await;
+    assert_true_to_the_run(what, &out, &asked);
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_lengths() {
+    let flags = [&SHORT[..], &["--num-prompts", "6"]].concat();
+    audit_sweep("fixed lengths", "fixed", quick(), &flags, Asked::fixed()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dataset() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("dataset");
     let dataset = fixture("datasets/requests.jsonl");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[
-            "--dataset",
-            &dataset,
-            "--concurrency",
-            "1,2",
-            "--num-prompts",
-            "4",
-        ],
-    )
-    .await;
+    let flags = [
+        "--dataset",
+        &dataset,
+        "--concurrency",
+        "1,2",
+        "--num-prompts",
+        "4",
+    ];
     let asked = Asked {
         one_prompt_length: false,
         one_answer_length: false,
         ..Asked::fixed()
     };
-    assert_true_to_the_run("--dataset", &out, &asked);
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    audit_sweep("--dataset", "dataset", quick(), &flags, asked).await;
 }
 
 /// A log of mixed lengths replayed: no one length was asked.
@@ -152,22 +152,15 @@ async fn a_replay_of_mixed_lengths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mooncake_trace() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("mooncake");
     let trace = fixture("traces/mooncake_small.jsonl");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[
-            "--replay",
-            &trace,
-            "--trace-format",
-            "mooncake",
-            "--trace-block-tokens",
-            "16",
-        ],
-    )
-    .await;
+    let flags = [
+        "--replay",
+        &trace,
+        "--trace-format",
+        "mooncake",
+        "--trace-block-tokens",
+        "16",
+    ];
     let asked = Asked {
         one_prompt_length: false,
         one_answer_length: false,
@@ -175,129 +168,77 @@ async fn a_mooncake_trace() {
         repeats_by_design: true,
         ..Asked::fixed()
     };
-    assert_true_to_the_run("a Mooncake trace", &out, &asked);
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    audit_sweep("a Mooncake trace", "mooncake", quick(), &flags, asked).await;
 }
 
 /// Each turn re-sends the conversation: the prompt grows, by design.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("turns");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[&SHORT[..], &["--num-prompts", "8", "--turns", "4"]].concat(),
-    )
-    .await;
+    let flags = [&SHORT[..], &["--num-prompts", "8", "--turns", "4"]].concat();
     let asked = Asked {
         one_prompt_length: false,
         repeats_by_design: true,
         ..Asked::fixed()
     };
-    assert_true_to_the_run("--turns 4", &out, &asked);
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    audit_sweep("--turns 4", "turns", quick(), &flags, asked).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_prefix() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("prefix");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[&SHORT[..], &["--num-prompts", "6", "--prefix-len", "16"]].concat(),
-    )
-    .await;
+    let flags = [&SHORT[..], &["--num-prompts", "6", "--prefix-len", "16"]].concat();
     let asked = Asked {
         repeats_by_design: true,
         ..Asked::fixed()
     };
-    assert_true_to_the_run("--prefix-len", &out, &asked);
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    audit_sweep("--prefix-len", "prefix", quick(), &flags, asked).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_loop() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("open");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[
-            "--random-input-len",
-            "32",
-            "--random-output-len",
-            "16",
-            "--request-rate",
-            "20,40",
-            "--num-prompts",
-            "20",
-        ],
-    )
-    .await;
-    assert_true_to_the_run("--request-rate", &out, &Asked::fixed());
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let flags = [
+        &LENGTHS[..],
+        &["--request-rate", "20,40", "--num-prompts", "20"],
+    ]
+    .concat();
+    audit_sweep("--request-rate", "open", quick(), &flags, Asked::fixed()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ramp() {
-    let sim = support::start_sim(quick()).await;
-    let dir = scratch("ramp");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[
-            "--random-input-len",
-            "32",
-            "--random-output-len",
-            "16",
-            "--ramp",
-            "linear",
-            "--ramp-from",
-            "2",
-            "--ramp-to",
-            "10",
-            "--ramp-duration",
-            "3",
-        ],
-    )
-    .await;
-    assert_true_to_the_run("--ramp", &out, &Asked::fixed());
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let ramp = [
+        "--ramp",
+        "linear",
+        "--ramp-from",
+        "2",
+        "--ramp-to",
+        "10",
+        "--ramp-duration",
+        "3",
+    ];
+    let flags = [&LENGTHS[..], &ramp[..]].concat();
+    audit_sweep("--ramp", "ramp", quick(), &flags, Asked::fixed()).await;
 }
 
 /// 8 batch slots: the search doubles past them, then bisects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capacity_search() {
-    let sim = support::start_sim(SimConfig {
+    let eight_slots = SimConfig {
         max_num_seqs: 8,
         ..quick()
-    })
-    .await;
-    let dir = scratch("search");
-    let out = sweep(
-        &sim,
-        &dir,
-        &[
-            "--find-capacity",
-            "--random-input-len",
-            "32",
-            "--random-output-len",
-            "32",
-            "--prompts-per-stream",
-            "2",
-        ],
+    };
+    let flags = [
+        &LENGTHS[..],
+        &["--find-capacity", "--prompts-per-stream", "2"],
+    ]
+    .concat();
+    audit_sweep(
+        "--find-capacity",
+        "search",
+        eight_slots,
+        &flags,
+        Asked::fixed(),
     )
     .await;
-    assert_true_to_the_run("--find-capacity", &out, &Asked::fixed());
-    sim.shutdown().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Ollama ends answers at its own end of sequence: it cannot be told
