@@ -15,8 +15,7 @@ use crate::report::schema::number;
 use crate::report::svg::group;
 use crate::stats::percentile::median;
 
-/// Exit code 2 when the runs cannot be compared (docs/architecture.md section 5).
-pub(crate) const EXIT_REFUSED: i32 = 2;
+pub(crate) use crate::exit::EXIT_REFUSED;
 
 pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
     let runs = args

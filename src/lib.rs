@@ -18,6 +18,7 @@ pub mod compare;
 pub mod config;
 pub mod console;
 pub mod engine;
+pub mod exit;
 pub mod export;
 pub mod fmt;
 pub mod load;

@@ -29,10 +29,8 @@ pub use start::Running;
 pub(crate) use tune::{run_tune, TuneFace};
 pub(crate) use wrong_backend::failure_line;
 
-/// Exit codes of docs/architecture.md section 5.
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub(crate) const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) use crate::exit::EXIT_INTERRUPTED;
+pub use crate::exit::{EXIT_FAILED, EXIT_OK};
 
 /// A value that never shows in Debug output or logs (the API key).
 #[derive(Clone, PartialEq, Eq)]
