@@ -19,6 +19,8 @@ pub struct Cli {
 
 mod examples;
 pub use examples::*;
+mod thresholds;
+pub use thresholds::ThresholdArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -550,6 +552,9 @@ pub struct SweepArgs {
     /// Share of hours the GPU is busy (0-1], for the effective cost.
     #[arg(help_heading = "SLO and cost", long, value_name = "SHARE")]
     pub utilization: Option<f64>,
+
+    #[command(flatten)]
+    pub check: ThresholdArgs,
 
     /// Percentiles saved for every latency metric (50 and 99 are always included).
     #[arg(

@@ -244,6 +244,14 @@ impl Exports {
             if let Some(error) = error {
                 self.emit("error", fields(json!({"message": error})))?;
             }
+            // Each `--threshold` as summary.json has it.
+            for entry in recorder.thresholds() {
+                let mut f = Map::new();
+                if let Ok(Value::Object(t)) = serde_json::to_value(&entry) {
+                    f.extend(t);
+                }
+                self.emit("threshold", f)?;
+            }
             let decision = recorder.tally().decision();
             let saved = recorder
                 .finished()

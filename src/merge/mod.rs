@@ -59,9 +59,7 @@ use std::fmt;
 use serde_json::{json, Map, Value};
 
 use crate::analysis::cost::cost;
-use crate::analysis::decide::{
-    decide_judged, CapacitySlo, Decision, LevelPoint, DEFAULT_MAX_ERROR_RATE,
-};
+use crate::analysis::decide::{decide_judged, CapacitySlo, Decision, LevelPoint};
 use crate::analysis::diagnose::{no_capacity, no_rise, single_round};
 use crate::analysis::rounds::rounds_spread;
 use crate::fmt::round3;

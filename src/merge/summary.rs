@@ -25,13 +25,7 @@ pub(crate) fn clock_correction_s(shard: &ShardSection) -> f64 {
 }
 
 pub(super) fn slo_of(run: &schema::RunSection) -> CapacitySlo {
-    let slo = run.slo.clone().unwrap_or_default();
-    CapacitySlo {
-        ttft_p99_ms: slo.ttft_p99_ms,
-        min_stream_tok_s: slo.min_stream_tok_s,
-        tpot_p99_ms: slo.tpot_p99_ms,
-        max_error_rate: slo.max_error_rate.unwrap_or(DEFAULT_MAX_ERROR_RATE),
-    }
+    run.slo.clone().unwrap_or_default().capacity_slo()
 }
 
 /// The levels of one series judged as the shards were: by the SLO the
@@ -239,6 +233,8 @@ pub(super) fn merged_summary(
         target_changes: Vec::new(),
         tune: None,
         fit: None,
+        // A merged run was not judged: its shards' thresholds stay theirs.
+        thresholds: Vec::new(),
         other,
     }
 }

@@ -15,6 +15,7 @@ pub mod schema;
 pub(crate) mod svg;
 pub(crate) mod tally;
 pub(crate) mod text;
+pub(crate) mod thresholds;
 pub(crate) mod timing;
 pub(crate) mod tune_text;
 /// Moved to the crate root (the simulator needs it and imports nothing of

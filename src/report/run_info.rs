@@ -66,6 +66,9 @@ pub struct RunInfo {
     pub ramp: Option<crate::load::ramp::Ramp>,
     /// `--budget`, or the default budget: the levels are fitted to it.
     pub fit: Option<crate::load::driver::FitConfig>,
+    /// `--threshold`: judged at the run's end into summary.json's
+    /// `thresholds`.
+    pub thresholds: crate::report::thresholds::Checks,
 }
 
 impl RunInfo {
@@ -179,6 +182,7 @@ impl RunInfo {
             trace: None,
             ramp: None,
             fit: None,
+            thresholds: Default::default(),
         }
     }
 }

@@ -359,6 +359,10 @@ pub struct SummaryFile {
     /// to its budget changed; absent when no estimate was made.
     #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lenient")]
     pub fit: Option<FitSection>,
+    /// `--threshold`: each check and its verdict, judged at the run's end
+    /// (a tune: one per setting); absent without thresholds.
+    #[serde(skip_serializing_if = "Vec::is_empty", deserialize_with = "entries")]
+    pub thresholds: Vec<ThresholdEntry>,
     /// Keys this version does not name.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -465,6 +469,19 @@ pub struct RunSlo {
 }
 
 impl RunSlo {
+    /// The SLO a saved run was judged by (an error limit not saved is the
+    /// default one).
+    pub(crate) fn capacity_slo(&self) -> crate::analysis::decide::CapacitySlo {
+        crate::analysis::decide::CapacitySlo {
+            ttft_p99_ms: self.ttft_p99_ms,
+            min_stream_tok_s: self.min_stream_tok_s,
+            tpot_p99_ms: self.tpot_p99_ms,
+            max_error_rate: self
+                .max_error_rate
+                .unwrap_or(crate::analysis::decide::DEFAULT_MAX_ERROR_RATE),
+        }
+    }
+
     /// `given`, with a file that does not say read as given (see above).
     pub(crate) fn is_given(&self) -> bool {
         self.given.unwrap_or(true)
@@ -616,6 +633,32 @@ pub struct SkippedLevel {
     pub reason: Option<String>,
     /// The line said.
     pub line: Option<String>,
+}
+
+/// One entry of summary.json's `thresholds`: a `--threshold` and its
+/// verdict (`report::thresholds`).
+#[serde_with::apply(Option => #[serde(deserialize_with = "lenient")])]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ThresholdEntry {
+    /// As given, without spaces: `ttft_p99_ms<500@16`.
+    pub expr: String,
+    /// The comparison and its limit, as in `expr`.
+    pub op: Option<String>,
+    pub limit: Option<f64>,
+    /// The figure's unit (`ms`, `tok/s`, ...; empty for a ratio).
+    pub unit: Option<String>,
+    /// The measured value (the worst level's for `@all`); null when none.
+    pub value: Option<f64>,
+    #[serde(deserialize_with = "flag")]
+    pub ok: bool,
+    /// The level judged (its concurrency, or its rate in a rate run);
+    /// null for a run-level figure.
+    pub level: Option<Value>,
+    /// The series (a tune's setting) it was judged on; null for a sweep.
+    pub series: Option<u64>,
+    /// Why it failed; null when it passed.
+    pub reason: Option<String>,
 }
 
 /// The capacity search's bounds so far.

@@ -104,6 +104,17 @@ fn the_schemas_name_every_key_the_structs_write() {
     let items: Value = serde_json::from_str(summary_schema).expect("schema json");
     let items = items["properties"]["series"]["items"].to_string();
     assert_named(&entry, &items, "SeriesEntry");
+    let threshold = ThresholdEntry {
+        value: Some(1.0),
+        level: Some(Value::from(4)),
+        series: Some(0),
+        reason: Some("x".into()),
+        ..ThresholdEntry::default()
+    };
+    let threshold = serde_json::to_value(threshold).expect("serializes");
+    let items: Value = serde_json::from_str(summary_schema).expect("schema json");
+    let items = items["properties"]["thresholds"]["items"].to_string();
+    assert_named(&threshold, &items, "ThresholdEntry");
     let line = RequestLine {
         prompt: Some("hi".into()),
         ..RequestLine::default()

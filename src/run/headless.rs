@@ -10,7 +10,7 @@ use color_eyre::eyre::Result;
 use super::prepare::Prepared;
 use super::start::{start_run, Running};
 use super::timing::TimingPlan;
-use super::{interrupted, one_line, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use super::{interrupted, one_line, EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 use crate::export::Exports;
 use crate::load::driver::{Command, DriverEvent, FitEvent, Mode};
 use crate::load::ramp::Ramp;
@@ -181,8 +181,11 @@ async fn headless(
     }
     let _ = writeln!(out);
     print_results(&recorder, &mut out);
+    let failed = print_thresholds(&recorder, &mut out);
     let code = if was_interrupted {
         EXIT_INTERRUPTED
+    } else if failed {
+        EXIT_CHECK_FAILED
     } else {
         EXIT_OK
     };
@@ -250,6 +253,21 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
     }
     let _ = writeln!(out, "results: {}", recorder.dir().display());
     let _ = out.flush();
+}
+
+/// Each `--threshold` with its value and verdict, after the results;
+/// true when one failed. A tune's settings are judged at the tune's end
+/// (`run::tune`), not here.
+pub(crate) fn print_thresholds(recorder: &Recorder, out: &mut dyn Write) -> bool {
+    if recorder.tally().tune().is_some() {
+        return false;
+    }
+    let entries = recorder.thresholds();
+    for entry in &entries {
+        let _ = writeln!(out, "{}", crate::report::thresholds::line(entry, None));
+    }
+    let _ = out.flush();
+    entries.iter().any(|e| !e.ok)
 }
 
 /// The line said before the wait for `--start-at`: when level 1 starts,

@@ -20,8 +20,8 @@ mod tune_results;
 mod url;
 mod wrong_backend;
 
-pub(crate) use headless::print_results;
 pub use headless::run_headless;
+pub(crate) use headless::{print_results, print_thresholds};
 pub use plan::SweepPlan;
 pub use prepare::{prepare, Prepared};
 pub(crate) use start::start_run;
@@ -29,7 +29,7 @@ pub use start::Running;
 pub(crate) use tune::{run_tune, TuneFace};
 pub(crate) use wrong_backend::failure_line;
 
-pub(crate) use crate::exit::EXIT_INTERRUPTED;
+pub(crate) use crate::exit::{EXIT_CHECK_FAILED, EXIT_INTERRUPTED};
 pub use crate::exit::{EXIT_FAILED, EXIT_OK};
 
 /// A value that never shows in Debug output or logs (the API key).

@@ -20,6 +20,7 @@ use crate::cli::{Backend, HttpClient, SweepArgs};
 use crate::load::driver::{self, FitConfig, LevelPlan, Replay, SearchPlan};
 use crate::load::probes::{ProbePlan, MAX_PROBE_RATE};
 use crate::load::request::Target;
+use crate::report::thresholds::{Checks, Planned};
 use crate::workload::{rng, Traffic, MAX_LEN_TOKENS};
 
 /// Flags turned into a checked plan. Every user mistake is caught here,
@@ -109,6 +110,9 @@ pub struct SweepPlan {
     /// levels fitted to it (see `load::driver::FitConfig`); None for a run
     /// of fixed counts or durations, and for open loop, replay and search.
     pub fit: Option<FitConfig>,
+    /// `--threshold`: the checks judged at the end, and the planned levels
+    /// they may name (checked here, before anything is sent).
+    pub thresholds: Checks,
 }
 
 /// `--gpu-metrics URL`: a DCGM exporter's page.
@@ -379,7 +383,7 @@ impl SweepPlan {
             num_prompts,
             prompts_per_stream: per_stream,
         });
-        Ok(SweepPlan {
+        let mut plan = SweepPlan {
             display_target: crate::redact::base_url(&base_url),
             base_url,
             endpoint_url,
@@ -472,7 +476,10 @@ impl SweepPlan {
             traffic,
             timing,
             fit,
-        })
+            thresholds: Checks::default(),
+        };
+        plan.thresholds = Checks::parse(&args.check.thresholds, plan.planned_levels())?;
+        Ok(plan)
     }
 
     /// The `Authorization` header the API key makes (marked sensitive), if any.
@@ -483,6 +490,17 @@ impl SweepPlan {
     }
 
     /// What kind of run this is, saved as `run.kind`.
+    /// The levels `--threshold ...@N` may name.
+    fn planned_levels(&self) -> Planned {
+        match self.kind() {
+            "ramp" => Planned::Unfixed("--ramp"),
+            "replay" => Planned::Unfixed("--replay"),
+            "find-capacity" => Planned::Unfixed("--find-capacity"),
+            "rate" => Planned::Rate(self.levels.iter().filter_map(|l| l.rate).collect()),
+            _ => Planned::Concurrency(self.levels.iter().map(|l| l.concurrency).collect()),
+        }
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         if self.replay.as_ref().is_some_and(|r| r.ramp.is_some()) {
             "ramp"

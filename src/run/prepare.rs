@@ -261,6 +261,7 @@ async fn prepare_target(
         trace: plan.replay.as_ref().map(|r| r.to_json()),
         ramp: plan.replay.as_ref().and_then(|r| r.ramp),
         fit: plan.fit,
+        thresholds: plan.thresholds.clone(),
     };
     if let Some(prior) = &prior {
         prior.check_same(&run.to_json())?;

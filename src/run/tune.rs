@@ -233,6 +233,10 @@ pub(crate) async fn run_tune<F: TuneFace>(
         &mut out,
         format!("results: {}\n", plan.dir.display()).as_bytes(),
     );
+    let code = match tune_thresholds(&plan.dir, &section, &mut out) {
+        true if code == EXIT_OK => super::EXIT_CHECK_FAILED,
+        _ => code,
+    };
     if let Some(f) = failure {
         return Err(eyre!(
             "{f}; the settings measured so far are saved in {}",
@@ -240,6 +244,38 @@ pub(crate) async fn run_tune<F: TuneFace>(
         ));
     }
     Ok(code)
+}
+
+/// Each setting's `--threshold`s as summary.json has them, a line each
+/// with its setting's label; true when the setting to keep fails one (or,
+/// with no setting to keep, when any failed).
+fn tune_thresholds(dir: &Path, section: &TuneSection, out: &mut dyn std::io::Write) -> bool {
+    let Ok((_, text)) = crate::report::saved::read_summary(dir) else {
+        return false;
+    };
+    let Ok(summary) = serde_json::from_str::<crate::report::schema::SummaryFile>(&text) else {
+        return false;
+    };
+    let label = |series: Option<u64>| {
+        section
+            .settings
+            .iter()
+            .find(|s| s.series.is_some() && s.series == series)
+            .and_then(|s| s.label.clone())
+    };
+    for entry in &summary.thresholds {
+        let line = crate::report::thresholds::line(entry, label(entry.series).as_deref());
+        let _ = writeln!(out, "{line}");
+    }
+    let kept = section
+        .recommendation
+        .as_ref()
+        .and_then(|r| r.label.clone());
+    summary
+        .thresholds
+        .iter()
+        .filter(|e| kept.is_none() || label(e.series) == kept)
+        .any(|e| !e.ok)
 }
 
 /// A searched knob (`--grid np=auto`) after a setting: the next value

@@ -241,8 +241,10 @@ pub async fn run_tui(prepared: Prepared) -> Result<i32> {
     }
     // The same closing lines as the headless face.
     run::print_results(&recorder, &mut std::io::stdout());
+    let failed = run::print_thresholds(&recorder, &mut std::io::stdout());
     let (code, signalled) = match ending {
         Ending::Signal => (EXIT_INTERRUPTED, true),
+        _ if failed => (run::EXIT_CHECK_FAILED, false),
         _ => (EXIT_OK, false),
     };
     exports.finish(&recorder, code, None, signalled).await?;

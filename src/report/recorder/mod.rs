@@ -65,6 +65,8 @@ pub struct Recorder {
     /// A report (`chart.svg`, `report.md`) could not be rewritten during
     /// the run, and that was said: once is enough, the end writes it.
     reports_said: std::cell::Cell<bool>,
+    /// `--threshold`s as judged by the last summary at the run's end.
+    thresholds: std::cell::RefCell<Vec<schema::ThresholdEntry>>,
 }
 
 impl Recorder {
@@ -108,6 +110,7 @@ impl Recorder {
             meter,
             ended_at: None,
             reports_said: std::cell::Cell::new(false),
+            thresholds: std::cell::RefCell::new(Vec::new()),
         };
         recorder.write_summary(false)?;
         Ok(recorder)
@@ -124,6 +127,12 @@ impl Recorder {
     /// The levels and the judgement so far.
     pub(crate) fn tally(&self) -> &Tally {
         &self.tally
+    }
+
+    /// The `--threshold`s as the run's end judged them (empty before it,
+    /// and without thresholds).
+    pub(crate) fn thresholds(&self) -> Vec<schema::ThresholdEntry> {
+        self.thresholds.borrow().clone()
     }
 
     /// Levels whose requests are all back, in the order they finished.

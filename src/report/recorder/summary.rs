@@ -55,7 +55,7 @@ impl Recorder {
         if let Value::Object(t) = &mut traffic {
             t.insert("range_ratio".into(), json!(run.traffic.range_ratio));
         }
-        let summary = SummaryFile {
+        let mut file = SummaryFile {
             schema_version: Some(SCHEMA_VERSION),
             tokbench_version: Some(env!("CARGO_PKG_VERSION").to_string()),
             run: schema::RunSection {
@@ -97,9 +97,16 @@ impl Recorder {
                     concurrency: *c,
                 })
                 .collect(),
+            thresholds: Vec::new(),
             other: Map::new(),
+        };
+        // Thresholds are judged once the run is over: mid-run, a level
+        // still to come is not a failure.
+        if at_end && !run.thresholds.is_empty() {
+            file.thresholds = run.thresholds.judge(&file, tally.tune().is_some());
+            self.thresholds.replace(file.thresholds.clone());
         }
-        .to_value();
+        let summary = file.to_value();
         crate::report::formats::write_summary_json(&self.dir, &summary)?;
         // The human-readable pair rides with every summary: report.md to
         // paste, chart.svg to look at. Drawn from the summary just saved,
