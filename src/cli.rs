@@ -166,6 +166,8 @@ pub enum ReportFormat {
     Html,
     /// llm-d Benchmark Report v0.2.1: a JSON array, one report per level.
     Br,
+    /// JUnit XML for CI: a test case per --threshold and per level judged against the --slo-* given.
+    Junit,
 }
 
 #[derive(Args, Debug, Clone)]

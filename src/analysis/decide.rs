@@ -387,6 +387,16 @@ pub(crate) fn meets_slo(level: &LevelPoint, slo: &CapacitySlo) -> bool {
     checks(&level.figures, slo).iter().all(|c| c.met)
 }
 
+/// Each SLO term a level's figures miss, in words with the level's value:
+/// `p99 TTFT <= 500 ms (612 ms)`; empty when it meets the SLO.
+pub(crate) fn slo_misses(f: &Figures, slo: &CapacitySlo) -> Vec<String> {
+    checks(f, slo)
+        .into_iter()
+        .filter(|c| !c.met)
+        .map(|c| format!("{} ({})", c.term, c.value))
+        .collect()
+}
+
 /// The words of each SLO term, as the decision's sentences and the reports'
 /// SLO line both say them.
 pub(crate) mod slo_terms {

@@ -48,6 +48,7 @@ pub(crate) fn render(run: &SavedRun, format: ReportFormat) -> String {
         ReportFormat::Svg => super::svg::render_svg(run),
         ReportFormat::Html => super::html::render_html(run),
         ReportFormat::Br => super::br::render_br(run),
+        ReportFormat::Junit => super::junit::render_junit(run),
     }
 }
 

@@ -56,6 +56,25 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
             slo.words()
         );
     }
+    let thresholds: Vec<super::schema::ThresholdEntry> = run
+        .raw
+        .get("thresholds")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default();
+    if !thresholds.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "**Thresholds**");
+        let _ = writeln!(out);
+        for entry in &thresholds {
+            let label = run.tune.as_ref().and_then(|t| {
+                t.settings
+                    .iter()
+                    .find(|s| s.series.is_some() && s.series == entry.series)
+                    .and_then(|s| s.label.as_deref())
+            });
+            let _ = writeln!(out, "- `{}`", super::thresholds::line(entry, label));
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "**Diagnoses**");
     let _ = writeln!(out);

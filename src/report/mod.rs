@@ -6,6 +6,7 @@ pub(crate) mod csv;
 pub mod formats;
 pub(crate) mod frontier;
 pub(crate) mod html;
+pub(crate) mod junit;
 pub(crate) mod markdown;
 pub(crate) mod recorder;
 pub(crate) mod resume;
