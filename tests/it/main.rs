@@ -39,6 +39,7 @@ mod shards;
 mod sim_engines;
 mod sim_sglang_tgi;
 mod sim_timing;
+mod thresholds;
 mod traffic;
 mod transport;
 mod tui;
