@@ -6,7 +6,10 @@
 pub const EXAMPLES_SWEEP: &str = "Examples:
   tokbench sweep --base-url http://127.0.0.1:8000 --concurrency 1,4,16,64
   tokbench sweep --base-url http://127.0.0.1:11434 --backend ollama-generate --concurrency 1,2,4
-  tokbench sweep --base-url http://127.0.0.1:8000 --find-capacity --slo-ttft-p99-ms 500";
+  tokbench sweep --base-url http://127.0.0.1:8000 --find-capacity --slo-ttft-p99-ms 500
+  tokbench sweep --base-url http://127.0.0.1:8000 --concurrency 1,4,16 --num-prompts 64 --threshold 'ttft_p99_ms<500@16' --threshold 'capacity>=4'
+
+Exit codes: 0 finished, every --threshold held; 1 could not start or failed to measure; 99 measured, but a --threshold failed; 130 interrupted, results saved.";
 
 /// `tokbench sim --help` ends with these; a test parses each.
 pub const EXAMPLES_SIM: &str = "Examples:
@@ -16,12 +19,16 @@ pub const EXAMPLES_SIM: &str = "Examples:
 /// `tokbench tune --help` ends with these; a test parses each.
 pub const EXAMPLES_TUNE: &str = "Examples:
   tokbench tune --serve-cmd 'llama-server -m model.gguf --port {port} -np {np} --metrics' --grid np=1,2,4,8 --concurrency 1,4,16
-  tokbench tune --serve-cmd 'ollama serve' --serve-port 11434 --serve-env 'OLLAMA_HOST=127.0.0.1:11434' --serve-env 'OLLAMA_NUM_PARALLEL={np}' --grid np=1,2,4 --backend ollama-generate --concurrency 1,4";
+  tokbench tune --serve-cmd 'ollama serve' --serve-port 11434 --serve-env 'OLLAMA_HOST=127.0.0.1:11434' --serve-env 'OLLAMA_NUM_PARALLEL={np}' --grid np=1,2,4 --backend ollama-generate --concurrency 1,4
+
+Exit codes: 0 finished, every --threshold held by the setting to keep; 1 could not start or failed to measure; 99 the setting to keep failed a --threshold (every setting's verdicts are in summary.json); 130 interrupted, results saved.";
 
 /// `tokbench demo --help` ends with these; a test parses each.
 pub const EXAMPLES_DEMO: &str = "Examples:
   tokbench demo
-  tokbench demo --concurrency 1,8,32 --no-tui";
+  tokbench demo --concurrency 1,8,32 --no-tui
+
+Exit codes: 0 finished, every --threshold held; 1 could not start or failed to measure; 99 measured, but a --threshold failed; 130 interrupted, results saved.";
 
 /// `tokbench report --help` ends with these; a test parses each.
 pub const EXAMPLES_REPORT: &str = "Examples:

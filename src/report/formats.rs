@@ -1,4 +1,4 @@
-//! `tokbench report DIR [--format md|csv|json|svg|html|br] [-o FILE]`
+//! `tokbench report DIR [--format md|csv|json|svg|html|br|junit] [-o FILE]`
 //! (docs/architecture.md section 5), and the reports a run leaves in its folder.
 //!
 //! Every format is a pure function of the run's `summary.json`
