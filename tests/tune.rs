@@ -1011,3 +1011,54 @@ fn a_tune_whose_slo_fails_everywhere_still_keeps_a_setting() {
     assert!(stdout(&out).contains(reason));
     assert_no_server("slo_fails");
 }
+
+/// `--threshold` on a tune: judged on each setting's series and printed
+/// with its label; only the setting kept sets the exit code. np=1 holds 1
+/// stream, np=4 holds 4: `capacity>=4` fails np=1 but np=4 is kept (0);
+/// `capacity>=8` fails the kept np=4 too (99).
+#[test]
+fn thresholds_are_judged_per_setting_and_the_kept_one_sets_the_exit_code() {
+    let cmd = sim_cmd();
+    for (name, expr, code) in [
+        ("thresh_pass", "capacity>=4", 0),
+        ("thresh_fail", "capacity>=8", 99),
+    ] {
+        let dir = scratch(name);
+        let d = dir.display().to_string();
+        let mark = format!("TB_TUNE_MARK={name}");
+        let mut args = vec![
+            "tune",
+            "--serve-cmd",
+            &cmd,
+            "--grid",
+            "np=1,4",
+            "--serve-env",
+            &mark,
+            "--concurrency",
+            "1,4",
+            "--no-tui",
+            "--result-dir",
+            &d,
+            "--threshold",
+            expr,
+        ];
+        args.extend(SHORT);
+        let out = tokbench(&args);
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+        assert_eq!(tune_section(&dir)["recommendation"]["label"], "np=4");
+        let summary = read_json(&dir.join("summary.json"));
+        let verdicts: Vec<(u64, bool)> = summary["thresholds"]
+            .as_array()
+            .expect("thresholds")
+            .iter()
+            .map(|e| (e["series"].as_u64().expect("a series"), e["ok"] == true))
+            .collect();
+        assert_eq!(verdicts, [(0, false), (1, code == 0)], "{summary}");
+        let printed = stdout(&out);
+        assert!(
+            printed.contains(&format!("threshold {expr} [np=1]: 1 stream  FAIL")),
+            "{printed}"
+        );
+        assert_no_server(name);
+    }
+}

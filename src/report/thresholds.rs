@@ -661,6 +661,7 @@ fn cost_per_m(
 pub(crate) fn shown(v: f64, figure: &Figure) -> String {
     match figure {
         Figure::ErrorRate | Figure::GoodputShare => format!("{v:.4}"),
+        Figure::Capacity if v == 1.0 => "1 stream".to_string(),
         Figure::Capacity => format!("{} streams", crate::fmt::threshold(v)),
         Figure::CostPerM => format!("${v:.4} per M output tokens"),
         Figure::ReqS | Figure::GoodputReqS => format!("{v:.2} {}", figure.unit()),
