@@ -159,6 +159,8 @@ fn each_kind_passes_and_fails_with_its_exit_code() {
         entry(&summary, "capacity>=1000")["value"].as_f64(),
         Some(capacity as f64)
     );
+    // The saved entries are what assets/schema/ says they are.
+    crate::schema::validate(&fail_dir);
     // report.md shows them; --events sends each, then run_finished with 99.
     let md = std::fs::read_to_string(fail_dir.join("report.md")).expect("report.md");
     assert!(
