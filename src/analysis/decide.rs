@@ -691,7 +691,7 @@ fn fallback_reason(
         None => "no level has a TPOT sample".into(),
     };
     let head = format!(
-        "no level reaches {} tok/s per stream ({seen})",
+        "no level reaches decode >= {} tok/s per stream ({seen})",
         crate::fmt::threshold(min)
     );
     let at = streams(chosen.concurrency);

@@ -402,12 +402,12 @@ fn without_an_slo_a_slow_server_is_judged_by_the_knee() {
     assert!(close(cap.share_of_peak, 0.96, 1e-12));
     assert_eq!(
         cap.reason,
-        "no level reaches 20 tok/s per stream (13 at 1 stream); \
+        "no level reaches decode >= 20 tok/s per stream (13 at 1 stream); \
          capacity judged by the knee alone: 2 streams"
     );
     assert_eq!(
         d.capacity_line(),
-        "capacity: no level reaches 20 tok/s per stream (13 at 1 stream); \
+        "capacity: no level reaches decode >= 20 tok/s per stream (13 at 1 stream); \
          capacity judged by the knee alone: 2 streams"
     );
     assert_eq!(d.capacity_json()["rule"], json!("knee_fallback"));
@@ -442,7 +442,7 @@ fn the_knee_fallback_keeps_the_error_limit() {
     assert_eq!(cap.concurrency, 1);
     assert_eq!(
         cap.reason,
-        "no level reaches 20 tok/s per stream (13 at 1 stream); \
+        "no level reaches decode >= 20 tok/s per stream (13 at 1 stream); \
          capacity judged by the knee (2 -> 4 streams) and errors < 1%: 1 stream"
     );
 }
@@ -464,7 +464,7 @@ fn the_knee_fallback_without_a_knee_says_so() {
     assert_eq!((cap.concurrency, cap.rule), (4, CapacityRule::KneeFallback));
     assert_eq!(
         cap.reason,
-        "no level reaches 20 tok/s per stream (10 at 1 stream); \
+        "no level reaches decode >= 20 tok/s per stream (10 at 1 stream); \
          the knee was not reached: capacity is the top level measured, 4 streams"
     );
     let cap = decide_judged(&[slow(1, 9.0, 9.0, 100.0)], &CapacitySlo::default(), false)
@@ -472,7 +472,7 @@ fn the_knee_fallback_without_a_knee_says_so() {
         .expect("the only level");
     assert_eq!(
         cap.reason,
-        "no level reaches 20 tok/s per stream (9.0 at 1 stream); \
+        "no level reaches decode >= 20 tok/s per stream (9.0 at 1 stream); \
          one level shows no knee: capacity is the only level measured, 1 stream"
     );
     // A level that reaches 20 tok/s keeps the SLO's rule: 1 stream at 21.

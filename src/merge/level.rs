@@ -95,7 +95,7 @@ pub(super) fn merge_level(
     for (run, _, level) in parts {
         if level.histograms.is_none() {
             return refuse(format!(
-                "{}/{} has no histograms: an older tokbench wrote it (level files carry them since issue 13), and it cannot be merged exactly",
+                "{}/{} has no histograms: an older tokbench wrote it, and it cannot be merged exactly",
                 run.name,
                 level_name(level, key)
             ));

@@ -596,7 +596,7 @@ fn a_level_file_without_histograms_is_refused_as_an_older_tokbenchs() {
     let mut runs = two_shards();
     runs[1].levels[0].histograms = None;
     let why = refusal(&runs, MergeOptions::default());
-    assert_eq!(why, "shard1/sweep-c2.json has no histograms: an older tokbench wrote it (level files carry them since issue 13), and it cannot be merged exactly");
+    assert_eq!(why, "shard1/sweep-c2.json has no histograms: an older tokbench wrote it, and it cannot be merged exactly");
 }
 
 #[test]

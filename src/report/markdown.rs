@@ -56,6 +56,9 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
             slo.words()
         );
     }
+    for line in connect_lines(run) {
+        let _ = writeln!(out, "- **Connecting:** {}", cell(&line));
+    }
     let thresholds: Vec<super::schema::ThresholdEntry> = run
         .raw
         .get("thresholds")
@@ -85,6 +88,30 @@ pub(crate) fn render_markdown(run: &SavedRun) -> String {
         let _ = writeln!(out, "- {}", cell(&d.message));
     }
     out
+}
+
+/// The levels whose connect p99 was over a tenth of their TTFT p99, as the
+/// level block said it while the run went on.
+fn connect_lines(run: &SavedRun) -> Vec<String> {
+    run.levels
+        .iter()
+        .filter_map(|level| {
+            let p99 = |key: &str| level.raw.get(key)?.get("p99")?.as_f64();
+            let connect = p99("connect_ms")?;
+            let ttft = level.ttft_p99_ms.filter(|t| *t > 0.0)?;
+            let share = connect / ttft;
+            (share > crate::stats::connect::CONNECT_SHARE_NOTE).then(|| {
+                let after = p99("ttft_after_connect_ms")
+                    .map(|a| format!("; TTFT after connect p99 {a:.2} ms"))
+                    .unwrap_or_default();
+                format!(
+                    "{} streams: connect p99 {connect:.2} ms, {:.0}% of TTFT p99 {ttft:.2} ms{after}. Warmed keep-alive connections are the usual cure.",
+                    streams_cell(level),
+                    share * 100.0
+                )
+            })
+        })
+        .collect()
 }
 
 /// Target, backend, EOS policy, start time, labels, version: one line.

@@ -201,6 +201,17 @@ pub(crate) fn level_block(level: &FinishedLevel, run: &RunInfo) -> String {
                 format!("{prefill:.2}"),
             );
         }
+        // The same split as the live view read it each second.
+        if let Some(live) = o.live {
+            line(
+                &mut out,
+                "Split by its running count:",
+                format!(
+                    "in prefill {:.2}, queued {:.2} (mean of {} scrapes)",
+                    live.in_prefill_mean, live.queued_mean, live.scrapes
+                ),
+            );
+        }
     }
     let mut sections: Vec<(&str, &str, &Option<Distribution>)> =
         vec![("Time to First Token", "TTFT", &s.ttft)];

@@ -43,6 +43,20 @@ pub struct ServerSample {
     pub gauges: BTreeMap<&'static str, f64>,
 }
 
+/// The gauges that count the requests a server runs, by engine: vLLM's,
+/// SGLang's and TGI's `running`, Ollama's none, llama.cpp's `processing`
+/// (`/metrics`) or `slots_busy` (`/slots`).
+const RUNNING_GAUGES: [&str; 3] = ["running", "processing", "slots_busy"];
+
+/// The requests the server runs, by a scrape's gauges, where it says.
+pub(crate) fn running_count(gauges: &BTreeMap<&'static str, f64>) -> Option<f64> {
+    RUNNING_GAUGES
+        .iter()
+        .find_map(|k| gauges.get(k))
+        .copied()
+        .filter(|r| r.is_finite())
+}
+
 #[cfg(test)]
 impl ServerSample {
     /// A sample at the run's start with these gauges.

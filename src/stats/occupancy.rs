@@ -93,6 +93,28 @@ pub(crate) struct Occupancy {
     /// Of the waiting, those in prefill (mean); None when the server
     /// reported no prefill times for any request in the window.
     pub in_prefill_mean: Option<f64>,
+    /// The same split read the live view's way, from the server's running
+    /// count at each scrape; None where the server counts nothing it runs.
+    pub live: Option<LiveSplit>,
+}
+
+/// The waiting split as the live view splits it, averaged over a level's
+/// scrapes of the server's running count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct LiveSplit {
+    pub in_prefill_mean: f64,
+    pub queued_mean: f64,
+    pub scrapes: u32,
+}
+
+/// The client's waiting requests as a server's running count accounts for
+/// them: (in prefill, queued). In prefill are the requests the server runs
+/// that have not streamed to the client yet: its running count less the
+/// client's streaming, never below 0 nor above the waiting (the server may
+/// run another client's requests too); queued, the rest.
+pub(crate) fn split_waiting(running: u32, streaming: u32, waiting: u32) -> (u32, u32) {
+    let in_prefill = running.saturating_sub(streaming).min(waiting);
+    (in_prefill, waiting - in_prefill)
 }
 
 impl Occupancy {
@@ -107,6 +129,13 @@ impl Occupancy {
         if let Some(prefill) = self.in_prefill_mean {
             out["in_prefill_mean"] = json!(round3(prefill));
             out["queued_mean"] = json!(round3(self.queued_mean().unwrap_or(0.0)));
+        }
+        if let Some(live) = self.live {
+            out["live"] = json!({
+                "in_prefill_mean": round3(live.in_prefill_mean),
+                "queued_mean": round3(live.queued_mean),
+                "scrapes": live.scrapes,
+            });
         }
         out
     }
@@ -200,6 +229,7 @@ fn summarize(segments: &[Segment], prefill_known: bool) -> Option<Occupancy> {
         streaming_mean: mean(|s| s.1),
         streaming_max: max(|s| s.1),
         in_prefill_mean: prefill_known.then(|| mean(|s| s.2)),
+        live: None,
     })
 }
 
@@ -307,6 +337,47 @@ impl Timeline {
             }
         }
         summarize(&segments, self.prefill_known)
+    }
+}
+
+impl Timeline {
+    /// The live view's split at each scrape in `[from, to)`, averaged:
+    /// `running` holds (when, the server's running count), in time order.
+    /// The client's counts at a scrape are those of its step (a change
+    /// applies from its step boundary on). None without a scrape in the
+    /// window.
+    pub(crate) fn live_split(
+        &self,
+        running: &[(Duration, f64)],
+        to: Duration,
+    ) -> Option<LiveSplit> {
+        let mut counts = (0i64, 0i64);
+        let mut applied = 0usize;
+        let (mut prefill_sum, mut queued_sum, mut scrapes) = (0u64, 0u64, 0u32);
+        for &(at, count) in running {
+            if at < self.from || at >= to || !count.is_finite() {
+                continue;
+            }
+            let step = ((at - self.from).as_nanos() / u128::from(self.step_ns))
+                .min(usize::MAX as u128) as usize;
+            while applied <= step && applied < self.changes.len() {
+                counts.0 += i64::from(self.changes[applied].0);
+                counts.1 += i64::from(self.changes[applied].1);
+                applied += 1;
+            }
+            let clamp = |v: i64| u32::try_from(v.max(0)).unwrap_or(u32::MAX);
+            // A gauge is a count: at most the u32 the cast saturates to.
+            let running = count.round().max(0.0) as u32;
+            let (prefill, queued) = split_waiting(running, clamp(counts.1), clamp(counts.0));
+            prefill_sum += u64::from(prefill);
+            queued_sum += u64::from(queued);
+            scrapes += 1;
+        }
+        (scrapes > 0).then(|| LiveSplit {
+            in_prefill_mean: prefill_sum as f64 / f64::from(scrapes),
+            queued_mean: queued_sum as f64 / f64::from(scrapes),
+            scrapes,
+        })
     }
 }
 
@@ -533,5 +604,40 @@ mod tests {
         let o = timeline.occupancy(ms(long)).unwrap();
         assert!((o.waiting_mean - 0.5).abs() < 1e-6, "{}", o.waiting_mean);
         assert_eq!(o.waiting_max, 1.0);
+    }
+    /// The live view's split at three scrapes. A sent at 0 streams from 100
+    /// to 300; B sent at 0 streams from 200 to 400; C sent at 50 streams
+    /// from 350 to 500.
+    /// - at 50 ms: 3 waiting, 0 streaming; the server runs 2: 2 in prefill, 1 queued;
+    /// - at 150: 2 waiting (B, C), 1 streaming; runs 2: 1 in prefill, 1 queued;
+    /// - at 250: 1 waiting (C), 2 streaming; runs 3: 1 in prefill, 0 queued.
+    ///
+    /// Means: in prefill (2+1+1)/3 = 4/3, queued (1+1+0)/3 = 2/3. The scrape
+    /// at 500 is past the window's end and the one at 20 before its start.
+    #[test]
+    fn the_live_split_is_read_at_each_scrape() {
+        let mut timeline = Timeline::starting_at(ms(30));
+        for s in [
+            span(0, Some(100), 300),
+            span(0, Some(200), 400),
+            span(50, Some(350), 500),
+        ] {
+            timeline.add(s);
+        }
+        let running = [
+            (ms(20), 9.0),
+            (ms(50), 2.0),
+            (ms(150), 2.0),
+            (ms(250), 3.0),
+            (ms(500), 9.0),
+        ];
+        let live = timeline.live_split(&running, ms(500)).expect("scrapes");
+        assert_eq!(live.scrapes, 3);
+        assert!((live.in_prefill_mean - 4.0 / 3.0).abs() < 1e-9, "{live:?}");
+        assert!((live.queued_mean - 2.0 / 3.0).abs() < 1e-9, "{live:?}");
+        // Another client's requests on the server never count as ours:
+        // running 9 against 3 waiting puts 3 in prefill, none queued.
+        assert_eq!(split_waiting(9, 0, 3), (3, 0));
+        assert_eq!(split_waiting(1, 2, 3), (0, 3));
     }
 }

@@ -282,6 +282,9 @@ pub struct App {
     /// A tune: the levels of the settings before this one, drawn on the
     /// chart beside the current setting's (never in the level table).
     pub earlier: Vec<LevelRow>,
+    /// Throughput the server's model predicts (settings or streams not
+    /// measured): drawn dashed on the chart, never in the level table.
+    pub(crate) predicted: Vec<crate::ui::widgets::PredictedCurve>,
     /// The chart panel shows the frontier (per-user speed against total
     /// throughput) instead of throughput against streams: `v` toggles.
     pub frontier: bool,
@@ -347,6 +350,7 @@ impl App {
             prompt: None,
             tune: None,
             earlier: Vec::new(),
+            predicted: Vec::new(),
             frontier: false,
             series_refused: None,
             status: None,

@@ -152,8 +152,14 @@ fn the_waiting_are_split_by_the_servers_running_count() {
     let mut app = Screen::FirstLevel.build(ColorMode::None);
     app.set_queue(16, 8);
     assert_eq!(app.waiting_split(), None);
-    let t = text(&render(&app, 80, 24));
-    shows(&t, &["streaming 8 · waiting 8"]);
+    let t = text(&render(&app, 120, 40));
+    shows(&t, &["streaming 8 · waiting 8", "sent, no token yet"]);
+    // Ollama: one count, and the panel says when the split comes.
+    let mut ollama = Screen::FirstLevel.build(ColorMode::None);
+    ollama.shown.run.engine = "ollama".into();
+    ollama.set_queue(16, 8);
+    let t = text(&render(&ollama, 120, 40));
+    shows(&t, &["streaming 8 · waiting 8", "split at level end"]);
     app.server = Some([("running", 12.0)].into_iter().collect());
     assert_eq!(app.waiting_split(), Some((4, 4)));
     for (w, h) in SIZES {

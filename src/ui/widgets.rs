@@ -23,8 +23,8 @@ use chart::{
     waiting_note,
 };
 pub(crate) use chart::{
-    series_style, ChartPoint, PointKind, ThroughputChart, CAPACITY_GLYPH, KNEE_GLYPH, P99_GLYPH,
-    P99_GLYPH_B,
+    series_style, ChartPoint, PointKind, PredictedCurve, ThroughputChart, CAPACITY_GLYPH,
+    KNEE_GLYPH, P99_GLYPH, P99_GLYPH_B, PREDICTED_GLYPH,
 };
 pub(crate) use frontier::FrontierChart;
 

@@ -238,6 +238,7 @@ fn chart_ticks_sit_on_their_values() {
         palette: &palette,
         knee: None,
         front: 0,
+        predicted: &[],
     }
     .render(area, &mut buf);
     let rows: Vec<String> = (0..12)
@@ -305,6 +306,7 @@ fn throughput_is_a_line_and_p99_its_marks() {
         palette: &palette,
         knee: None,
         front: 0,
+        predicted: &[],
     }
     .render(area, &mut buf);
     let rows: Vec<Vec<char>> = (0..h)
@@ -413,4 +415,80 @@ fn a_stacked_bar_draws_its_lower_part_at_the_foot() {
         ]
     );
     assert!((0..4).all(|y| buf[(0, y)].symbol() == "█"));
+}
+
+/// A 12-dot-long level line in a 6 x 1 area: dashes of 3 dots, gaps of 3,
+/// so dashes over 0..3 and 6..9 dots, a quarter of the width each, at 0
+/// and at the half.
+#[test]
+fn a_predicted_line_is_cut_into_dashes() {
+    use super::chart::dashes;
+    let got = dashes(&[(0.0, 0.5), (1.0, 0.5)], 6, 1);
+    assert_eq!(
+        got,
+        vec![((0.0, 0.5), (0.25, 0.5)), ((0.5, 0.5), (0.75, 0.5))]
+    );
+    // The pattern carries across a point: cut at 9 dots, the second
+    // segment (9..12) falls in a gap and draws nothing.
+    let got = dashes(&[(0.0, 0.5), (0.75, 0.5), (1.0, 0.5)], 6, 1);
+    assert_eq!(
+        got,
+        vec![((0.0, 0.5), (0.25, 0.5)), ((0.5, 0.5), (0.75, 0.5))]
+    );
+}
+
+/// Measured levels at 1 and 4 streams, and the model's prediction from 4
+/// to 16: the prediction is drawn dashed (some of its columns hold no dot)
+/// and labelled, and the value axis makes room for its top.
+#[test]
+fn a_prediction_is_dashed_and_labelled() {
+    let palette = Palette::new(super::super::theme::ColorMode::None);
+    let pt = |concurrency, tok_s| ChartPoint {
+        concurrency,
+        tok_s,
+        p99_ttft_ms: None,
+        kind: PointKind::Planned,
+        partial: false,
+        series: 0,
+        capacity: false,
+    };
+    let points = [pt(1, 100.0), pt(4, 300.0)];
+    let predicted = [PredictedCurve {
+        points: vec![(4, 300.0), (8, 500.0), (16, 600.0)],
+        series: 0,
+    }];
+    let (w, h) = (60, 14);
+    let area = Rect::new(0, 0, w, h);
+    let mut buf = Buffer::empty(area);
+    ThroughputChart {
+        points: &points,
+        x_max: 16,
+        palette: &palette,
+        knee: None,
+        front: 0,
+        predicted: &predicted,
+    }
+    .render(area, &mut buf);
+    let rows: Vec<String> = (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .collect();
+    let text = rows.join("\n");
+    assert!(text.contains("predicted"), "{text}");
+    // The top label holds the prediction's 600: nice_ceil(630) = 700 or more.
+    assert!(!rows[0].starts_with("300"), "{text}");
+    // Columns of the plot right of the 4-stream point: braille in some,
+    // none in others (the gaps), where the measured line never goes.
+    let braille = |x: u16| {
+        (0..h - 2).any(|y| {
+            buf[(x, y)]
+                .symbol()
+                .chars()
+                .next()
+                .is_some_and(|c| ('\u{2801}'..='\u{28ff}').contains(&c))
+        })
+    };
+    let four = rows[h as usize - 1].find(" 4").map_or(0, |b| b + 1) as u16;
+    let right: Vec<bool> = (four + 3..w - 3).map(braille).collect();
+    assert!(right.iter().any(|b| *b), "no dash drawn\n{text}");
+    assert!(right.iter().any(|b| !*b), "no gap: not dashed\n{text}");
 }

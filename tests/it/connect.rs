@@ -216,4 +216,10 @@ fn a_full_accept_queue_is_connect_time_and_the_level_block_gives_its_share() {
         printed.contains("Warmed keep-alive connections are the usual cure"),
         "{printed}"
     );
+    // The run's report says it too, from the saved level.
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("**Connecting:** 6 streams: connect p99 "),
+        "{report}"
+    );
 }

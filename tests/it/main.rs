@@ -22,6 +22,7 @@ mod fuzz_corpus;
 mod gpu;
 mod help_checks;
 mod interop;
+mod live_split;
 mod merge;
 mod module_graph;
 mod notes;

@@ -121,6 +121,9 @@ pub(super) struct OpenLevel {
     pub(super) good: usize,
     /// Waiting and streaming over the level, every level's requests counted.
     pub(super) timeline: Timeline,
+    /// The server's running count at each scrape while the level ran
+    /// (when, count), for the live view's split read over the level.
+    pub(super) running: Vec<(Duration, f64)>,
     pub(super) transition: u32,
     pub(super) steady: SteadyEstimator,
     /// Its probe requests, folded apart from its own records.

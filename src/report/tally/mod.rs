@@ -22,7 +22,7 @@ use super::run_info::RunInfo;
 use crate::analysis::goodput::Goodput;
 use crate::fmt::round3;
 use crate::load::driver::{DriverEvent, LevelInfo, Mode, SearchProgress};
-use crate::stats::gauges::{cpu_percent, ClientReading, GaugeSummary, ServerSample};
+use crate::stats::gauges::{cpu_percent, running_count, ClientReading, GaugeSummary, ServerSample};
 use crate::stats::occupancy::{Occupancy, RequestSpan, Timeline};
 use crate::stats::percentile::percentile_sorted;
 use crate::stats::server_account::{account_json, ClientSide, LevelAccount, Snapshot};
@@ -322,6 +322,7 @@ impl Tally {
                 stream_shapes: Vec::new(),
                 good: 0,
                 timeline: Timeline::starting_at(info.started_at),
+                running: Vec::new(),
                 transition: 0,
                 steady,
                 probes: Default::default(),
@@ -338,8 +339,12 @@ impl Tally {
 
     /// A scrape of the server's gauges counts for every level running.
     pub(crate) fn on_server_sample(&mut self, sample: &ServerSample) {
+        let running = running_count(&sample.gauges);
         for level in self.open.values_mut() {
             level.server.add(sample);
+            if let Some(count) = running {
+                level.running.push((sample.at, count));
+            }
         }
     }
 
@@ -383,7 +388,11 @@ impl Tally {
             )
         });
         let window_end = self.window_end(&open);
-        let occupancy = window_end.and_then(|to| open.timeline.occupancy(to));
+        let occupancy = window_end.and_then(|to| {
+            let mut o = open.timeline.occupancy(to)?;
+            o.live = open.timeline.live_split(&open.running, to);
+            Some(o)
+        });
         if open_loop {
             // An open loop has no set concurrency: per-stream figures divide
             // by the mean number in flight (time-weighted), whatever its

@@ -2,6 +2,8 @@
 //! each frame, failure rates, the probe's scrapes and the client's receive lag.
 
 use super::*;
+use crate::stats::gauges::running_count;
+use crate::stats::occupancy::split_waiting;
 
 /// Seconds of in-flight counts a server's running count is read against.
 const OTHER_TRAFFIC_WINDOW_S: u64 = 3;
@@ -51,19 +53,12 @@ impl App {
     /// (Ollama): that split comes at the level's end, from its timings.
     pub(crate) fn waiting_split(&self) -> Option<(u32, u32)> {
         let running = self.server_running()?;
-        let waiting = self.waiting();
-        let in_prefill = running.saturating_sub(self.streaming).min(waiting);
-        Some((in_prefill, waiting - in_prefill))
+        Some(split_waiting(running, self.streaming, self.waiting()))
     }
 
     /// The requests the server runs, by its latest scrape, where it says.
     pub(crate) fn server_running(&self) -> Option<u32> {
-        let gauges = self.server.as_ref()?;
-        let running = ["running", "processing", "slots_busy"]
-            .iter()
-            .find_map(|k| gauges.get(k))
-            .copied()
-            .filter(|r| r.is_finite())?;
+        let running = running_count(self.server.as_ref()?)?;
         // A gauge is a count: at most the u32 the cast saturates to.
         Some(running.round().max(0.0) as u32)
     }

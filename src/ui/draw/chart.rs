@@ -7,7 +7,7 @@ use crate::ui::app::{App, LevelRow};
 use crate::ui::theme::Palette;
 use crate::ui::widgets::{
     self, fit, ChartPoint, FrontierChart, Part, PointKind, ThroughputChart, CAPACITY_GLYPH,
-    KNEE_GLYPH, P99_GLYPH, P99_GLYPH_B,
+    KNEE_GLYPH, P99_GLYPH, P99_GLYPH_B, PREDICTED_GLYPH,
 };
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -149,6 +149,11 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
                 .map(|l| l.info.concurrency),
         )
         .chain(std::iter::once(app.target))
+        .chain(
+            app.predicted
+                .iter()
+                .flat_map(|c| c.points.iter().map(|pt| pt.0)),
+        )
         .max()
         .unwrap_or(1);
     ThroughputChart {
@@ -157,6 +162,7 @@ pub(super) fn chart_panel(app: &App, area: Rect, buf: &mut Buffer) {
         palette: p,
         knee: app.shown.knee,
         front: front_series(app),
+        predicted: &app.predicted,
     }
     .render(inner, buf);
 }
@@ -270,6 +276,9 @@ fn chart_legend(app: &App, points: &[ChartPoint], room: u16, with_p99: bool) -> 
     }
     if points.iter().any(|pt| pt.capacity) {
         marks.push((CAPACITY_GLYPH, "capacity", p.capacity));
+    }
+    if let Some(curve) = app.predicted.first() {
+        marks.push((PREDICTED_GLYPH, "predicted", series_style(p, curve.series)));
     }
     // The knee and p99 TTFT are marks of the streams axis only.
     if app.shown.knee.is_some() && with_p99 {

@@ -116,8 +116,14 @@ fn queue_panels(app: &App, rect: Rect, buf: &mut Buffer) {
         let client: fn(&SparkPoint) -> Option<u64> = |pt| pt.waiting;
         let now = f64::from(app.waiting());
         let peak = client_peak.max(now);
+        // Ollama counts nothing it runs: its answers' prefill times split
+        // the waiting once the level is over.
+        let ollama = crate::engine::Engine::from_name(&app.shown.run.engine)
+            == Some(crate::engine::Engine::Ollama);
         let caption = if split {
             "foot: in prefill"
+        } else if ollama {
+            "split at level end"
         } else {
             "sent, no token yet"
         };

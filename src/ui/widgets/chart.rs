@@ -121,6 +121,59 @@ pub(crate) const P99_GLYPH_B: char = '+';
 pub(crate) const CAPACITY_GLYPH: char = '★';
 /// The knee: a dotted line through the step where more streams stop paying.
 pub(crate) const KNEE_GLYPH: char = '┊';
+/// A predicted curve in the legend: dashed, as it is drawn.
+pub(crate) const PREDICTED_GLYPH: char = '┄';
+
+/// Braille dots a predicted curve's dashes and gaps each take.
+const DASH_DOTS: f64 = 3.0;
+
+/// A throughput curve the server's model predicts, never a measurement:
+/// drawn dashed beside the measured points, and labelled `predicted`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PredictedCurve {
+    /// (streams, output tok/s), by rising streams.
+    pub points: Vec<(u32, f64)>,
+    /// Whose colour it takes (the series it predicts).
+    pub series: u8,
+}
+
+/// `line` cut into dashes of [`DASH_DOTS`] braille dots with gaps as long
+/// between them, measured in the dots of a `cols` x `rows` area: the dashes
+/// to draw, each (from, to), in the same 0..=1 units.
+pub(super) fn dashes(line: &[(f64, f64)], cols: u16, rows: u16) -> Vec<((f64, f64), (f64, f64))> {
+    let (dots_x, dots_y) = (f64::from(cols) * 2.0, f64::from(rows) * 4.0);
+    let mut out = Vec::new();
+    // Where along the whole line the pattern stands, in dots, so that a
+    // dash carries on across a point.
+    let mut walked = 0.0;
+    for w in line.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let length = ((b.0 - a.0) * dots_x).hypot((b.1 - a.1) * dots_y);
+        if length <= 0.0 {
+            continue;
+        }
+        let at = |d: f64| {
+            let t = (d / length).clamp(0.0, 1.0);
+            (a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t)
+        };
+        let mut d = 0.0;
+        while d < length {
+            let phase = (walked + d) % (2.0 * DASH_DOTS);
+            let (on, left) = if phase < DASH_DOTS {
+                (true, DASH_DOTS - phase)
+            } else {
+                (false, 2.0 * DASH_DOTS - phase)
+            };
+            let end = (d + left).min(length);
+            if on {
+                out.push((at(d), at(end)));
+            }
+            d = end;
+        }
+        walked += length;
+    }
+    out
+}
 
 /// Each series' points that `keep` keeps, by rising concurrency; the
 /// front series last, so that its line is drawn on top where lines cross.
@@ -221,6 +274,8 @@ pub(crate) struct ThroughputChart<'a> {
     pub knee: Option<(u32, u32)>,
     /// The series drawn on top (the run the table shows).
     pub front: u8,
+    /// Curves the server's model predicts, drawn dashed.
+    pub predicted: &'a [PredictedCurve],
 }
 
 /// A series' colour on the charts and in their legends.
@@ -279,7 +334,18 @@ impl Widget for ThroughputChart<'_> {
             return;
         }
         let p = self.palette;
-        let y_top = nice_ceil(self.points.iter().map(|p| p.tok_s).fold(0.0, f64::max) * 1.05);
+        let predicted_top = self
+            .predicted
+            .iter()
+            .flat_map(|c| c.points.iter().map(|pt| pt.1))
+            .fold(0.0, f64::max);
+        let y_top = nice_ceil(
+            self.points
+                .iter()
+                .map(|p| p.tok_s)
+                .fold(predicted_top, f64::max)
+                * 1.05,
+        );
         let p99_max = self
             .points
             .iter()
@@ -350,7 +416,7 @@ impl Widget for ThroughputChart<'_> {
             buf.set_string(title_x, label_y, title, p.dim);
         }
 
-        if self.points.is_empty() {
+        if self.points.is_empty() && self.predicted.is_empty() {
             waiting_note(buf, graph, p);
             return;
         }
@@ -384,6 +450,34 @@ impl Widget for ThroughputChart<'_> {
                 }
             }
             braille_line(buf, graph, &line, series_style(p, s));
+        }
+        // Predictions under the measured points, dashed so that the eye
+        // never takes them for a measured line.
+        for curve in self.predicted {
+            let line: Vec<(f64, f64)> = curve
+                .points
+                .iter()
+                .map(|&(c, v)| (Self::x_frac(c, kmax), v / y_top))
+                .collect();
+            let style = series_style(p, curve.series);
+            let color = style.fg.unwrap_or(ratatui::style::Color::Reset);
+            let pieces = dashes(&line, gw, gh);
+            Canvas::default()
+                .marker(Marker::Braille)
+                .x_bounds([0.0, 1.0])
+                .y_bounds([0.0, 1.0])
+                .paint(|ctx| {
+                    for (from, to) in &pieces {
+                        ctx.draw(&CanvasLine {
+                            x1: from.0,
+                            y1: from.1,
+                            x2: to.0,
+                            y2: to.1,
+                            color,
+                        });
+                    }
+                })
+                .render(graph, buf);
         }
         // p99 TTFT is secondary: its marks only, scaled to the right axis,
         // so that no second line competes with the throughput's.
@@ -433,6 +527,26 @@ impl Widget for ThroughputChart<'_> {
                         break 'rows;
                     }
                 }
+            }
+        }
+        // The first prediction's word at its far end, above or below it.
+        if let Some(&(c, v)) = self.predicted.first().and_then(|c| c.points.last()) {
+            let word = "predicted";
+            let w = word.len() as u16;
+            let (x, y) = (col_of(Self::x_frac(c, kmax)), row_of_value(v / y_top));
+            let style = series_style(p, self.predicted[0].series);
+            let spots = [
+                (x.saturating_sub(w), y.saturating_sub(1)),
+                (x.saturating_sub(w), y + 1),
+                (x.saturating_sub(w / 2), y.saturating_sub(1)),
+                (x.saturating_sub(w / 2), y + 1),
+                (x.saturating_sub(w + 1), y),
+            ];
+            if let Some((lx, ly)) = spots
+                .into_iter()
+                .find(|&(lx, ly)| room_for(buf, graph, lx, ly, word, &[]))
+            {
+                buf.set_string(lx, ly, word, style);
             }
         }
         if let Some(cap) = ordered.iter().rev().find(|pt| pt.capacity) {
