@@ -323,3 +323,50 @@ fn the_printed_line_says_value_and_verdict() {
         "threshold goodput_req_s>1@4 [np=2]: not measured  FAIL (concurrency 4: not measured: the run was not given --goodput)"
     );
 }
+
+#[test]
+fn rounds_and_rate_levels_are_found_by_their_place_in_the_plan() {
+    // Two rounds of 1 and 4 (plan 1, 4, 1, 4): @all covers both levels
+    // once each and every round counts; the second round of 4 (tok/s 150)
+    // is the worst for a lower bound.
+    let mut rounds = run();
+    rounds.levels.truncate(2);
+    rounds.levels.push(level(1, 100.0, 55.0, 0));
+    rounds.levels.push(level(4, 200.0, 150.0, 0));
+    let planned = Planned::Concurrency(vec![1, 4, 1, 4]);
+    assert_eq!(planned.keys(), [1.0, 4.0]);
+    let t = parse("tok_s>=100@4").expect("parses");
+    let e = evaluate(&t, &rounds, None, &planned);
+    assert_eq!((e.value, e.ok), (Some(150.0), true));
+    let t = parse("tok_s>=160@4").expect("parses");
+    assert!(!evaluate(&t, &rounds, None, &planned).ok);
+    // A rate run: @4 is the level at 4 req/s (its concurrency is the cap).
+    let mut rate = level(256, 80.0, 300.0, 0);
+    rate.mode = Some("rate".into());
+    rate.request_rate = Some(json!(4.0));
+    let mut slow = level(256, 40.0, 100.0, 0);
+    slow.mode = Some("rate".into());
+    slow.request_rate = Some(json!(2.0));
+    let summary = SummaryFile {
+        levels: vec![slow, rate],
+        ..SummaryFile::default()
+    };
+    let planned = Planned::Rate(vec![2.0, 4.0]);
+    let e = evaluate(
+        &parse("ttft_p99_ms<100@4").expect("parses"),
+        &summary,
+        None,
+        &planned,
+    );
+    assert_eq!((e.value, e.ok, e.level), (Some(80.0), true, Some(json!(4))));
+    let missing = evaluate(
+        &parse("tok_s>1@8").expect("parses"),
+        &summary,
+        None,
+        &planned,
+    );
+    assert_eq!(
+        missing.reason.as_deref(),
+        Some("rate 8 req/s did not run: the run ended before it")
+    );
+}
