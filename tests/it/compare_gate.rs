@@ -10,10 +10,15 @@
 //! = 104 tok/s. At 2 streams the server still runs one answer at a time: the
 //! same tok/s and TPOT, TTFT one whole request more.
 //!
-//! The server 20% slower (9.6 ms steps): TPOT 9.6 ms (+20%), E2EL 35.2 +
-//! 144 = 179.2 ms, 89 tok/s (-14.3%): both past 5% by far more than a
-//! loaded client's jitter of a millisecond or two. Cost per million output
-//! tokens at capacity rises as tok/s falls (+16.7%).
+//! The slower server's test runs 32 tokens on 10 ms steps against 12 ms
+//! (20% slower). At 1 stream: TTFT 10 + 25.6 = 35.6 ms, E2EL 35.6 + 31 x 10
+//! = 345.6 ms, TPOT 10 ms, 32 / 0.3456 = 92.6 tok/s; slower, TTFT 37.6 ms
+//! (+5.6%), E2EL 37.6 + 372 = 409.6 ms, TPOT 12 ms (+20%), 78.1 tok/s
+//! (-15.6%). Cost per million output tokens at capacity rises as tok/s
+//! falls (+18.6%). A p99 over 6 requests is nearly their slowest: a client stall
+//! in one request of the baseline raises its p99 TPOT by the stall / 31,
+//! and it takes a stall of 44 ms (12 / 1.05 = 11.43 ms, 1.43 ms a gap) to
+//! bring the slower run's TPOT within 5%.
 //!
 //! The same server twice, three rounds each: the client's jitter is the
 //! only difference. TTFT at 1 stream is the figure it moves most (a 1 ms
@@ -91,13 +96,13 @@ fn compare(args: &[&Path], extra: &[&str]) -> std::process::Output {
 fn a_slower_server_fails_the_gate() {
     let root = scratch("compare-gate", "slower");
     let base = {
-        let sim = Sim::with(config(8.0));
-        sweep(&sim, &root.join("base"), 1, 16)
+        let sim = Sim::with(config(10.0));
+        sweep(&sim, &root.join("base"), 1, 32)
     };
     let (slow, short) = {
-        let sim = Sim::with(config(9.6));
+        let sim = Sim::with(config(12.0));
         (
-            sweep(&sim, &root.join("slow"), 1, 16),
+            sweep(&sim, &root.join("slow"), 1, 32),
             sweep(&sim, &root.join("short"), 1, 8),
         )
     };
@@ -111,7 +116,7 @@ fn a_slower_server_fails_the_gate() {
     assert_eq!(out.status.code(), Some(99), "{}", text(&out));
     let said = stdout(&out);
     assert!(
-        said.starts_with("tokbench compare: in 64 / out 16"),
+        said.starts_with("tokbench compare: in 64 / out 32"),
         "{said}"
     );
     for figure in ["output tok/s", "p99 TPOT ms"] {
@@ -153,9 +158,9 @@ fn a_slower_server_fails_the_gate() {
     for c in [1, 2] {
         let f = tpot(c);
         assert_eq!((f.verdict, f.why), (Verdict::Regression, Why::BeyondPct));
-        // 8 -> 9.6 ms: +20%; the client's view within a few per cent of it.
+        // 10 -> 12 ms: +20%; a stall in the client moves its view of it.
         let change = f.change_pct.expect("a change");
-        assert!((14.0..26.0).contains(&change), "TPOT +{change}%: {json}");
+        assert!((10.0..30.0).contains(&change), "TPOT +{change}%: {json}");
     }
     let tok = v
         .figures
@@ -163,7 +168,7 @@ fn a_slower_server_fails_the_gate() {
         .find(|f| f.figure == Figure::OutputTokS && f.concurrency == Some(1))
         .expect("tok/s at 1");
     let change = tok.change_pct.expect("a change");
-    assert!((-20.0..-9.0).contains(&change), "tok/s {change}%: {json}");
+    assert!((-25.0..-8.0).contains(&change), "tok/s {change}%: {json}");
     assert_eq!(
         v.regressions,
         v.figures
@@ -192,7 +197,7 @@ fn a_slower_server_fails_the_gate() {
     assert_eq!(rows, v.figures.len(), "{md}");
     assert!(
         md.lines()
-            .any(|l| l.starts_with("| p99 TPOT ms | 2 streams | 8.")
+            .any(|l| l.starts_with("| p99 TPOT ms | 2 streams | 10.")
                 && l.contains("| **regression**: beyond 5% |")),
         "{md}"
     );
