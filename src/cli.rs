@@ -43,7 +43,7 @@ pub enum Command {
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
     #[command(after_help = EXAMPLES_REPORT)]
     Report(ReportArgs),
-    /// Compare result folders (or summary.json files) side by side.
+    /// Compare result folders (or summary.json files) side by side; with --fail-on-regression, a regression gate (exit 99).
     #[command(after_help = EXAMPLES_COMPARE)]
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.

@@ -111,3 +111,91 @@ pub(crate) fn verdict_markdown(v: &CompareVerdict) -> String {
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::gate::Gate;
+    use crate::report::saved::SavedRun;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn run(name: &str, tok: f64, tpot: f64) -> SavedRun {
+        SavedRun::from_value(
+            json!({"run": {"model": "m", "input_len": 64, "output_len": 16},
+                   "levels": [{"max_concurrency": 4, "output_throughput": tok,
+                               "p99_tpot_ms": tpot, "mode": "planned", "partial": false}]}),
+            Path::new(name),
+        )
+        .expect("summary")
+    }
+
+    /// Three runs, B and C each against A: the lines and the table name the
+    /// run; the text says each verdict, the Markdown marks the regression.
+    #[test]
+    fn several_runs_are_each_judged_against_the_first() {
+        // A 400 tok/s, TPOT 10 ms. B: 380 (-5%, within 5%), TPOT 10.4 (+4%).
+        // C: 300 (-25%, beyond), TPOT 8 (-20%: better beyond 5%).
+        let runs = [
+            run("a", 400.0, 10.0),
+            run("b", 380.0, 10.4),
+            run("c", 300.0, 8.0),
+        ];
+        let gate = Gate::of(&runs, 5.0);
+        let v = CompareVerdict::of(&runs, &gate, true, None);
+        let text = verdict_text(&v);
+        assert_eq!(
+            text,
+            "\nregression gate: B, C against A (the baseline), threshold 5%\n\
+             \x20 within noise: B output tok/s at 4 streams: 400.0 -> 380.0 (-5.0%), within 5%\n\
+             \x20 within noise: B p99 TPOT ms at 4 streams: 10.0 -> 10.4 (+4.0%), within 5%\n\
+             \x20 regression: C output tok/s at 4 streams: 400.0 -> 300.0 (-25.0%), beyond 5%\n\
+             \x20 improvement: C p99 TPOT ms at 4 streams: 10.0 -> 8.00 (-20.0%), beyond 5%\n\
+             gate: FAIL: 1 worse beyond the noise, 1 better, 2 within noise\n"
+        );
+        let md = verdict_markdown(&v);
+        assert!(
+            md.starts_with("### tokbench compare: FAIL: 1 worse beyond the noise"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| figure | level | run | baseline | new | change | verdict |\n|---|---|---|---:|---:|---:|---|\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| output tok/s | 4 streams | C | 400.0 | 300.0 | -25.0% | **regression**: beyond 5% |\n"),
+            "{md}"
+        );
+        // The typed verdict reads back as written.
+        let json = serde_json::to_string(&v).expect("json");
+        let back: CompareVerdict = serde_json::from_str(&json).expect("reads");
+        assert_eq!(back, v);
+    }
+
+    /// Not gated: said so in the header, and no pass or fail.
+    #[test]
+    fn without_the_flag_the_verdict_is_not_a_gate() {
+        let runs = [run("a", 400.0, 10.0), run("b", 300.0, 10.0)];
+        let v = CompareVerdict::of(&runs, &Gate::of(&runs, 5.0), false, None);
+        assert_eq!(v.passed, None);
+        let md = verdict_markdown(&v);
+        assert!(
+            md.starts_with("### tokbench compare: not gated (no --fail-on-regression): 1 worse"),
+            "{md}"
+        );
+        // Nothing in common: said, not a silent pass.
+        let other = SavedRun::from_value(
+            json!({"run": {"model": "m", "input_len": 64, "output_len": 16},
+                   "levels": [{"max_concurrency": 8, "output_throughput": 1.0}]}),
+            Path::new("c"),
+        )
+        .expect("summary");
+        let runs = [run("a", 400.0, 10.0), other];
+        let v = CompareVerdict::of(&runs, &Gate::of(&runs, 5.0), true, None);
+        assert_eq!(
+            verdict_text(&v).lines().last(),
+            Some("gate: pass, with nothing judged: no figure is in both runs")
+        );
+        assert!(verdict_text(&v).contains("not judged: 2 level(s) only one run has"));
+    }
+}

@@ -136,7 +136,12 @@ impl CompareVerdict {
             self.regressions, self.improvements, self.within_noise
         );
         match self.passed {
-            _ if self.figures.is_empty() => "nothing judged: no figure is in both runs".to_string(),
+            Some(true) if self.figures.is_empty() => {
+                "pass, with nothing judged: no figure is in both runs".to_string()
+            }
+            None if self.figures.is_empty() => {
+                "not gated, and nothing to judge: no figure is in both runs".to_string()
+            }
             Some(false) => format!("FAIL: {counts}"),
             Some(true) => format!("pass: {counts}"),
             None => format!("not gated (no --fail-on-regression): {counts}"),
