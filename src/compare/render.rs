@@ -198,4 +198,33 @@ mod tests {
         );
         assert!(verdict_text(&v).contains("not judged: 2 level(s) only one run has"));
     }
+
+    /// Capacities judged by different SLOs: the line says so.
+    #[test]
+    fn capacities_under_other_slos_are_said_to_be() {
+        let with_slo = |name: &str, cap: u32, ttft: Option<f64>| {
+            SavedRun::from_value(
+                json!({"run": {"model": "m", "input_len": 64, "output_len": 16,
+                               "slo": {"ttft_p99_ms": ttft}},
+                       "levels": [], "capacity": {"concurrency": cap}}),
+                Path::new(name),
+            )
+            .expect("summary")
+        };
+        let runs = [
+            with_slo("a", 8, Some(500.0)),
+            with_slo("b", 4, Some(2000.0)),
+        ];
+        let v = CompareVerdict::of(&runs, &Gate::of(&runs, 5.0), true, None);
+        assert_eq!(
+            v.figures.first().map(|f| f.line.as_str()),
+            Some(
+                "regression: capacity (streams): 8 -> 4 (-50.0%), beyond 5%; the runs' SLOs \
+                 differ, so their capacities were judged by different rules"
+            )
+        );
+        let runs = [with_slo("a", 8, Some(500.0)), with_slo("b", 4, Some(500.0))];
+        let v = CompareVerdict::of(&runs, &Gate::of(&runs, 5.0), true, None);
+        assert!(v.figures.iter().all(|f| !f.line.contains("SLOs")), "{v:?}");
+    }
 }

@@ -90,7 +90,13 @@ impl CompareVerdict {
         let figures = gate
             .rows
             .iter()
-            .map(|r| FigureVerdict {
+            .map(|r| {
+                let mut reason = why_text(r, gate.pct);
+                let slo = |i: usize| runs.get(i).and_then(SavedRun::slo_text);
+                if r.figure == Figure::Capacity && slo(0) != slo(r.run) {
+                    reason.push_str("; the runs' SLOs differ, so their capacities were judged by different rules");
+                }
+                FigureVerdict {
                 run: run_name(r.run),
                 figure: r.figure,
                 series: r.series.clone(),
@@ -102,9 +108,9 @@ impl CompareVerdict {
                 new_rounds: span(r.new),
                 verdict: r.judgement.verdict,
                 why: r.judgement.why,
-                reason: why_text(r, gate.pct),
-                line: line(r, gate.pct, several),
-            })
+                line: line(r, &reason, several),
+                reason,
+            }})
             .collect();
         let regressions = gate.regressions();
         CompareVerdict {
@@ -232,7 +238,7 @@ pub(crate) fn why_text(r: &Row, pct: f64) -> String {
 }
 
 /// `regression: output tok/s at 2 streams: 180.1 -> 150.0 (-16.7%), beyond 5%`.
-fn line(r: &Row, pct: f64, several_runs: bool) -> String {
+fn line(r: &Row, reason: &str, several_runs: bool) -> String {
     let level = level_text(r.series.as_deref(), r.concurrency);
     let at = if level.is_empty() {
         String::new()
@@ -251,6 +257,6 @@ fn line(r: &Row, pct: f64, several_runs: bool) -> String {
         value_text(r.figure, r.base.median),
         value_text(r.figure, r.new.median),
         change_text(r.judgement.change_pct),
-        why_text(r, pct)
+        reason
     )
 }

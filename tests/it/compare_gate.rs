@@ -18,6 +18,8 @@
 //! ms (12 / 1.05 = 11.43 ms, 1.43 ms a gap) to bring the slower run's TPOT
 //! within 5%; its tok/s, 8% under the baseline's less 5%, takes 140 ms of
 //! stalls in a level of 1.8 s.
+//! p99 TTFT at 1 stream is not asserted: with one round a 25 ms stall in
+//! the baseline (seen under a load average of 10) made it an improvement.
 //!
 //! The same server twice, three rounds each: the client's jitter is the
 //! only difference. On a loaded 2-core machine a client thread waits for a
@@ -178,7 +180,8 @@ fn a_slower_server_fails_the_gate() {
     );
     validate(&json);
 
-    // The Markdown: a pass/fail header and one table row per figure.
+    // The Markdown: a pass/fail header and one table row per figure. (The
+    // baseline's TPOT is 10 ms give or take the client: 9.99 was seen.)
     let out = compare(
         &[&base, &slow],
         &["--fail-on-regression", "--format", "markdown"],
@@ -197,7 +200,7 @@ fn a_slower_server_fails_the_gate() {
     assert_eq!(rows, v.figures.len(), "{md}");
     assert!(
         md.lines()
-            .any(|l| l.starts_with("| p99 TPOT ms | 2 streams | 10.")
+            .any(|l| l.starts_with("| p99 TPOT ms | 2 streams | ")
                 && l.contains("| **regression**: beyond 5% |")),
         "{md}"
     );
