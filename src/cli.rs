@@ -17,7 +17,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+mod compare;
 mod examples;
+pub use compare::{CompareArgs, CompareFormat, DEFAULT_REGRESSION_PCT};
 pub use examples::*;
 mod thresholds;
 pub use thresholds::ThresholdArgs;
@@ -43,7 +45,7 @@ pub enum Command {
     /// Turn a result folder into a report: Markdown, CSV, JSON, an SVG chart, one HTML page or llm-d's Benchmark Report.
     #[command(after_help = EXAMPLES_REPORT)]
     Report(ReportArgs),
-    /// Compare result folders (or summary.json files) side by side.
+    /// Compare result folders (or summary.json files) side by side; with --fail-on-regression, a regression gate (exit 99).
     #[command(after_help = EXAMPLES_COMPARE)]
     Compare(CompareArgs),
     /// Open a finished run (or two, overlaid) in the live view's screen; sends no load.
@@ -185,17 +187,6 @@ pub struct ReportArgs {
     /// GPUs serving the target: svg and html also give throughput per GPU (overrides the run's own `--gpus`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus: Option<u32>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct CompareArgs {
-    /// Two or more result folders or summary.json files; the first is the baseline.
-    #[arg(required = true, num_args = 2.., value_name = "DIR_OR_SUMMARY")]
-    pub runs: Vec<std::path::PathBuf>,
-
-    /// Compare even when the runs' input/output lengths or profiles differ.
-    #[arg(long)]
-    pub force: bool,
 }
 
 /// Wire format used to talk to the server.

@@ -38,7 +38,8 @@ pub const EXAMPLES_REPORT: &str = "Examples:
 /// `tokbench compare --help` ends with these; a test parses each.
 pub const EXAMPLES_COMPARE: &str = "Examples:
   tokbench compare results/before results/after
-  tokbench compare results/np1 results/np2 results/np4 --force";
+  tokbench compare results/np1 results/np2 results/np4 --force
+  tokbench compare results/main results/pr --fail-on-regression 5 --format markdown";
 
 /// `tokbench view --help` ends with these; a test parses each.
 pub const EXAMPLES_VIEW: &str = "Examples:

@@ -36,6 +36,7 @@ pub(crate) struct SavedLevel {
     pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
     pub tpot_p50_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
     /// The level file's name (`sweep-c64-r2.json`), when recorded.
     pub file: Option<String>,
     /// Hand-set levels: whether they measured a steady state (None: not
@@ -83,6 +84,7 @@ impl SavedLevel {
                 .or_else(|| level.stat("median_ttft_ms")),
             ttft_p99_ms: level.percentile("ttft", "99"),
             tpot_p50_ms,
+            tpot_p99_ms: level.percentile("tpot", "99"),
             file: level.file,
             steady: level.steady,
             series: level

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod compare_gate;
 mod completions_man;
 mod config;
 mod connect;

@@ -1,15 +1,20 @@
-//! `tokbench compare A B [C ...] [--force]`: finished runs side by side, each
-//! figure with its change against the first run (the baseline).
+//! `tokbench compare A B [C ...] [--force] [--fail-on-regression [PCT]]
+//! [--format text|markdown|json]`: finished runs side by side, each figure
+//! with its change against the first run (the baseline), and the regression
+//! gate's verdict (`gate`: the rule; `verdict`: the typed verdict;
+//! `render`: its text and Markdown).
 //!
 //! Numbers measured at different input/output lengths or workload profiles
 //! do not compare (a longer prompt alone moves TTFT), so such runs are
 //! refused with exit code 2 and one line on stderr, unless `--force`.
+//! With `--fail-on-regression` a figure worse beyond the noise exits 99.
 
 use std::fmt::Write as _;
 
 use color_eyre::eyre::{Result, WrapErr};
 
-use crate::cli::CompareArgs;
+use crate::cli::{CompareArgs, CompareFormat, DEFAULT_REGRESSION_PCT};
+use crate::exit::EXIT_CHECK_FAILED;
 use crate::report::saved::{SavedLevel, SavedRun, ShapeDifference};
 use crate::report::schema::number;
 use crate::report::svg::group;
@@ -17,22 +22,43 @@ use crate::stats::percentile::median;
 
 pub(crate) use crate::exit::EXIT_REFUSED;
 
+pub mod gate;
+mod render;
+pub mod verdict;
+
 pub fn run_compare_command(args: &CompareArgs) -> Result<i32> {
     let runs = args
         .runs
         .iter()
         .map(|p| SavedRun::load(p))
         .collect::<Result<Vec<_>>>()?;
-    if let Some(problem) = shape_mismatch(&runs) {
+    let unlike = shape_mismatch(&runs);
+    if let Some(problem) = &unlike {
         if !args.force {
             crate::say!("tokbench compare: refused: {problem}; numbers at different shapes do not compare (--force to compare anyway)");
             return Ok(EXIT_REFUSED);
         }
         crate::say!("tokbench compare: warning: {problem}; comparing anyway (--force)");
     }
-    let text = render_compare(&runs);
+    let gated = args.fail_on_regression.is_some();
+    let pct = args.fail_on_regression.unwrap_or(DEFAULT_REGRESSION_PCT);
+    let gate = gate::Gate::of(&runs, pct);
+    let v = verdict::CompareVerdict::of(&runs, &gate, gated, unlike);
+    let text = match args.format {
+        // Without the gate, the text is the tables alone, as it always was.
+        CompareFormat::Text if gated => render_compare(&runs) + &render::verdict_text(&v),
+        CompareFormat::Text => render_compare(&runs),
+        CompareFormat::Markdown => render::verdict_markdown(&v),
+        CompareFormat::Json => {
+            serde_json::to_string_pretty(&v).wrap_err("cannot write the verdict as JSON")? + "\n"
+        }
+    };
     crate::console::print_output(&text).wrap_err("cannot write the comparison to stdout")?;
-    Ok(0)
+    Ok(if gated && v.regressions > 0 {
+        EXIT_CHECK_FAILED
+    } else {
+        0
+    })
 }
 
 /// `A`, `B`, ... `Z`, then `R27`, `R28`: short names for the table heads.
