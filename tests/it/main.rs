@@ -6,6 +6,7 @@
 
 mod support;
 
+mod ci_docs;
 mod completions_man;
 mod config;
 mod connect;
