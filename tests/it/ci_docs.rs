@@ -2,9 +2,10 @@
 //! are the files under `deploy/ci/`, byte for byte; every GitHub workflow
 //! (the templates' and the project's own under `.github/workflows/`) passes
 //! actionlint and the GitLab job passes GitLab's schema (check-jsonschema's
-//! built-in `vendor.gitlab-ci`); and the jobs' shell steps run against the
-//! simulator, the binary under test first on PATH as `tokbench`: green as
-//! shown, exit 99 with the TTFT limit tightened.
+//! built-in `vendor.gitlab-ci`); every shell step passes shellcheck; and
+//! the jobs' shell steps run against the simulator, the binary under test
+//! first on PATH as `tokbench`: green as shown, exit 99 with the TTFT limit
+//! tightened.
 //!
 //! The jobs are read with PyYAML (python3-yaml, which .ci/run installs) and
 //! run the way each CI runs them: GitHub's `run:` steps one `bash -e` each,
@@ -91,6 +92,29 @@ fn the_pages_jobs_are_the_files_in_deploy_ci() {
             );
         }
     }
+}
+
+/// A YAML file as JSON, through PyYAML.
+fn yaml(rel: &str) -> Value {
+    for python in ["python3", "/usr/bin/python3"] {
+        let Ok(out) = Command::new(python)
+            .args([
+                "-c",
+                "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)",
+            ])
+            .arg(repo().join(rel))
+            .output()
+        else {
+            continue;
+        };
+        if out.status.success() {
+            return serde_json::from_slice(&out.stdout).expect("PyYAML's JSON");
+        }
+    }
+    panic!(
+        "python3 with PyYAML is not installed: this test reads {rel} with it \
+         (apt-get install python3-yaml, or run .ci/run which installs it)"
+    );
 }
 
 /// actionlint over the files at once: the binary where it is installed
@@ -214,27 +238,66 @@ fn the_gitlab_job_passes_gitlabs_schema() {
     assert!(!out.status.success(), "a broken job passed: {}", text(&out));
 }
 
-/// A YAML file as JSON, through PyYAML.
-fn yaml(rel: &str) -> Value {
-    for python in ["python3", "/usr/bin/python3"] {
-        let Ok(out) = Command::new(python)
-            .args([
-                "-c",
-                "import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), sys.stdout)",
-            ])
-            .arg(repo().join(rel))
-            .output()
-        else {
-            continue;
-        };
-        if out.status.success() {
-            return serde_json::from_slice(&out.stdout).expect("PyYAML's JSON");
+/// Every shell script of the workflows and of the GitLab job (the install
+/// steps too) passes shellcheck: a user copies them as they are.
+#[test]
+fn every_jobs_shell_passes_shellcheck() {
+    let mut scripts: Vec<(String, String)> = Vec::new();
+    let mut files: Vec<String> = std::fs::read_dir(repo().join(".github/workflows"))
+        .expect(".github/workflows/")
+        .filter_map(|e| e.ok())
+        .map(|e| format!(".github/workflows/{}", e.file_name().to_string_lossy()))
+        .collect();
+    files.sort();
+    files.push(GITHUB_JOB.into());
+    for file in &files {
+        let doc = yaml(file);
+        for (job, body) in doc["jobs"].as_object().expect("jobs:") {
+            for step in body["steps"].as_array().expect("steps:") {
+                if let Some(run) = step["run"].as_str() {
+                    let name = step["name"].as_str().unwrap_or(run);
+                    scripts.push((format!("{file}: {job}: {name}"), run.to_string()));
+                }
+            }
         }
     }
-    panic!(
-        "python3 with PyYAML is not installed: this test reads {rel} with it \
-         (apt-get install python3-yaml, or run .ci/run which installs it)"
-    );
+    let gitlab = yaml(GITLAB_JOB);
+    for (job, body) in gitlab.as_object().expect("a mapping") {
+        for part in ["before_script", "script", "after_script"] {
+            let what = format!("{GITLAB_JOB}: {job}: {part}");
+            scripts.push((what.clone(), lines_of(&body[part], &what)));
+        }
+    }
+    assert!(scripts.len() >= 12, "{scripts:?}");
+    let mut bad = Vec::new();
+    for (what, script) in &scripts {
+        assert!(
+            !script.contains("${{"),
+            "{what}: pass an expression through env:, not into the script"
+        );
+        let mut child = Command::new("shellcheck")
+            .args(["--shell=bash", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|_| {
+                panic!(
+                    "shellcheck is not installed: apt-get install shellcheck \
+                     (.ci/run installs it)"
+                )
+            });
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(script.as_bytes()).expect("feed shellcheck");
+        }
+        let out = child.wait_with_output().expect("shellcheck ends");
+        if !out.status.success() {
+            bad.push(format!("{what}:\n{}", text(&out)));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 /// One shell script of a job, and whether it runs after a failure.
