@@ -318,6 +318,9 @@ struct Job {
     after: Option<Step>,
     /// What was left out: the install, which downloads the release.
     install: String,
+    /// bash's flags for each script: GitHub's `bash -e {0}`, GitLab's
+    /// `set -eo pipefail`.
+    bash_flags: &'static [&'static str],
 }
 
 fn env_of(map: &Value) -> BTreeMap<String, String> {
@@ -367,6 +370,7 @@ fn github_job() -> Job {
         steps,
         after: None,
         install: install.unwrap_or_else(|| panic!("no step named {INSTALL_STEP}")),
+        bash_flags: &["-e"],
     }
 }
 
@@ -398,6 +402,7 @@ fn gitlab_job() -> Job {
             always: true,
         }),
         install: lines_of(&job["before_script"], "before_script"),
+        bash_flags: &["-eo", "pipefail"],
     }
 }
 
@@ -433,14 +438,14 @@ fn run_job(job: &Job, dir: &Path, env: &[(&str, &str)]) -> Ran {
     }
     let mut groups = Groups(Vec::new());
     let mut log = String::new();
-    let mut run = |step: &Step, k: usize, flags: &str| -> (i32, String) {
+    let mut run = |step: &Step, k: usize| -> (i32, String) {
         let script = dir.join(format!(".step-{k}.sh"));
         std::fs::write(&script, step.script.replace("8000", &port)).expect("write step");
         let out_path = dir.join(format!(".step-{k}.log"));
         let out = std::fs::File::create(&out_path).expect("step log");
         let err = out.try_clone().expect("step log");
         let mut child = Command::new("bash")
-            .args(flags.split_whitespace())
+            .args(job.bash_flags)
             .arg(&script)
             .current_dir(dir)
             .env("PATH", path_with_bin())
@@ -462,24 +467,19 @@ fn run_job(job: &Job, dir: &Path, env: &[(&str, &str)]) -> Ran {
         (code, said)
     };
     let mut failed = None;
-    let flags = if job.after.is_some() {
-        "-eo pipefail"
-    } else {
-        "-e"
-    };
     for (k, step) in job.steps.iter().enumerate() {
         if failed.is_some() && !step.always {
             log.push_str(&format!("--- {}: skipped\n", step.name));
             continue;
         }
-        let (code, said) = run(step, k, flags);
+        let (code, said) = run(step, k);
         log.push_str(&said);
         if code != 0 && failed.is_none() {
             failed = Some(code);
         }
     }
     if let Some(after) = &job.after {
-        log.push_str(&run(after, job.steps.len(), flags).1);
+        log.push_str(&run(after, job.steps.len()).1);
     }
     drop(groups);
     Ran {
@@ -631,6 +631,7 @@ fn the_jobs_steps_are_read_and_their_server_step_runs() {
             }],
             after: None,
             install: String::new(),
+            bash_flags: job.bash_flags,
         };
         let ran = run_job(&alone, &dir, &[]);
         assert_eq!(ran.code, 0, "{name}'s server step:\n{}", ran.log);
@@ -688,6 +689,13 @@ fn the_documented_jobs_run_green_and_exit_99_on_a_tightened_threshold() {
                 dir.join("results").join(file).is_file(),
                 "{name}: no results/{file}:\n{}",
                 ran.log
+            );
+        }
+        if name == "GitHub" {
+            let summary = std::fs::read_to_string(dir.join(".summary.md")).unwrap_or_default();
+            assert!(
+                !summary.trim().is_empty(),
+                "the comparison is not on the summary page"
             );
         }
 
