@@ -30,13 +30,13 @@ struct Found {
 
 /// A fenced block: its info string, the line after its opening fence, and
 /// its lines.
-struct Fence {
-    info: String,
-    first_line: usize,
-    lines: Vec<String>,
+pub(crate) struct Fence {
+    pub(crate) info: String,
+    pub(crate) first_line: usize,
+    pub(crate) lines: Vec<String>,
 }
 
-fn fences(text: &str) -> Vec<Fence> {
+pub(crate) fn fences(text: &str) -> Vec<Fence> {
     let mut out = Vec::new();
     let mut open: Option<Fence> = None;
     for (i, line) in text.lines().enumerate() {
@@ -70,7 +70,7 @@ fn is_shell(info: &str) -> bool {
 
 /// A line's command: the prompt taken off, continuations joined, and a
 /// trailing comment cut.
-fn logical_lines(fence: &Fence) -> Vec<(usize, String)> {
+pub(crate) fn logical_lines(fence: &Fence) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut pending: Option<(usize, String)> = None;
     for (k, raw) in fence.lines.iter().enumerate() {
@@ -397,7 +397,7 @@ fn wait_for_port(port: u16, child: &mut Background, what: &str) {
 }
 
 /// A loopback port nothing listens on now.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -420,7 +420,7 @@ fn port_of(words: &[String]) -> Option<u16> {
 
 /// The runnable blocks' commands see the binary under test as `tokbench`
 /// on their PATH, as a user who ran `cargo install --path .` does.
-fn path_with_bin() -> std::ffi::OsString {
+pub(crate) fn path_with_bin() -> std::ffi::OsString {
     let dir = std::path::Path::new(bin())
         .parent()
         .map(std::path::Path::to_path_buf)

@@ -6,6 +6,7 @@
 
 mod support;
 
+mod ci_docs;
 mod compare_gate;
 mod completions_man;
 mod config;
