@@ -18,7 +18,9 @@ pub struct Cli {
 }
 
 mod examples;
+mod predict;
 pub use examples::*;
+pub use predict::{PredictArgs, EXAMPLES_PREDICT};
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -50,6 +52,9 @@ pub enum Command {
     /// Merge the shards of one run (sweep --shard I/N, one folder each) into one result folder.
     #[command(after_help = EXAMPLES_MERGE)]
     Merge(MergeArgs),
+    /// Predict settings, streams and lengths not measured, from a model fitted to a finished run (its model.json).
+    #[command(after_help = EXAMPLES_PREDICT)]
+    Predict(Box<PredictArgs>),
     /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
     #[command(after_help = EXAMPLES_COMPLETIONS)]
     Completions(CompletionsArgs),
