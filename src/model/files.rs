@@ -348,7 +348,12 @@ fn prediction_text(
     let (slo, given) = slo_of(summary, args);
     let decision = predict::decide(&rows, &slo, given);
     if let Some(k) = &decision.knee {
-        s += &format!("predicted knee: {}\n", k.reason);
+        let step = format!("{} -> {} streams", k.from_concurrency, k.to_concurrency);
+        if k.reason.starts_with(&step) {
+            s += &format!("predicted knee: {}\n", k.reason);
+        } else {
+            s += &format!("predicted knee: {step}: {}\n", k.reason);
+        }
     } else {
         s += "predicted knee: none within these levels\n";
     }

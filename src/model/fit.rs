@@ -153,7 +153,7 @@ pub(crate) fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let my = points.iter().map(|p| p.1).sum::<f64>() / n;
     let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
     let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    if sxx < 0.25 {
+    if sxx < 0.1 {
         return None;
     }
     let b = sxy / sxx;
@@ -248,7 +248,7 @@ pub(crate) fn fit(
     let server_prefill = low.server_prefill_ms_per_token;
     let mut prefill = server_prefill.unwrap_or(0.0);
     let mut ab = (low.tpot_p50_ms, 0.0);
-    for _ in 0..3 {
+    for _ in 0..8 {
         let points: Vec<(f64, f64)> = levels
             .iter()
             .map(|l| {
@@ -262,12 +262,7 @@ pub(crate) fn fit(
             _ => (points.iter().map(|p| p.1).sum::<f64>() / n, 0.0),
         };
         if server_prefill.is_none() && low.input_len > 0.0 {
-            let admit =
-                ab.0 + ab.1 * f64::from(cap.map_or(low.concurrency, |c| c.min(low.concurrency)));
-            // The server's own admitting step where it timed one, else
-            // the client's TTFT (a stream at the lowest level waits little).
-            let first = low.server_admit_step_ms.unwrap_or(low.ttft_p50_ms);
-            prefill = ((first - admit) / low.input_len).max(0.0);
+            prefill = prefill_from_ttft(&levels, cap, ab, low);
         }
     }
     sources.push(format!(
@@ -283,10 +278,8 @@ pub(crate) fn fit(
     let server_timed = server_prefill.is_some() || low.server_admit_step_ms.is_some();
     sources.push(if server_prefill.is_some() {
         "prefill: the server's own prompt timings at the lowest level".into()
-    } else if low.server_admit_step_ms.is_some() {
-        "prefill: the server's own prefill time at the lowest level less one step".into()
     } else {
-        "prefill: the lowest level's TTFT less one step (the client's overhead counted in)".into()
+        "prefill: how TTFT grows with the streams below the cap (they start together and prefill together)".into()
     });
     let kv_tokens = top
         .kv_usage_max
@@ -322,11 +315,8 @@ pub(crate) fn fit(
         kv_tokens,
         slot_context_tokens: known.slot_context_tokens,
     };
-    if server_timed {
-        let shape = shape_of(low);
-        if let Some(o) = run_level(&params, &shape) {
-            params.overhead_ms = (low.ttft_p50_ms - o.ttft_p50_ms).max(0.0);
-        }
+    if let Some(o) = run_level(&params, &shape_of(low)) {
+        params.overhead_ms = (low.ttft_p50_ms - o.ttft_p50_ms).max(0.0);
     }
     let range = FitRange {
         concurrency_min: low.concurrency,
@@ -335,11 +325,50 @@ pub(crate) fn fit(
             .iter()
             .map(|l| batch(l))
             .fold(f64::INFINITY, f64::min),
-        batch_max: levels.iter().map(|l| batch(l)).fold(0.0, f64::max),
+        // The largest batch the server ran: its gauge's top, else the
+        // streams the cap let run.
+        batch_max: levels
+            .iter()
+            .map(|l| {
+                l.running_max.unwrap_or_else(|| {
+                    f64::from(cap.map_or(l.concurrency, |c| c.min(l.concurrency)))
+                })
+            })
+            .fold(0.0, f64::max),
         input_len,
         output_len,
     };
     Ok((params, range, sources, warnings))
+}
+
+/// Prefill per prompt token from the client's TTFT. A level's streams
+/// start together and, with answers of one length, stay in step: below
+/// the cap, each admitting step prefills all `c` prompts, so TTFT is
+/// `overhead + a + (b + p x in) x c`. The slope over the levels below
+/// the cap, less `b`, over the prompt is `p`, whatever the fixed overhead
+/// (the server's own admitting step, or the network). With one such
+/// level: its TTFT less one step, over the prompt (the overhead then
+/// counts as prefill).
+fn prefill_from_ttft(
+    levels: &[&Measured],
+    cap: Option<u32>,
+    (a, b): (f64, f64),
+    low: &Measured,
+) -> f64 {
+    let under: Vec<(f64, f64)> = levels
+        .iter()
+        .filter(|l| cap.is_none_or(|c| l.concurrency <= c))
+        .map(|l| (f64::from(l.concurrency), l.ttft_p50_ms))
+        .collect();
+    let per_token = match line(&under) {
+        Some((_, slope)) => (slope - b) / low.input_len,
+        None => {
+            let first = low.server_admit_step_ms.unwrap_or(low.ttft_p50_ms);
+            (first - a - b * f64::from(cap.map_or(low.concurrency, |c| c.min(low.concurrency))))
+                / low.input_len
+        }
+    };
+    per_token.max(0.0)
 }
 
 /// The level `m` was, for the virtual run.

@@ -21,7 +21,8 @@ pub(crate) fn knobs(engine: &str) -> &'static [&'static str] {
     match engine {
         "llamacpp" => &["np", "parallel", "n-parallel"],
         "ollama" => &["np", "parallel", "num-parallel", "OLLAMA_NUM_PARALLEL"],
-        "vllm" => &["max-num-seqs", "max_num_seqs"],
+        // The simulator's own vLLM-like personality takes vLLM's knob.
+        "vllm" | "tokbench-sim" => &["max-num-seqs", "max_num_seqs"],
         "sglang" => &["max-running-requests", "max_running_requests"],
         "tgi" => &["max-batch-size", "max_batch_size"],
         _ => &[],
@@ -152,7 +153,8 @@ pub(crate) fn rows(model: &SeriesModel, params: &Params, ask: &Ask) -> Vec<Row> 
                     requests: 10 * u64::from(c).max(2),
                     input_len: ask.input_len,
                     output_len: ask.output_len,
-                };
+                    // As a sweep's level: its streams start together.
+                            };
                 run_level(params, &shape).ok_or_else(|| "not predicted: a request does not fit the KV cache".to_string())
             };
             Row {

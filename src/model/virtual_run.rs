@@ -68,6 +68,9 @@ pub(crate) fn run_level(params: &Params, shape: &Shape) -> Option<Outcome> {
     // overhead.
     let mut arrivals: VecDeque<(f64, f64)> = VecDeque::new();
     let mut sent = 0u64;
+    // A sweep's level starts its streams together; with answers of one
+    // length they stay in step, prefilling together (as measured levels
+    // do on the simulator).
     while sent < total.min(u64::from(shape.concurrency.max(1))) {
         arrivals.push_back((overhead, 0.0));
         sent += 1;

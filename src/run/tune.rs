@@ -203,6 +203,8 @@ pub(crate) async fn run_tune<F: TuneFace>(
             search_step(&mut plan, &mut section);
         }
         save_section(&plan.dir, &section, false)?;
+        // model.json again, now that the setting's knob is saved with it.
+        crate::model::files::fit_and_save(&plan.dir, &mut std::io::sink());
         if stop_all {
             break;
         }
