@@ -347,7 +347,20 @@ fn prediction_text(
     }
     let (slo, given) = slo_of(summary, args);
     let decision = predict::decide(&rows, &slo, given);
-    if let Some(k) = &decision.knee {
+    let mut knee = decision.knee.clone();
+    if let (Some(k), Some(cap)) = (knee.as_mut(), params.cap) {
+        // The model knows its own cap: the cause is no guess.
+        if k.to_concurrency > cap && k.from_concurrency >= cap {
+            let name = params
+                .knob
+                .as_deref()
+                .map_or(String::new(), |n| format!(", {n}={cap}"));
+            k.told_by_server(&format!(
+                "the model runs at most {cap} at once{name}, the rest queue"
+            ));
+        }
+    }
+    if let Some(k) = &knee {
         let step = format!("{} -> {} streams", k.from_concurrency, k.to_concurrency);
         if k.reason.starts_with(&step) {
             s += &format!("predicted knee: {}\n", k.reason);
