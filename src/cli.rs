@@ -20,7 +20,7 @@ pub struct Cli {
 mod examples;
 mod predict;
 pub use examples::*;
-pub use predict::{PredictArgs, EXAMPLES_PREDICT};
+pub use predict::{PredictArgs, TunePredictArgs, EXAMPLES_PREDICT};
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -115,6 +115,8 @@ pub struct TuneArgs {
     /// `POST /flush_cache`. Other engines: the result says none was reset.
     #[arg(long)]
     pub reset_cache: bool,
+    #[command(flatten)]
+    pub predict: TunePredictArgs,
 
     #[command(flatten)]
     pub sweep: SweepArgs,

@@ -54,3 +54,11 @@ pub struct PredictArgs {
     #[arg(long, value_name = "TOK_S")]
     pub slo_min_stream_tok_s: Option<f64>,
 }
+
+/// `tokbench tune --predict` (docs/predict.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TunePredictArgs {
+    /// Measure the grid's first setting (two when one cannot fit the batch term), predict the rest from it, and measure only the predicted best and its grid neighbour (one more where the measurement disagrees); one knob that sets the batch cap (np, max-num-seqs, ...).
+    #[arg(long)]
+    pub predict: bool,
+}

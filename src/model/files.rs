@@ -411,3 +411,22 @@ fn row_line(r: &Row) -> String {
         Err(why) => format!("{:>8}  {why}\n", r.concurrency),
     }
 }
+
+/// A setting's predicted peak output tok/s over the asked levels, and its
+/// expected error there, % (the widest of the levels'), for `tune
+/// --predict`; why not, where it is not predicted.
+pub(crate) fn predicted_peak(model: &SeriesModel, ask: &Ask) -> Result<(f64, f64), String> {
+    let params = predict::with_setting(model, ask)?;
+    let rows = predict::rows(model, &params, ask);
+    let mut best: Option<(f64, f64)> = None;
+    for r in &rows {
+        match &r.outcome {
+            Ok(o) if best.is_none_or(|b| o.output_tok_s > b.0) => {
+                best = Some((o.output_tok_s, r.expected_pct.output_tok_s));
+            }
+            Ok(_) => {}
+            Err(why) => return Err(why.clone()),
+        }
+    }
+    best.ok_or_else(|| "no level to predict".to_string())
+}
