@@ -122,6 +122,15 @@ pub(crate) fn fit_and_save(dir: &Path, out: &mut dyn Write) {
         let _ = writeln!(out, "model: cannot write {}: {e}", path.display());
         return;
     }
+    // The chart again, with the predicted line beside the measured one.
+    if let Some(value) = crate::report::saved::read_summary(dir)
+        .ok()
+        .and_then(|(_, text)| serde_json::from_str::<Value>(&text).ok())
+    {
+        for (path, why) in crate::report::formats::try_run_reports(dir, &value) {
+            let _ = writeln!(out, "model: cannot redraw {}: {why}", path.display());
+        }
+    }
     if let Some(m) = file.models.iter().find(|m| m.series == last_series) {
         for line in fit_block(m) {
             let _ = writeln!(out, "{line}");

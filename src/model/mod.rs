@@ -3,7 +3,8 @@
 //! section 2: `model` imports `sim`'s pure engine, `report`, `analysis`,
 //! `stats`, `engine`, `cli`, `fmt`; only `run`, `ui` and `main` import it).
 //!
-//! - `schema`: `model.json`, the one definition of its file.
+//! - `schema`: `model.json`, the one definition of its file (it lives in
+//!   `report::model_file`, with the other result files, for the chart).
 //! - `fit`: a series' levels into the simulator's physics, with the fit's
 //!   own error on each level.
 //! - `virtual_run`: one level on `sim::engine::Scheduler` in virtual time.
@@ -14,7 +15,7 @@
 pub(crate) mod files;
 pub(crate) mod fit;
 pub(crate) mod predict;
-pub(crate) mod schema;
+pub(crate) use crate::report::model_file as schema;
 pub(crate) mod virtual_run;
 
 pub use files::run_predict_command;

@@ -7,6 +7,7 @@ pub mod formats;
 pub(crate) mod frontier;
 pub(crate) mod html;
 pub(crate) mod markdown;
+pub(crate) mod model_file;
 pub(crate) mod recorder;
 pub(crate) mod resume;
 pub(crate) mod run_info;

@@ -132,6 +132,7 @@ fn knob_case(engine: SimEngine, fit: SimConfig, other: SimConfig, set: &str, ext
     }
     let model = read_json(&a.join("model.json"));
     assert_eq!(model["version"], 1, "{model}");
+    predicted_line_is_drawn(&a);
     let p = predict(&a, &["--set", set, "--concurrency", levels]);
     {
         let sim = Sim::with(other);
@@ -151,6 +152,26 @@ fn knob_case(engine: SimEngine, fit: SimConfig, other: SimConfig, set: &str, ext
         (p.peak() - peak) / peak * 100.0,
         p.knee
     );
+}
+
+/// The run's chart draws the model's line dashed and labelled predicted,
+/// beside the measured one; without a model.json, no such line.
+fn predicted_line_is_drawn(dir: &Path) {
+    let chart = std::fs::read_to_string(dir.join("chart.svg")).expect("chart.svg");
+    let group = chart
+        .split(r#"<g id="predicted""#)
+        .nth(1)
+        .and_then(|g| g.split("</g>").next())
+        .unwrap_or_else(|| panic!("no predicted line in {chart}"));
+    assert!(
+        group.contains("stroke-dasharray") && group.contains(">predicted</text>"),
+        "{group}"
+    );
+    let copy = scratch("predict", "no-model");
+    std::fs::copy(dir.join("summary.json"), copy.join("summary.json")).expect("copy");
+    let out = tokbench(["report", &copy.display().to_string(), "--format", "svg"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!stdout(&out).contains(r#"id="predicted""#));
 }
 
 #[test]

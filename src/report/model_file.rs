@@ -1,6 +1,11 @@
 //! `model.json`: the one definition of the fitted server model's file
 //! (docs/predict.md, `assets/schema/model.schema.json`). The writer after a
-//! sweep or a tune setting and `tokbench predict` both go through it.
+//! sweep or a tune setting (`model::files`), `tokbench predict` and the
+//! chart's predicted line (`report::svg`) all go through it; `model`
+//! names it `model::schema`. It lives with the other result files so the
+//! report can read it without importing the model.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -106,3 +111,11 @@ pub(crate) struct Errors {
 
 /// The file's name in a run folder.
 pub(crate) const FILE_NAME: &str = "model.json";
+
+/// A folder's `model.json` when it is there and of a version this
+/// tokbench reads; `None` otherwise (the chart then draws no prediction).
+pub(crate) fn read_compatible(dir: &Path) -> Option<ModelFile> {
+    let text = std::fs::read_to_string(dir.join(FILE_NAME)).ok()?;
+    let file: ModelFile = serde_json::from_str(&text).ok()?;
+    compatible(file.version).then_some(file)
+}
