@@ -110,7 +110,17 @@ pub(crate) fn fit_and_save(dir: &Path, out: &mut dyn Write) {
         .filter_map(|l| l.series)
         .max()
         .unwrap_or(0);
-    if let Some((_, why)) = failed.iter().find(|(s, _)| *s == last_series) {
+    // Said only where the series had a sweep level to fit: an open-loop
+    // or replayed run has none, and is no model's to fit.
+    let swept = summary
+        .levels
+        .iter()
+        .any(|l| l.series.unwrap_or(0) == last_series && Measured::from_level(l).is_some());
+    if let Some((_, why)) = failed
+        .iter()
+        .find(|(s, _)| *s == last_series)
+        .filter(|_| swept)
+    {
         let _ = writeln!(out, "model: {why}");
     }
     if file.models.is_empty() {
