@@ -160,7 +160,7 @@ pub(crate) fn fit_block(m: &SeriesModel) -> Vec<String> {
     )];
     let e = &m.error_pct;
     lines.push(format!(
-        "model's own error, predicted vs measured: tok/s ±{:.1}%, TTFT p50 ±{:.1}%, TPOT p50 ±{:.1}% ({})",
+        "model's own error, predicted vs measured (mean, 2% at least): tok/s ±{:.1}%, TTFT p50 ±{:.1}%, TPOT p50 ±{:.1}% (by streams: {})",
         e.output_tok_s,
         e.ttft_p50_ms,
         e.tpot_p50_ms,
@@ -367,16 +367,22 @@ fn prediction_text(
     let (slo, given) = slo_of(summary, args);
     let decision = predict::decide(&rows, &slo, given);
     let mut knee = decision.knee.clone();
-    if let (Some(k), Some(cap)) = (knee.as_mut(), params.cap) {
-        // The model knows its own cap: the cause is no guess.
-        if k.to_concurrency > cap && k.from_concurrency >= cap {
-            let name = params
-                .knob
-                .as_deref()
-                .map_or(String::new(), |n| format!(", {n}={cap}"));
-            k.told_by_server(&format!(
-                "the model runs at most {cap} at once{name}, the rest queue"
-            ));
+    if let Some(k) = knee.as_mut() {
+        // The model knows its own limits: the cause is no guess.
+        match params.cap {
+            Some(cap) if k.to_concurrency > cap && k.from_concurrency >= cap => {
+                let name = params
+                    .knob
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(", {n}={cap}"));
+                k.told_by_server(&format!(
+                    "the model runs at most {cap} at once{name}, the rest queue"
+                ));
+            }
+            None if params.kv_tokens.is_none() => k.told_by_server(
+                "in the model the step time grows with the batch, so more streams add little",
+            ),
+            _ => {}
         }
     }
     if let Some(k) = &knee {

@@ -295,6 +295,12 @@ pub(crate) fn fit(
                 .into(),
         );
     }
+    if cap.is_none() {
+        warnings.push(format!(
+            "no batch cap seen up to {} streams: a cap the server has above that is not known to the model",
+            top.concurrency
+        ));
+    }
     if levels.iter().any(|l| l.preempted) {
         warnings.push("the server preempted requests (its KV cache filled): levels past that are not predicted".into());
     }
