@@ -21,7 +21,9 @@ mod compare;
 mod examples;
 pub use compare::{CompareArgs, CompareFormat, DEFAULT_REGRESSION_PCT};
 pub use examples::*;
+mod predict;
 mod thresholds;
+pub use predict::{PredictArgs, TunePredictArgs, EXAMPLES_PREDICT};
 pub use thresholds::ThresholdArgs;
 
 #[derive(Subcommand, Debug)]
@@ -54,6 +56,9 @@ pub enum Command {
     /// Merge the shards of one run (sweep --shard I/N, one folder each) into one result folder.
     #[command(after_help = EXAMPLES_MERGE)]
     Merge(MergeArgs),
+    /// Predict settings, streams and lengths not measured, from a model fitted to a finished run (its model.json).
+    #[command(after_help = EXAMPLES_PREDICT)]
+    Predict(Box<PredictArgs>),
     /// Print a shell completion script: `tokbench completions bash > ~/.local/share/bash-completion/completions/tokbench`.
     #[command(after_help = EXAMPLES_COMPLETIONS)]
     Completions(CompletionsArgs),
@@ -114,6 +119,8 @@ pub struct TuneArgs {
     /// `POST /flush_cache`. Other engines: the result says none was reset.
     #[arg(long)]
     pub reset_cache: bool,
+    #[command(flatten)]
+    pub predict: TunePredictArgs,
 
     #[command(flatten)]
     pub sweep: SweepArgs,

@@ -23,6 +23,7 @@ pub mod export;
 pub mod fmt;
 pub mod load;
 pub mod merge;
+pub mod model;
 pub mod probe;
 pub mod protocol;
 pub mod record;

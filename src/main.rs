@@ -127,6 +127,7 @@ async fn dispatch(command: Command, sub: Option<&ArgMatches>) -> Result<i32> {
         Command::Compare(args) => tokbench::compare::run_compare_command(&args),
         Command::View(args) => tokbench::ui::view::run_view(&args).await,
         Command::Merge(args) => tokbench::merge::files::run_merge_command(&args),
+        Command::Predict(args) => tokbench::model::run_predict_command(&args),
         Command::Completions(args) => {
             let mut out = Vec::new();
             clap_complete::generate(

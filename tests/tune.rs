@@ -1062,3 +1062,77 @@ fn thresholds_are_judged_per_setting_and_the_kept_one_sets_the_exit_code() {
         assert_no_server(name);
     }
 }
+
+/// `--predict` (docs/predict.md): a 5-setting grid, tuned both ways in
+/// one test. Exhaustively, five server starts; with `--predict`, the
+/// first setting is measured, the rest predicted, and only the predicted
+/// best and its neighbour measured: three starts, the same setting kept
+/// (or one the exhaustive tune finds within noise of it), and each
+/// measured setting's prediction printed beside its measurement.
+#[test]
+fn predict_keeps_the_exhaustive_pick_with_three_starts() {
+    let cmd = format!(
+        "{} sim --port {{port}} --engine ollama --parallel {{np}} --step-ms 5 --step-ms-per-seq 1",
+        bin()
+    );
+    let tune = |name: &str, predict: bool| {
+        let dir = scratch(name);
+        let d = dir.display().to_string();
+        let mark = format!("TB_TUNE_MARK={name}");
+        let mut args = vec![
+            "tune",
+            "--serve-cmd",
+            &cmd,
+            "--grid",
+            "np=2,3,4,5,6",
+            "--serve-env",
+            &mark,
+            "--concurrency",
+            "1,2,4,8",
+            "--no-tui",
+            "--result-dir",
+            &d,
+        ];
+        if predict {
+            args.push("--predict");
+        }
+        args.extend(SHORT);
+        let out = tokbench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_no_server(name);
+        (tune_section(&dir), stderr(&out))
+    };
+    let (all, _) = tune("predict-all", false);
+    let (some, said) = tune("predict-some", true);
+    let starts = |t: &Value| t["settings"].as_array().map_or(0, Vec::len);
+    assert_eq!(starts(&all), 5, "{all}");
+    assert!(starts(&some) <= 3, "{some}\n{said}");
+    let kept = some["recommendation"]["label"].as_str().expect("a pick");
+    let exhaustive = &all["recommendation"];
+    let within_noise = exhaustive["tie_with"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|l| l == kept));
+    assert!(
+        exhaustive["label"] == kept || within_noise,
+        "kept {kept}, the exhaustive tune {exhaustive}\n{said}"
+    );
+    // Every setting measured after the first: its prediction beside it.
+    for s in some["settings"]
+        .as_array()
+        .expect("settings")
+        .iter()
+        .skip(1)
+    {
+        let label = s["label"].as_str().expect("label");
+        assert!(
+            said.lines().any(|l| l
+                .starts_with(&format!("tokbench tune --predict: {label}: predicted peak"))
+                && l.contains("measured")),
+            "{label}\n{said}"
+        );
+    }
+    println!(
+        "exhaustive kept {}, --predict kept {kept}\n{said}",
+        exhaustive["label"]
+    );
+}

@@ -61,7 +61,7 @@ pub const EXAMPLES_MAN: &str = "Examples:
   tokbench man sweep | man -l -";
 
 /// Every subcommand's examples, for the tests that parse and check them.
-pub const ALL_EXAMPLES: [&str; 10] = [
+pub const ALL_EXAMPLES: [&str; 11] = [
     EXAMPLES_SWEEP,
     EXAMPLES_SIM,
     EXAMPLES_TUNE,
@@ -72,4 +72,5 @@ pub const ALL_EXAMPLES: [&str; 10] = [
     EXAMPLES_MERGE,
     EXAMPLES_COMPLETIONS,
     EXAMPLES_MAN,
+    super::predict::EXAMPLES_PREDICT,
 ];

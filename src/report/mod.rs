@@ -8,6 +8,7 @@ pub(crate) mod frontier;
 pub(crate) mod html;
 pub(crate) mod junit;
 pub(crate) mod markdown;
+pub(crate) mod model_file;
 pub(crate) mod recorder;
 pub(crate) mod resume;
 pub(crate) mod run_info;

@@ -133,6 +133,7 @@ fn throughput_chart(run: &SavedRun, open: &str) -> String {
     plot.knee(&mut svg, &data);
     plot.slo(&mut svg, &data);
     plot.series(&mut svg, &data, Series::Throughput);
+    plot.predicted(&mut svg, &data);
     plot.series(&mut svg, &data, Series::P99Ttft);
     plot.labels_and_capacity(&mut svg, &data);
     svg.push_str("</svg>\n");
@@ -185,6 +186,10 @@ struct ChartData {
     knee: Option<(u32, u32, String)>,
     capacity: Option<(u32, f64)>,
     slo_ttft_ms: Option<f64>,
+    /// The model's output tok/s at the latest series' measured levels
+    /// (`model.json`, docs/predict.md): drawn dashed, labelled predicted,
+    /// beside the measured line it was fitted to.
+    predicted: Vec<(u32, f64)>,
 }
 
 impl ChartData {
@@ -245,6 +250,20 @@ impl ChartData {
                 .or_else(|| rounds.get(&c).and_then(|(t, _)| median(t.iter().copied())))?;
             Some((c, t))
         });
+        let predicted = run
+            .source
+            .parent()
+            .and_then(super::model_file::read_compatible)
+            .and_then(|f| f.models.into_iter().find(|m| m.series == latest as u64))
+            .map(|m| {
+                m.levels
+                    .iter()
+                    .filter(|l| concurrencies.contains(&l.concurrency))
+                    .map(|l| (l.concurrency, l.predicted.output_tok_s))
+                    .filter(|(_, t)| t.is_finite() && *t > 0.0)
+                    .collect()
+            })
+            .unwrap_or_default();
         ChartData {
             markers,
             line,
@@ -252,6 +271,7 @@ impl ChartData {
             knee,
             capacity,
             slo_ttft_ms: run.slo.ttft_p99_ms.filter(|s| *s > 0.0),
+            predicted,
         }
     }
 

@@ -45,7 +45,11 @@ pub fn check_command_line(argv: &[String]) -> Result<()> {
         Command::Man(args) => {
             man_command(args.subcommand.as_deref())?;
         }
-        Command::Report(_) | Command::Compare(_) | Command::Merge(_) | Command::Completions(_) => {}
+        Command::Report(_)
+        | Command::Compare(_)
+        | Command::Merge(_)
+        | Command::Predict(_)
+        | Command::Completions(_) => {}
     }
     Ok(())
 }

@@ -251,6 +251,7 @@ pub(crate) fn print_results(recorder: &Recorder, out: &mut dyn Write) {
             }
         }
     }
+    crate::model::files::fit_and_save(recorder.dir(), out);
     let _ = writeln!(out, "results: {}", recorder.dir().display());
     let _ = out.flush();
 }

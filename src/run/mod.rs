@@ -16,6 +16,7 @@ pub(crate) mod timing;
 mod tls;
 mod tune;
 mod tune_plan;
+mod tune_predict;
 mod tune_results;
 mod url;
 mod wrong_backend;

@@ -87,6 +87,7 @@ pub(crate) async fn run_tune<F: TuneFace>(
     open_face: impl FnOnce(&str, &Path) -> Result<F>,
 ) -> Result<i32> {
     let mut plan = check(&args)?;
+    let mut predicting = super::tune_predict::check(&args, &plan)?;
     if args.sweep.print_config {
         return print_config(&plan, &args, settings);
     }
@@ -203,6 +204,11 @@ pub(crate) async fn run_tune<F: TuneFace>(
             search_step(&mut plan, &mut section);
         }
         save_section(&plan.dir, &section, false)?;
+        // model.json again, now that the setting's knob is saved with it.
+        crate::model::files::fit_and_save(&plan.dir, &mut std::io::sink());
+        if let (Some(p), false) = (predicting.as_mut(), stop_all) {
+            super::tune_predict::after_setting(&mut plan, i + 1, &section, p);
+        }
         if stop_all {
             break;
         }

@@ -30,6 +30,7 @@ mod module_graph;
 mod notes;
 mod notes_audit;
 mod panic_hook;
+mod predict;
 mod probes;
 mod reasoning;
 mod report;

@@ -130,3 +130,23 @@ fn the_recorder_and_the_math_reach_down_only() {
         assert!(io.is_empty(), "{pure} imports {io:?}");
     }
 }
+
+/// The fitted model (`src/model/`, docs/predict.md) reads saved runs and
+/// drives the simulator's pure engine in virtual time; only the wiring
+/// above it (`run`, `ui`) imports it, and it reaches for neither the
+/// probe, the load, the server nor the wiring.
+#[test]
+fn only_the_wiring_imports_the_model() {
+    let graph = graph();
+    let model = graph.get("model").expect("src/model");
+    assert!(model.contains("sim"), "read model's imports: {model:?}");
+    for above in ["run", "ui", "probe", "load", "server"] {
+        assert!(!model.contains(above), "model imports {above}");
+    }
+    let importers: Vec<&String> = graph
+        .iter()
+        .filter(|(m, deps)| deps.contains("model") && !matches!(m.as_str(), "run" | "ui"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(importers.is_empty(), "{importers:?} import model");
+}

@@ -109,6 +109,10 @@ lines = open(os.path.join(run, "requests.jsonl")).read().splitlines()
 assert lines, "no request line"
 for n, line in enumerate(lines, 1):
     check(request, json.loads(line), f"requests.jsonl:{n}")
+# model.json, where the run could be fitted: its schema names every key
+# (additionalProperties is false throughout).
+if os.path.exists(os.path.join(run, "model.json")):
+    check(load("model.schema.json"), json.load(open(os.path.join(run, "model.json"))), "model.json")
 print(f"{len(files)} level files, {len(lines)} request lines, {len(errors)} errors")
 for e in errors[:40]:
     print(e)
@@ -136,6 +140,8 @@ fn fresh_files_validate_against_the_schemas() {
     validate(&dir);
     let summary = read_json(&dir.join("summary.json"));
     assert_eq!(summary["schema_version"], 1);
+    // Two levels: the model was fitted and checked too.
+    assert_eq!(read_json(&dir.join("model.json"))["version"], 1);
     for name in LEVEL_FILES {
         assert_eq!(read_json(&dir.join(name))["schema_version"], 1, "{name}");
     }

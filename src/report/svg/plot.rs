@@ -270,6 +270,42 @@ impl Plot {
         svg.push_str("</g>\n");
     }
 
+    /// The model's throughput at the measured levels, dashed, with the
+    /// word `predicted` at its end: never a measured figure's mark.
+    pub(super) fn predicted(&self, svg: &mut String, data: &ChartData) {
+        if data.predicted.len() < 2 {
+            return;
+        }
+        let points: Vec<(f64, f64)> = data
+            .predicted
+            .iter()
+            .map(|(c, t)| (self.x(*c), self.y_left(*t)))
+            .collect();
+        let d: Vec<String> = points
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" }))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<g id="predicted" class="series predicted"><title>predicted by the model fitted to this run (model.json), not measured</title>"#
+        );
+        let _ = writeln!(
+            svg,
+            r#"<path d="{}" fill="none" stroke="{THROUGHPUT}" stroke-width="1.5" stroke-opacity="0.8" stroke-dasharray="6 4"/>"#,
+            d.join(" ")
+        );
+        if let Some((x, y)) = points.last() {
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="{THROUGHPUT}">predicted</text>"#,
+                x - 4.0,
+                y + 16.0
+            );
+        }
+        svg.push_str("</g>\n");
+    }
+
     /// Everything drawn on each series' path, for labels to keep clear of:
     /// points every few pixels along both lines, and every marker.
     pub(super) fn obstacles(&self, data: &ChartData) -> Vec<(f64, f64)> {
