@@ -388,16 +388,19 @@ fn prediction_text(
     if let Some(k) = &knee {
         let step = format!("{} -> {} streams", k.from_concurrency, k.to_concurrency);
         if k.reason.starts_with(&step) {
-            s += &format!("predicted knee: {}\n", k.reason);
+            s += &format!("predicted knee: {}\n", of_predicted_levels(&k.reason));
         } else {
-            s += &format!("predicted knee: {step}: {}\n", k.reason);
+            s += &format!(
+                "predicted knee: {step}: {}\n",
+                of_predicted_levels(&k.reason)
+            );
         }
     } else {
         s += "predicted knee: none within these levels\n";
     }
     match &decision.capacity {
         Ok(c) => {
-            s += &format!("predicted capacity: {}\n", c.reason);
+            s += &format!("predicted capacity: {}\n", of_predicted_levels(&c.reason));
             let price = summary
                 .cost
                 .as_ref()
@@ -413,7 +416,12 @@ fn prediction_text(
                 }
             }
         }
-        Err(no) => s += &format!("predicted capacity: none: {}\n", no.reason),
+        Err(no) => {
+            s += &format!(
+                "predicted capacity: none: {}\n",
+                of_predicted_levels(&no.reason)
+            )
+        }
     }
     Ok(s)
 }
@@ -454,4 +462,10 @@ pub(crate) fn predicted_peak(model: &SeriesModel, ask: &Ask) -> Result<(f64, f64
         }
     }
     best.ok_or_else(|| "no level to predict".to_string())
+}
+
+/// The decision's words are written for measured levels; over predicted
+/// ones, the level a capacity rests on was predicted, not measured.
+fn of_predicted_levels(reason: &str) -> String {
+    reason.replace("level measured", "level predicted")
 }

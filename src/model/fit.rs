@@ -41,6 +41,9 @@ pub(crate) struct Measured {
     /// The server's running gauge (`running`, `processing`, `slots_busy`).
     pub running_mean: Option<f64>,
     pub running_max: Option<f64>,
+    /// The most requests the server said were waiting (`waiting`, or
+    /// llama.cpp's `deferred`) at a scrape of the level.
+    pub server_waiting_max: Option<f64>,
     /// The client's own count of streams that had their first token.
     pub streaming_mean: Option<f64>,
     pub streaming_max: Option<f64>,
@@ -118,6 +121,10 @@ impl Measured {
             output_len,
             running_mean: running("mean"),
             running_max: running("max"),
+            server_waiting_max: ["waiting", "deferred"]
+                .iter()
+                .filter_map(|g| gauge(server, g, "max"))
+                .reduce(f64::max),
             streaming_mean: streaming
                 .and_then(|s| s.get("mean"))
                 .and_then(Value::as_f64),
@@ -205,10 +212,15 @@ pub(crate) fn fit(
         (Some(*v), format!("the setting {name}={v}"))
     } else if let Some(s) = levels.iter().find_map(|l| l.slots_total) {
         (Some(s.round() as u32), "the server's slots".to_string())
-    } else if let Some(m) = top
-        .running_max
-        .filter(|m| *m < f64::from(top.concurrency) - 0.5)
-    {
+    } else if let Some(m) = top.running_max.filter(|m| {
+        // A short level's few scrapes can miss its busiest moment: the
+        // gauge's top is a cap only where others waited beside it, or
+        // where the client (whose count misses no moment) never had more
+        // streaming at once.
+        let waited = top.server_waiting_max.is_some_and(|w| w >= 1.0);
+        let never_more = top.streaming_max.is_some_and(|s| s <= *m + 0.5);
+        *m < f64::from(top.concurrency) - 0.5 && (waited || never_more)
+    }) {
         (
             Some(m.round().max(1.0) as u32),
             "the server's running gauge at the top level".to_string(),

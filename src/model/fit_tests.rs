@@ -121,6 +121,30 @@ fn the_servers_slots_are_the_cap() {
     );
 }
 
+/// The top level (4 streams) ran 2 at most by the server's gauge. The
+/// client saw 4 streaming at once: the scrapes missed the busiest moment,
+/// no cap is read. With requests waiting beside the 2, or the client never
+/// seeing more than 2 streaming, the 2 is the cap.
+#[test]
+fn the_running_gauge_is_a_cap_only_where_nothing_contradicts_it() {
+    let mut levels = made_up(Some(0.02), 0.0);
+    levels[2].running_max = Some(2.0);
+    levels[2].streaming_max = Some(4.0);
+    let (p, ..) = fit(&levels, &Known::default()).expect("fits");
+    assert_eq!(p.cap, None);
+    levels[2].streaming_max = Some(2.0);
+    let (p, ..) = fit(&levels, &Known::default()).expect("fits");
+    assert_eq!(p.cap, Some(2));
+    levels[2].streaming_max = Some(4.0);
+    levels[2].server_waiting_max = Some(2.0);
+    let (p, _, sources, _) = fit(&levels, &Known::default()).expect("fits");
+    assert_eq!(p.cap, Some(2));
+    assert!(
+        sources.iter().any(|s| s.contains("running gauge")),
+        "{sources:?}"
+    );
+}
+
 /// (1, 3), (2, 5), (3, 7): y = 1 + 2x.
 #[test]
 fn least_squares_by_hand() {

@@ -119,3 +119,21 @@ pub(crate) fn read_compatible(dir: &Path) -> Option<ModelFile> {
     let file: ModelFile = serde_json::from_str(&text).ok()?;
     compatible(file.version).then_some(file)
 }
+
+/// The model's output tok/s at a series' measured levels (those in `at`),
+/// from a run folder's `model.json`: the line the charts draw dashed
+/// beside the measured one. Empty without a compatible file or a model of
+/// that series.
+pub(crate) fn predicted_line(dir: &Path, series: u64, at: &[u32]) -> Vec<(u32, f64)> {
+    read_compatible(dir)
+        .and_then(|f| f.models.into_iter().find(|m| m.series == series))
+        .map(|m| {
+            m.levels
+                .iter()
+                .filter(|l| at.contains(&l.concurrency))
+                .map(|l| (l.concurrency, l.predicted.output_tok_s))
+                .filter(|(_, t)| t.is_finite() && *t > 0.0)
+                .collect()
+        })
+        .unwrap_or_default()
+}

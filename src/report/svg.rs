@@ -253,16 +253,7 @@ impl ChartData {
         let predicted = run
             .source
             .parent()
-            .and_then(super::model_file::read_compatible)
-            .and_then(|f| f.models.into_iter().find(|m| m.series == latest as u64))
-            .map(|m| {
-                m.levels
-                    .iter()
-                    .filter(|l| concurrencies.contains(&l.concurrency))
-                    .map(|l| (l.concurrency, l.predicted.output_tok_s))
-                    .filter(|(_, t)| t.is_finite() && *t > 0.0)
-                    .collect()
-            })
+            .map(|dir| super::model_file::predicted_line(dir, latest as u64, &concurrencies))
             .unwrap_or_default();
         ChartData {
             markers,

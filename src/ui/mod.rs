@@ -496,6 +496,15 @@ fn absorb(
     app.on_driver_event(event);
     let finished = recorder.on_event(event)?.map(|l| l.info.index);
     exports.on_event(event, finished, recorder)?;
+    // The plan is done (the screen stays up for keys) or the run is over:
+    // the model fitted to its summary, and its line drawn dashed.
+    let plan_over = matches!(event, DriverEvent::PlanDone | DriverEvent::Finished { .. });
+    if plan_over && app.tune.is_none() {
+        crate::model::files::fit_and_save(recorder.dir(), &mut std::io::sink());
+        if let Ok(run) = crate::report::saved::SavedRun::load(recorder.dir()) {
+            app.predicted = view::predicted_curve(&run).into_iter().collect();
+        }
+    }
     if let Some(level) =
         finished.and_then(|i| recorder.finished().iter().rev().find(|l| l.info.index == i))
     {

@@ -26,6 +26,11 @@ fn render(app: &App, w: u16, h: u16) -> Buffer {
     terminal.backend().buffer().clone()
 }
 
+/// A screen drawn at w x h, as text.
+pub(crate) fn render_text(app: &App, w: u16, h: u16) -> String {
+    text(&render(app, w, h))
+}
+
 /// The buffer as text, one line a row, trailing blanks cut.
 pub(crate) fn text(buf: &Buffer) -> String {
     let area = buf.area;

@@ -261,6 +261,11 @@ pub(crate) fn app_of(runs: &[SavedRun], palette: Palette) -> App {
     };
     let second = sides.next();
     let mut app = App::from_saved(first, second, shape_warning(runs), palette);
+    // One run with a model fitted to it: the model's line, dashed, beside
+    // the measured one (as chart.svg draws it).
+    if let [run] = runs {
+        app.predicted = predicted_curve(run).into_iter().collect();
+    }
     // One saved ramp: its own chart, from its level's seconds.
     if runs.len() == 1 {
         let ramped = runs[0].levels.iter().find_map(|level| {
@@ -278,6 +283,26 @@ pub(crate) fn app_of(runs: &[SavedRun], palette: Palette) -> App {
         }
     }
     app
+}
+
+/// The model's throughput at the latest series' measured levels, from the
+/// run folder's `model.json`, in that series' colour.
+pub(super) fn predicted_curve(run: &SavedRun) -> Option<crate::ui::widgets::PredictedCurve> {
+    let latest = run.levels.iter().map(|l| l.series).max().unwrap_or(0);
+    let mut at: Vec<u32> = run
+        .levels
+        .iter()
+        .filter(|l| l.series == latest && l.is_sweep_point())
+        .filter_map(|l| l.concurrency)
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let points =
+        crate::report::model_file::predicted_line(run.source.parent()?, latest as u64, &at);
+    (points.len() >= 2).then_some(crate::ui::widgets::PredictedCurve {
+        points,
+        series: (latest % super::draw::SERIES_STYLES) as u8,
+    })
 }
 
 /// A run known by its target and folder alone (nothing measured yet).
@@ -692,6 +717,90 @@ mod tests {
         assert_eq!(app.shown.run.shape(), "in 1024 / out 1024");
         assert_eq!(app.shown.run.knobs.as_deref(), Some("gpu=h100"));
         assert!(app.shown.run.result_dir.ends_with("tests/fixtures/view/a"));
+    }
+
+    /// A run folder with a model fitted to it: the view carries the
+    /// model's throughput at the measured levels as a dashed line, and
+    /// draws it labelled; a model file of another version is not read.
+    #[test]
+    fn a_fitted_run_shows_the_models_line_dashed() {
+        use crate::report::model_file::*;
+        let dir = std::env::temp_dir().join(format!("tokbench-view-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/view/a");
+        std::fs::copy(source.join("summary.json"), dir.join("summary.json")).expect("copy");
+        let run = SavedRun::load(&dir).expect("reads");
+        let measured: Vec<u32> = run.levels.iter().filter_map(|l| l.concurrency).collect();
+        let check = |c: u32, t: f64| LevelCheck {
+            concurrency: c,
+            measured: Figures3::default(),
+            predicted: Figures3 {
+                output_tok_s: t,
+                ..Figures3::default()
+            },
+            error_pct: Errors::default(),
+        };
+        let mut file = ModelFile {
+            version: MODEL_VERSION,
+            tokbench_version: "0.1.0".into(),
+            models: vec![SeriesModel {
+                series: 0,
+                series_label: None,
+                engine: None,
+                params: Params {
+                    step_ms: 10.0,
+                    step_ms_per_seq: 0.0,
+                    prefill_ms_per_token: 0.0,
+                    overhead_ms: 0.0,
+                    cap: None,
+                    knob: None,
+                    knob_value: None,
+                    kv_tokens: None,
+                    slot_context_tokens: None,
+                },
+                range: FitRange {
+                    concurrency_min: 1,
+                    concurrency_max: 1,
+                    batch_min: 1.0,
+                    batch_max: 1.0,
+                    input_len: 1.0,
+                    output_len: 1.0,
+                },
+                sources: Vec::new(),
+                warnings: Vec::new(),
+                // Two measured levels, and one the run never measured:
+                // the line keeps only the measured ones.
+                levels: vec![
+                    check(measured[0], 100.0),
+                    check(measured[1], 200.0),
+                    check(9999, 300.0),
+                ],
+                error_pct: Errors::default(),
+            }],
+        };
+        let write = |f: &ModelFile| {
+            std::fs::write(dir.join(FILE_NAME), serde_json::to_string(f).expect("json"))
+                .expect("write")
+        };
+        write(&file);
+        let app = app_of(std::slice::from_ref(&run), Palette::new(ColorMode::None));
+        let mut want = vec![(measured[0], 100.0), (measured[1], 200.0)];
+        want.sort_by_key(|p| p.0);
+        assert_eq!(
+            app.predicted
+                .iter()
+                .map(|c| c.points.clone())
+                .collect::<Vec<_>>(),
+            vec![want]
+        );
+        let screen = crate::ui::snapshot_tests::render_text(&app, 160, 48);
+        assert!(screen.contains("predicted"), "{screen}");
+        file.version = MODEL_VERSION + 1;
+        write(&file);
+        assert!(app_of(&[run], Palette::new(ColorMode::None))
+            .predicted
+            .is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

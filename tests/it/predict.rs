@@ -92,6 +92,14 @@ fn predict(dir: &Path, extra: &[&str]) -> Predicted {
     let out = tokbench(&args);
     assert!(out.status.success(), "predict: {}", text(&out));
     let printed = stdout(&out);
+    // A prediction never says it measured what it predicted.
+    for line in printed.lines().filter(|l| {
+        ["predicted knee:", "predicted capacity:", "predicted cost:"]
+            .iter()
+            .any(|p| l.starts_with(p))
+    }) {
+        assert!(!line.contains("measured"), "{line}");
+    }
     let rows = printed
         .lines()
         .filter(|l| l.contains("  predicted"))

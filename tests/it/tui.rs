@@ -283,6 +283,11 @@ fn tpot_is_the_same_with_and_without_the_view() {
     tmux.wait_for("the sweep's end", Duration::from_secs(20), |s| {
         s.contains("sweep finished")
     });
+    // The model fitted to the finished run: its line on the chart, dashed
+    // and named, beside the measured one.
+    tmux.wait_for("the model's line", Duration::from_secs(5), |s| {
+        s.contains("predicted")
+    });
     tmux.keys("q");
     tmux.wait_for("exit", Duration::from_secs(5), |s| {
         s.contains("TOKBENCH_EXIT=0")

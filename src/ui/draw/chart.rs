@@ -62,7 +62,7 @@ fn points_of(
 }
 
 /// Distinct marks and colours for series; more series than this repeat.
-pub(super) const SERIES_STYLES: usize = 4;
+pub(crate) const SERIES_STYLES: usize = 4;
 
 /// The run has more than one series (server settings compared in one run).
 pub(super) fn has_series(levels: &[LevelRow]) -> bool {

@@ -14,6 +14,7 @@
 //! See docs/architecture.md, section 6 (a screen panel).
 
 mod chart;
+pub(crate) use chart::SERIES_STYLES;
 mod footer;
 mod header;
 mod help;
