@@ -3,9 +3,36 @@
 //! server's own per-request prefill times give at the level's end.
 
 use serde_json::Value;
-use tokbench::sim::{SimConfig, SimEngine};
+use tokbench::sim::{SimConfig, SimEngine, SimHandle};
 
 use crate::support::*;
+
+/// One level against `sim`, scraped every 50 ms: [streams, prompts, input
+/// length, output length].
+async fn sweep(sim: &SimHandle, dir: &std::path::Path, shape: &[&str; 4]) -> std::process::Output {
+    let [streams, prompts, input, output] = shape;
+    let args = [
+        "sweep",
+        "--base-url",
+        &format!("http://{}", sim.addr),
+        "--no-tui",
+        "--result-dir",
+        &dir.display().to_string(),
+        "--seed",
+        "7",
+        "--concurrency",
+        streams,
+        "--num-prompts",
+        prompts,
+        "--random-input-len",
+        input,
+        "--random-output-len",
+        output,
+        "--probe-interval",
+        "0.05",
+    ];
+    tokbench_async(args.map(String::from).to_vec()).await
+}
 
 fn mean_of(waiting: &Value, key: &str) -> f64 {
     waiting[key]
@@ -28,31 +55,7 @@ async fn the_live_split_agrees_with_the_servers_prefill_times() {
     })
     .await;
     let dir = scratch("live_split", "llamacpp");
-    let out = tokbench_async(
-        [
-            "sweep",
-            "--base-url",
-            &format!("http://{}", sim.addr),
-            "--no-tui",
-            "--result-dir",
-            &dir.display().to_string(),
-            "--seed",
-            "7",
-            "--concurrency",
-            "16",
-            "--num-prompts",
-            "96",
-            "--random-input-len",
-            "256",
-            "--random-output-len",
-            "32",
-            "--probe-interval",
-            "0.05",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
-    .await;
+    let out = sweep(&sim, &dir, &["16", "96", "256", "32"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let level = read_json(&dir.join("sweep-c16.json"));
     let waiting = &level["waiting"];
@@ -98,29 +101,7 @@ async fn ollama_saves_no_live_split() {
     })
     .await;
     let dir = scratch("live_split", "ollama");
-    let out = tokbench_async(
-        [
-            "sweep",
-            "--base-url",
-            &format!("http://{}", sim.addr),
-            "--no-tui",
-            "--result-dir",
-            &dir.display().to_string(),
-            "--concurrency",
-            "2",
-            "--num-prompts",
-            "6",
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "8",
-            "--probe-interval",
-            "0.05",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
-    .await;
+    let out = sweep(&sim, &dir, &["2", "6", "64", "8"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let level = read_json(&dir.join("sweep-c2.json"));
     assert!(level["waiting"].is_object(), "{level}");

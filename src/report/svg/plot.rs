@@ -248,15 +248,10 @@ impl Plot {
             })
             .collect();
         if points.len() > 1 {
-            let d: Vec<String> = points
-                .iter()
-                .enumerate()
-                .map(|(i, (x, y))| format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" }))
-                .collect();
             let _ = writeln!(
                 svg,
                 r#"<path d="{}" fill="none" stroke="{color}" stroke-width="2.5" stroke-linejoin="round" stroke-linecap="round"/>"#,
-                d.join(" ")
+                path_data(&points)
             );
         }
         for m in &data.markers {
@@ -281,11 +276,6 @@ impl Plot {
             .iter()
             .map(|(c, t)| (self.x(*c), self.y_left(*t)))
             .collect();
-        let d: Vec<String> = points
-            .iter()
-            .enumerate()
-            .map(|(i, (x, y))| format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" }))
-            .collect();
         let _ = writeln!(
             svg,
             r#"<g id="predicted" class="series predicted"><title>predicted by the model fitted to this run (model.json), not measured</title>"#
@@ -293,7 +283,7 @@ impl Plot {
         let _ = writeln!(
             svg,
             r#"<path d="{}" fill="none" stroke="{THROUGHPUT}" stroke-width="1.5" stroke-opacity="0.8" stroke-dasharray="6 4"/>"#,
-            d.join(" ")
+            path_data(&points)
         );
         if let Some((x, y)) = points.last() {
             let _ = writeln!(
@@ -443,4 +433,14 @@ impl Plot {
             esc(&label)
         );
     }
+}
+
+/// An SVG path's `d` through points in order: a move, then lines.
+fn path_data(points: &[(f64, f64)]) -> String {
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, (x, y))| format!("{}{x:.1} {y:.1}", if i == 0 { "M" } else { "L" }))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
