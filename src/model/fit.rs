@@ -48,6 +48,8 @@ pub(crate) struct Measured {
     pub streaming_mean: Option<f64>,
     pub streaming_max: Option<f64>,
     pub slots_total: Option<f64>,
+    /// llama.cpp: each slot's context, tokens (`/slots` `n_ctx`).
+    pub slot_context: Option<u64>,
     /// The server's prefill time per prompt token, ms (its own timings:
     /// llama.cpp's `timings`, Ollama's `prompt_eval_duration`).
     pub server_prefill_ms_per_token: Option<f64>,
@@ -130,6 +132,9 @@ impl Measured {
                 .and_then(Value::as_f64),
             streaming_max: streaming.and_then(|s| s.get("max")).and_then(Value::as_f64),
             slots_total: gauge(server, "slots_total", "max"),
+            slot_context: gauge(server, "slot_context_tokens", "min")
+                .filter(|n| *n >= 1.0)
+                .map(|n| n as u64),
             server_prefill_ms_per_token: prefill,
             server_admit_step_ms: admit_step,
             kv_usage_max: gauge(server, "kv_cache_usage", "max"),
@@ -331,7 +336,10 @@ pub(crate) fn fit(
         knob: known.knob.as_ref().map(|k| k.0.clone()),
         knob_value: known.knob.as_ref().map(|k| k.1),
         kv_tokens,
-        slot_context_tokens: known.slot_context_tokens,
+        // A tune's setting says it; else the slots the run scraped.
+        slot_context_tokens: known
+            .slot_context_tokens
+            .or_else(|| levels.iter().find_map(|l| l.slot_context)),
     };
     if let Some(o) = run_level(&params, &shape_of(low)) {
         params.overhead_ms = (low.ttft_p50_ms - o.ttft_p50_ms).max(0.0);

@@ -82,7 +82,9 @@ pub(crate) fn with_setting(model: &SeriesModel, ask: &Ask) -> Result<Params, Str
                 "{name}={v} is not predicted: the run's model spilled to the CPU (size_vram < size), and another setting changes how much spills"
             ));
         }
-        if let (Some(ctx), Some(now)) = (p.slot_context_tokens, p.knob_value) {
+        // The slots running now: the tune's knob, else the cap the run's
+        // slots gave.
+        if let (Some(ctx), Some(now)) = (p.slot_context_tokens, p.knob_value.or(p.cap)) {
             // llama.cpp splits one context among its slots.
             let per_slot = ctx.saturating_mul(u64::from(now)) / u64::from(*v);
             if per_slot < need {

@@ -204,6 +204,8 @@ impl LlamacppGauges {
 pub struct SlotsBusy {
     pub busy: u32,
     pub total: u32,
+    /// The smallest slot's context, tokens (`n_ctx`), where the slots say.
+    pub context: Option<u64>,
 }
 
 /// Read a `/slots` body: an array with one object per slot, busy when
@@ -214,11 +216,15 @@ pub fn llamacpp_slots(body: &[u8]) -> Option<SlotsBusy> {
     let slots = v.as_array()?;
     let mut busy = 0u32;
     let mut total = 0u32;
+    let mut context: Option<u64> = None;
     for slot in slots {
         let Some(slot) = slot.as_object() else {
             continue;
         };
         total = total.saturating_add(1);
+        if let Some(n) = slot.get("n_ctx").and_then(Value::as_u64).filter(|n| *n > 0) {
+            context = Some(context.map_or(n, |c| c.min(n)));
+        }
         let processing = match slot.get("is_processing").and_then(Value::as_bool) {
             Some(p) => p,
             None => slot
@@ -230,7 +236,11 @@ pub fn llamacpp_slots(body: &[u8]) -> Option<SlotsBusy> {
             busy = busy.saturating_add(1);
         }
     }
-    Some(SlotsBusy { busy, total })
+    Some(SlotsBusy {
+        busy,
+        total,
+        context,
+    })
 }
 
 /// `/props`' `total_slots` (`-np`): how many requests llama.cpp decodes at
@@ -618,19 +628,31 @@ mod tests {
 
     #[test]
     fn llama_server_slots_captures() {
-        // Idle: 4 slots, none processing. Busy: slot 3 processing.
+        // Idle: 4 slots of 4096 tokens each, none processing. Busy: slot 3
+        // processing.
+        let slots = |busy, total, context| SlotsBusy {
+            busy,
+            total,
+            context,
+        };
         assert_eq!(
             llamacpp_slots(fixture!("captures/llama-server/slots.json")),
-            Some(SlotsBusy { busy: 0, total: 4 })
+            Some(slots(0, 4, Some(4096)))
         );
         assert_eq!(
             llamacpp_slots(fixture!("captures/llama-server/slots_busy.json")),
-            Some(SlotsBusy { busy: 1, total: 4 })
+            Some(slots(1, 4, Some(4096)))
         );
-        // Older builds' `state`; an error object when slots are disabled.
+        // Older builds' `state`, without `n_ctx`; an error object when
+        // slots are disabled.
         assert_eq!(
             llamacpp_slots(br#"[{"id":0,"state":1},{"id":1,"state":0},{"id":2},7]"#),
-            Some(SlotsBusy { busy: 1, total: 3 })
+            Some(slots(1, 3, None))
+        );
+        // Slots of unequal context: the smallest is what a request must fit.
+        assert_eq!(
+            llamacpp_slots(br#"[{"id":0,"n_ctx":2048},{"id":1,"n_ctx":1024}]"#),
+            Some(slots(0, 2, Some(1024)))
         );
         assert_eq!(
             llamacpp_slots(br#"{"error":{"code":501,"message":"This server does not support slots endpoint.","type":"not_supported_error"}}"#),

@@ -106,6 +106,9 @@ pub(crate) fn spawn(
                     GaugeSource::LlamacppSlots => llamacpp_slots(&body).map(|s| {
                         sample.gauges.insert("slots_busy", f64::from(s.busy));
                         sample.gauges.insert("slots_total", f64::from(s.total));
+                        if let Some(ctx) = s.context {
+                            sample.gauges.insert("slot_context_tokens", ctx as f64);
+                        }
                     }),
                     GaugeSource::OllamaPs => ollama_ps(&body).map(|models| {
                         sample.gauges.insert("models_loaded", models.len() as f64);

@@ -358,3 +358,30 @@ fn refusals_are_one_line() {
     );
     assert_eq!(err.lines().count(), 1);
 }
+
+/// llama.cpp splits one context among its slots. A sweep at `-np 2` whose
+/// slots hold 1024 tokens each (the probe reads `/slots`' `n_ctx`): at
+/// `np=8` each would hold 1024 x 2 / 8 = 256, short of a request's 256 +
+/// 64 (plus the chat template): said, not predicted. At `np=4`, 512 fits.
+#[test]
+fn a_slot_count_whose_context_no_longer_fits_is_said() {
+    let dir = scratch("predict", "context");
+    let sim = Sim::with(SimConfig {
+        step_ms: 2.0,
+        parallel: Some(2),
+        kv_tokens: 1024,
+        ..noisy(SimEngine::Llamacpp)
+    });
+    sweep(&sim, &dir, "1,2", (256, 64), &[]);
+    let d = dir.display().to_string();
+    let out = tokbench(["predict", &d, "--set", "np=8"]);
+    let err = crate::support::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("np=8 does not fit: each slot would hold 256 tokens of context"),
+        "{err}"
+    );
+    let p = predict(&dir, &["--set", "np=4"]);
+    assert!(!p.rows.is_empty(), "{}", p.text);
+}
