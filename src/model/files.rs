@@ -16,7 +16,7 @@ use crate::report::schema::SummaryFile;
 
 use super::fit::{series_model, Known, Measured};
 use super::predict::{self, knobs, Ask, Row};
-use super::schema::{compatible, ModelFile, SeriesModel, FILE_NAME, MODEL_VERSION};
+use super::schema::{compatible, ModelFile, Params, SeriesModel, FILE_NAME, MODEL_VERSION};
 
 /// Every knob name of every engine (a tune's grid names its own).
 fn is_cap_knob(name: &str) -> bool {
@@ -360,6 +360,9 @@ fn prediction_text(
     for w in &model.warnings {
         s += &format!("note: {w}\n");
     }
+    if let Some(line) = past_the_batch(model, &params, ask) {
+        s += &format!("note: {line}\n");
+    }
     s += " streams  predicted tok/s      TTFT p50 ms      TPOT p50 ms  note\n";
     for r in &rows {
         s += &row_line(r);
@@ -462,6 +465,24 @@ pub(crate) fn predicted_peak(model: &SeriesModel, ask: &Ask) -> Result<(f64, f64
         }
     }
     best.ok_or_else(|| "no level to predict".to_string())
+}
+
+/// Where an asked level runs a larger batch than the run measured: the
+/// step's growth with the batch is extrapolated there. On real servers a
+/// fit over a batch of 1-2 got that growth wrong (it cannot tell it from
+/// the other streams' prefill stalls) while the knee held.
+fn past_the_batch(model: &SeriesModel, params: &Params, ask: &Ask) -> Option<String> {
+    let measured = model.range.batch_max.max(1.0);
+    let past = ask
+        .concurrency
+        .iter()
+        .any(|&c| f64::from(params.cap.map_or(c, |cap| cap.min(c))) > measured + 0.5);
+    past.then(|| {
+        format!(
+            "the run measured a running batch of {:.0} to {measured:.0}: past {measured:.0}, how the step grows with the batch is extrapolated; read those figures as a direction and the knee as the answer (docs/predict.md, \"How far to trust it\")",
+            model.range.batch_min.max(1.0).floor()
+        )
+    })
 }
 
 /// The decision's words are written for measured levels; over predicted

@@ -142,6 +142,23 @@ fn knob_case(engine: SimEngine, fit: SimConfig, other: SimConfig, set: &str, ext
     assert_eq!(model["version"], 1, "{model}");
     predicted_line_is_drawn(&a);
     let p = predict(&a, &["--set", set, "--concurrency", levels]);
+    // A setting that runs more at once than the fit saw says the batch's
+    // cost is extrapolated; one that runs fewer says nothing of it.
+    let fitted_batch = model["models"][0]["range"]["batch_max"]
+        .as_f64()
+        .expect("batch_max");
+    let asked: f64 = set
+        .rsplit('=')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("a number");
+    assert_eq!(
+        p.text
+            .contains("how the step grows with the batch is extrapolated"),
+        asked > fitted_batch + 0.5,
+        "{name} {set} (fitted at a batch of {fitted_batch}):\n{}",
+        p.text
+    );
     {
         let sim = Sim::with(other);
         sweep(&sim, &b, levels, (128, 64), extra);
