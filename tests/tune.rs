@@ -1136,3 +1136,35 @@ fn predict_keeps_the_exhaustive_pick_with_three_starts() {
         exhaustive["label"]
     );
 }
+
+/// `--predict` in the live view: once the first setting is measured and
+/// the rest predicted, the predicted settings are dashed curves on the
+/// tune's chart (the legend's `┄ predicted`), through to the final screen.
+#[test]
+fn the_live_view_draws_the_predicted_settings() {
+    let mark = "predict-live";
+    let dir = scratch(mark);
+    let cmd = format!(
+        "{} sim --port {{port}} --engine ollama --parallel {{np}} --step-ms 5 --step-ms-per-seq 1",
+        bin()
+    );
+    let pane = format!(
+        "{b} tune --serve-cmd '{cmd}' --grid np=2,3,4,6 --predict \
+         --serve-env TB_TUNE_MARK={mark} --concurrency 1,2,4,8 {short} --result-dir {d} \
+         2>{d}.err; echo TUNE-EXIT $?; sleep 60",
+        b = bin(),
+        short = SHORT.join(" "),
+        d = dir.display()
+    );
+    let tmux = Tmux::start(mark, 160, 48, &pane);
+    tmux.wait_for("the final screen", Duration::from_secs(240), |s| {
+        s.contains("tune finished")
+    });
+    let screen = tmux.screen();
+    assert!(screen.contains("┄ predicted"), "{screen}");
+    tmux.keys("q");
+    tmux.wait_for("the exit", Duration::from_secs(30), |s| {
+        s.contains("TUNE-EXIT 0")
+    });
+    assert_no_server(mark);
+}

@@ -452,19 +452,30 @@ fn row_line(r: &Row) -> String {
 /// expected error there, % (the widest of the levels'), for `tune
 /// --predict`; why not, where it is not predicted.
 pub(crate) fn predicted_peak(model: &SeriesModel, ask: &Ask) -> Result<(f64, f64), String> {
+    predicted_levels(model, ask)?
+        .into_iter()
+        .fold(None, |best: Option<(u32, f64, f64)>, level| match best {
+            Some(b) if b.1 >= level.1 => Some(b),
+            _ => Some(level),
+        })
+        .map(|(_, tok_s, error)| (tok_s, error))
+        .ok_or_else(|| "no level to predict".to_string())
+}
+
+/// Each asked level's predicted output tok/s and its expected error, %:
+/// (streams, tok/s, error); why not, where a level is not predicted.
+pub(crate) fn predicted_levels(
+    model: &SeriesModel,
+    ask: &Ask,
+) -> Result<Vec<(u32, f64, f64)>, String> {
     let params = predict::with_setting(model, ask)?;
-    let rows = predict::rows(model, &params, ask);
-    let mut best: Option<(f64, f64)> = None;
-    for r in &rows {
-        match &r.outcome {
-            Ok(o) if best.is_none_or(|b| o.output_tok_s > b.0) => {
-                best = Some((o.output_tok_s, r.expected_pct.output_tok_s));
-            }
-            Ok(_) => {}
-            Err(why) => return Err(why.clone()),
-        }
-    }
-    best.ok_or_else(|| "no level to predict".to_string())
+    predict::rows(model, &params, ask)
+        .into_iter()
+        .map(|r| match r.outcome {
+            Ok(o) => Ok((r.concurrency, o.output_tok_s, r.expected_pct.output_tok_s)),
+            Err(why) => Err(why),
+        })
+        .collect()
 }
 
 /// Where an asked level runs a larger batch than the run measured: the

@@ -37,6 +37,9 @@ pub(crate) trait TuneFace {
     fn show_earlier(&mut self, dir: &Path);
     /// The tune's words as they stand.
     fn set_tune(&mut self, view: TuneView);
+    /// The settings `--predict` predicted, each (label, its output tok/s by
+    /// streams): dashed on the chart, never in the level table.
+    fn show_predicted(&mut self, curves: Vec<(String, Vec<(u32, f64)>)>);
     /// While a server starts: drawn with `view(elapsed)` until `ready`
     /// resolves, or a key asks to skip this setting or quit.
     async fn while_starting<T>(
@@ -208,6 +211,9 @@ pub(crate) async fn run_tune<F: TuneFace>(
         crate::model::files::fit_and_save(&plan.dir, &mut std::io::sink());
         if let (Some(p), false) = (predicting.as_mut(), stop_all) {
             super::tune_predict::after_setting(&mut plan, i + 1, &section, p);
+            if let Some(screen) = screen.as_mut() {
+                screen.show_predicted(p.curves());
+            }
         }
         if stop_all {
             break;

@@ -9,7 +9,7 @@
 use color_eyre::eyre::{bail, Result};
 
 use crate::cli::TuneArgs;
-use crate::model::files::{fit_summary, predicted_peak};
+use crate::model::files::{fit_summary, predicted_levels, predicted_peak};
 use crate::model::predict::{knobs, Ask};
 use crate::model::schema::SeriesModel;
 use crate::report::schema::{number, SummaryFile, TuneSection};
@@ -23,6 +23,9 @@ struct Prediction {
     label: String,
     value: u32,
     peak: Result<(f64, f64), String>,
+    /// Its output tok/s at each level the first setting ran: the dashed
+    /// curve on the tune's chart.
+    curve: Vec<(u32, f64)>,
 }
 
 /// What `--predict` knows between settings.
@@ -181,11 +184,19 @@ fn plan_from(
             set: Some((p.knob.clone(), value)),
         };
         let peak = predicted_peak(model, &ask);
+        let curve = predicted_levels(model, &ask)
+            .map(|levels| levels.into_iter().map(|(c, t, _)| (c, t)).collect())
+            .unwrap_or_default();
         match &peak {
             Ok((tok_s, e)) => crate::say!("tokbench tune --predict: {label}: predicted peak {tok_s:.1} tok/s ±{e:.0}% (not measured yet)"),
             Err(why) => crate::say!("tokbench tune --predict: {label}: {why}"),
         }
-        p.predictions.push(Prediction { label, value, peak });
+        p.predictions.push(Prediction {
+            label,
+            value,
+            peak,
+            curve,
+        });
     }
     let best = best_unmeasured(p, &measured);
     let Some(best) = best else {
@@ -215,6 +226,18 @@ fn plan_from(
         next.join(", ")
     );
     p.planned = true;
+}
+
+impl Predicting {
+    /// Each predicted setting's curve with its label, for the chart; the
+    /// settings measured since keep theirs, beside their measured line.
+    pub(super) fn curves(&self) -> Vec<(String, Vec<(u32, f64)>)> {
+        self.predictions
+            .iter()
+            .filter(|p| p.curve.len() >= 2)
+            .map(|p| (p.label.clone(), p.curve.clone()))
+            .collect()
+    }
 }
 
 /// The highest predicted peak among the settings not measured.

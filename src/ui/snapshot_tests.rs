@@ -657,6 +657,20 @@ fn a_tune_says_where_it_is_and_overlays_the_settings_before() {
     shows(&wide, &["ready 14.8 s · KV 272,000 tok"]);
 }
 
+/// `tune --predict`: the settings it predicted are dashed curves on the
+/// tune's chart, each named by its setting, never rows of the table.
+#[test]
+fn a_tune_draws_its_predicted_settings_dashed_and_named() {
+    let mut app = Screen::Tune.build(ColorMode::None);
+    app.predicted = super::tune::predicted_curves(vec![(
+        "np=8".to_string(),
+        vec![(1, 30.0), (8, 120.0), (64, 250.0)],
+    )]);
+    let t = render_text(&app, 160, 48);
+    shows(&t, &["np=8 predicted", "┄ predicted"]);
+    assert!(!t.lines().any(|l| l.contains("│np=8")), "{t}");
+}
+
 /// A ramp's chart: the offered rate as a line, each second that is over as
 /// its achieved rate, and the second where p99 TTFT first failed, at both
 /// sizes; the streams chart is not drawn for it.

@@ -17,8 +17,10 @@ use crossterm::event::{Event, EventStream, KeyCode, KeyEventKind, KeyModifiers};
 use futures_util::StreamExt;
 
 use super::app::{App, Phase};
+use super::draw::SERIES_STYLES;
 use super::terminal::{self, TerminalGuard};
 use super::theme::{ColorMode, Palette};
+use super::widgets::PredictedCurve;
 use super::{draw, live_app, live_session, Ending, Session, DRAW_FAILED};
 use crate::cli::TuneArgs;
 use crate::config::Settings;
@@ -96,6 +98,10 @@ impl TuneFace for TuneScreen {
     /// The tune's words as they stand.
     fn set_tune(&mut self, view: TuneView) {
         self.app.tune = Some(view);
+    }
+
+    fn show_predicted(&mut self, curves: Vec<(String, Vec<(u32, f64)>)>) {
+        self.app.predicted = predicted_curves(curves);
     }
 
     /// The settings measured so far, from the result folder, on the chart.
@@ -179,6 +185,7 @@ impl TuneFace for TuneScreen {
         app.set_series_label(series, label);
         app.tune = self.app.tune.take();
         app.earlier = std::mem::take(&mut self.app.earlier);
+        app.predicted = std::mem::take(&mut self.app.predicted);
         for (index, label) in &self.app.shown.series_labels {
             app.shown
                 .series_labels
@@ -269,4 +276,18 @@ impl TuneFace for TuneScreen {
     }
 
     fn leave(self) {}
+}
+
+/// A tune's predicted settings as the chart's dashed curves, each in a
+/// colour of its own and named by its setting.
+pub(super) fn predicted_curves(curves: Vec<(String, Vec<(u32, f64)>)>) -> Vec<PredictedCurve> {
+    curves
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, points))| PredictedCurve {
+            points,
+            series: (i % SERIES_STYLES) as u8,
+            label: Some(label),
+        })
+        .collect()
 }

@@ -302,6 +302,7 @@ pub(super) fn predicted_curve(run: &SavedRun) -> Option<crate::ui::widgets::Pred
     (points.len() >= 2).then_some(crate::ui::widgets::PredictedCurve {
         points,
         series: (latest % super::draw::SERIES_STYLES) as u8,
+        label: None,
     })
 }
 

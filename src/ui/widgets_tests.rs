@@ -456,6 +456,7 @@ fn a_prediction_is_dashed_and_labelled() {
     let predicted = [PredictedCurve {
         points: vec![(4, 300.0), (8, 500.0), (16, 600.0)],
         series: 0,
+        label: None,
     }];
     let (w, h) = (60, 14);
     let area = Rect::new(0, 0, w, h);

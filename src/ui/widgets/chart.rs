@@ -135,6 +135,9 @@ pub(crate) struct PredictedCurve {
     pub points: Vec<(u32, f64)>,
     /// Whose colour it takes (the series it predicts).
     pub series: u8,
+    /// The setting it predicts, where several are drawn (a tune): its end
+    /// is marked `LABEL predicted`.
+    pub label: Option<String>,
 }
 
 /// `line` cut into dashes of [`DASH_DOTS`] braille dots with gaps as long
@@ -529,24 +532,33 @@ impl Widget for ThroughputChart<'_> {
                 }
             }
         }
-        // The first prediction's word at its far end, above or below it.
-        if let Some(&(c, v)) = self.predicted.first().and_then(|c| c.points.last()) {
-            let word = "predicted";
-            let w = word.len() as u16;
+        // Each prediction's word at its far end, above or below it: the
+        // setting it predicts where it names one.
+        for curve in self.predicted {
+            let Some(&(c, v)) = curve.points.last() else {
+                continue;
+            };
+            let named = curve.label.as_ref().map(|l| format!("{l} predicted"));
+            let style = series_style(p, curve.series);
             let (x, y) = (col_of(Self::x_frac(c, kmax)), row_of_value(v / y_top));
-            let style = series_style(p, self.predicted[0].series);
-            let spots = [
-                (x.saturating_sub(w), y.saturating_sub(1)),
-                (x.saturating_sub(w), y + 1),
-                (x.saturating_sub(w / 2), y.saturating_sub(1)),
-                (x.saturating_sub(w / 2), y + 1),
-                (x.saturating_sub(w + 1), y),
-            ];
-            if let Some((lx, ly)) = spots
-                .into_iter()
-                .find(|&(lx, ly)| room_for(buf, graph, lx, ly, word, &[]))
-            {
-                buf.set_string(lx, ly, word, style);
+            let words = named.iter().map(String::as_str).chain(["predicted"]);
+            'word: for word in words {
+                let w = word.chars().count() as u16;
+                let spots = [
+                    (x.saturating_sub(w), y.saturating_sub(1)),
+                    (x.saturating_sub(w), y + 1),
+                    (x.saturating_sub(w / 2), y.saturating_sub(1)),
+                    (x.saturating_sub(w / 2), y + 1),
+                    (x.saturating_sub(w + 1), y),
+                    (x.saturating_sub(w), y.saturating_sub(2)),
+                    (x.saturating_sub(w), y + 2),
+                ];
+                for (lx, ly) in spots {
+                    if room_for(buf, graph, lx, ly, word, &[]) {
+                        buf.set_string(lx, ly, word, style);
+                        break 'word;
+                    }
+                }
             }
         }
         if let Some(cap) = ordered.iter().rev().find(|pt| pt.capacity) {
