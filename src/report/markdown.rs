@@ -218,6 +218,29 @@ mod tests {
 
     use super::*;
 
+    /// Connecting named where its p99 is over a tenth of TTFT p99: at 4
+    /// streams 30 of 200 ms is 15% (named, with TTFT after connect p99
+    /// 175 ms); at 8 streams 10 of 200 ms is 5% (not named).
+    #[test]
+    fn a_level_whose_connect_is_a_tenth_of_ttft_is_named() {
+        let level = |c: u32, connect: f64| {
+            json!({"max_concurrency": c, "mode": "planned", "partial": false,
+                   "output_throughput": 100.0, "p99_ttft_ms": 200.0,
+                   "connect_ms": {"p50": 1.0, "p99": connect, "mean": 2.0},
+                   "ttft_after_connect_ms": {"p50": 100.0, "p99": 175.0, "mean": 110.0}})
+        };
+        let run = SavedRun::from_value(
+            json!({"run": {"model": "m", "input_len": 64, "output_len": 16},
+                   "levels": [level(4, 30.0), level(8, 10.0)]}),
+            Path::new("s.json"),
+        )
+        .expect("summary");
+        assert_eq!(
+            connect_lines(&run),
+            vec!["4 streams: connect p99 30.00 ms, 15% of TTFT p99 200.00 ms; TTFT after connect p99 175.00 ms. Warmed keep-alive connections are the usual cure."]
+        );
+    }
+
     /// A saved ramp: its row reads `ramp` with the mean in flight as its
     /// streams, and a `--goodput` run's table has the goodput column and
     /// its SLOs in words; a run without `--goodput` has neither.
